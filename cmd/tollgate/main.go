@@ -22,7 +22,9 @@ type command struct {
 }
 
 func commands() map[string]command {
-	return map[string]command{}
+	return map[string]command{
+		"check": checkCommand(),
+	}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -1,0 +1,697 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tollgate/tollgate/bucket"
+)
+
+// ErrInvalidConfig is matched (with errors.Is) by every error of [Parse]
+// and [Load].
+var ErrInvalidConfig = errors.New("invalid config")
+
+// FieldError is one problem in a config file, located by file, line and
+// field path (e.g. "services[0].categories[2].capacity").
+type FieldError struct {
+	File   string
+	Line   int
+	Column int
+	Field  string
+	Msg    string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Is reports whether target is [ErrInvalidConfig].
+func (e *FieldError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// ConfigErrors is every problem found in one config file, one per line of
+// its message, in file order.
+type ConfigErrors []*FieldError
+
+func (es ConfigErrors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the individual errors, so errors.As finds a *FieldError.
+func (es ConfigErrors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// Is reports whether target is [ErrInvalidConfig].
+func (es ConfigErrors) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Load reads and parses the config file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return Parse(path, data)
+}
+
+// Names of services and categories: they appear in bucket keys, so they
+// stay clear of the key's separators.
+var (
+	namePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+	actionPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+	accountChars  = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+)
+
+// Parse parses a YAML config; file names the source in errors. The format:
+//
+//	services:
+//	  - preset: ecs                  # a built-in service: ecs or cloudmap
+//	  - preset: cloudmap
+//	    upstream: http://127.0.0.1:9000   # proxy allowed requests here
+//	  - name: orders                 # a service of your own
+//	    target_prefix: Orders_20240101   # X-Amz-Target prefix (optional)
+//	    signing_name: orders         # SigV4 service name (optional)
+//	    throttle: {code: ThrottlingException, message: Rate exceeded, status: 400}
+//	    categories:
+//	      - name: read
+//	        capacity: 50             # burst
+//	        refill_per_second: 20    # sustained rate
+//	        actions: [GetOrder, ListOrders]
+//	overrides:                       # quota increases
+//	  - service: ecs
+//	    account: "123456789012"
+//	    region: us-east-1            # optional: omit for every region
+//	    category: cluster-read
+//	    capacity: 100
+//	    refill_per_second: 40
+//	access_keys:                     # access key id -> account id
+//	  AKIAIOSFODNN7EXAMPLE: "123456789012"
+//
+// Every problem is reported, each with its line and field, as
+// [ConfigErrors]; nothing is partially applied.
+func Parse(file string, data []byte) (*Config, error) {
+	p := &parser{file: file}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		p.errs = append(p.errs, yamlError(file, err))
+		return nil, p.errs
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		p.errorf(nil, "", "the file is empty; it needs at least a services list")
+		return nil, p.errs
+	}
+	cfg := p.config(doc.Content[0])
+	if len(p.errs) > 0 {
+		return nil, p.errs
+	}
+	return cfg, nil
+}
+
+// yamlError turns a YAML syntax error ("yaml: line 3: …") into a
+// FieldError with its line.
+func yamlError(file string, err error) *FieldError {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	fe := &FieldError{File: file, Msg: msg}
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if num, tail, ok := strings.Cut(rest, ":"); ok {
+			if n, err := strconv.Atoi(num); err == nil {
+				fe.Line, fe.Msg = n, strings.TrimSpace(tail)
+			}
+		}
+	}
+	return fe
+}
+
+type parser struct {
+	file string
+	errs ConfigErrors
+}
+
+func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
+	e := &FieldError{File: p.file, Field: field, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line, e.Column = n.Line, n.Column
+	}
+	p.errs = append(p.errs, e)
+}
+
+// fields walks a mapping node, calling each for every key; unknown keys and
+// keys given twice are errors.
+func (p *parser) fields(n *yaml.Node, path string, each map[string]func(key, val *yaml.Node, field string)) {
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, path, "want a mapping, got %s", kindName(n))
+		return
+	}
+	seen := make(map[string]bool, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		field := joinField(path, k.Value)
+		if seen[k.Value] {
+			p.errorf(k, field, "given twice")
+			continue
+		}
+		seen[k.Value] = true
+		f, ok := each[k.Value]
+		if !ok {
+			p.errorf(k, field, "unknown field (known: %s)", knownFields(each))
+			continue
+		}
+		f(k, v, field)
+	}
+}
+
+func joinField(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func knownFields(m map[string]func(key, val *yaml.Node, field string)) string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return "nothing"
+}
+
+func (p *parser) str(n *yaml.Node, field string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.errorf(n, field, "want a string, got %s", kindName(n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (p *parser) name(n *yaml.Node, field string, re *regexp.Regexp, what string) (string, bool) {
+	s, ok := p.str(n, field)
+	if !ok {
+		return "", false
+	}
+	if !re.MatchString(s) {
+		p.errorf(n, field, "%q is not a valid %s (want %s)", s, what, re)
+		return "", false
+	}
+	return s, true
+}
+
+func (p *parser) integer(n *yaml.Node, field string) (int64, bool) {
+	var v int64
+	if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil {
+		p.errorf(n, field, "want a whole number, got %s", kindName(n))
+		return 0, false
+	}
+	return v, true
+}
+
+func (p *parser) number(n *yaml.Node, field string) (float64, bool) {
+	var v float64
+	if n.Kind != yaml.ScalarNode || n.Decode(&v) != nil {
+		p.errorf(n, field, "want a number, got %s", kindName(n))
+		return 0, false
+	}
+	return v, true
+}
+
+func (p *parser) list(n *yaml.Node, field string) []*yaml.Node {
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, field, "want a list, got %s", kindName(n))
+		return nil
+	}
+	return n.Content
+}
+
+// limitFields reads capacity and refill_per_second into a limit.
+type limitFields struct {
+	capacity    int64
+	refill      float64
+	hasCapacity bool
+	hasRefill   bool
+	capNode     *yaml.Node
+	refillNode  *yaml.Node
+}
+
+func (p *parser) limitHandlers(lf *limitFields, m map[string]func(key, val *yaml.Node, field string)) {
+	m["capacity"] = func(_, v *yaml.Node, f string) {
+		lf.capNode = v
+		if c, ok := p.integer(v, f); ok {
+			if c < 1 {
+				p.errorf(v, f, "capacity %d must be at least 1", c)
+				return
+			}
+			lf.capacity, lf.hasCapacity = c, true
+		}
+	}
+	m["refill_per_second"] = func(_, v *yaml.Node, f string) {
+		lf.refillNode = v
+		if r, ok := p.number(v, f); ok {
+			if !(r > 0) {
+				p.errorf(v, f, "refill_per_second %v must be greater than 0", r)
+				return
+			}
+			lf.refill, lf.hasRefill = r, true
+		}
+	}
+}
+
+func (p *parser) limit(n *yaml.Node, path string, lf *limitFields) (bucket.Limit, bool) {
+	if lf.capNode == nil {
+		p.errorf(n, joinField(path, "capacity"), "missing")
+	}
+	if lf.refillNode == nil {
+		p.errorf(n, joinField(path, "refill_per_second"), "missing")
+	}
+	if !lf.hasCapacity || !lf.hasRefill {
+		return bucket.Limit{}, false
+	}
+	l, err := bucket.NewLimit(lf.capacity, lf.refill)
+	if err != nil {
+		p.errorf(lf.capNode, joinField(path, "capacity"), "%v", err)
+		return bucket.Limit{}, false
+	}
+	return l, true
+}
+
+func (p *parser) config(root *yaml.Node) *Config {
+	var services []*Service
+	var serviceNodes []*yaml.Node
+	var overrides []Override
+	var overrideNodes []*yaml.Node
+	accessKeys := map[string]string{}
+	var servicesNode *yaml.Node
+	p.fields(root, "", map[string]func(k, v *yaml.Node, f string){
+		"services": func(_, v *yaml.Node, f string) {
+			servicesNode = v
+			for i, sn := range p.list(v, f) {
+				if s := p.service(sn, fmt.Sprintf("%s[%d]", f, i)); s != nil {
+					services = append(services, s)
+					serviceNodes = append(serviceNodes, sn)
+				}
+			}
+		},
+		"overrides": func(_, v *yaml.Node, f string) {
+			for i, on := range p.list(v, f) {
+				if o, ok := p.override(on, fmt.Sprintf("%s[%d]", f, i)); ok {
+					overrides = append(overrides, o)
+					overrideNodes = append(overrideNodes, on)
+				}
+			}
+		},
+		"access_keys": func(_, v *yaml.Node, f string) {
+			if v.Kind != yaml.MappingNode {
+				p.errorf(v, f, "want a mapping of access key id to account id, got %s", kindName(v))
+				return
+			}
+			for i := 0; i+1 < len(v.Content); i += 2 {
+				k, a := v.Content[i], v.Content[i+1]
+				kf := joinField(f, k.Value)
+				key, ok1 := p.name(k, kf, accountChars, "access key id")
+				acct, ok2 := p.name(a, kf, accountChars, "account id")
+				if !ok1 || !ok2 {
+					continue
+				}
+				if _, dup := accessKeys[key]; dup {
+					p.errorf(k, kf, "given twice")
+					continue
+				}
+				accessKeys[key] = acct
+			}
+		},
+	})
+	if root.Kind == yaml.MappingNode && servicesNode == nil {
+		p.errorf(root, "services", "missing: a config needs at least one service")
+	}
+
+	// Cross-checks: duplicate services and prefixes, overrides that name
+	// something that does not exist, overrides given twice.
+	byName := map[string]*Service{}
+	byPrefix := map[string]string{}
+	for i, s := range services {
+		n := serviceNodes[i]
+		f := fmt.Sprintf("services[%d]", slices.Index(servicesNode.Content, n))
+		if _, dup := byName[s.Name]; dup {
+			p.errorf(n, f, "duplicate service %q", s.Name)
+			continue
+		}
+		byName[s.Name] = s
+		if s.TargetPrefix != "" {
+			if other, dup := byPrefix[s.TargetPrefix]; dup {
+				p.errorf(n, f+".target_prefix", "target prefix %q is already used by service %q", s.TargetPrefix, other)
+				continue
+			}
+			byPrefix[s.TargetPrefix] = s.Name
+		}
+	}
+	seen := map[overrideKey]bool{}
+	for i, o := range overrides {
+		n := overrideNodes[i]
+		f := fmt.Sprintf("overrides[%d]", i)
+		s, ok := byName[o.Service]
+		if !ok {
+			p.errorf(n, f+".service", "%v %q", ErrUnknownService, o.Service)
+			continue
+		}
+		if _, ok := s.CategoryNamed(o.Category); !ok {
+			p.errorf(n, f+".category", "%v %q of service %s", ErrUnknownCategory, o.Category, o.Service)
+			continue
+		}
+		k := overrideKey{o.Service, o.Account, o.Region, o.Category}
+		if seen[k] {
+			p.errorf(n, f, "a second override for the same service, account, region and category")
+			continue
+		}
+		seen[k] = true
+	}
+	if len(p.errs) > 0 {
+		return nil
+	}
+	cfg, err := NewConfig(services, overrides, accessKeys)
+	if err != nil { // every check above ran first; this is a safety net
+		p.errorf(root, "", "%v", err)
+		return nil
+	}
+	return cfg
+}
+
+func (p *parser) service(n *yaml.Node, path string) *Service {
+	var (
+		preset, name, prefix, signing, upstream string
+		throttle                                Throttle
+		hasThrottle                             bool
+		categories                              []*Category
+		catNodes                                []*yaml.Node
+		nameNode, categoriesNode                *yaml.Node
+		ok                                      = true
+	)
+	set := map[string]bool{}
+	fail := func() { ok = false }
+	p.fields(n, path, map[string]func(k, v *yaml.Node, f string){
+		"preset": func(_, v *yaml.Node, f string) {
+			s, good := p.str(v, f)
+			if !good {
+				fail()
+				return
+			}
+			if _, known := presets[s]; !known {
+				p.errorf(v, f, "%v %q (have %s)", ErrUnknownPreset, s, strings.Join(PresetNames(), ", "))
+				fail()
+				return
+			}
+			preset = s
+		},
+		"name": func(_, v *yaml.Node, f string) {
+			nameNode = v
+			set["name"] = true
+			if s, good := p.name(v, f, namePattern, "service name"); good {
+				name = s
+			} else {
+				fail()
+			}
+		},
+		"target_prefix": func(_, v *yaml.Node, f string) {
+			set["target_prefix"] = true
+			if s, good := p.name(v, f, actionPattern, "target prefix"); good {
+				prefix = s
+			} else {
+				fail()
+			}
+		},
+		"signing_name": func(_, v *yaml.Node, f string) {
+			set["signing_name"] = true
+			if s, good := p.name(v, f, namePattern, "signing name"); good {
+				signing = s
+			} else {
+				fail()
+			}
+		},
+		"upstream": func(_, v *yaml.Node, f string) {
+			s, good := p.str(v, f)
+			if !good {
+				fail()
+				return
+			}
+			u, err := url.Parse(s)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				p.errorf(v, f, "%q is not an http:// or https:// URL", s)
+				fail()
+				return
+			}
+			upstream = s
+		},
+		"throttle": func(_, v *yaml.Node, f string) {
+			set["throttle"] = true
+			hasThrottle = true
+			throttle = Throttle{Message: "Rate exceeded", HTTPStatus: 400}
+			p.fields(v, f, map[string]func(k, v *yaml.Node, f string){
+				"code": func(_, v *yaml.Node, f string) {
+					if s, good := p.name(v, f, actionPattern, "error code"); good {
+						throttle.Code = s
+					} else {
+						fail()
+					}
+				},
+				"message": func(_, v *yaml.Node, f string) {
+					if s, good := p.str(v, f); good {
+						throttle.Message = s
+					} else {
+						fail()
+					}
+				},
+				"status": func(_, v *yaml.Node, f string) {
+					st, good := p.integer(v, f)
+					if good && (st < 400 || st > 499) {
+						p.errorf(v, f, "status %d must be a 4xx", st)
+						good = false
+					}
+					if !good {
+						fail()
+						return
+					}
+					throttle.HTTPStatus = int(st)
+				},
+			})
+			if throttle.Code == "" {
+				p.errorf(v, joinField(f, "code"), "missing")
+				fail()
+			}
+		},
+		"categories": func(_, v *yaml.Node, f string) {
+			set["categories"] = true
+			categoriesNode = v
+			for i, cn := range p.list(v, f) {
+				c := p.category(cn, fmt.Sprintf("%s[%d]", f, i))
+				if c == nil {
+					fail()
+					continue
+				}
+				categories = append(categories, c)
+				catNodes = append(catNodes, cn)
+			}
+		},
+	})
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	if preset != "" {
+		for _, field := range []string{"name", "target_prefix", "signing_name", "throttle", "categories"} {
+			if set[field] {
+				p.errorf(n, joinField(path, field), "cannot be changed on preset %q (only upstream can)", preset)
+				ok = false
+			}
+		}
+		if !ok {
+			return nil
+		}
+		s := presets[preset]()
+		s.Upstream = upstream
+		return s
+	}
+	if nameNode == nil && ok {
+		p.errorf(n, joinField(path, "name"), "missing: give a name or a preset")
+		ok = false
+	}
+	if categoriesNode == nil && ok {
+		p.errorf(n, joinField(path, "categories"), "missing: a service needs at least one category")
+		ok = false
+	}
+	if !hasThrottle {
+		throttle = Throttle{Code: "ThrottlingException", Message: "Rate exceeded", HTTPStatus: 400}
+	}
+	// An action in two categories, or a category name used twice.
+	cats := map[string]bool{}
+	actions := map[string]string{}
+	for i, c := range categories {
+		cf := fmt.Sprintf("%s.categories[%d]", path, i)
+		if cats[c.Name] {
+			p.errorf(catNodes[i], cf+".name", "category %q defined twice in service %s", c.Name, name)
+			ok = false
+		}
+		cats[c.Name] = true
+		for _, a := range c.Actions {
+			if prev, dup := actions[a]; dup {
+				p.errorf(catNodes[i], cf+".actions", "action %s is already in category %q of service %s", a, prev, name)
+				ok = false
+				continue
+			}
+			actions[a] = c.Name
+		}
+	}
+	if !ok {
+		return nil
+	}
+	s, err := NewService(name, categories)
+	if err != nil {
+		p.errorf(n, path, "%v", err)
+		return nil
+	}
+	s.TargetPrefix, s.SigningName, s.Throttle, s.Upstream = prefix, signing, throttle, upstream
+	if s.SigningName == "" {
+		s.SigningName = name
+	}
+	return s
+}
+
+func (p *parser) category(n *yaml.Node, path string) *Category {
+	var (
+		c     Category
+		lf    limitFields
+		ok    = true
+		named bool
+		acts  *yaml.Node
+	)
+	handlers := map[string]func(k, v *yaml.Node, f string){
+		"name": func(_, v *yaml.Node, f string) {
+			named = true
+			if s, good := p.name(v, f, namePattern, "category name"); good {
+				c.Name = s
+			} else {
+				ok = false
+			}
+		},
+		"actions": func(_, v *yaml.Node, f string) {
+			acts = v
+			items := p.list(v, f)
+			if v.Kind == yaml.SequenceNode && len(items) == 0 {
+				p.errorf(v, f, "a category needs at least one action")
+				ok = false
+			}
+			seen := map[string]bool{}
+			for i, an := range items {
+				a, good := p.name(an, fmt.Sprintf("%s[%d]", f, i), actionPattern, "action name")
+				if !good {
+					ok = false
+					continue
+				}
+				if seen[a] {
+					p.errorf(an, fmt.Sprintf("%s[%d]", f, i), "action %s listed twice", a)
+					ok = false
+					continue
+				}
+				seen[a] = true
+				c.Actions = append(c.Actions, a)
+			}
+		},
+	}
+	p.limitHandlers(&lf, handlers)
+	p.fields(n, path, handlers)
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	if !named {
+		p.errorf(n, joinField(path, "name"), "missing")
+		ok = false
+	}
+	if acts == nil {
+		p.errorf(n, joinField(path, "actions"), "missing")
+		ok = false
+	}
+	l, good := p.limit(n, path, &lf)
+	if !ok || !good {
+		return nil
+	}
+	c.Limit = l
+	return &c
+}
+
+func (p *parser) override(n *yaml.Node, path string) (Override, bool) {
+	var (
+		o  Override
+		lf limitFields
+		ok = true
+	)
+	required := map[string]bool{}
+	text := func(dst *string, re *regexp.Regexp, what string) func(k, v *yaml.Node, f string) {
+		return func(k, v *yaml.Node, f string) {
+			required[k.Value] = true
+			if s, good := p.name(v, f, re, what); good {
+				*dst = s
+			} else {
+				ok = false
+			}
+		}
+	}
+	handlers := map[string]func(k, v *yaml.Node, f string){
+		"service":  text(&o.Service, namePattern, "service name"),
+		"account":  text(&o.Account, accountChars, "account id"),
+		"region":   text(&o.Region, namePattern, "region"),
+		"category": text(&o.Category, namePattern, "category name"),
+	}
+	p.limitHandlers(&lf, handlers)
+	p.fields(n, path, handlers)
+	if n.Kind != yaml.MappingNode {
+		return o, false
+	}
+	for _, f := range []string{"service", "account", "category"} {
+		if !required[f] {
+			p.errorf(n, joinField(path, f), "missing")
+			ok = false
+		}
+	}
+	l, good := p.limit(n, path, &lf)
+	o.Limit = l
+	return o, ok && good
+}

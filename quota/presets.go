@@ -1,0 +1,116 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/tollgate/tollgate/bucket"
+)
+
+// Errors of lookups. They are wrapped with the name that was not found.
+var (
+	ErrUnknownService  = errors.New("unknown service")
+	ErrUnknownAction   = errors.New("unknown action")
+	ErrUnknownCategory = errors.New("unknown category")
+	ErrUnknownPreset   = errors.New("unknown preset")
+)
+
+// ecsThrottle is what ECS answers when a bucket is empty.
+var ecsThrottle = Throttle{Code: "ThrottlingException", Message: "Rate exceeded", HTTPStatus: 400}
+
+// ecsCategories is the Amazon ECS API throttling table, identical in every
+// region: capacity is the burst rate, refill the sustained rate per second.
+var ecsCategories = []struct {
+	name     string
+	capacity int64
+	refill   float64
+	actions  []string
+}{
+	{"cluster-modify", 20, 1, []string{"CreateCluster", "DeleteCluster", "PutClusterCapacityProviders", "UpdateCluster", "UpdateClusterSettings"}},
+	{"cluster-read", 50, 20, []string{"DescribeClusters", "ListClusters"}},
+	{"task-definition-modify", 20, 1, []string{"DeregisterTaskDefinition", "RegisterTaskDefinition"}},
+	{"task-definition-read", 50, 20, []string{"DescribeTaskDefinition", "ListTaskDefinitions", "ListTaskDefinitionFamilies"}},
+	{"task-definition-delete", 5, 1, []string{"DeleteTaskDefinitions"}},
+	{"capacity-provider-modify", 10, 1, []string{"CreateCapacityProvider", "DeleteCapacityProvider", "UpdateCapacityProvider"}},
+	{"capacity-provider-read", 50, 20, []string{"DescribeCapacityProviders"}},
+	{"tag-modify", 20, 10, []string{"TagResource", "UntagResource"}},
+	{"tag-read", 50, 20, []string{"ListTagsForResource"}},
+	{"setting-modify", 10, 1, []string{"DeleteAccountSetting", "PutAccountSetting", "PutAccountSettingDefault"}},
+	{"setting-read", 50, 20, []string{"ListAccountSettings"}},
+	{"cluster-resource-modify", 100, 40, []string{"DeleteAttributes", "DeregisterContainerInstance", "ExecuteCommand", "PutAttributes", "RunTask", "StartTask", "StopTask", "UpdateContainerAgent", "UpdateContainerInstancesStates"}},
+	{"cluster-resource-read", 100, 20, []string{"DescribeContainerInstances", "DescribeTasks", "ListAttributes", "ListContainerInstances", "ListTasks"}},
+	{"agent-modify", 200, 120, []string{"RegisterContainerInstance", "SubmitAttachmentStateChanges", "SubmitContainerStateChange", "SubmitTaskStateChange"}},
+	{"service-modify", 50, 5, []string{"CreateService", "DeleteService", "UpdateService"}},
+	{"service-read", 100, 20, []string{"DescribeServices", "ListServices"}},
+	{"service-deployment", 50, 20, []string{"DescribeServiceDeployments", "ListServiceDeployments"}},
+	{"service-revision", 50, 20, []string{"DescribeServiceRevisions"}},
+	{"task-protection", 200, 80, []string{"UpdateTaskProtection", "GetTaskProtection"}},
+	{"cluster-service-resource-read", 10, 1, []string{"ListServicesByNamespace"}},
+}
+
+// presets builds each built-in service anew, so callers may change what
+// they get (an upstream, say) without touching anyone else's copy.
+var presets = map[string]func() *Service{
+	"ecs": func() *Service {
+		cats := make([]*Category, len(ecsCategories))
+		for i, c := range ecsCategories {
+			cats[i] = &Category{Name: c.name, Actions: slices.Clone(c.actions), Limit: bucket.MustLimit(c.capacity, c.refill)}
+		}
+		s, err := NewService("ecs", cats)
+		if err != nil {
+			panic(err) // the table above is fixed; a test covers it
+		}
+		s.TargetPrefix = "AmazonEC2ContainerServiceV20141113"
+		s.SigningName = "ecs"
+		s.Throttle = ecsThrottle
+		return s
+	},
+	"cloudmap": func() *Service {
+		s, err := NewService("cloudmap", []*Category{{
+			Name:    "discover-instances",
+			Actions: []string{"DiscoverInstances"},
+			Limit:   bucket.MustLimit(20000, 1000),
+		}})
+		if err != nil {
+			panic(err)
+		}
+		s.TargetPrefix = "Route53AutoNaming_v20170314"
+		s.SigningName = "servicediscovery"
+		s.Throttle = Throttle{Code: "RequestLimitExceeded", Message: "Rate exceeded", HTTPStatus: 400}
+		return s
+	},
+}
+
+// PresetNames lists the built-in services: "cloudmap", "ecs".
+func PresetNames() []string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Preset returns a fresh copy of a built-in service: "ecs" (Amazon ECS, 20
+// categories) or "cloudmap" (AWS Cloud Map DiscoverInstances, 20,000 /
+// 1,000 per second).
+func Preset(name string) (*Service, error) {
+	mk, ok := presets[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (have %v)", ErrUnknownPreset, name, PresetNames())
+	}
+	return mk(), nil
+}
+
+// Default returns the config tollgate serves with no file: the ecs and
+// cloudmap presets, no overrides.
+func Default() *Config {
+	ecs, _ := Preset("ecs")
+	cloudmap, _ := Preset("cloudmap")
+	c, err := NewConfig([]*Service{ecs, cloudmap}, nil, nil)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}

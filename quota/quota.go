@@ -1,0 +1,277 @@
+// Package quota is tollgate's policy model: which bucket a request draws
+// from, and how big that bucket is.
+//
+// A [Service] (ECS, Cloud Map, or one of your own) groups its API actions
+// into categories; every action of a category draws from one token bucket
+// per account and region, so DescribeClusters and ListClusters share the
+// ECS "cluster-read" bucket. A [Key] names one such bucket. A [Config] holds
+// the services, the per-account and per-(account, region) overrides that
+// raise a category's limits ("quota increases"), and the access keys that
+// belong to one account.
+//
+// Configs come from the built-in presets ([Preset]: "ecs", "cloudmap") or
+// from a YAML file ([Load], [Parse]); every validation error names the file,
+// line and field.
+package quota
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tollgate/tollgate/bucket"
+)
+
+// Throttle is how a service says "throttled" on the wire.
+type Throttle struct {
+	// Code is the error code, in exact case: "ThrottlingException".
+	Code string
+	// Message is the error message: "Rate exceeded".
+	Message string
+	// HTTPStatus is the status of a throttled response: 400 for AWS JSON
+	// services.
+	HTTPStatus int
+}
+
+// Category is a group of actions that share one bucket per account and
+// region.
+type Category struct {
+	// Name identifies the category within its service: "cluster-read".
+	Name string
+	// Actions are the API actions that draw from the category's bucket.
+	Actions []string
+	// Limit is the default capacity (burst) and refill (sustained rate).
+	Limit bucket.Limit
+}
+
+// Service is an API whose actions are throttled together.
+type Service struct {
+	// Name identifies the service in keys and configs: "ecs".
+	Name string
+	// TargetPrefix is the AWS JSON X-Amz-Target prefix, e.g.
+	// "AmazonEC2ContainerServiceV20141113"; empty for services reached
+	// only through the native API.
+	TargetPrefix string
+	// SigningName is the SigV4 service name of the credential scope, e.g.
+	// "ecs" or "servicediscovery".
+	SigningName string
+	// Throttle is the error a throttled request gets.
+	Throttle Throttle
+	// Upstream is the base URL allowed requests are proxied to; empty
+	// means answer them locally.
+	Upstream string
+	// Categories are the service's categories, in table order.
+	Categories []*Category
+
+	byAction map[string]*Category
+	byName   map[string]*Category
+}
+
+// NewService returns a service with the given categories, indexed for
+// lookups. It fails if two categories share a name or an action.
+func NewService(name string, categories []*Category) (*Service, error) {
+	s := &Service{Name: name, Categories: categories}
+	if err := s.index(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Service) index() error {
+	s.byAction = make(map[string]*Category)
+	s.byName = make(map[string]*Category, len(s.Categories))
+	for _, c := range s.Categories {
+		if _, dup := s.byName[c.Name]; dup {
+			return fmt.Errorf("service %s: category %q defined twice", s.Name, c.Name)
+		}
+		s.byName[c.Name] = c
+		for _, a := range c.Actions {
+			if prev, dup := s.byAction[a]; dup {
+				return fmt.Errorf("service %s: action %s is in categories %q and %q", s.Name, a, prev.Name, c.Name)
+			}
+			s.byAction[a] = c
+		}
+	}
+	return nil
+}
+
+// CategoryOf returns the category of an action.
+func (s *Service) CategoryOf(action string) (*Category, bool) {
+	c, ok := s.byAction[action]
+	return c, ok
+}
+
+// CategoryNamed returns the category with the given name.
+func (s *Service) CategoryNamed(name string) (*Category, bool) {
+	c, ok := s.byName[name]
+	return c, ok
+}
+
+// Key names one bucket: a category of a service, for one account in one
+// region.
+type Key struct {
+	Service  string
+	Account  string
+	Region   string
+	Category string
+}
+
+// String returns the key's canonical form,
+// "{service/account}:region:category", e.g.
+// "{ecs/123456789012}:us-east-1:cluster-read". The braces are a Redis
+// Cluster hash tag: every bucket of one account of a service lives on one
+// shard.
+func (k Key) String() string {
+	var b strings.Builder
+	b.Grow(len(k.Service) + len(k.Account) + len(k.Region) + len(k.Category) + 5)
+	b.WriteByte('{')
+	b.WriteString(k.Service)
+	b.WriteByte('/')
+	b.WriteString(k.Account)
+	b.WriteString("}:")
+	b.WriteString(k.Region)
+	b.WriteByte(':')
+	b.WriteString(k.Category)
+	return b.String()
+}
+
+// Override raises (or lowers) one category's limit for one account, in one
+// region or, with an empty Region, in every region.
+type Override struct {
+	Service  string
+	Account  string
+	Region   string
+	Category string
+	Limit    bucket.Limit
+}
+
+type overrideKey struct{ service, account, region, category string }
+
+// Config is a complete, validated throttling policy. It is immutable once
+// built, so one value can serve many goroutines; a reload builds a new one.
+type Config struct {
+	services  []*Service
+	byName    map[string]*Service
+	byPrefix  map[string]*Service
+	overrides map[overrideKey]bucket.Limit
+	overList  []Override
+	accounts  map[string]string
+}
+
+// NewConfig builds a config from services, overrides and an access-key →
+// account map (which may be nil). It reports the first inconsistency; use
+// [Parse] for a YAML file and errors with line numbers.
+func NewConfig(services []*Service, overrides []Override, accessKeys map[string]string) (*Config, error) {
+	c := &Config{
+		byName:    make(map[string]*Service, len(services)),
+		byPrefix:  make(map[string]*Service, len(services)),
+		overrides: make(map[overrideKey]bucket.Limit, len(overrides)),
+		accounts:  make(map[string]string, len(accessKeys)),
+	}
+	for _, s := range services {
+		if s.byAction == nil {
+			if err := s.index(); err != nil {
+				return nil, err
+			}
+		}
+		if _, dup := c.byName[s.Name]; dup {
+			return nil, fmt.Errorf("service %q defined twice", s.Name)
+		}
+		c.byName[s.Name] = s
+		if s.TargetPrefix != "" {
+			if prev, dup := c.byPrefix[s.TargetPrefix]; dup {
+				return nil, fmt.Errorf("services %q and %q share target prefix %q", prev.Name, s.Name, s.TargetPrefix)
+			}
+			c.byPrefix[s.TargetPrefix] = s
+		}
+		c.services = append(c.services, s)
+	}
+	for _, o := range overrides {
+		s, ok := c.byName[o.Service]
+		if !ok {
+			return nil, fmt.Errorf("override for unknown service %q", o.Service)
+		}
+		if _, ok := s.CategoryNamed(o.Category); !ok {
+			return nil, fmt.Errorf("override for unknown category %q of service %q", o.Category, o.Service)
+		}
+		k := overrideKey{o.Service, o.Account, o.Region, o.Category}
+		if _, dup := c.overrides[k]; dup {
+			return nil, fmt.Errorf("override for %s/%s/%s/%s given twice", o.Service, o.Account, o.Region, o.Category)
+		}
+		c.overrides[k] = o.Limit
+		c.overList = append(c.overList, o)
+	}
+	for k, v := range accessKeys {
+		c.accounts[k] = v
+	}
+	return c, nil
+}
+
+// Services returns the config's services in the order they were given.
+func (c *Config) Services() []*Service { return c.services }
+
+// Service returns the service with the given name.
+func (c *Config) Service(name string) (*Service, bool) {
+	s, ok := c.byName[name]
+	return s, ok
+}
+
+// ServiceByTargetPrefix returns the service whose X-Amz-Target prefix is
+// prefix.
+func (c *Config) ServiceByTargetPrefix(prefix string) (*Service, bool) {
+	s, ok := c.byPrefix[prefix]
+	return s, ok
+}
+
+// Overrides returns the quota increases in the order they were given.
+func (c *Config) Overrides() []Override { return c.overList }
+
+// Account returns the account an access key belongs to: the mapped account
+// when the config maps the key, else the key itself.
+func (c *Config) Account(accessKeyID string) string {
+	if a, ok := c.accounts[accessKeyID]; ok {
+		return a
+	}
+	return accessKeyID
+}
+
+// Limit returns the limit of the bucket k: an override for k's account and
+// region if there is one, else one for its account in every region, else
+// the category's default. ok is false if k's service or category is unknown.
+func (c *Config) Limit(k Key) (limit bucket.Limit, ok bool) {
+	s, ok := c.byName[k.Service]
+	if !ok {
+		return bucket.Limit{}, false
+	}
+	cat, ok := s.byName[k.Category]
+	if !ok {
+		return bucket.Limit{}, false
+	}
+	return c.limitOf(cat, k), true
+}
+
+func (c *Config) limitOf(cat *Category, k Key) bucket.Limit {
+	if len(c.overrides) != 0 {
+		if l, ok := c.overrides[overrideKey{k.Service, k.Account, k.Region, k.Category}]; ok {
+			return l
+		}
+		if l, ok := c.overrides[overrideKey{k.Service, k.Account, "", k.Category}]; ok {
+			return l
+		}
+	}
+	return cat.Limit
+}
+
+// Resolve maps a request — an action of a service, by an account in a
+// region — to its bucket key and limit.
+func (c *Config) Resolve(service, account, region, action string) (Key, bucket.Limit, error) {
+	s, ok := c.byName[service]
+	if !ok {
+		return Key{}, bucket.Limit{}, fmt.Errorf("%w: %q", ErrUnknownService, service)
+	}
+	cat, ok := s.byAction[action]
+	if !ok {
+		return Key{}, bucket.Limit{}, fmt.Errorf("%w: %q is not an action of %s", ErrUnknownAction, action, service)
+	}
+	k := Key{Service: service, Account: account, Region: region, Category: cat.Name}
+	return k, c.limitOf(cat, k), nil
+}

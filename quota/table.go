@@ -1,0 +1,50 @@
+package quota
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints the effective policy of c as aligned text: every
+// service with its wire identity and categories, then the overrides.
+func (c *Config) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i, s := range c.services {
+		if i > 0 {
+			fmt.Fprintln(tw)
+		}
+		fmt.Fprintf(tw, "service %s\n", s.Name)
+		if s.TargetPrefix != "" {
+			fmt.Fprintf(tw, "  target prefix: %s (SigV4 service %s)\n", s.TargetPrefix, s.SigningName)
+		}
+		fmt.Fprintf(tw, "  throttled: HTTP %d %s %q\n", s.Throttle.HTTPStatus, s.Throttle.Code, s.Throttle.Message)
+		if s.Upstream != "" {
+			fmt.Fprintf(tw, "  upstream: %s\n", s.Upstream)
+		}
+		fmt.Fprintln(tw, "  CATEGORY\tCAPACITY\tREFILL/S\tACTIONS")
+		for _, cat := range s.Categories {
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", cat.Name, cat.Limit.Capacity(),
+				strconv.FormatFloat(cat.Limit.RefillPerSecond(), 'f', -1, 64), strings.Join(cat.Actions, " "))
+		}
+	}
+	if len(c.overList) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "overrides")
+		fmt.Fprintln(tw, "  SERVICE\tACCOUNT\tREGION\tCATEGORY\tCAPACITY\tREFILL/S")
+		for _, o := range c.overList {
+			region := o.Region
+			if region == "" {
+				region = "*"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\n", o.Service, o.Account, region, o.Category,
+				o.Limit.Capacity(), strconv.FormatFloat(o.Limit.RefillPerSecond(), 'f', -1, 64))
+		}
+	}
+	if len(c.accounts) > 0 {
+		fmt.Fprintf(tw, "\n%d access keys mapped to accounts\n", len(c.accounts))
+	}
+	return tw.Flush()
+}
