@@ -1,0 +1,168 @@
+// Package memory is a [limiter.Limiter] that keeps bucket state in this
+// process: the store for a single gateway node.
+//
+// State is sharded by key hash, each shard a mutex and a map from key to the
+// bucket's one-integer state. A take on a key already tracked allocates
+// nothing. A bucket that has refilled to full is the same as one never
+// used, so the store forgets it: memory holds only buckets in debt.
+//
+// # Memory bound
+//
+// Full buckets are swept out of a shard whenever the shard has doubled
+// since its last sweep, and a shard's map is rebuilt when a sweep leaves it
+// under a quarter of its peak, so Go's never-shrinking maps give the memory
+// back. Under a flood of distinct keys the store therefore holds at most
+// about twice the number of buckets in debt at the last sweep, plus 256
+// entries per shard: the buckets in debt are those touched within their
+// refill window (capacity ÷ rate: 2.5 s for ECS cluster-read, 20 s for
+// Cloud Map). Each tracked bucket costs the key's bytes plus about 40 bytes
+// of map entry (see BENCHMARKS.md).
+package memory
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/limiter"
+)
+
+// Options configure a Store. The zero value is ready to use.
+type Options struct {
+	// Now returns the current time; nil means time.Now. Tests pass a fake
+	// clock.
+	Now func() time.Time
+	// Shards is the number of independently locked shards, rounded up to
+	// a power of two; 0 means 256.
+	Shards int
+}
+
+// minSweep is the size below which a shard is never swept.
+const minSweep = 256
+
+// Store is an in-memory [limiter.Limiter], safe for concurrent use.
+type Store struct {
+	shards []shard
+	mask   uint64
+	seed   maphash.Seed
+	now    func() time.Time
+}
+
+type shard struct {
+	mu      sync.Mutex
+	m       map[string]int64
+	sweepAt int // len(m) at which the next sweep runs
+	peak    int // largest len(m) since the map was last rebuilt
+	_       [64]byte
+}
+
+var _ limiter.Limiter = (*Store)(nil)
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	n := 256
+	if opts.Shards > 0 {
+		n = 1
+		for n < opts.Shards {
+			n <<= 1
+		}
+	}
+	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed(), now: opts.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	for i := range s.shards {
+		s.shards[i].m = make(map[string]int64)
+		s.shards[i].sweepAt = minSweep
+	}
+	return s
+}
+
+func (s *Store) shard(key string) *shard {
+	return &s.shards[maphash.String(s.seed, key)&s.mask]
+}
+
+// Take implements [limiter.Limiter]. It never blocks on I/O and ignores ctx.
+func (s *Store) Take(_ context.Context, key string, limit bucket.Limit, n int64) (bucket.Decision, error) {
+	if err := limiter.Check(limit, n); err != nil {
+		if limit.IsZero() || n < 0 {
+			return bucket.Decision{}, err
+		}
+		d := s.take(key, limit, n, s.now().UnixNano())
+		return d, err
+	}
+	return s.take(key, limit, n, s.now().UnixNano()), nil
+}
+
+// TakeBatch implements [limiter.Limiter], reading the clock once for the
+// whole batch.
+func (s *Store) TakeBatch(_ context.Context, reqs []limiter.Request, out []bucket.Decision) error {
+	if err := limiter.CheckBatch(reqs, out); err != nil {
+		return err
+	}
+	now := s.now().UnixNano()
+	for i, r := range reqs {
+		out[i] = s.take(r.Key, r.Limit, r.Tokens, now)
+	}
+	return nil
+}
+
+func (s *Store) take(key string, limit bucket.Limit, n int64, now int64) bucket.Decision {
+	sh := s.shard(key)
+	sh.mu.Lock()
+	old := bucket.State(sh.m[key])
+	next, d := limit.TakeAt(old, now, n)
+	if next != old {
+		sh.m[key] = int64(next)
+		if len(sh.m) >= sh.sweepAt {
+			sh.sweep(now)
+		}
+	}
+	sh.mu.Unlock()
+	return d
+}
+
+// sweep forgets the shard's full buckets and, when most of the map is gone,
+// rebuilds it so the memory is returned.
+func (sh *shard) sweep(now int64) {
+	sh.peak = max(sh.peak, len(sh.m))
+	for k, tat := range sh.m {
+		if tat <= now {
+			delete(sh.m, k)
+		}
+	}
+	if live := len(sh.m); live*4 < sh.peak {
+		m := make(map[string]int64, live)
+		for k, v := range sh.m {
+			m[k] = v
+		}
+		sh.m, sh.peak = m, live
+	}
+	sh.sweepAt = max(2*len(sh.m), minSweep)
+}
+
+// Len returns the number of buckets the store holds: those in debt, plus
+// full ones not yet swept.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Sweep forgets every full bucket now, rather than when a shard grows.
+func (s *Store) Sweep() {
+	now := s.now().UnixNano()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.sweep(now)
+		sh.mu.Unlock()
+	}
+}
