@@ -1,0 +1,128 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+const contentTypeAWSJSON = "application/x-amz-json-1.1"
+
+// awsError is the body of an AWS JSON 1.1 error.
+type awsError struct {
+	Type    string `json:"__type"`
+	Message string `json:"message"`
+}
+
+// writeAWSError answers in the AWS JSON 1.1 error shape: the code in
+// X-Amzn-ErrorType and __type, in exact case, as the SDKs match it.
+func writeAWSError(w http.ResponseWriter, status int, code, message string) {
+	h := w.Header()
+	h.Set("Content-Type", contentTypeAWSJSON)
+	h.Set("X-Amzn-ErrorType", code)
+	body, _ := json.Marshal(awsError{Type: code, Message: message})
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+var emptyJSON = []byte("{}")
+
+// serveAWS handles the AWS JSON 1.1 protocol at "/".
+func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := newRequestID()
+	w.Header().Set(headerRequestID, id)
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeAWSError(w, http.StatusMethodNotAllowed, "UnknownOperationException",
+			"AWS JSON requests are POSTs; "+r.Method+" "+r.URL.Path+" is not a tollgate endpoint")
+		return
+	}
+	pol := g.policy.Load()
+	prefix, action, err := ParseTarget(r.Header.Get("X-Amz-Target"))
+	if err != nil {
+		writeAWSError(w, http.StatusBadRequest, "UnknownOperationException", err.Error())
+		return
+	}
+	svc, ok := pol.cfg.ServiceByTargetPrefix(prefix)
+	if !ok {
+		writeAWSError(w, http.StatusBadRequest, "UnknownOperationException",
+			"unknown X-Amz-Target prefix "+strconv.Quote(prefix))
+		return
+	}
+	cat, ok := svc.CategoryOf(action)
+	if !ok {
+		writeAWSError(w, http.StatusBadRequest, "UnknownOperationException",
+			"unknown operation "+action+" of service "+svc.Name)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != contentTypeAWSJSON {
+		writeAWSError(w, http.StatusBadRequest, "SerializationException",
+			"Content-Type must be "+contentTypeAWSJSON+", got "+strconv.Quote(ct))
+		return
+	}
+	cred, err := ParseAuthorization(r.Header.Get("Authorization"))
+	if err != nil {
+		code := "IncompleteSignatureException"
+		if errors.Is(err, ErrMissingAuth) {
+			code = "MissingAuthenticationTokenException"
+		}
+		writeAWSError(w, http.StatusBadRequest, code, err.Error())
+		return
+	}
+	if svc.SigningName != "" && cred.Service != svc.SigningName {
+		writeAWSError(w, http.StatusBadRequest, "IncompleteSignatureException",
+			"credential scope service "+strconv.Quote(cred.Service)+" does not match "+strconv.Quote(svc.SigningName))
+		return
+	}
+	body, err := g.readBody(w, r)
+	if err != nil {
+		status := http.StatusBadRequest
+		if errors.Is(err, errBodyTooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		writeAWSError(w, status, "SerializationException", err.Error())
+		return
+	}
+	if len(body) > 0 && !json.Valid(body) {
+		writeAWSError(w, http.StatusBadRequest, "SerializationException", "request body is not valid JSON")
+		return
+	}
+
+	account := pol.cfg.Account(cred.AccessKeyID)
+	key := quota.Key{Service: svc.Name, Account: account, Region: cred.Region, Category: cat.Name}
+	limit, _ := pol.cfg.Limit(key)
+	d, err := g.limiter.Take(r.Context(), key.String(), limit, 1)
+	g.metrics.observe(svc.Name, cat.Name, d.Allowed, err, time.Since(start))
+	if err != nil {
+		g.log.Error("limiter failed", "request_id", id, "key", key.String(), "error", err)
+		writeAWSError(w, http.StatusInternalServerError, "InternalFailure", "throttling store unavailable")
+		return
+	}
+	if g.log.Enabled(r.Context(), levelDebug) {
+		g.log.Debug("aws request", "request_id", id, "service", svc.Name, "action", action,
+			"account", account, "region", cred.Region, "allowed", d.Allowed, "remaining", d.Remaining)
+	}
+	if !d.Allowed {
+		writeAWSError(w, svc.Throttle.HTTPStatus, svc.Throttle.Code, svc.Throttle.Message)
+		return
+	}
+	if proxy, ok := pol.proxies[svc.Name]; ok {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		proxy.ServeHTTP(w, r)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentTypeAWSJSON)
+	h.Set("Content-Length", "2")
+	w.WriteHeader(http.StatusOK)
+	w.Write(emptyJSON)
+}

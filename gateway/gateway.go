@@ -1,0 +1,272 @@
+// Package gateway is tollgate's HTTP front door. It identifies the account,
+// region and action of each request, takes a token from the right bucket,
+// and answers in the caller's error dialect:
+//
+//   - at "/", the AWS JSON 1.1 protocol (POST, X-Amz-Target, SigV4
+//     Authorization): throttled requests get exactly what ECS or Cloud Map
+//     send (HTTP 400, ThrottlingException or RequestLimitExceeded), allowed
+//     ones are proxied to the service's upstream or answered with {};
+//   - at "/v1/take" and "/v1/take/batch", a native JSON decision API for
+//     services that ask tollgate before doing work (HTTP 429, Retry-After
+//     and the IETF RateLimit header fields);
+//   - at "/v1/admin/…", bucket inspection and config reload behind a bearer
+//     token;
+//   - "/healthz", "/readyz" and "/metrics" for operations.
+//
+// Identity comes from the SigV4 credential scope; signatures are not
+// verified (tollgate sits behind, or in front of, whatever authenticates).
+package gateway
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tollgate/tollgate/limiter"
+	"github.com/tollgate/tollgate/limiter/memory"
+	"github.com/tollgate/tollgate/quota"
+)
+
+// DefaultMaxBodyBytes is the largest request body accepted when
+// Options.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Options configure a Gateway. The zero value serves the built-in ecs and
+// cloudmap presets from an in-memory store.
+type Options struct {
+	// Config is the throttling policy; nil means quota.Default().
+	Config *quota.Config
+	// Limiter holds the buckets; nil means a new memory store.
+	Limiter limiter.Limiter
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// Registry receives the gateway's metrics and is served at /metrics;
+	// nil means a new registry.
+	Registry *prometheus.Registry
+	// AdminToken guards /v1/admin/; empty disables the admin endpoints
+	// (they answer 404).
+	AdminToken string
+	// Reload returns a new config for /v1/admin/reload and Reload; nil
+	// means reload keeps the current config.
+	Reload func() (*quota.Config, error)
+	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// Gateway is an http.Handler serving every tollgate endpoint. It is safe
+// for concurrent use; its config can be swapped atomically with Reload.
+type Gateway struct {
+	limiter    limiter.Limiter
+	log        *slog.Logger
+	adminToken []byte
+	reload     func() (*quota.Config, error)
+	maxBody    int64
+	policy     atomic.Pointer[policy]
+	ready      atomic.Bool
+	metrics    *metrics
+	mux        *http.ServeMux
+}
+
+// policy is a config with what the gateway derives from it, swapped as one.
+type policy struct {
+	cfg     *quota.Config
+	proxies map[string]*httputil.ReverseProxy // by service name
+}
+
+// New returns a gateway. It fails only if an upstream URL in the config
+// cannot be used.
+func New(opts Options) (*Gateway, error) {
+	g := &Gateway{
+		limiter:    opts.Limiter,
+		log:        opts.Logger,
+		adminToken: []byte(opts.AdminToken),
+		reload:     opts.Reload,
+		maxBody:    opts.MaxBodyBytes,
+	}
+	if g.limiter == nil {
+		g.limiter = memory.New(memory.Options{})
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.maxBody <= 0 {
+		g.maxBody = DefaultMaxBodyBytes
+	}
+	cfg := opts.Config
+	if cfg == nil {
+		cfg = quota.Default()
+	}
+	if err := g.setConfig(cfg); err != nil {
+		return nil, err
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	g.metrics = newMetrics(reg, g.limiter)
+	g.ready.Store(true)
+	uuid.EnableRandPool()
+
+	mux := http.NewServeMux()
+	handle := func(pattern, name string, h http.HandlerFunc) {
+		mux.Handle(pattern, g.metrics.instrument(name, h))
+	}
+	handle("/", "aws", g.serveAWS)
+	handle("POST /v1/take", "take", g.serveTake)
+	handle("POST /v1/take/batch", "take_batch", g.serveBatch)
+	handle("/v1/take", "take", methodNotAllowed("POST"))
+	handle("/v1/take/batch", "take_batch", methodNotAllowed("POST"))
+	handle("GET /v1/admin/bucket", "admin_bucket", g.admin(g.serveBucket))
+	handle("POST /v1/admin/reload", "admin_reload", g.admin(g.serveReload))
+	handle("/v1/admin/", "admin", g.admin(func(w http.ResponseWriter, r *http.Request) {
+		writeNativeError(w, http.StatusNotFound, "", "no admin endpoint "+r.Method+" "+r.URL.Path)
+	}))
+	handle("GET /healthz", "healthz", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok\n")
+	})
+	handle("GET /readyz", "readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !g.ready.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	g.mux = mux
+	return g, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mux.ServeHTTP(w, r)
+}
+
+// Config returns the config in force.
+func (g *Gateway) Config() *quota.Config { return g.policy.Load().cfg }
+
+// SetReady sets what /readyz answers; a server sets it to false when it
+// starts shutting down, so load balancers stop sending traffic.
+func (g *Gateway) SetReady(ready bool) { g.ready.Store(ready) }
+
+// Reload replaces the config with the one Options.Reload returns. Bucket
+// state is kept: a bucket's state means the same under any limit. An
+// invalid new config is rejected and the old one keeps serving.
+func (g *Gateway) Reload() error {
+	if g.reload == nil {
+		return nil
+	}
+	cfg, err := g.reload()
+	if err == nil {
+		err = g.setConfig(cfg)
+	}
+	if err != nil {
+		g.metrics.reloads.WithLabelValues("error").Inc()
+		g.log.Error("config reload rejected; the previous config keeps serving", "error", err)
+		return err
+	}
+	g.metrics.reloads.WithLabelValues("ok").Inc()
+	g.log.Info("config reloaded", "services", len(cfg.Services()))
+	return nil
+}
+
+func (g *Gateway) setConfig(cfg *quota.Config) error {
+	p := &policy{cfg: cfg, proxies: map[string]*httputil.ReverseProxy{}}
+	for _, s := range cfg.Services() {
+		if s.Upstream == "" {
+			continue
+		}
+		u, err := url.Parse(s.Upstream)
+		if err != nil {
+			return fmt.Errorf("service %s: upstream: %w", s.Name, err)
+		}
+		p.proxies[s.Name] = g.newProxy(s.Name, u)
+	}
+	g.policy.Store(p)
+	return nil
+}
+
+func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			pr.SetXForwarded()
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			g.log.Warn("upstream failed", "service", service, "upstream", u.String(), "error", err,
+				"request_id", w.Header().Get(headerRequestID))
+			writeAWSError(w, http.StatusBadGateway, "ServiceUnavailableException", "upstream unavailable")
+		},
+	}
+}
+
+// admin guards an admin handler with the bearer token; with no token
+// configured the admin endpoints do not exist.
+func (g *Gateway) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if len(g.adminToken) == 0 {
+			http.NotFound(w, r)
+			return
+		}
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(token), g.adminToken) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate-admin"`)
+			writeNativeError(w, http.StatusUnauthorized, "", "missing or wrong admin bearer token")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func methodNotAllowed(allow string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeNativeError(w, http.StatusMethodNotAllowed, "", r.Method+" not allowed; use "+allow)
+	}
+}
+
+// readBody reads a whole request body up to the gateway's limit. A body
+// over the limit is an error wrapping errBodyTooLarge.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > g.maxBody {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", errBodyTooLarge, r.ContentLength, g.maxBody)
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, g.maxBody))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, fmt.Errorf("%w: limit %d bytes", errBodyTooLarge, g.maxBody)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading body: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+var errBodyTooLarge = errors.New("request body too large")
+
+const headerRequestID = "X-Amzn-Requestid"
+
+func newRequestID() string { return uuid.NewString() }
+
+// retryAfterSeconds rounds a wait up to whole seconds, at least 1, as
+// Retry-After needs.
+func retryAfterSeconds(d time.Duration) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	return max(s, 1)
+}

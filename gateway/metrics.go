@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tollgate/tollgate/limiter"
+)
+
+// metrics are the gateway's Prometheus series.
+type metrics struct {
+	decisions *prometheus.CounterVec   // service, category, result
+	latency   prometheus.Histogram     // one limiter call
+	requests  *prometheus.CounterVec   // handler, code, method
+	duration  *prometheus.HistogramVec // handler
+	reloads   *prometheus.CounterVec   // result
+}
+
+// bucketCounter is a store that can say how many buckets it holds.
+type bucketCounter interface{ Len() int }
+
+func newMetrics(reg prometheus.Registerer, l limiter.Limiter) *metrics {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_decisions_total",
+			Help: "Throttling decisions by service, category and result (allowed, throttled, error).",
+		}, []string{"service", "category", "result"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tollgate_decision_duration_seconds",
+			Help:    "Time to decide one request (single take or whole batch), from receipt to decision.",
+			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_http_requests_total",
+			Help: "HTTP requests by handler, method and status code.",
+		}, []string{"handler", "code", "method"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tollgate_http_request_duration_seconds",
+			Help:    "HTTP request latency by handler.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"handler"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_config_reloads_total",
+			Help: "Config reloads by result (ok, error).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.decisions, m.latency, m.requests, m.duration, m.reloads)
+	if bc, ok := l.(bucketCounter); ok {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tollgate_buckets_tracked",
+			Help: "Buckets the store holds in memory (those in debt, plus full ones not yet swept).",
+		}, func() float64 { return float64(bc.Len()) }))
+	}
+	return m
+}
+
+func (m *metrics) instrument(handler string, h http.Handler) http.Handler {
+	return promhttp.InstrumentHandlerDuration(m.duration.MustCurryWith(prometheus.Labels{"handler": handler}),
+		promhttp.InstrumentHandlerCounter(m.requests.MustCurryWith(prometheus.Labels{"handler": handler}), h))
+}
+
+// observe records one single decision.
+func (m *metrics) observe(service, category string, allowed bool, err error, elapsed time.Duration) {
+	m.latency.Observe(elapsed.Seconds())
+	if err != nil {
+		m.decisions.WithLabelValues(service, category, "error").Inc()
+		return
+	}
+	m.count(service, category, allowed)
+}
+
+func (m *metrics) count(service, category string, allowed bool) {
+	result := "throttled"
+	if allowed {
+		result = "allowed"
+	}
+	m.decisions.WithLabelValues(service, category, result).Inc()
+}

@@ -1,0 +1,142 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Errors of the AWS request parsers. Each maps to the AWS error code a real
+// service answers with.
+var (
+	// ErrMissingAuth: no Authorization header (MissingAuthenticationTokenException).
+	ErrMissingAuth = errors.New("request is missing an Authorization header")
+	// ErrBadAuth: an Authorization header that is not a well-formed SigV4
+	// header (IncompleteSignatureException).
+	ErrBadAuth = errors.New("malformed SigV4 Authorization header")
+	// ErrBadTarget: a missing or malformed X-Amz-Target header.
+	ErrBadTarget = errors.New("malformed X-Amz-Target header")
+)
+
+// Credential is the credential scope of a SigV4 Authorization header:
+// Credential=AccessKeyID/Date/Region/Service/aws4_request.
+type Credential struct {
+	AccessKeyID string
+	Date        string // yyyymmdd
+	Region      string
+	Service     string
+}
+
+const sigv4Algorithm = "AWS4-HMAC-SHA256"
+
+// ParseAuthorization reads the credential scope from a SigV4 Authorization
+// header:
+//
+//	AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host;x-amz-date, Signature=…
+//
+// It checks the shape of the header, not the signature. Errors wrap
+// [ErrMissingAuth] or [ErrBadAuth].
+func ParseAuthorization(header string) (Credential, error) {
+	if header == "" {
+		return Credential{}, ErrMissingAuth
+	}
+	alg, params, ok := strings.Cut(header, " ")
+	if !ok || alg != sigv4Algorithm {
+		return Credential{}, fmt.Errorf("%w: want algorithm %s", ErrBadAuth, sigv4Algorithm)
+	}
+	var cred, signedHeaders, signature string
+	for p := range strings.SplitSeq(params, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok {
+			return Credential{}, fmt.Errorf("%w: parameter %q is not name=value", ErrBadAuth, p)
+		}
+		switch name {
+		case "Credential":
+			cred = value
+		case "SignedHeaders":
+			signedHeaders = value
+		case "Signature":
+			signature = value
+		}
+	}
+	switch {
+	case cred == "":
+		return Credential{}, fmt.Errorf("%w: missing Credential", ErrBadAuth)
+	case signedHeaders == "":
+		return Credential{}, fmt.Errorf("%w: missing SignedHeaders", ErrBadAuth)
+	case signature == "":
+		return Credential{}, fmt.Errorf("%w: missing Signature", ErrBadAuth)
+	}
+	parts := strings.Split(cred, "/")
+	if len(parts) != 5 || parts[4] != "aws4_request" {
+		return Credential{}, fmt.Errorf("%w: Credential %q is not AccessKeyID/Date/Region/Service/aws4_request", ErrBadAuth, cred)
+	}
+	c := Credential{AccessKeyID: parts[0], Date: parts[1], Region: parts[2], Service: parts[3]}
+	switch {
+	case !isWord(c.AccessKeyID, 128):
+		return Credential{}, fmt.Errorf("%w: access key id %q", ErrBadAuth, c.AccessKeyID)
+	case len(c.Date) != 8 || !isDigits(c.Date):
+		return Credential{}, fmt.Errorf("%w: credential date %q is not yyyymmdd", ErrBadAuth, c.Date)
+	case !isRegion(c.Region):
+		return Credential{}, fmt.Errorf("%w: region %q", ErrBadAuth, c.Region)
+	case !isRegion(c.Service):
+		return Credential{}, fmt.Errorf("%w: service %q", ErrBadAuth, c.Service)
+	}
+	return c, nil
+}
+
+// ParseTarget splits an X-Amz-Target header, "Prefix.Action", e.g.
+// "AmazonEC2ContainerServiceV20141113.DescribeClusters". Errors wrap
+// [ErrBadTarget].
+func ParseTarget(header string) (prefix, action string, err error) {
+	if header == "" {
+		return "", "", fmt.Errorf("%w: missing", ErrBadTarget)
+	}
+	i := strings.LastIndexByte(header, '.')
+	if i < 0 {
+		return "", "", fmt.Errorf("%w: %q is not Prefix.Action", ErrBadTarget, header)
+	}
+	prefix, action = header[:i], header[i+1:]
+	if !isWord(prefix, 128) || !isWord(action, 128) {
+		return "", "", fmt.Errorf("%w: %q is not Prefix.Action", ErrBadTarget, header)
+	}
+	return prefix, action, nil
+}
+
+// isWord reports whether s is 1 to max letters, digits or underscores.
+func isWord(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isRegion reports whether s looks like an AWS region or service name:
+// lowercase letters, digits and dashes, at most 64 bytes.
+func isRegion(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
