@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -37,8 +38,7 @@ var emptyJSON = []byte("{}")
 // serveAWS handles the AWS JSON 1.1 protocol at "/".
 func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := newRequestID()
-	w.Header().Set(headerRequestID, id)
+	id := w.Header().Get(headerRequestID)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeAWSError(w, http.StatusMethodNotAllowed, "UnknownOperationException",
@@ -106,8 +106,8 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		writeAWSError(w, http.StatusInternalServerError, "InternalFailure", "throttling store unavailable")
 		return
 	}
-	if g.log.Enabled(r.Context(), levelDebug) {
-		g.log.Debug("aws request", "request_id", id, "service", svc.Name, "action", action,
+	if g.log.Enabled(r.Context(), slog.LevelDebug) {
+		g.log.Debug("decision", "request_id", id, "service", svc.Name, "action", action,
 			"account", account, "region", cred.Region, "allowed", d.Allowed, "remaining", d.Remaining)
 	}
 	if !d.Allowed {

@@ -149,10 +149,35 @@ func New(opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. Every response carries a request id
+// in X-Amzn-Requestid; at debug level every request is logged with it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	g.mux.ServeHTTP(w, r)
+	id := newRequestID()
+	w.Header().Set(headerRequestID, id)
+	if !g.log.Enabled(r.Context(), slog.LevelDebug) {
+		g.mux.ServeHTTP(w, r)
+		return
+	}
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	g.mux.ServeHTTP(rec, r)
+	g.log.Debug("request", "request_id", id, "method", r.Method, "path", r.URL.Path,
+		"target", r.Header.Get("X-Amz-Target"), "status", rec.status, "duration", time.Since(start))
 }
+
+// statusRecorder remembers the status a handler wrote, for the access log.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // Config returns the config in force.
 func (g *Gateway) Config() *quota.Config { return g.policy.Load().cfg }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -16,8 +15,6 @@ import (
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/quota"
 )
-
-const levelDebug = slog.LevelDebug
 
 // TakeRequest is the body of POST /v1/take and one item of a batch. Give
 // either Action (resolved through the service's table) or Category.

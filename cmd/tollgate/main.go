@@ -24,6 +24,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"check": checkCommand(),
+		"serve": serveCommand(),
 	}
 }
 

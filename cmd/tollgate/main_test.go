@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func runCmd(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCheckPresetECSPrintsAllTwentyCategories(t *testing.T) {
+	code, out, errs := runCmd("check", "--preset", "ecs")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, row := range []string{
+		"cluster-modify  20  1  CreateCluster DeleteCluster PutClusterCapacityProviders UpdateCluster UpdateClusterSettings",
+		"agent-modify  200  120  RegisterContainerInstance SubmitAttachmentStateChanges SubmitContainerStateChange SubmitTaskStateChange",
+		"cluster-service-resource-read  10  1  ListServicesByNamespace",
+		"ThrottlingException",
+	} {
+		if !strings.Contains(squeeze(out), row) {
+			t.Errorf("output lacks %q", row)
+		}
+	}
+	// 20 category rows after the header.
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		if regexp.MustCompile(`^  [a-z-]+ +\d+ +\d+ +[A-Z]`).MatchString(line) {
+			rows++
+		}
+	}
+	if rows != 20 {
+		t.Errorf("%d category rows, want 20:\n%s", rows, out)
+	}
+}
+
+func TestCheckPresetCloudMap(t *testing.T) {
+	code, out, _ := runCmd("check", "--preset", "cloudmap")
+	if code != 0 || !strings.Contains(squeeze(out), "discover-instances  20000  1000  DiscoverInstances") || !strings.Contains(out, "RequestLimitExceeded") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestCheckBrokenFileListsEveryProblem(t *testing.T) {
+	code, out, errs := runCmd("check", "testdata/broken.yaml")
+	if code != 1 || out != "" {
+		t.Fatalf("exit %d, stdout %q", code, out)
+	}
+	want := []string{
+		"testdata/broken.yaml:3:13: services[1].preset: unknown preset \"sqs\"",
+		"testdata/broken.yaml:7:19: services[2].categories[0].capacity: capacity 0 must be at least 1",
+		"testdata/broken.yaml:8:28: services[2].categories[0].refill_per_second: refill_per_second -1 must be greater than 0",
+		"testdata/broken.yaml:18:5: overrides[0].burst: unknown field",
+	}
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			found = found || l == w || strings.HasPrefix(l, w)
+		}
+		if !found {
+			t.Errorf("stderr lacks %q:\n%s", w, errs)
+		}
+	}
+}
+
+func TestCheckUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"check"}, {"check", "--preset", "nope"}, {"check", "a.yaml", "b.yaml"}, {"frobnicate"}} {
+		if code, _, _ := runCmd(args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if code, _, errs := runCmd("check", "testdata/missing.yaml"); code != 1 || !strings.Contains(errs, "no such file") {
+		t.Errorf("missing file: exit %d %s", code, errs)
+	}
+}
+
+func squeeze(s string) string {
+	return regexp.MustCompile(` {2,}`).ReplaceAllString(s, "  ")
+}
+
+// binary is the tollgate binary built once for the process tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "tollgate-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "tollgate")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is a `tollgate serve` process under test.
+type server struct {
+	cmd  *exec.Cmd
+	addr string
+	logs chan string
+}
+
+// startServer starts `tollgate serve` on a random port and waits for its
+// "listening" log line.
+func startServer(t *testing.T, args ...string) *server {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd, logs: make(chan string, 100)}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stderr)
+	addrRe := regexp.MustCompile(`msg=listening addr=(\S+)`)
+	deadline := time.After(30 * time.Second)
+	found := make(chan string, 1)
+	go func() {
+		for sc.Scan() {
+			line := sc.Text()
+			if m := addrRe.FindStringSubmatch(line); m != nil {
+				found <- m[1]
+			}
+			select {
+			case s.logs <- line:
+			default:
+			}
+		}
+		close(s.logs)
+	}()
+	select {
+	case s.addr = <-found:
+	case <-deadline:
+		t.Fatal("server did not log its address within 30 s")
+	}
+	return s
+}
+
+// waitLog waits for a log line containing substr.
+func (s *server) waitLog(t *testing.T, substr string) string {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case line, ok := <-s.logs:
+			if !ok {
+				t.Fatalf("server exited before logging %q", substr)
+			}
+			if strings.Contains(line, substr) {
+				return line
+			}
+		case <-timeout:
+			t.Fatalf("no log line with %q within 30 s", substr)
+		}
+	}
+}
+
+func take(t *testing.T, addr, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://"+addr+"/v1/take", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServeReloadsOnSIGHUPAndKeepsServingOnBadConfig(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "tollgate.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(cfgPath, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("services:\n  - preset: ecs\n")
+	s := startServer(t, "--config", cfgPath)
+	req := `{"service":"ecs","account":"1","region":"us-east-1","action":"DescribeClusters","tokens":60}`
+	if status, body := take(t, s.addr, req); status != 400 || !strings.Contains(body, "exceeds the bucket's capacity 50") {
+		t.Fatalf("take 60 under 50/20: %d %s", status, body)
+	}
+	write("services:\n  - preset: ecs\noverrides:\n  - {service: ecs, account: \"1\", category: cluster-read, capacity: 100, refill_per_second: 40}\n")
+	s.cmd.Process.Signal(syscall.SIGHUP)
+	s.waitLog(t, "config reloaded")
+	if status, body := take(t, s.addr, req); status != 200 {
+		t.Fatalf("take 60 after the quota increase: %d %s", status, body)
+	}
+	write("services:\n  - preset: ecs\n    capacity: 1\n")
+	s.cmd.Process.Signal(syscall.SIGHUP)
+	line := s.waitLog(t, "config reload rejected")
+	if !strings.Contains(line, "tollgate.yaml:3:5: services[0].capacity: unknown field") {
+		t.Errorf("rejection log lacks the file:line:field error: %s", line)
+	}
+	// The old config still serves: an account without the override is 50.
+	if status, body := take(t, s.addr, strings.Replace(req, `"account":"1"`, `"account":"2"`, 1)); status != 400 {
+		t.Fatalf("after a rejected reload: %d %s", status, body)
+	}
+}
+
+func TestServeShutsDownGracefullyOnSIGTERM(t *testing.T) {
+	arrived := make(chan struct{})
+	release := make(chan struct{})
+	upstream := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		io.WriteString(w, `{"done":true}`)
+	})}
+	ln := listen(t)
+	go upstream.Serve(ln)
+	defer upstream.Close()
+
+	cfgPath := filepath.Join(t.TempDir(), "tollgate.yaml")
+	os.WriteFile(cfgPath, []byte("services:\n  - preset: ecs\n    upstream: http://"+ln.Addr().String()+"\n"), 0o644)
+	s := startServer(t, "--config", cfgPath)
+
+	result := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", "http://"+s.addr+"/", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/x-amz-json-1.1")
+		req.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.ListClusters")
+		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKID/20261129/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=00")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			result <- "error: " + err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		result <- resp.Status + " " + string(b)
+	}()
+	<-arrived
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.waitLog(t, "shutting down")
+	close(release)
+	if got := <-result; got != `200 OK {"done":true}` {
+		t.Fatalf("in-flight request during shutdown: %s", got)
+	}
+	if err := s.cmd.Wait(); err != nil {
+		t.Fatalf("serve exited with %v after SIGTERM", err)
+	}
+}
+
+func TestServeRejectsBadFlagsAndConfig(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "--log-format", "xml"},
+		{"serve", "--config", "testdata/broken.yaml"},
+		{"serve", "--store", "etcd://x"},
+		{"serve", "--listen", "256.0.0.1:bad"},
+	} {
+		if code, _, errs := runCmd(args...); code == 0 || errs == "" {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
