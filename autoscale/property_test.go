@@ -77,9 +77,9 @@ func driveEngine(tb testing.TB, ops []byte) {
 		return b
 	}
 	cfg := Config{
-		MinInstances:   int(next() % 3),
-		MaxInstances:   1 + int(next()%6),
-		MaxConcurrency: 1 + int(next()%8),
+		MinInstances:    int(next() % 3),
+		MaxInstances:    1 + int(next()%6),
+		MaxConcurrency:  1 + int(next()%8),
 		CPUsPerInstance: []float64{1, 2, 0.5}[next()%3],
 	}
 	cfg.MinInstances = min(cfg.MinInstances, cfg.MaxInstances)
