@@ -164,6 +164,7 @@ type Decision struct {
 
 // Stats is a snapshot of the engine's counts.
 type Stats struct {
+	// Starting, Ready and Draining count instances in each state.
 	Starting, Ready, Draining int
 	// InFlight and Pending count requests running and waiting.
 	InFlight, Pending int
@@ -677,7 +678,8 @@ func (e *Engine) remove(in *instance) {
 //
 // In order: the policy recommends a count from the service metrics, which
 // is bounded (see Decision); pending requests past their deadline get a new
-// on-demand instance below max instances or are rejected (429) at max;
+// on-demand instance below max instances, and wait for it up to PendingWait
+// again, or are rejected (429) at max;
 // instances are started up to the recommended count, unless there are none
 // and nothing asks for one (only a request scales from zero), and up to
 // min instances; then ready instances beyond the recommended count (the

@@ -45,3 +45,22 @@ func Example() {
 	// recommend 2 (driver cpu), start [2]
 	// {Starting:1 Ready:1 Draining:0 InFlight:0 Pending:0 Recommended:2}
 }
+
+// ExampleCloudRun_Recommend shows the tolerance band and the rounding up.
+func ExampleCloudRun_Recommend() {
+	p := autoscale.NewCloudRun(autoscale.Config{}) // 60 % CPU target, 1 CPU per instance
+	for _, m := range []autoscale.Metrics{
+		{Current: 10, CPU1m: 6.5},  // 65 %: inside 54 %–66 %, kept
+		{Current: 10, CPU1m: 5.3},  // 53 %: 5.3 / 0.6 = 8.8 → 9
+		{Current: 3, CPU1m: 2.46},  // 82 %: 2.46 / 0.6 = 4.1 → 5
+		{Current: 10, CPU1m: 0.05}, // 0.5 %: 0.08 → 1
+	} {
+		r := p.Recommend(m)
+		fmt.Printf("%d at %g cores → %d (%v, held %v)\n", m.Current, m.CPU1m, r.Count, r.Driver, r.Held)
+	}
+	// Output:
+	// 10 at 6.5 cores → 10 (cpu, held true)
+	// 10 at 5.3 cores → 9 (cpu, held false)
+	// 3 at 2.46 cores → 5 (cpu, held false)
+	// 10 at 0.05 cores → 1 (cpu, held false)
+}
