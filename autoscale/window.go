@@ -81,11 +81,20 @@ func (w *window) advance(sec int64) {
 		w.last = sec
 		return
 	}
+	size := len(w.buf)
+	cur := w.slot(w.last)
 	for s := w.last + 1; s <= sec; s++ {
-		for k := 0; k < w.nspans; k++ {
-			w.sums[k].sub(w.buf[w.slot(s-w.spans[k])])
+		if cur++; cur == size {
+			cur = 0
 		}
-		w.buf[w.slot(s)] = pair{}
+		for k := 0; k < w.nspans; k++ {
+			i := cur - int(w.spans[k])
+			if i < 0 {
+				i += size
+			}
+			w.sums[k].sub(w.buf[i])
+		}
+		w.buf[cur] = pair{}
 	}
 	w.last = sec
 }
