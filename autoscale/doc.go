@@ -74,7 +74,7 @@
 // Count are recommended, the rest are surplus. A request goes to a free
 // slot (requests in flight below the instance's ACT value) on a
 // recommended instance, else on a surplus one; else it is queued on a
-// starting instance expected ready sooner than a new one, else on an
+// starting instance expected ready no later than a new one, else on an
 // existing instance if a slot is expected to free sooner, else a new
 // instance is started on demand while below max instances. A queued
 // request waits at most max(10 s, 3.5 × expected cold start), the expected

@@ -122,7 +122,9 @@ type RouteResult struct {
 
 // Dispatch is a pending request given a slot.
 type Dispatch struct {
-	Request  RequestID
+	// Request is the pending request.
+	Request RequestID
+	// Instance now runs it.
 	Instance InstanceID
 }
 
@@ -174,7 +176,9 @@ type Stats struct {
 
 // InstanceInfo describes one instance.
 type InstanceInfo struct {
-	ID    InstanceID
+	// ID is the instance's ID.
+	ID InstanceID
+	// State is where it is in its life.
 	State InstanceState
 	// InFlight is the number of requests running on it.
 	InFlight int
@@ -481,11 +485,14 @@ func (e *Engine) InstanceReady(now time.Time, id InstanceID) (Events, error) {
 // Route places a request arriving at now, in this order: a free slot on a
 // recommended instance (the least loaded), else on a surplus instance (the
 // best ranked); else it is queued on a starting instance expected ready
-// sooner than a new one would be; else queued on a ready instance if a slot
+// no later than a new one would be; else queued on a ready instance if a slot
 // is expected to free there sooner than a new instance would start (judged
 // from the mean observed request time); else, below max instances, a new
 // instance is started on demand and the request queued on it; else it is
-// queued to wait at most PendingWait.
+// queued to wait at most PendingWait. Route hands out no pending request:
+// slots freed by RequestDone and InstanceReady go to the oldest pending
+// request at once, and any other free slot (after an ACT increase) at the
+// next Tick.
 func (e *Engine) Route(now time.Time) RouteResult {
 	now = e.clock(now)
 	e.nextRequest++
@@ -543,11 +550,13 @@ func (e *Engine) freeSlot() *instance {
 }
 
 // starter returns the starting instance with room in its queue that is
-// expected ready earliest, if that is before by (no limit when by is zero).
+// expected ready earliest, if that is no later than by (no limit when by is
+// zero): one expected ready as soon as a new instance would be is as good,
+// and costs no extra instance.
 func (e *Engine) starter(by time.Time) *instance {
 	var best *instance
 	for _, in := range e.starting {
-		if in.queued >= in.act || (!by.IsZero() && !in.expectedReady.Before(by)) {
+		if in.queued >= in.act || (!by.IsZero() && in.expectedReady.After(by)) {
 			continue
 		}
 		if best == nil || in.expectedReady.Before(best.expectedReady) {

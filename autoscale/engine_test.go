@@ -600,3 +600,19 @@ func TestPendingRequestAbandoned(t *testing.T) {
 		t.Fatalf("abandoned request rejected: %+v", d.Events)
 	}
 }
+
+func TestBurstFromZeroQueuesOnStartingInstances(t *testing.T) {
+	e := newEngine(t, Config{})
+	started := 0
+	for range 200 {
+		if r := e.Route(sec(0)); r.Started {
+			started++
+		} else if r.Outcome != Queued {
+			t.Fatalf("from zero: %+v", r)
+		}
+	}
+	// 80 requests fit each starting instance: 200 need 3, not 200.
+	if started != 3 {
+		t.Fatalf("200 requests from zero started %d instances, want 3", started)
+	}
+}
