@@ -8,7 +8,7 @@ import (
 // traceResult summarises one policy's run of a load trace.
 type traceResult struct {
 	peak, final, rejected, served int
-	instanceSeconds              int // sum over seconds of instances held
+	instanceSeconds               int // sum over seconds of instances held
 }
 
 // runTrace drives an engine second by second through a closed-loop trace:
