@@ -616,3 +616,23 @@ func TestBurstFromZeroQueuesOnStartingInstances(t *testing.T) {
 		t.Fatalf("200 requests from zero started %d instances, want 3", started)
 	}
 }
+
+func TestTickDispatchesPendingAfterACTIncrease(t *testing.T) {
+	e := newEngine(t, Config{MaxInstances: 1, MaxConcurrency: 2})
+	id := readyInstances(t, e, sec(0), 1)[0]
+	if err := e.Observe(sec(0), id, 0.95, 0); err != nil { // ACT 2 → 1
+		t.Fatal(err)
+	}
+	e.Route(sec(0))
+	r := e.Route(sec(0))
+	if r.Outcome != Queued {
+		t.Fatalf("second request at ACT 1: %+v, want queued", r)
+	}
+	if err := e.Observe(sec(1), id, 0.3, 1); err != nil { // at the limit, 30 %: ACT 2
+		t.Fatal(err)
+	}
+	d := e.Tick(sec(1))
+	if len(d.Dispatched) != 1 || d.Dispatched[0] != (Dispatch{r.Request, id}) {
+		t.Fatalf("after ACT rose: %+v, want request %d dispatched", d.Events, r.Request)
+	}
+}
