@@ -1,0 +1,154 @@
+package autoscale
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// The fixed numbers of Cloud Run's autoscaler (SPEC §3). They are not
+// settings: the published behaviour has them as constants.
+const (
+	// Tolerance is the relative band around a target inside which the
+	// recommended count does not change: ±10 %, so 54 %–66 % for 60 %.
+	Tolerance = 0.10
+
+	// ACTHighCPU is the per-second CPU utilisation above which adaptive
+	// concurrency throttling lowers an instance's concurrency limit by 1.
+	ACTHighCPU = 0.90
+
+	// ACTLowCPU is the per-second CPU utilisation under which an instance
+	// at its concurrency limit gets the limit raised by 1.
+	ACTLowCPU = 0.70
+
+	// SurplusUtilisation is the 1-minute utilisation under which a surplus
+	// (non-recommended) instance is shut down.
+	SurplusUtilisation = 0.10
+
+	// SurplusWindow is how long a surplus instance must have been ready,
+	// and the span its utilisation is averaged over, before it can be shut
+	// down for low utilisation.
+	SurplusWindow = time.Minute
+
+	// IdleTimeout is how long an instance may sit without requests before
+	// it is shut down, and how long a service may go without requests
+	// before CPU alone stops holding instances up.
+	IdleTimeout = 15 * time.Minute
+
+	// MinPendingWait is the shortest time a request waits in the pending
+	// queue before a new instance is started for it or, at max instances,
+	// it fails with HTTP 429.
+	MinPendingWait = 10 * time.Second
+
+	// PendingColdStartFactor times the expected cold start is the pending
+	// wait when that is longer than MinPendingWait.
+	PendingColdStartFactor = 3.5
+)
+
+// Defaults of Config (SPEC §3); a zero field of Config takes its default.
+const (
+	DefaultCPUTarget         = 0.60
+	DefaultConcurrencyTarget = 0.60
+	DefaultMaxConcurrency    = 80
+	DefaultCPUsPerInstance   = 1.0
+	DefaultMaxInstances      = 100
+	DefaultInitialColdStart  = 2 * time.Second
+)
+
+// MaxInstancesLimit is the largest MaxInstances a Config may set.
+const MaxInstancesLimit = 100_000
+
+// ErrInvalidConfig is wrapped by every error Config.Validate returns.
+var ErrInvalidConfig = errors.New("autoscale: invalid config")
+
+// Config holds the settings of one service revision. A zero field takes its
+// default, except MinInstances, whose default is zero.
+type Config struct {
+	// CPUTarget is the CPU utilisation the CPU driver aims for, in (0, 1].
+	// Default 0.6.
+	CPUTarget float64
+
+	// ConcurrencyTarget is the fraction of the maximum concurrency the
+	// concurrency and ACT drivers aim for, in (0, 1]. Default 0.6.
+	ConcurrencyTarget float64
+
+	// MaxConcurrency is the configured maximum number of concurrent
+	// requests per instance, and the ceiling of every ACT value. Default 80.
+	MaxConcurrency int
+
+	// CPUsPerInstance is the CPU allocated to one instance, in cores (the
+	// sum of its containers' limits when it has sidecars). Default 1.
+	CPUsPerInstance float64
+
+	// MinInstances is kept running at all times, idle or not. Default 0.
+	MinInstances int
+
+	// MaxInstances is a strict upper bound on starting, ready and
+	// draining instances together. Default 100.
+	MaxInstances int
+
+	// InitialColdStart is the expected cold start before any instance has
+	// been seen to start; afterwards the mean of observed starts is used.
+	// Default 2 s.
+	InitialColdStart time.Duration
+
+	// Policy recommends the instance count. Nil means the Cloud Run
+	// recommender, NewCloudRun(c). A Policy keeps state: give every Engine
+	// its own.
+	Policy Policy
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.CPUTarget == 0 {
+		c.CPUTarget = DefaultCPUTarget
+	}
+	if c.ConcurrencyTarget == 0 {
+		c.ConcurrencyTarget = DefaultConcurrencyTarget
+	}
+	if c.MaxConcurrency == 0 {
+		c.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if c.CPUsPerInstance == 0 {
+		c.CPUsPerInstance = DefaultCPUsPerInstance
+	}
+	if c.MaxInstances == 0 {
+		c.MaxInstances = DefaultMaxInstances
+	}
+	if c.InitialColdStart == 0 {
+		c.InitialColdStart = DefaultInitialColdStart
+	}
+	return c
+}
+
+// Validate reports whether c, with its defaults applied, is usable. Every
+// error it returns wraps ErrInvalidConfig.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	if !(c.CPUTarget > 0 && c.CPUTarget <= 1) {
+		return bad("CPU target %v not in (0, 1]", c.CPUTarget)
+	}
+	if !(c.ConcurrencyTarget > 0 && c.ConcurrencyTarget <= 1) {
+		return bad("concurrency target %v not in (0, 1]", c.ConcurrencyTarget)
+	}
+	if c.MaxConcurrency < 1 || c.MaxConcurrency > 1000 {
+		return bad("max concurrency %d not in [1, 1000]", c.MaxConcurrency)
+	}
+	if !(c.CPUsPerInstance > 0) || math.IsInf(c.CPUsPerInstance, 0) || c.CPUsPerInstance > 1000 {
+		return bad("CPUs per instance %v not in (0, 1000]", c.CPUsPerInstance)
+	}
+	if c.MaxInstances < 1 || c.MaxInstances > MaxInstancesLimit {
+		return bad("max instances %d not in [1, %d]", c.MaxInstances, MaxInstancesLimit)
+	}
+	if c.MinInstances < 0 || c.MinInstances > c.MaxInstances {
+		return bad("min instances %d not in [0, max instances %d]", c.MinInstances, c.MaxInstances)
+	}
+	if c.InitialColdStart < 0 || c.InitialColdStart > time.Hour {
+		return bad("initial cold start %v not in [0, 1h]", c.InitialColdStart)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+// Package autoscale is a request-driven autoscaler modelled on Cloud Run's
+// published behaviour (SPEC §3): metric-based recommendations from CPU,
+// concurrency and adaptive concurrency throttling (ACT) with a ±10 %
+// tolerance band, on-demand scaling with a pending queue, ranked routing
+// to recommended and surplus instances, and scale-down of surplus and idle
+// instances.
+//
+// The Engine is a pure state machine. It starts no goroutine, does no I/O
+// and never reads the clock: every method takes the current time, so a
+// gateway can drive it with time.Now and a simulator with a virtual clock.
+// An Engine is not safe for concurrent use; serialise calls to it.
+//
+// # Lifecycle
+//
+// The caller (gateway or simulator) owns the real instances and requests;
+// the engine decides. Each step returns what the caller must do (Events):
+//
+//   - Route(now) for every incoming request. The request is Served on an
+//     instance, or Queued (possibly on an instance the engine just started
+//     on demand: RouteResult.Started).
+//   - RequestDone(now, id) when a request finishes (or is abandoned while
+//     pending). Freed slots go to pending requests (Events.Dispatched); a
+//     draining instance left empty is Stopped.
+//   - InstanceReady(now, id) when an instance the engine started (from
+//     Route, or Events.Started) can serve. Its start time updates the
+//     expected cold start; pending requests are dispatched to it.
+//   - Observe(now, id, cpuCores, concurrency) once a second per instance:
+//     the CPU (in cores) it used and its average concurrent requests over
+//     that second. Samples feed the metric windows and ACT.
+//   - Tick(now) once a second: the recommendation (Decision.Count and
+//     which Driver won), instances to start, drain and stop, pending
+//     requests dispatched or rejected with HTTP 429.
+//
+// Instances go Starting → Ready → (Draining →) Stopped. The engine never
+// stops a starting instance.
+//
+// # Metric windows
+//
+// Samples are kept per second, per instance and summed for the service, in
+// a ring of 600 one-second buckets with running sums for 6 s, 1 min and
+// 10 min, stored as integer milli-units so that sums never drift: O(1) per
+// sample and per elapsed second. A second in which nothing was reported
+// counts as zero (no CPU used, no request running), from the first sample
+// on; seconds before the first sample are outside the history, so a young
+// window averages over the seconds it has seen.
+//
+// # Recommendation
+//
+// The Cloud Run recommender (CloudRun, the default Policy) takes the
+// largest of
+//
+//	CPU:         ceil((CPU1m / CPUs per instance) / CPU target)
+//	concurrency: ceil((max(conc1m, conc10m) / max concurrency) / concurrency target)
+//	ACT:         ceil((conc1m / mean ACT of ready instances) / concurrency target)
+//
+// where CPU1m and conc1m/conc10m are the service's total usage averaged
+// per second over 1 and 10 minutes. While the largest need is within
+// Tolerance (±10 %) of the current count the count stays; outside, it is
+// recomputed from the need and rounded up. The engine then bounds it to
+// [MinInstances, MaxInstances], keeps at least one instance while any
+// request is in flight or pending, and drops it to zero (then min) when no
+// instance is running and nothing asks for one, or when the service has had
+// no request for IdleTimeout (CPU alone, which never reads exactly zero,
+// does not hold instances up).
+//
+// Two baseline policies implement the same Policy interface from their
+// published behaviour, so a simulator can compare all three on one trace:
+// KnativeKPA and KubernetesHPA. A policy only chooses the count; routing,
+// the pending queue and instance shutdown are the engine's.
+//
+// # Routing and on-demand scaling
+//
+// Ready instances are ranked in the order they became ready; the first
+// Count are recommended, the rest are surplus. A request goes to a free
+// slot (requests in flight below the instance's ACT value) on a
+// recommended instance, else on a surplus one; else it is queued on a
+// starting instance expected ready no later than a new one, else on an
+// existing instance if a slot is expected to free sooner, else a new
+// instance is started on demand while below max instances. A queued
+// request waits at most max(10 s, 3.5 × expected cold start), the expected
+// cold start being the mean of observed starts (Config.InitialColdStart
+// before any); then a new instance is started for it (and it waits for that
+// one up to the same time again), or at max instances it fails with HTTP
+// 429. Pending requests are served oldest first.
+//
+// # Scale-down
+//
+// A surplus instance that has been ready for a minute and whose
+// utilisation over the last minute (the larger of CPU and concurrency
+// utilisation) is under 10 % is stopped, or drained if requests still run
+// on it. The other surplus instances stay until they have been idle for
+// 15 minutes. The engine never goes below MinInstances and never to zero
+// while a request is in flight or pending.
+//
+// MaxInstances is a strict bound on starting, ready and draining instances
+// together. Cloud Run may briefly exceed its maximum during traffic spikes
+// or instance replacement; that overshoot is not emulated.
+package autoscale

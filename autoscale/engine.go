@@ -1,0 +1,828 @@
+package autoscale
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Errors returned by Engine methods; test for them with errors.Is.
+var (
+	// ErrUnknownInstance means the instance ID is not starting, ready or
+	// draining (never started, or already stopped).
+	ErrUnknownInstance = errors.New("autoscale: unknown instance")
+
+	// ErrUnknownRequest means the request ID is not in flight or pending.
+	ErrUnknownRequest = errors.New("autoscale: unknown request")
+
+	// ErrInvalidSample means a metric sample is negative, not finite or
+	// implausibly large.
+	ErrInvalidSample = errors.New("autoscale: invalid sample")
+
+	// ErrStaleSample means a sample is for a second that has already left
+	// the 10-minute window.
+	ErrStaleSample = errors.New("autoscale: sample older than the window")
+
+	// ErrNotStarting means InstanceReady was called for an instance that
+	// is not starting.
+	ErrNotStarting = errors.New("autoscale: instance is not starting")
+)
+
+// Window spans, in seconds.
+const (
+	span6s  = 6
+	span1m  = 60
+	span10m = 600
+)
+
+// InstanceID identifies an instance; the engine assigns them from 1.
+type InstanceID uint64
+
+// RequestID identifies a request; the engine assigns them from 1.
+type RequestID uint64
+
+// InstanceState is where an instance is in its life.
+type InstanceState uint8
+
+// The states of an instance.
+const (
+	// Starting: the engine asked for it; it is not serving yet.
+	Starting InstanceState = iota + 1
+	// Ready: serving traffic.
+	Ready
+	// Draining: chosen for shutdown, finishing its requests in flight.
+	Draining
+	// Stopped: gone.
+	Stopped
+)
+
+// String returns the state's lower-case name.
+func (s InstanceState) String() string {
+	switch s {
+	case Starting:
+		return "starting"
+	case Ready:
+		return "ready"
+	case Draining:
+		return "draining"
+	case Stopped:
+		return "stopped"
+	default:
+		return fmt.Sprintf("InstanceState(%d)", uint8(s))
+	}
+}
+
+// Outcome is what Route did with a request.
+type Outcome uint8
+
+// The outcomes of Route.
+const (
+	// Served: the request runs on Instance now.
+	Served Outcome = iota + 1
+	// Queued: the request waits in the pending queue, expected to run on
+	// Instance, until a slot frees, it is dispatched by a later call, or
+	// Deadline passes.
+	Queued
+)
+
+// String returns the outcome's lower-case name.
+func (o Outcome) String() string {
+	switch o {
+	case Served:
+		return "served"
+	case Queued:
+		return "queued"
+	default:
+		return fmt.Sprintf("Outcome(%d)", uint8(o))
+	}
+}
+
+// RouteResult is the routing of one incoming request.
+type RouteResult struct {
+	// Request is the ID the engine gave the request; pass it to
+	// RequestDone when it finishes (or is abandoned while pending).
+	Request RequestID
+
+	// Outcome says whether it runs now or waits.
+	Outcome Outcome
+
+	// Instance runs the request (Served) or is the one it is expected to
+	// run on (Queued). It is zero only when queued with no instance at all.
+	Instance InstanceID
+
+	// Started is true when Instance was started on demand for this
+	// request: the caller must start it and call InstanceReady.
+	Started bool
+
+	// Deadline is, for a queued request, when its wait ends: then a new
+	// instance is started for it, or at max instances it fails with 429.
+	Deadline time.Time
+}
+
+// Dispatch is a pending request given a slot.
+type Dispatch struct {
+	// Request is the pending request.
+	Request RequestID
+	// Instance now runs it.
+	Instance InstanceID
+}
+
+// Events are the effects of one engine call that the caller must act on.
+// The slices are owned by the engine and valid until its next call.
+type Events struct {
+	// Started are new instances to start; report each with InstanceReady.
+	Started []InstanceID
+	// Draining are instances that get no new requests and stop once their
+	// requests in flight finish (reported in Stopped by a later call).
+	Draining []InstanceID
+	// Stopped are instances to shut down now: nothing runs on them.
+	Stopped []InstanceID
+	// Dispatched are pending requests that now run on an instance.
+	Dispatched []Dispatch
+	// Rejected are pending requests that waited too long at max
+	// instances: answer them with HTTP 429.
+	Rejected []RequestID
+}
+
+func (ev *Events) reset() {
+	ev.Started = ev.Started[:0]
+	ev.Draining = ev.Draining[:0]
+	ev.Stopped = ev.Stopped[:0]
+	ev.Dispatched = ev.Dispatched[:0]
+	ev.Rejected = ev.Rejected[:0]
+}
+
+// Decision is the result of one Tick.
+type Decision struct {
+	// Recommendation is the policy's answer with the engine's bounds
+	// applied: Count is in [min, max] instances, at least 1 while any
+	// request is in flight or pending, and min when nothing can scale
+	// from zero or the service has been idle for IdleTimeout.
+	Recommendation
+	// Events are what the caller must do.
+	Events
+}
+
+// Stats is a snapshot of the engine's counts.
+type Stats struct {
+	// Starting, Ready and Draining count instances in each state.
+	Starting, Ready, Draining int
+	// InFlight and Pending count requests running and waiting.
+	InFlight, Pending int
+	// Recommended is the count of the last Tick.
+	Recommended int
+}
+
+// InstanceInfo describes one instance.
+type InstanceInfo struct {
+	// ID is the instance's ID.
+	ID InstanceID
+	// State is where it is in its life.
+	State InstanceState
+	// InFlight is the number of requests running on it.
+	InFlight int
+	// Queued is the number of pending requests expected to run on it.
+	Queued int
+	// ACT is its current adaptive concurrency limit.
+	ACT int
+	// ExpectedReady is when a starting instance is expected to be ready.
+	ExpectedReady time.Time
+	// Recommended is true for a ready instance ranked within the
+	// recommended count; false for surplus.
+	Recommended bool
+}
+
+type instance struct {
+	id            InstanceID
+	state         InstanceState
+	startedAt     time.Time
+	expectedReady time.Time
+	readyAt       time.Time
+	lastActive    time.Time // last request started or finished on it
+	inFlight      int
+	queued        int
+	act           int
+	actSec        int64
+	actSeen       bool
+	win           *window // nil until its first sample
+}
+
+type request struct {
+	inst     *instance // running on it, or pending and expected to
+	pending  bool
+	seq      uint64 // position in the pending queue while pending
+	servedAt time.Time
+}
+
+type pendingEntry struct {
+	id       RequestID
+	deadline time.Time
+	done     bool
+}
+
+// Engine is the autoscaler of one service revision. It is a pure state
+// machine: it starts no goroutine, does no I/O and never reads the clock;
+// every method takes the current time. It is not safe for concurrent use.
+type Engine struct {
+	cfg    Config
+	policy Policy
+
+	begun bool
+	now   time.Time
+
+	svc       *window // service-wide totals: spans 6 s, 1 min, 10 min
+	instances map[InstanceID]*instance
+	starting  []*instance // in start order
+	ready     []*instance // in rank order: first ready ranks first
+	draining  int
+	actSum    int // sum of ACT over ready instances
+
+	requests    map[RequestID]request
+	pending     []pendingEntry
+	pendingBase uint64 // seq of pending[0]
+	pendingHead int
+	nPending    int
+	inFlight    int
+	lastRequest time.Time // last time a request arrived or finished
+
+	nextInstance InstanceID
+	nextRequest  RequestID
+
+	rec Recommendation // last Tick's, bounded
+
+	coldStartSum time.Duration
+	coldStarts   int
+	serviceSum   time.Duration
+	services     int
+
+	freeWindows []*window
+	ev          Events
+}
+
+// New returns an engine for cfg, or an error wrapping ErrInvalidConfig.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	p := cfg.Policy
+	if p == nil {
+		p = NewCloudRun(cfg)
+	}
+	return &Engine{
+		cfg:       cfg,
+		policy:    p,
+		svc:       newWindow(span6s, span1m, span10m),
+		instances: make(map[InstanceID]*instance),
+		requests:  make(map[RequestID]request),
+		rec:       Recommendation{Count: cfg.MinInstances},
+	}, nil
+}
+
+// Config returns the engine's configuration with defaults applied.
+func (e *Engine) Config() Config { return e.cfg }
+
+// clock records now and returns it, or the latest time seen if now is
+// earlier: time never goes backwards inside the engine.
+func (e *Engine) clock(now time.Time) time.Time {
+	if !e.begun {
+		e.begun = true
+		e.now = now
+		e.lastRequest = now
+		return now
+	}
+	if now.After(e.now) {
+		e.now = now
+	}
+	return e.now
+}
+
+// ExpectedColdStart is the mean of the observed starts (InstanceReady time
+// minus start time), or Config.InitialColdStart before the first.
+func (e *Engine) ExpectedColdStart() time.Duration {
+	if e.coldStarts == 0 {
+		return e.cfg.InitialColdStart
+	}
+	return e.coldStartSum / time.Duration(e.coldStarts)
+}
+
+// PendingWait is how long a request may wait pending: the larger of
+// MinPendingWait and PendingColdStartFactor × ExpectedColdStart.
+func (e *Engine) PendingWait() time.Duration {
+	return max(MinPendingWait, time.Duration(PendingColdStartFactor*float64(e.ExpectedColdStart())))
+}
+
+// Stats returns the engine's current counts.
+func (e *Engine) Stats() Stats {
+	return Stats{
+		Starting:    len(e.starting),
+		Ready:       len(e.ready),
+		Draining:    e.draining,
+		InFlight:    e.inFlight,
+		Pending:     e.nPending,
+		Recommended: e.rec.Count,
+	}
+}
+
+// Instance describes instance id, or reports false if it is not starting,
+// ready or draining.
+func (e *Engine) Instance(id InstanceID) (InstanceInfo, bool) {
+	in, ok := e.instances[id]
+	if !ok {
+		return InstanceInfo{}, false
+	}
+	info := InstanceInfo{
+		ID: in.id, State: in.state, InFlight: in.inFlight, Queued: in.queued,
+		ACT: in.act, ExpectedReady: in.expectedReady,
+	}
+	if in.state == Ready {
+		for i, r := range e.ready {
+			if r == in {
+				info.Recommended = i < e.rec.Count
+				break
+			}
+		}
+	}
+	return info, true
+}
+
+// Metrics returns what the policy would see at now: service-wide window
+// averages and instance counts.
+func (e *Engine) Metrics(now time.Time) Metrics {
+	now = e.clock(now)
+	sec := now.Unix()
+	m := Metrics{
+		Now:     now,
+		Current: e.rec.Count,
+		Ready:   len(e.ready),
+		Live:    len(e.ready) + len(e.starting),
+		Active:  e.inFlight + e.nPending,
+	}
+	_, m.Concurrency6s = e.svc.average(0, sec)
+	m.CPU1m, m.Concurrency1m = e.svc.average(1, sec)
+	m.CPU10m, m.Concurrency10m = e.svc.average(2, sec)
+	m.ACTCapacity = float64(e.cfg.MaxConcurrency)
+	if len(e.ready) > 0 {
+		m.ACTCapacity = float64(e.actSum) / float64(len(e.ready))
+	}
+	return m
+}
+
+// NewDeployment resets every instance's ACT value to the configured
+// maximum concurrency: ACT values belong to one deployment.
+func (e *Engine) NewDeployment() {
+	for _, in := range e.instances {
+		in.act = e.cfg.MaxConcurrency
+		in.actSeen = false
+	}
+	e.actSum = len(e.ready) * e.cfg.MaxConcurrency
+}
+
+// Observe records instance id's usage during the second containing now:
+// cpuCores of CPU used and concurrency concurrent requests (its average
+// over that second). A second sample for the same second replaces the
+// first. The sample also drives adaptive concurrency throttling, once per
+// second: CPU utilisation (cpuCores / CPUs per instance) above ACTHighCPU
+// lowers the instance's ACT value by 1 (not below 1); under ACTLowCPU with
+// the instance at its limit (concurrency or requests in flight at least its
+// ACT value) raises it by 1 (not above MaxConcurrency).
+func (e *Engine) Observe(now time.Time, id InstanceID, cpuCores, concurrency float64) error {
+	e.clock(now)
+	in, ok := e.instances[id]
+	if !ok {
+		return fmt.Errorf("observe instance %d: %w", id, ErrUnknownInstance)
+	}
+	for _, v := range [2]float64{cpuCores, concurrency} {
+		if !(v >= 0 && v <= maxSample) {
+			return fmt.Errorf("observe instance %d: value %v not in [0, %g]: %w", id, v, float64(maxSample), ErrInvalidSample)
+		}
+	}
+	sec := now.Unix()
+	if in.win == nil {
+		in.win = e.takeWindow()
+	}
+	v := pair{cpu: int64(math.Round(cpuCores * milli)), conc: int64(math.Round(concurrency * milli))}
+	delta, ok := in.win.put(sec, v, true)
+	if !ok {
+		return fmt.Errorf("observe instance %d at %v: %w", id, now, ErrStaleSample)
+	}
+	e.svc.put(sec, delta, false)
+
+	if in.actSeen && sec <= in.actSec {
+		return nil
+	}
+	in.actSeen, in.actSec = true, sec
+	old := in.act
+	util := cpuCores / e.cfg.CPUsPerInstance
+	switch {
+	case util > ACTHighCPU:
+		in.act = max(in.act-1, 1)
+	case util < ACTLowCPU && (concurrency >= float64(in.act) || in.inFlight >= in.act):
+		in.act = min(in.act+1, e.cfg.MaxConcurrency)
+	}
+	if in.state == Ready {
+		e.actSum += in.act - old
+	}
+	return nil
+}
+
+func (e *Engine) takeWindow() *window {
+	if n := len(e.freeWindows); n > 0 {
+		w := e.freeWindows[n-1]
+		e.freeWindows = e.freeWindows[:n-1]
+		return w
+	}
+	return newWindow(span1m, span10m)
+}
+
+// startInstance creates a starting instance at now.
+func (e *Engine) startInstance(now time.Time) *instance {
+	e.nextInstance++
+	in := &instance{
+		id:            e.nextInstance,
+		state:         Starting,
+		startedAt:     now,
+		expectedReady: now.Add(e.ExpectedColdStart()),
+		act:           e.cfg.MaxConcurrency,
+	}
+	e.instances[in.id] = in
+	e.starting = append(e.starting, in)
+	return in
+}
+
+func (e *Engine) total() int { return len(e.starting) + len(e.ready) + e.draining }
+
+// InstanceReady records that starting instance id serves traffic from now
+// on. Its start time feeds the expected cold start, it ranks after every
+// instance already ready, and pending requests are dispatched to it.
+func (e *Engine) InstanceReady(now time.Time, id InstanceID) (Events, error) {
+	now = e.clock(now)
+	e.ev.reset()
+	in, ok := e.instances[id]
+	if !ok {
+		return e.ev, fmt.Errorf("instance %d ready: %w", id, ErrUnknownInstance)
+	}
+	if in.state != Starting {
+		return e.ev, fmt.Errorf("instance %d ready while %v: %w", id, in.state, ErrNotStarting)
+	}
+	for i, s := range e.starting {
+		if s == in {
+			e.starting = append(e.starting[:i], e.starting[i+1:]...)
+			break
+		}
+	}
+	e.coldStartSum += now.Sub(in.startedAt)
+	e.coldStarts++
+	in.state = Ready
+	in.readyAt, in.lastActive = now, now
+	e.ready = append(e.ready, in)
+	e.actSum += in.act
+	e.dispatch(now, in)
+	return e.ev, nil
+}
+
+// Route places a request arriving at now, in this order: a free slot on a
+// recommended instance (the least loaded), else on a surplus instance (the
+// best ranked); else it is queued on a starting instance expected ready
+// no later than a new one would be; else queued on a ready instance if a slot
+// is expected to free there sooner than a new instance would start (judged
+// from the mean observed request time); else, below max instances, a new
+// instance is started on demand and the request queued on it; else it is
+// queued to wait at most PendingWait. Route hands out no pending request:
+// slots freed by RequestDone and InstanceReady go to the oldest pending
+// request at once, and any other free slot (after an ACT increase) at the
+// next Tick.
+func (e *Engine) Route(now time.Time) RouteResult {
+	now = e.clock(now)
+	e.nextRequest++
+	id := e.nextRequest
+	e.lastRequest = now
+
+	if in := e.freeSlot(); in != nil {
+		e.serve(now, id, in)
+		return RouteResult{Request: id, Outcome: Served, Instance: in.id}
+	}
+	coldStart := e.ExpectedColdStart()
+	target, started := e.starter(now.Add(coldStart)), false
+	if target == nil {
+		if in, wait := e.shortestWait(); in != nil && wait < coldStart {
+			target = in
+		}
+	}
+	if target == nil {
+		if e.total() < e.cfg.MaxInstances {
+			target, started = e.startInstance(now), true
+		} else if target = e.starter(time.Time{}); target == nil {
+			target, _ = e.shortestWait()
+		}
+	}
+	deadline := e.enqueue(now, id, target)
+	res := RouteResult{Request: id, Outcome: Queued, Started: started, Deadline: deadline}
+	if target != nil {
+		res.Instance = target.id
+	}
+	return res
+}
+
+// freeSlot returns the least loaded recommended instance with a free slot,
+// else the best ranked surplus one with a free slot, else nil.
+func (e *Engine) freeSlot() *instance {
+	r := min(e.rec.Count, len(e.ready))
+	var best *instance
+	for _, in := range e.ready[:r] {
+		if in.inFlight < in.act && (best == nil || in.inFlight < best.inFlight) {
+			best = in
+			if in.inFlight == 0 {
+				break
+			}
+		}
+	}
+	if best != nil {
+		return best
+	}
+	for _, in := range e.ready[r:] {
+		if in.inFlight < in.act {
+			return in
+		}
+	}
+	return nil
+}
+
+// starter returns the starting instance with room in its queue that is
+// expected ready earliest, if that is no later than by (no limit when by is
+// zero): one expected ready as soon as a new instance would be is as good,
+// and costs no extra instance.
+func (e *Engine) starter(by time.Time) *instance {
+	var best *instance
+	for _, in := range e.starting {
+		if in.queued >= in.act || (!by.IsZero() && in.expectedReady.After(by)) {
+			continue
+		}
+		if best == nil || in.expectedReady.Before(best.expectedReady) {
+			best = in
+		}
+	}
+	return best
+}
+
+// shortestWait returns the ready instance where a queued request is
+// expected to get a slot soonest, and that expected wait: the mean request
+// time × (queued + 1) / ACT. Without an observed request time there is no
+// estimate and it returns the instance with the shortest queue and the
+// largest possible wait.
+func (e *Engine) shortestWait() (*instance, time.Duration) {
+	var best *instance
+	for _, in := range e.ready {
+		if best == nil || (in.queued+1)*best.act < (best.queued+1)*in.act {
+			best = in
+		}
+	}
+	if best == nil || e.services == 0 {
+		return best, time.Duration(math.MaxInt64)
+	}
+	mean := e.serviceSum / time.Duration(e.services)
+	return best, time.Duration(float64(mean) * float64(best.queued+1) / float64(best.act))
+}
+
+func (e *Engine) serve(now time.Time, id RequestID, in *instance) {
+	in.inFlight++
+	in.lastActive = now
+	e.inFlight++
+	e.requests[id] = request{inst: in, servedAt: now}
+}
+
+// enqueue adds request id to the pending queue, expected to run on target
+// (which may be nil), and returns its deadline.
+func (e *Engine) enqueue(now time.Time, id RequestID, target *instance) time.Time {
+	if e.pendingHead > 64 && e.pendingHead > len(e.pending)/2 {
+		n := copy(e.pending, e.pending[e.pendingHead:])
+		e.pending = e.pending[:n]
+		e.pendingBase += uint64(e.pendingHead)
+		e.pendingHead = 0
+	}
+	deadline := now.Add(e.PendingWait())
+	seq := e.pendingBase + uint64(len(e.pending))
+	e.pending = append(e.pending, pendingEntry{id: id, deadline: deadline})
+	e.nPending++
+	if target != nil {
+		target.queued++
+	}
+	e.requests[id] = request{inst: target, pending: true, seq: seq}
+	return deadline
+}
+
+// unqueue removes pending request id, releasing its expected instance.
+func (e *Engine) unqueue(id RequestID, r request) {
+	e.pending[r.seq-e.pendingBase].done = true
+	e.nPending--
+	if r.inst != nil {
+		r.inst.queued--
+	}
+	for e.pendingHead < len(e.pending) && e.pending[e.pendingHead].done {
+		e.pendingHead++
+	}
+	delete(e.requests, id)
+}
+
+// dispatch gives in's free slots to the oldest pending requests.
+func (e *Engine) dispatch(now time.Time, in *instance) {
+	for in.state == Ready && in.inFlight < in.act && e.nPending > 0 {
+		p := e.pending[e.pendingHead]
+		r := e.requests[p.id]
+		e.unqueue(p.id, r)
+		e.serve(now, p.id, in)
+		e.ev.Dispatched = append(e.ev.Dispatched, Dispatch{Request: p.id, Instance: in.id})
+	}
+}
+
+// RequestDone records that request id finished at now. A pending request
+// is abandoned. A slot freed on a ready instance goes to the oldest pending
+// request; a draining instance left with nothing in flight is stopped.
+func (e *Engine) RequestDone(now time.Time, id RequestID) (Events, error) {
+	now = e.clock(now)
+	e.ev.reset()
+	r, ok := e.requests[id]
+	if !ok {
+		return e.ev, fmt.Errorf("request %d done: %w", id, ErrUnknownRequest)
+	}
+	e.lastRequest = now
+	if r.pending {
+		e.unqueue(id, r)
+		return e.ev, nil
+	}
+	delete(e.requests, id)
+	in := r.inst
+	in.inFlight--
+	in.lastActive = now
+	e.inFlight--
+	e.serviceSum += now.Sub(r.servedAt)
+	e.services++
+	switch in.state {
+	case Draining:
+		if in.inFlight == 0 {
+			e.draining--
+			e.remove(in)
+			e.ev.Stopped = append(e.ev.Stopped, in.id)
+		}
+	case Ready:
+		e.dispatch(now, in)
+	}
+	return e.ev, nil
+}
+
+// remove forgets a stopped instance and recycles its window.
+func (e *Engine) remove(in *instance) {
+	in.state = Stopped
+	delete(e.instances, in.id)
+	if in.win != nil {
+		in.win.reset()
+		e.freeWindows = append(e.freeWindows, in.win)
+		in.win = nil
+	}
+}
+
+// Tick makes one scaling decision at now; call it once a second (any
+// rate works: windows are per second and policies pace themselves).
+//
+// In order: the policy recommends a count from the service metrics, which
+// is bounded (see Decision); pending requests past their deadline get a new
+// on-demand instance below max instances, and wait for it up to PendingWait
+// again, or are rejected (429) at max;
+// instances are started up to the recommended count, unless there are none
+// and nothing asks for one (only a request scales from zero), and up to
+// min instances; then ready instances beyond the recommended count (the
+// surplus) are stopped if, after SurplusWindow ready, their utilisation over
+// the last minute is under SurplusUtilisation, or if they have been idle
+// for IdleTimeout, never going under min instances nor to zero while a
+// request is in flight or pending; finally free slots take pending requests.
+func (e *Engine) Tick(now time.Time) Decision {
+	now = e.clock(now)
+	e.ev.reset()
+	m := e.Metrics(now)
+	rec := e.policy.Recommend(m)
+	e.rec = e.bound(rec, m)
+
+	e.expire(now)
+
+	live := len(e.starting) + len(e.ready)
+	if want := e.rec.Count - live; want > 0 && (live > 0 || e.rec.Count <= e.cfg.MinInstances || m.Active > 0) {
+		for range min(want, e.cfg.MaxInstances-e.total()) {
+			e.ev.Started = append(e.ev.Started, e.startInstance(now).id)
+		}
+	}
+
+	e.scaleDown(now)
+
+	if e.nPending > 0 {
+		for _, in := range e.ready {
+			e.dispatch(now, in)
+			if e.nPending == 0 {
+				break
+			}
+		}
+	}
+	return Decision{Recommendation: e.rec, Events: e.ev}
+}
+
+// bound applies the engine's rules to a policy's recommendation.
+func (e *Engine) bound(rec Recommendation, m Metrics) Recommendation {
+	if m.Active == 0 && (m.Live == 0 || m.Now.Sub(e.lastRequest) >= IdleTimeout) {
+		rec.Count = 0
+	}
+	if m.Active > 0 {
+		rec.Count = max(rec.Count, 1)
+	}
+	rec.Count = min(max(rec.Count, e.cfg.MinInstances), e.cfg.MaxInstances)
+	return rec
+}
+
+// expire handles pending requests whose deadline has passed.
+func (e *Engine) expire(now time.Time) {
+	var fresh *instance // instance started in this pass with queue room
+	for i := e.pendingHead; i < len(e.pending); i++ {
+		p := &e.pending[i]
+		if p.done || p.deadline.After(now) {
+			continue
+		}
+		r := e.requests[p.id]
+		if fresh == nil || fresh.queued >= fresh.act {
+			fresh = nil
+			if e.total() < e.cfg.MaxInstances {
+				fresh = e.startInstance(now)
+				e.ev.Started = append(e.ev.Started, fresh.id)
+			}
+		}
+		if fresh == nil {
+			e.unqueue(p.id, r)
+			e.ev.Rejected = append(e.ev.Rejected, p.id)
+			continue
+		}
+		if r.inst != nil {
+			r.inst.queued--
+		}
+		r.inst = fresh
+		fresh.queued++
+		e.requests[p.id] = r
+		p.deadline = now.Add(e.PendingWait())
+	}
+}
+
+// scaleDown stops or drains surplus instances, newest (lowest ranked)
+// first.
+func (e *Engine) scaleDown(now time.Time) {
+	r := min(e.rec.Count, len(e.ready))
+	if r == len(e.ready) {
+		return
+	}
+	live := len(e.starting) + len(e.ready)
+	active := e.inFlight + e.nPending
+	sec := now.Unix()
+	removed := false
+	for i := len(e.ready) - 1; i >= r; i-- {
+		in := e.ready[i]
+		if live-1 < e.cfg.MinInstances || (live == 1 && active > 0) {
+			break
+		}
+		if in.queued > 0 || !e.stoppable(in, now, sec) {
+			continue
+		}
+		live--
+		removed = true
+		e.actSum -= in.act
+		if in.inFlight > 0 {
+			in.state = Draining
+			e.draining++
+			e.ev.Draining = append(e.ev.Draining, in.id)
+			continue
+		}
+		e.remove(in)
+		e.ev.Stopped = append(e.ev.Stopped, in.id)
+	}
+	if removed {
+		kept := e.ready[:0]
+		for _, in := range e.ready {
+			if in.state == Ready {
+				kept = append(kept, in)
+			}
+		}
+		clear(e.ready[len(kept):])
+		e.ready = kept
+	}
+}
+
+// stoppable reports whether surplus instance in may be shut down.
+func (e *Engine) stoppable(in *instance, now time.Time, sec int64) bool {
+	if in.inFlight == 0 && now.Sub(in.lastActive) >= IdleTimeout {
+		return true
+	}
+	if now.Sub(in.readyAt) < SurplusWindow {
+		return false
+	}
+	var cpu, conc float64
+	if in.win != nil {
+		cpu, conc = in.win.average(0, sec)
+	}
+	util := max(cpu/e.cfg.CPUsPerInstance, conc/float64(e.cfg.MaxConcurrency))
+	return util < SurplusUtilisation
+}
