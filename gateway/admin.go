@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -20,7 +22,7 @@ func (g *Gateway) serveBucket(w http.ResponseWriter, r *http.Request) {
 		Category: q.Get("category"),
 		Tokens:   &zero,
 	}
-	res, err := resolve(g.policy.Load().cfg, &req, "")
+	res, err := resolve(g.policy.Load().cfg, &req)
 	if err != nil {
 		writeFieldError(w, err)
 		return
@@ -31,10 +33,11 @@ func (g *Gateway) serveBucket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setRateLimitHeaders(w.Header(), res, d)
-	writeJSON(w, http.StatusOK, struct {
-		Key string `json:"key"`
-		TakeResponse
-	}{res.key.String(), toResponse(res, d)})
+	resp := toResponse(res, d)
+	body, _ := jsontext.AppendQuote([]byte(`{"key":`), res.key.String())
+	body = append(body, `,"bucket":`...)
+	body = append(resp.appendJSON(body), "}\n"...)
+	writeBody(w, http.StatusOK, body)
 }
 
 // reloadResponse is the answer to POST /v1/admin/reload.

@@ -100,7 +100,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	key := quota.Key{Service: svc.Name, Account: account, Region: cred.Region, Category: cat.Name}
 	limit, _ := pol.cfg.Limit(key)
 	d, err := g.limiter.Take(r.Context(), key.String(), limit, 1)
-	g.metrics.observe(svc.Name, cat.Name, d.Allowed, err, time.Since(start))
+	g.metrics.observe(pol.counters[cat], d.Allowed, err, time.Since(start))
 	if err != nil {
 		g.log.Error("limiter failed", "request_id", id, "key", key.String(), "error", err)
 		writeAWSError(w, http.StatusInternalServerError, "InternalFailure", "throttling store unavailable")

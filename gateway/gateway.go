@@ -82,8 +82,9 @@ type Gateway struct {
 
 // policy is a config with what the gateway derives from it, swapped as one.
 type policy struct {
-	cfg     *quota.Config
-	proxies map[string]*httputil.ReverseProxy // by service name
+	cfg      *quota.Config
+	proxies  map[string]*httputil.ReverseProxy // by service name
+	counters map[*quota.Category]*decisionCounters
 }
 
 // New returns a gateway. It fails only if an upstream URL in the config
@@ -105,6 +106,11 @@ func New(opts Options) (*Gateway, error) {
 	if g.maxBody <= 0 {
 		g.maxBody = DefaultMaxBodyBytes
 	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	g.metrics = newMetrics(reg, g.limiter)
 	cfg := opts.Config
 	if cfg == nil {
 		cfg = quota.Default()
@@ -112,11 +118,6 @@ func New(opts Options) (*Gateway, error) {
 	if err := g.setConfig(cfg); err != nil {
 		return nil, err
 	}
-	reg := opts.Registry
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
-	g.metrics = newMetrics(reg, g.limiter)
 	g.ready.Store(true)
 	uuid.EnableRandPool()
 
@@ -208,8 +209,11 @@ func (g *Gateway) Reload() error {
 }
 
 func (g *Gateway) setConfig(cfg *quota.Config) error {
-	p := &policy{cfg: cfg, proxies: map[string]*httputil.ReverseProxy{}}
+	p := &policy{cfg: cfg, proxies: map[string]*httputil.ReverseProxy{}, counters: map[*quota.Category]*decisionCounters{}}
 	for _, s := range cfg.Services() {
+		for _, c := range s.Categories {
+			p.counters[c] = g.metrics.countersFor(s.Name, c.Name)
+		}
 		if s.Upstream == "" {
 			continue
 		}
@@ -265,22 +269,30 @@ func methodNotAllowed(allow string) http.HandlerFunc {
 // readBody reads a whole request body up to the gateway's limit. A body
 // over the limit is an error wrapping errBodyTooLarge.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if r.ContentLength > g.maxBody {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", errBodyTooLarge, r.ContentLength, g.maxBody)
-	}
 	var buf bytes.Buffer
+	if err := g.readBodyInto(w, r, &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// readBodyInto is readBody into a caller's (reused) buffer.
+func (g *Gateway) readBodyInto(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) error {
+	if r.ContentLength > g.maxBody {
+		return fmt.Errorf("%w: %d bytes, limit %d", errBodyTooLarge, r.ContentLength, g.maxBody)
+	}
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength))
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, g.maxBody))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return nil, fmt.Errorf("%w: limit %d bytes", errBodyTooLarge, g.maxBody)
+		return fmt.Errorf("%w: limit %d bytes", errBodyTooLarge, g.maxBody)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading body: %w", err)
+		return fmt.Errorf("reading body: %w", err)
 	}
-	return buf.Bytes(), nil
+	return nil
 }
 
 var errBodyTooLarge = errors.New("request body too large")

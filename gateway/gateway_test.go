@@ -299,7 +299,7 @@ func TestNativeTakeErrorsNameTheField(t *testing.T) {
 		{`{"service":"ecs","account":"1","region":"us-east-1","action":"ListClusters","tokens":-1}`, "tokens"},
 		{`{"service":"ecs","account":"1","region":"us-east-1","action":"ListClusters","tokens":51}`, "tokens"},
 		{`{"service":"ecs","account":"1","region":"us-east-1","action":"ListClusters","category":"cluster-read"}`, "action"},
-		{`{"service":`, ""},
+		{`{"service":`, "service"},
 		{`{} {}`, ""},
 	} {
 		status, body := postJSON(t, srv.URL+"/v1/take", tc.body)

@@ -62,20 +62,34 @@ func (m *metrics) instrument(handler string, h http.Handler) http.Handler {
 		promhttp.InstrumentHandlerCounter(m.requests.MustCurryWith(prometheus.Labels{"handler": handler}), h))
 }
 
-// observe records one single decision.
-func (m *metrics) observe(service, category string, allowed bool, err error, elapsed time.Duration) {
-	m.latency.Observe(elapsed.Seconds())
-	if err != nil {
-		m.decisions.WithLabelValues(service, category, "error").Inc()
-		return
-	}
-	m.count(service, category, allowed)
+// decisionCounters are one category's decision series, looked up once per
+// config rather than once per decision.
+type decisionCounters struct {
+	allowed, throttled, errored prometheus.Counter
 }
 
-func (m *metrics) count(service, category string, allowed bool) {
-	result := "throttled"
-	if allowed {
-		result = "allowed"
+func (m *metrics) countersFor(service, category string) *decisionCounters {
+	return &decisionCounters{
+		allowed:   m.decisions.WithLabelValues(service, category, "allowed"),
+		throttled: m.decisions.WithLabelValues(service, category, "throttled"),
+		errored:   m.decisions.WithLabelValues(service, category, "error"),
 	}
-	m.decisions.WithLabelValues(service, category, result).Inc()
+}
+
+// observe records one single decision and its latency.
+func (m *metrics) observe(c *decisionCounters, allowed bool, err error, elapsed time.Duration) {
+	m.latency.Observe(elapsed.Seconds())
+	if err != nil {
+		c.errored.Inc()
+		return
+	}
+	c.count(allowed)
+}
+
+func (c *decisionCounters) count(allowed bool) {
+	if allowed {
+		c.allowed.Inc()
+	} else {
+		c.throttled.Inc()
+	}
 }

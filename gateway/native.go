@@ -1,15 +1,18 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/limiter"
@@ -54,6 +57,29 @@ type TakeResponse struct {
 	ResetAfterMs int64     `json:"reset_after_ms"`
 }
 
+// appendJSON appends r as JSON. The batch endpoint writes up to
+// thousands of these per request, so they are appended directly rather
+// than through reflection; the output is what encoding/json would write.
+func (r *TakeResponse) appendJSON(b []byte) []byte {
+	b = append(b, `{"allowed":`...)
+	b = strconv.AppendBool(b, r.Allowed)
+	b = append(b, `,"service":`...)
+	b, _ = jsontext.AppendQuote(b, r.Service)
+	b = append(b, `,"category":`...)
+	b, _ = jsontext.AppendQuote(b, r.Category)
+	b = append(b, `,"limit":{"capacity":`...)
+	b = strconv.AppendInt(b, r.Limit.Capacity, 10)
+	b = append(b, `,"refill_per_second":`...)
+	b = strconv.AppendFloat(b, r.Limit.RefillPerSecond, 'f', -1, 64)
+	b = append(b, `},"remaining":`...)
+	b = strconv.AppendInt(b, r.Remaining, 10)
+	b = append(b, `,"retry_after_ms":`...)
+	b = strconv.AppendInt(b, r.RetryAfterMs, 10)
+	b = append(b, `,"reset_after_ms":`...)
+	b = strconv.AppendInt(b, r.ResetAfterMs, 10)
+	return append(b, '}')
+}
+
 // BatchResponse is the answer to a batch, one result per request in order.
 type BatchResponse struct {
 	Results []TakeResponse `json:"results"`
@@ -74,7 +100,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		status, body = http.StatusInternalServerError, []byte(`{"error":"encoding the answer failed"}`)
 	}
-	body = append(body, '\n')
+	writeBody(w, status, append(body, '\n'))
+}
+
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
@@ -89,29 +118,56 @@ type fieldError struct {
 
 func (e *fieldError) Error() string { return e.field + ": " + e.msg }
 
-// decodeStrict decodes one JSON value with no unknown fields and nothing
-// after it, turning decoder errors into field errors.
+// decodeStrict decodes one JSON value with no unknown or duplicate
+// members and nothing after it, turning decoder errors into field errors
+// whose field is the path of the offending member ("requests[3].tokens").
 func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		var syntaxErr *json.SyntaxError
-		switch {
-		case errors.As(err, &typeErr):
-			return &fieldError{typeErr.Field, fmt.Sprintf("want %s, got JSON %s", typeErr.Type, typeErr.Value)}
-		case errors.As(err, &syntaxErr):
-			return &fieldError{"", fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, err)}
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
-			return &fieldError{name, "unknown field"}
+	err := json.Unmarshal(body, v, json.RejectUnknownMembers(true))
+	if err == nil {
+		return nil
+	}
+	var semErr *json.SemanticError
+	var synErr *jsontext.SyntacticError
+	switch {
+	case errors.As(err, &semErr) && errors.Is(semErr.Err, json.ErrUnknownName):
+		return &fieldError{pointerField(semErr.JSONPointer), "unknown field"}
+	case errors.As(err, &semErr) && semErr.GoType != nil:
+		return &fieldError{pointerField(semErr.JSONPointer), fmt.Sprintf("want %s, got JSON %s", jsonKind(semErr.GoType), semErr.JSONKind)}
+	case errors.As(err, &synErr):
+		return &fieldError{pointerField(synErr.JSONPointer), fmt.Sprintf("malformed JSON at byte %d: %v", synErr.ByteOffset, synErr.Err)}
+	}
+	return &fieldError{"", "malformed JSON: " + err.Error()}
+}
+
+// pointerField turns a JSON pointer, /requests/3/tokens, into the field
+// path the API's errors use, requests[3].tokens.
+func pointerField(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.ParseUint(tok, 10, 64); err == nil {
+			b.WriteString("[" + tok + "]")
+			continue
 		}
-		return &fieldError{"", "malformed JSON: " + err.Error()}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
 	}
-	if dec.More() {
-		return &fieldError{"", "malformed JSON: more than one value in the body"}
+	return b.String()
+}
+
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int64, reflect.Int, reflect.Pointer:
+		return "a whole number"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Struct:
+		return "an object"
 	}
-	return nil
+	return t.String()
 }
 
 // resolved is a validated take, ready for the limiter.
@@ -123,11 +179,11 @@ type resolved struct {
 	tokens int64
 }
 
-// resolve validates a take against the config; prefix names the request
-// in field paths ("requests[3].").
-func resolve(cfg *quota.Config, req *TakeRequest, prefix string) (resolved, error) {
+// resolve validates a take against the config. Its field errors name the
+// take's own fields; a batch puts "requests[i]." in front.
+func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 	var r resolved
-	field := func(name string) string { return prefix + name }
+	field := func(name string) string { return name }
 	if req.Service == "" {
 		return r, &fieldError{field("service"), "missing"}
 	}
@@ -229,14 +285,14 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 		writeFieldError(w, err)
 		return
 	}
-	cfg := g.policy.Load().cfg
-	res, err := resolve(cfg, &req, "")
+	pol := g.policy.Load()
+	res, err := resolve(pol.cfg, &req)
 	if err != nil {
 		writeFieldError(w, err)
 		return
 	}
 	d, err := g.limiter.Take(r.Context(), res.key.String(), res.limit, res.tokens)
-	g.metrics.observe(res.svc.Name, res.cat.Name, d.Allowed, err, time.Since(start))
+	g.metrics.observe(pol.counters[res.cat], d.Allowed, err, time.Since(start))
 	if err != nil {
 		g.log.Error("limiter failed", "key", res.key.String(), "error", err)
 		writeNativeError(w, http.StatusServiceUnavailable, "", "throttling store unavailable: "+err.Error())
@@ -248,7 +304,8 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusTooManyRequests
 		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10))
 	}
-	writeJSON(w, status, toResponse(res, d))
+	resp := toResponse(res, d)
+	writeBody(w, status, append(resp.appendJSON(make([]byte, 0, 256)), '\n'))
 }
 
 // serveBatch handles POST /v1/take/batch: every take in one limiter call.
@@ -256,8 +313,10 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 // whole, before any take, if any request is invalid.
 func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, err := g.readBody(w, r)
-	if err != nil {
+	bd := batchDecoders.Get().(*batchDecoder)
+	defer putBatchDecoder(bd)
+	bd.body.Reset()
+	if err := g.readBodyInto(w, r, &bd.body); err != nil {
 		status := http.StatusBadRequest
 		if errors.Is(err, errBodyTooLarge) {
 			status = http.StatusRequestEntityTooLarge
@@ -265,53 +324,71 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 		writeNativeError(w, status, "", err.Error())
 		return
 	}
-	var batch BatchRequest
-	if err := decodeStrict(body, &batch); err != nil {
+	if err := bd.decode(bd.body.Bytes()); err != nil {
 		writeFieldError(w, err)
 		return
 	}
-	if batch.Requests == nil {
+	if !bd.sawReq {
 		writeNativeError(w, http.StatusBadRequest, "requests", "missing")
 		return
 	}
-	cfg := g.policy.Load().cfg
-	items := make([]resolved, len(batch.Requests))
-	reqs := make([]limiter.Request, len(batch.Requests))
-	for i := range batch.Requests {
-		req := &batch.Requests[i]
-		if req.Service == "" {
-			req.Service = batch.Service
-		}
-		if req.Account == "" {
-			req.Account = batch.Account
-		}
-		if req.Region == "" {
-			req.Region = batch.Region
-		}
-		res, err := resolve(cfg, req, "requests["+strconv.Itoa(i)+"].")
+	pol := g.policy.Load()
+	n := len(bd.items)
+	all := string(bd.arena) // every string of the batch, in one allocation
+	items := slices.Grow(bd.resolved[:0], n)[:n]
+	keyEnds := slices.Grow(bd.keyEnds[:0], n)[:n]
+	keyBuf := bd.keyBuf[:0]
+	for i := range bd.items {
+		req := bd.request(all, &bd.items[i])
+		res, err := resolve(pol.cfg, &req)
 		if err != nil {
+			var fe *fieldError
+			if errors.As(err, &fe) {
+				fe.field = "requests[" + strconv.Itoa(i) + "]." + fe.field
+			}
 			writeFieldError(w, err)
 			return
 		}
 		items[i] = res
-		reqs[i] = limiter.Request{Key: res.key.String(), Limit: res.limit, Tokens: res.tokens}
+		keyBuf = res.key.AppendTo(keyBuf)
+		keyEnds[i] = len(keyBuf)
 	}
-	out := make([]bucket.Decision, len(reqs))
-	err = g.limiter.TakeBatch(r.Context(), reqs, out)
+	keys := string(keyBuf) // every bucket key, in one allocation
+	reqs := slices.Grow(bd.reqs[:0], n)[:n]
+	for i, res := range items {
+		start := 0
+		if i > 0 {
+			start = keyEnds[i-1]
+		}
+		reqs[i] = limiter.Request{Key: keys[start:keyEnds[i]], Limit: res.limit, Tokens: res.tokens}
+	}
+	out := slices.Grow(bd.out[:0], n)[:n]
+	bd.resolved, bd.keyEnds, bd.keyBuf, bd.reqs, bd.out = items, keyEnds, keyBuf, reqs, out
+
+	err := g.limiter.TakeBatch(r.Context(), reqs, out)
 	elapsed := time.Since(start)
 	if err != nil {
-		g.metrics.observe("", "", false, err, elapsed)
-		g.log.Error("limiter failed", "batch", len(reqs), "error", err)
+		for _, res := range items {
+			pol.counters[res.cat].errored.Inc()
+		}
+		g.metrics.latency.Observe(elapsed.Seconds())
+		g.log.Error("limiter failed", "batch", n, "error", err)
 		writeNativeError(w, http.StatusServiceUnavailable, "", "throttling store unavailable: "+err.Error())
 		return
 	}
-	resp := BatchResponse{Results: make([]TakeResponse, len(items))}
+	answer := append(bd.answer[:0], `{"results":[`...)
 	for i, res := range items {
-		g.metrics.count(res.svc.Name, res.cat.Name, out[i].Allowed)
-		resp.Results[i] = toResponse(res, out[i])
+		pol.counters[res.cat].count(out[i].Allowed)
+		if i > 0 {
+			answer = append(answer, ',')
+		}
+		resp := toResponse(res, out[i])
+		answer = resp.appendJSON(answer)
 	}
+	answer = append(answer, "]}\n"...)
+	bd.answer = answer
 	g.metrics.latency.Observe(elapsed.Seconds())
-	writeJSON(w, http.StatusOK, resp)
+	writeBody(w, http.StatusOK, answer)
 }
 
 func writeFieldError(w http.ResponseWriter, err error) {

@@ -16,7 +16,6 @@ package quota
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/tollgate/tollgate/bucket"
 )
@@ -121,17 +120,19 @@ type Key struct {
 // Cluster hash tag: every bucket of one account of a service lives on one
 // shard.
 func (k Key) String() string {
-	var b strings.Builder
-	b.Grow(len(k.Service) + len(k.Account) + len(k.Region) + len(k.Category) + 5)
-	b.WriteByte('{')
-	b.WriteString(k.Service)
-	b.WriteByte('/')
-	b.WriteString(k.Account)
-	b.WriteString("}:")
-	b.WriteString(k.Region)
-	b.WriteByte(':')
-	b.WriteString(k.Category)
-	return b.String()
+	return string(k.AppendTo(make([]byte, 0, len(k.Service)+len(k.Account)+len(k.Region)+len(k.Category)+5)))
+}
+
+// AppendTo appends the key's canonical form (see [Key.String]) to b.
+func (k Key) AppendTo(b []byte) []byte {
+	b = append(b, '{')
+	b = append(b, k.Service...)
+	b = append(b, '/')
+	b = append(b, k.Account...)
+	b = append(b, "}:"...)
+	b = append(b, k.Region...)
+	b = append(b, ':')
+	return append(b, k.Category...)
 }
 
 // Override raises (or lowers) one category's limit for one account, in one

@@ -22,6 +22,7 @@ package memory
 import (
 	"context"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,9 +113,15 @@ func (s *Store) TakeBatch(_ context.Context, reqs []limiter.Request, out []bucke
 func (s *Store) take(key string, limit bucket.Limit, n int64, now int64) bucket.Decision {
 	sh := s.shard(key)
 	sh.mu.Lock()
-	old := bucket.State(sh.m[key])
+	tat, tracked := sh.m[key]
+	old := bucket.State(tat)
 	next, d := limit.TakeAt(old, now, n)
 	if next != old {
+		if !tracked {
+			// The map keeps the key: copy it, so a caller's larger
+			// buffer is not kept alive with it.
+			key = strings.Clone(key)
+		}
 		sh.m[key] = int64(next)
 		if len(sh.m) >= sh.sweepAt {
 			sh.sweep(now)
@@ -134,7 +141,8 @@ func (sh *shard) sweep(now int64) {
 		}
 	}
 	if live := len(sh.m); live*4 < sh.peak {
-		m := make(map[string]int64, live)
+		// Sized for the next sweep, so the map does not regrow before it.
+		m := make(map[string]int64, max(2*live, minSweep))
 		for k, v := range sh.m {
 			m[k] = v
 		}

@@ -1,0 +1,325 @@
+// Command load is tollgate's load generator. It drives a `tollgate serve`
+// through the native API, its batch endpoint or the AWS JSON path, closed
+// loop (each of c workers sends its next request when the last one is
+// answered) or paced at a fixed total rate, and reports decisions per
+// second, latency percentiles and, when it knows the server's process,
+// decisions per server CPU-second.
+//
+//	go build -o /tmp/tollgate ./cmd/tollgate
+//	go run ./bench/load -spawn /tmp/tollgate -mode take -c 16 -d 10s
+//	go run ./bench/load -url http://127.0.0.1:8080 -pid 1234 -mode batch -batch 100 -c 64
+//
+// With -spawn it starts the server itself on a free loopback port and
+// stops it at the end; with -url and -pid it measures a running one.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+type options struct {
+	url      string
+	pid      int
+	spawn    string
+	mode     string
+	batch    int
+	c        int
+	duration time.Duration
+	warmup   time.Duration
+	rate     float64
+	keys     int
+	store    string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.url, "url", "", "base URL of a running server (with -pid for CPU figures)")
+	flag.IntVar(&o.pid, "pid", 0, "process id of the server at -url, to read its CPU time")
+	flag.StringVar(&o.spawn, "spawn", "", "path of a tollgate binary to start on a free port")
+	flag.StringVar(&o.store, "store", "memory", "--store for a spawned server")
+	flag.StringVar(&o.mode, "mode", "take", "take (POST /v1/take), batch (POST /v1/take/batch) or aws (AWS JSON 1.1 at /)")
+	flag.IntVar(&o.batch, "batch", 100, "takes per batch request in -mode batch")
+	flag.IntVar(&o.c, "c", 16, "concurrent workers (connections)")
+	flag.DurationVar(&o.duration, "d", 10*time.Second, "measured duration")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before it")
+	flag.Float64Var(&o.rate, "rate", 0, "total requests per second, paced; 0 = closed loop as fast as answers come")
+	flag.IntVar(&o.keys, "keys", 10000, "distinct accounts the takes spread over")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	if o.c < 1 || o.keys < 1 || o.batch < 1 || o.duration <= 0 {
+		return errors.New("-c, -keys, -batch and -d must be positive")
+	}
+	switch o.mode {
+	case "take", "batch", "aws":
+	default:
+		return fmt.Errorf("-mode %q: want take, batch or aws", o.mode)
+	}
+	if o.spawn != "" {
+		stop, err := spawn(&o)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if o.url == "" {
+		return errors.New("give -url or -spawn")
+	}
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConns:        o.c,
+		MaxIdleConnsPerHost: o.c,
+		DisableCompression:  true,
+	}}
+
+	// Warm up: connections open, buckets created.
+	if o.warmup > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), o.warmup)
+		drive(ctx, client, o)
+		cancel()
+	}
+	cpu0, _ := cpuSeconds(o.pid)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
+	res := drive(ctx, client, o)
+	cancel()
+	elapsed := time.Since(start)
+	cpu1, cpuErr := cpuSeconds(o.pid)
+
+	lat := res.latencies
+	slices.Sort(lat)
+	perReq := 1
+	if o.mode == "batch" {
+		perReq = o.batch
+	}
+	decisions := float64(res.ok * perReq)
+	fmt.Printf("mode=%s batch=%d c=%d rate=%g keys=%d duration=%v\n", o.mode, perReq, o.c, o.rate, o.keys, elapsed.Round(time.Millisecond))
+	fmt.Printf("requests=%d errors=%d decisions=%d (allowed=%d throttled=%d)\n", res.ok, res.errs, int(decisions), res.allowed, res.throttled)
+	fmt.Printf("requests/s=%.0f decisions/s=%.0f\n", float64(res.ok)/elapsed.Seconds(), decisions/elapsed.Seconds())
+	if len(lat) > 0 {
+		fmt.Printf("latency p50=%v p90=%v p99=%v p99.9=%v max=%v\n",
+			pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 99.9), lat[len(lat)-1])
+	}
+	if o.pid != 0 && cpuErr == nil {
+		cpu := cpu1 - cpu0
+		fmt.Printf("server_cpu_seconds=%.2f decisions_per_server_cpu_second=%.0f\n", cpu, decisions/cpu)
+	}
+	if res.firstErr != nil {
+		fmt.Printf("first error: %v\n", res.firstErr)
+	}
+	return nil
+}
+
+type result struct {
+	ok, errs           int
+	allowed, throttled int
+	latencies          []time.Duration
+	firstErr           error
+}
+
+// drive runs the workers until ctx ends.
+func drive(ctx context.Context, client *http.Client, o options) result {
+	var mu sync.Mutex
+	var total result
+	var wg sync.WaitGroup
+	var interval time.Duration
+	if o.rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(o.c) / o.rate)
+	}
+	for w := range o.c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := worker(ctx, client, o, w, interval)
+			mu.Lock()
+			total.ok += r.ok
+			total.errs += r.errs
+			total.allowed += r.allowed
+			total.throttled += r.throttled
+			total.latencies = append(total.latencies, r.latencies...)
+			if total.firstErr == nil {
+				total.firstErr = r.firstErr
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return total
+}
+
+var ecsActions = []string{"DescribeClusters", "ListClusters", "ListTasks", "DescribeTasks", "DescribeServices", "ListServices"}
+
+func worker(ctx context.Context, client *http.Client, o options, id int, interval time.Duration) result {
+	rng := rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))
+	var r result
+	r.latencies = make([]time.Duration, 0, 1<<16)
+	next := time.Now()
+	var body bytes.Buffer
+	for ctx.Err() == nil {
+		if interval > 0 {
+			next = next.Add(interval)
+			if d := time.Until(next); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return r
+				}
+			}
+		}
+		body.Reset()
+		req := buildRequest(ctx, o, rng, &body)
+		t0 := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			r.errs++
+			if r.firstErr == nil {
+				r.firstErr = err
+			}
+			continue
+		}
+		payload, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil && ctx.Err() != nil {
+			break
+		}
+		lat := time.Since(t0)
+		switch {
+		case resp.StatusCode == 200 && o.mode == "batch":
+			a := bytes.Count(payload, []byte(`"allowed":true`))
+			r.allowed += a
+			r.throttled += o.batch - a
+		case resp.StatusCode == 200:
+			r.allowed++
+		case resp.StatusCode == 429 || (o.mode == "aws" && resp.StatusCode == 400 && resp.Header.Get("X-Amzn-ErrorType") == "ThrottlingException"):
+			r.throttled++
+		default:
+			r.errs++
+			if r.firstErr == nil {
+				r.firstErr = fmt.Errorf("HTTP %d: %s", resp.StatusCode, payload)
+			}
+			continue
+		}
+		r.ok++
+		r.latencies = append(r.latencies, lat)
+	}
+	return r
+}
+
+func buildRequest(ctx context.Context, o options, rng *rand.Rand, body *bytes.Buffer) *http.Request {
+	account := func() string { return fmt.Sprintf("%012d", rng.IntN(o.keys)) }
+	action := func() string { return ecsActions[rng.IntN(len(ecsActions))] }
+	var req *http.Request
+	switch o.mode {
+	case "take":
+		fmt.Fprintf(body, `{"service":"ecs","account":"%s","region":"us-east-1","action":"%s"}`, account(), action())
+		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, o.url+"/v1/take", body)
+		req.Header.Set("Content-Type", "application/json")
+	case "batch":
+		fmt.Fprintf(body, `{"service":"ecs","region":"us-east-1","requests":[`)
+		for i := range o.batch {
+			if i > 0 {
+				body.WriteByte(',')
+			}
+			fmt.Fprintf(body, `{"account":"%s","action":"%s"}`, account(), action())
+		}
+		body.WriteString("]}")
+		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, o.url+"/v1/take/batch", body)
+		req.Header.Set("Content-Type", "application/json")
+	case "aws":
+		body.WriteString("{}")
+		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, o.url+"/", body)
+		req.Header.Set("Content-Type", "application/x-amz-json-1.1")
+		req.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113."+action())
+		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKID"+account()+
+			"/20261129/us-east-1/ecs/aws4_request, SignedHeaders=content-type;host;x-amz-date;x-amz-target, Signature=00")
+	}
+	return req
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	i := int(float64(len(sorted)-1) * p / 100)
+	return sorted[i].Round(time.Microsecond)
+}
+
+// cpuSeconds reads a process's user+system CPU time from /proc.
+func cpuSeconds(pid int) (float64, error) {
+	if pid == 0 {
+		return 0, errors.New("no pid")
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (which is in parentheses).
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
+}
+
+// spawn starts `tollgate serve` on a free loopback port and sets o.url and
+// o.pid; the returned function stops it.
+func spawn(o *options) (func(), error) {
+	cmd := exec.Command(o.spawn, "serve", "--listen", "127.0.0.1:0", "--store", o.store)
+	cmd.Stdout = os.Stderr
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	addrRe := regexp.MustCompile(`addr=(\S+)`)
+	sc := bufio.NewScanner(stderr)
+	found := make(chan string, 1)
+	go func() {
+		for sc.Scan() {
+			if m := addrRe.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case addr := <-found:
+		o.url = "http://" + addr
+		o.pid = cmd.Process.Pid
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		return nil, errors.New("spawned server did not report its address")
+	}
+	return func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	}, nil
+}
