@@ -111,10 +111,12 @@ func (b *Budget) Withdraw(c Class) (cost float64, err error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.tokens < cost {
+	// The epsilon absorbs the rounding of repeated fractional deposits
+	// (ten deposits of 0.1 make 0.9999999999999999).
+	if b.tokens+1e-9 < cost {
 		return 0, ErrBudgetExhausted
 	}
-	b.tokens -= cost
+	b.tokens = max(b.tokens-cost, 0)
 	return cost, nil
 }
 
