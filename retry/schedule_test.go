@@ -108,7 +108,7 @@ func TestDecorrelatedJitter(t *testing.T) {
 }
 
 func TestConstant(t *testing.T) {
-	if got := Constant(3 * time.Second).Delay(9, time.Hour, fixedRand(0.7)); got != 3*time.Second {
+	if got := Constant(3*time.Second).Delay(9, time.Hour, fixedRand(0.7)); got != 3*time.Second {
 		t.Errorf("Constant = %v", got)
 	}
 	if got := Constant(-time.Second).Delay(0, 0, fixedRand(0)); got != 0 {
