@@ -236,6 +236,16 @@ func (p *Policy) Wait(n int, prev time.Duration, err error, now time.Time) time.
 	return d
 }
 
+// Notify calls the [OnRetry] hook, if any, with the number of the attempt
+// that failed, the wait about to start and that attempt's error. Retry loops
+// other than [Policy.Do] (such as the AWS SDK adapter) call it before each
+// wait.
+func (p *Policy) Notify(attempt int, delay time.Duration, err error) {
+	if p.onRetry != nil {
+		p.onRetry(attempt, delay, err)
+	}
+}
+
 // attemptHooks lets Transport act on the loop's decisions.
 type attemptHooks struct {
 	// discard is called when an attempt's result will not be returned,
@@ -307,9 +317,7 @@ func (p *Policy) run(ctx context.Context, fn func(context.Context) error, hooks 
 		if hooks.discard != nil {
 			hooks.discard()
 		}
-		if p.onRetry != nil {
-			p.onRetry(attempt, delay, err)
-		}
+		p.Notify(attempt, delay, err)
 		if serr := p.clock.Sleep(ctx, delay); serr != nil {
 			return &Error{Attempts: attempt, Err: err, Reason: serr}
 		}
