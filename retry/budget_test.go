@@ -2,6 +2,7 @@ package retry
 
 import (
 	"errors"
+	"sync"
 	"testing"
 )
 
@@ -75,5 +76,29 @@ func TestBudgetNegativeArguments(t *testing.T) {
 	}
 	if c, err := b.Withdraw(Retryable); err != nil || c != 0 {
 		t.Fatalf("zero-cost withdraw = %v, %v", c, err)
+	}
+}
+
+func TestBudgetConcurrentWithdrawalsNeverOverdraw(t *testing.T) {
+	b := NewTokenBudget(140, 14, 5, 1)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	granted := 0
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				if _, err := b.Withdraw(Retryable); err == nil {
+					mu.Lock()
+					granted++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if granted != 10 || b.Tokens() != 0 {
+		t.Fatalf("granted %d retries, %v tokens left; want 10 and 0", granted, b.Tokens())
 	}
 }

@@ -353,3 +353,42 @@ func TestTransportCancelledContextStopsAtOnce(t *testing.T) {
 		t.Fatalf("calls = %d", base.calls)
 	}
 }
+
+func TestTransportConcurrentUse(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen[string(b)]++
+		n := seen[string(b)]
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Write(b)
+	}))
+	defer srv.Close()
+	client := testClient(newFakeClock(), WithBudget(DefaultTokenBudget()), WithRand(seeded()))
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			payload := strings.Repeat(string(rune('a'+i)), 100+i)
+			req, _ := http.NewRequest(http.MethodPut, srv.URL, onlyReader{strings.NewReader(payload)})
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || string(b) != payload {
+				t.Errorf("status %d, echoed %q", resp.StatusCode, b)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -172,7 +172,9 @@ func TestECSDeadlineReturnsAtOnce(t *testing.T) {
 	}{
 		{"policy deadline", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
 			[]retry.Option{retry.WithDeadline(500 * time.Millisecond)}},
-		{"context deadline", func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), time.Minute) },
+		{"context deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Minute)
+		},
 			[]retry.Option{retry.WithDeadline(0), retry.WithSchedule(retry.Constant(2 * time.Minute))}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -227,7 +229,7 @@ func TestIsErrorRetryable(t *testing.T) {
 		&smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 503}}, Err: errors.New("x")}: true,
 		&smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 404}}, Err: errors.New("x")}: false,
 		&aws.RequestCanceledError{Err: context.Canceled}: false,
-		retry.Permanent(throttleErr(nil)):                 false,
+		retry.Permanent(throttleErr(nil)):                false,
 	} {
 		if got := r.IsErrorRetryable(err); got != want {
 			t.Errorf("IsErrorRetryable(%v) = %v", err, got)
