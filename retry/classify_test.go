@@ -29,36 +29,41 @@ type canceledError struct{}
 
 func (canceledError) Error() string       { return "request canceled" }
 func (canceledError) CanceledError() bool { return true }
-func (canceledError) Unwrap() error       { return errors.New("inner") }
-func (timeoutError) Error() string        { return "i/o timeout" }
-func (timeoutError) Timeout() bool        { return true }
-func (timeoutError) Temporary() bool      { return true }
-func (e timeoutError) Unwrap() error      { return nil }
-func wrapOp(err error) error {
-	return &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: err}}
-}
-func wrapURL(err error) error            { return &url.Error{Op: "Get", URL: "http://x", Err: err} }
-func status(code int) error              { return &StatusError{StatusCode: code} }
-func wrapf(err error) error              { return fmt.Errorf("calling service: %w", err) }
-func throttle(code string, st int) error { return wrapf(apiError{code, st}) }
-func certErr() error                     { return wrapURL(x509.UnknownAuthorityError{}) }
-func verifyErr() error                   { return wrapURL(&tls.CertificateVerificationError{Err: errors.New("bad")}) }
-func hostErr() error                     { return wrapURL(x509.HostnameError{Host: "x"}) }
-func alertErr() error                    { return wrapURL(tls.AlertError(40)) }
-func invalidErr() error                  { return wrapURL(x509.CertificateInvalidError{Reason: x509.Expired}) }
-func recordErr() error                   { return wrapURL(tls.RecordHeaderError{Msg: "not tls"}) }
-func refused() error                     { return wrapURL(wrapOp(syscall.ECONNREFUSED)) }
-func reset() error                       { return wrapURL(&net.OpError{Op: "read", Err: syscall.ECONNRESET}) }
-func attemptTimeout() error              { return wrapURL(context.DeadlineExceeded) }
-func netTimeout() error                  { return wrapURL(timeoutError{}) }
-func canceled() error                    { return wrapURL(context.Canceled) }
-func permanent503() error                { return Permanent(status(503)) }
-func plain() error                       { return errors.New("boom") }
-func sdkCanceled() error                 { return wrapf(canceledError{}) }
-func validation() error                  { return throttle("ValidationException", 400) }
-func requestTimeoutCode() error          { return throttle("RequestTimeout", 400) }
 
+// timeoutError is a net.Error that timed out.
 type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+// Errors as the standard library and the AWS SDK wrap them.
+func wrapURL(err error) error { return &url.Error{Op: "Get", URL: "http://x", Err: err} }
+func wrapf(err error) error   { return fmt.Errorf("calling service: %w", err) }
+func status(code int) error   { return &StatusError{StatusCode: code} }
+func throttle(code string, st int) error {
+	return wrapf(apiError{code, st})
+}
+func refused() error {
+	return wrapURL(&net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}})
+}
+func reset() error          { return wrapURL(&net.OpError{Op: "read", Err: syscall.ECONNRESET}) }
+func attemptTimeout() error { return wrapURL(context.DeadlineExceeded) }
+func netTimeout() error     { return wrapURL(timeoutError{}) }
+func canceled() error       { return wrapURL(context.Canceled) }
+func sdkCanceled() error    { return wrapf(canceledError{}) }
+func certErr() error        { return wrapURL(x509.UnknownAuthorityError{}) }
+func verifyErr() error {
+	return wrapURL(&tls.CertificateVerificationError{Err: errors.New("bad")})
+}
+func hostErr() error            { return wrapURL(x509.HostnameError{Host: "x"}) }
+func alertErr() error           { return wrapURL(tls.AlertError(40)) }
+func invalidErr() error         { return wrapURL(x509.CertificateInvalidError{Reason: x509.Expired}) }
+func recordErr() error          { return wrapURL(tls.RecordHeaderError{Msg: "not tls"}) }
+func permanent503() error       { return Permanent(status(503)) }
+func plain() error              { return errors.New("boom") }
+func validation() error         { return throttle("ValidationException", 400) }
+func requestTimeoutCode() error { return throttle("RequestTimeout", 400) }
 
 func TestDefaultClassifier(t *testing.T) {
 	cases := []struct {

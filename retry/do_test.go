@@ -78,7 +78,7 @@ func TestDoUnitAndMaxBackoffOptions(t *testing.T) {
 
 func TestDoDefaultDeadline(t *testing.T) {
 	clock := newFakeClock()
-	fn, calls := failing(1<<30, errUnavailable)
+	fn, calls := failing(100, errUnavailable)
 	err := Do(context.Background(), fn, WithClock(clock), WithRand(seeded()))
 	var re *Error
 	if !errors.As(err, &re) || !errors.Is(err, ErrDeadline) || !errors.Is(err, errUnavailable) {
@@ -100,7 +100,7 @@ func TestDoDefaultDeadline(t *testing.T) {
 
 func TestDoDeadlineReturnsWithoutWaiting(t *testing.T) {
 	clock := newFakeClock()
-	fn, calls := failing(1<<30, errUnavailable)
+	fn, calls := failing(100, errUnavailable)
 	err := Do(context.Background(), fn, WithClock(clock), WithRand(fixedRand(0.5)), WithDeadline(20*time.Second))
 	// 1.5 + 2.5 + 4.5 + 8.5 = 17 s; the next wait, 16.5 s, would cross 20 s.
 	if !errors.Is(err, ErrDeadline) {
@@ -119,7 +119,7 @@ func TestDoContextDeadlineEarlierThanPolicy(t *testing.T) {
 	clock.now = time.Now()
 	ctx, cancel := context.WithDeadline(context.Background(), clock.now.Add(5*time.Second))
 	defer cancel()
-	fn, calls := failing(1<<30, errUnavailable)
+	fn, calls := failing(100, errUnavailable)
 	err := Do(ctx, fn, WithClock(clock), WithRand(fixedRand(0.5)))
 	// 1.5 + 2.5 = 4 s; the next wait of 4.5 s would cross the 5 s deadline.
 	if !errors.Is(err, ErrDeadline) || *calls != 3 || clock.Total() != 4*time.Second {
@@ -215,7 +215,7 @@ func TestDoCancelledDuringWaitStopsAtOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clock := blockingClock{started: make(chan time.Duration)}
-	fn, calls := failing(1<<30, errUnavailable)
+	fn, calls := failing(100, errUnavailable)
 	done := make(chan error)
 	go func() { done <- Do(ctx, fn, WithClock(clock)) }()
 	<-clock.started
@@ -352,7 +352,7 @@ func TestDoValue(t *testing.T) {
 
 func TestDoBudgetExhausted(t *testing.T) {
 	b := NewTokenBudget(20, 14, 5, 1)
-	fn, calls := failing(1<<30, errUnavailable)
+	fn, calls := failing(100, errUnavailable)
 	err := Do(context.Background(), fn, WithClock(newFakeClock()), WithBudget(b))
 	var re *Error
 	if !errors.As(err, &re) || !errors.Is(err, ErrBudgetExhausted) || !errors.Is(err, errUnavailable) {

@@ -140,6 +140,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil
 	}, attemptHooks{discard: discard, ownTimeout: true})
+	if !sent && body.first != nil {
+		// The context was done before the first attempt; the RoundTripper
+		// contract still requires the body to be closed.
+		body.first.Close()
+	}
 	if last != nil {
 		if cancel != nil {
 			last.Body = &cancelOnClose{ReadCloser: last.Body, cancel: cancel}

@@ -392,3 +392,20 @@ func TestTransportConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestTransportClosesBodyWhenCancelledBeforeSending(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var mu sync.Mutex
+	body := &trackedBody{r: strings.NewReader("payload"), mu: &mu}
+	req := httptest.NewRequest(http.MethodPut, "http://x/", nil).WithContext(ctx)
+	req.Body = body
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("payload")), nil }
+	base := &scripted{script: []any{200}}
+	_, err := (&Transport{Base: base, Policy: New(WithClock(newFakeClock()))}).RoundTrip(req)
+	mu.Lock()
+	defer mu.Unlock()
+	if !errors.Is(err, context.Canceled) || base.calls != 0 || !body.closed {
+		t.Fatalf("err = %v, calls = %d, body closed = %v", err, base.calls, body.closed)
+	}
+}
