@@ -42,10 +42,26 @@
 //
 // # HTTP
 //
-// [Transport] is an [net/http.RoundTripper] that applies a [Policy] to HTTP
+// [Transport] is a [net/http.RoundTripper] that applies a [Policy] to HTTP
 // requests. It retries only requests that are safe to repeat (see
 // [SafeToRetry] and [MarkRetryable]), rewinds request bodies, and drains
-// and closes responses it discards.
+// and closes responses it discards. [WithAttemptTimeout] bounds each attempt.
+//
+// # Errors
+//
+// A call that fails returns an [*Error]: errors.As reports the number of
+// attempts, errors.Is and errors.As find the last attempt's error, and
+// errors.Is also finds why retrying stopped ([ErrDeadline],
+// [ErrBudgetExhausted], [ErrAttemptsExhausted] or the context's error).
+//
+// # Retry budget
+//
+// A [Budget] shared by the calls to one dependency bounds the extra load
+// retries add when it fails: [DefaultTokenBudget] has the AWS SDK's shape,
+// [NewRatioBudget] holds retries to a share of calls. An empty budget fails
+// the call at once with [ErrBudgetExhausted].
+//
+// The AWS SDK for Go v2 adapter is in the sub-package awsretry.
 //
 // # Time and randomness
 //

@@ -21,9 +21,10 @@
 // joined with [retry.ErrDeadline]. An empty budget fails it with
 // [retry.ErrBudgetExhausted].
 //
-// The SDK lengthens a wait to honour an X-Amz-Retry-After header by up to
-// 5 s beyond the retryer's delay; the delay returned here already honours
-// Retry-After and X-Amz-Retry-After up to the policy's hint ceiling.
+// The delay returned here already honours Retry-After and X-Amz-Retry-After
+// up to the policy's hint ceiling. When an X-Amz-Retry-After hint exceeds
+// the ceiling, the SDK's own rule lengthens the wait by up to 5 s beyond the
+// retryer's delay; the deadline check and the OnRetry hook account for that.
 package awsretry
 
 import (
@@ -143,7 +144,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		deadline = d
 	}
 	delay := p.Wait(max(attempt-1, 0), prev, hinted{opErr}, now)
-	if !deadline.IsZero() && delay > deadline.Sub(now) {
+	if !deadline.IsZero() && sdkAdjusted(delay, opErr) > deadline.Sub(now) {
 		return nil, retry.ErrDeadline
 	}
 	var cost float64
@@ -162,7 +163,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if key, ok := keyOf(opErr); ok {
 		r.pending.Store(key, delay)
 	}
-	p.Notify(max(attempt, 1), delay, opErr)
+	p.Notify(max(attempt, 1), sdkAdjusted(delay, opErr), opErr)
 	return func(err error) error {
 		if err == nil && p.Budget() != nil {
 			p.Budget().Succeeded(false, cost)
@@ -223,4 +224,23 @@ func (h hinted) RetryAfter(now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return retry.HeaderHint(re.Response.Header, now)
+}
+
+// sdkAdjusted returns the wait the SDK's retry middleware will actually
+// sleep for delay: it raises the delay towards an X-Amz-Retry-After value,
+// by at most 5 s.
+func sdkAdjusted(delay time.Duration, opErr error) time.Duration {
+	var re *smithyhttp.ResponseError
+	if !errors.As(opErr, &re) || re.Response == nil || re.Response.Response == nil {
+		return delay
+	}
+	v := re.Response.Header.Get("X-Amz-Retry-After")
+	if v == "" {
+		return delay
+	}
+	ra, err := retry.ParseAmzRetryAfter(v)
+	if err != nil {
+		return delay
+	}
+	return min(max(ra, delay), delay+5*time.Second)
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +238,52 @@ func TestIsErrorRetryable(t *testing.T) {
 	}
 	if r.MaxAttempts() != 0 {
 		t.Errorf("MaxAttempts = %d, want 0 (deadline-bound)", r.MaxAttempts())
+	}
+}
+
+func TestSDKAdjusted(t *testing.T) {
+	for _, c := range []struct {
+		header string
+		delay  time.Duration
+		want   time.Duration
+	}{
+		{"", 2 * time.Second, 2 * time.Second},
+		{"1000", 2 * time.Second, 2 * time.Second},
+		{"3000", 2 * time.Second, 3 * time.Second},
+		{"3600000", 60 * time.Second, 65 * time.Second},
+		{"junk", 2 * time.Second, 2 * time.Second},
+	} {
+		h := http.Header{}
+		if c.header != "" {
+			h.Set("X-Amz-Retry-After", c.header)
+		}
+		if got := sdkAdjusted(c.delay, throttleErr(h)); got != c.want {
+			t.Errorf("sdkAdjusted(%v, %q) = %v, want %v", c.delay, c.header, got, c.want)
+		}
+	}
+	if got := sdkAdjusted(time.Second, errors.New("plain")); got != time.Second {
+		t.Errorf("plain error: %v", got)
+	}
+}
+
+// A throttle whose X-Amz-Retry-After would push the SDK's wait past the
+// deadline is refused before the SDK sleeps.
+func TestECSAmzRetryAfterCountsTowardsDeadline(t *testing.T) {
+	var hits atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		w.Header().Set("X-Amz-Retry-After", "3600000")
+		w.Header().Set("X-Amzn-ErrorType", "ThrottlingException")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"__type":"ThrottlingException","message":"Rate exceeded"}`)
+	}))
+	defer ts.Close()
+	// The hint is clamped to 1 s, which fits the 3 s deadline, but the SDK
+	// would sleep min(1 h, 1 s + 5 s) = 6 s.
+	r := New(fast(retry.WithMaxHint(time.Second), retry.WithDeadline(3*time.Second))...)
+	_, err := ecsClient(ts.URL, r).ListClusters(context.Background(), &ecs.ListClustersInput{})
+	if !errors.Is(err, retry.ErrDeadline) || hits.Load() != 1 {
+		t.Fatalf("err = %v, hits = %d", err, hits.Load())
 	}
 }
