@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	sdkretry "github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/smithy-go"
@@ -285,5 +286,23 @@ func TestECSAmzRetryAfterCountsTowardsDeadline(t *testing.T) {
 	_, err := ecsClient(ts.URL, r).ListClusters(context.Background(), &ecs.ListClustersInput{})
 	if !errors.Is(err, retry.ErrDeadline) || hits.Load() != 1 {
 		t.Fatalf("err = %v, hits = %d", err, hits.Load())
+	}
+}
+
+// retry.ThrottleCodes and retry.TransientCodes must stay the SDK's lists.
+func TestCodeListsMatchTheSDK(t *testing.T) {
+	for name, pair := range map[string][2]map[string]struct{}{
+		"throttle":  {retry.ThrottleCodes, sdkretry.DefaultThrottleErrorCodes},
+		"transient": {retry.TransientCodes, sdkretry.DefaultRetryableErrorCodes},
+	} {
+		ours, sdk := pair[0], pair[1]
+		if len(ours) != len(sdk) {
+			t.Errorf("%s: %d codes, the SDK has %d", name, len(ours), len(sdk))
+		}
+		for code := range sdk {
+			if _, ok := ours[code]; !ok {
+				t.Errorf("%s: missing the SDK's %s", name, code)
+			}
+		}
 	}
 }
