@@ -94,7 +94,8 @@ func WithAttemptTimeout(d time.Duration) Option {
 }
 
 // WithClock sets the clock that tells the time and performs the waits
-// ([SystemClock] by default).
+// ([SystemClock] by default). The context's deadline, when it has one, is
+// compared with the clock's Now.
 func WithClock(c Clock) Option {
 	return func(p *Policy) {
 		if c != nil {
