@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	sdkretry "github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	sd "github.com/aws/aws-sdk-go-v2/service/servicediscovery"
@@ -154,9 +156,23 @@ func TestSDKClusterActionsShareOneBucket(t *testing.T) {
 	}
 }
 
+// tickingRetryer is the SDK's standard retryer, unchanged, except that
+// each backoff it computes also moves the gateway's fake clock by that much:
+// the bucket refills exactly as it would while the SDK sleeps.
+type tickingRetryer struct {
+	*sdkretry.Standard
+	clock *limitertest.Clock
+}
+
+func (r tickingRetryer) RetryDelay(attempt int, err error) (time.Duration, error) {
+	d, err2 := r.Standard.RetryDelay(attempt, err)
+	r.clock.Advance(d)
+	return d, err2
+}
+
 func TestSDKDefaultRetryerSucceedsAfterThrottle(t *testing.T) {
-	// Real time: the SDK's own backoff sleeps, and the bucket refills 20/s.
-	_, srv := newTestServer(t, nil, Options{})
+	clock := limitertest.NewClock()
+	_, srv := newTestServer(t, clock, Options{})
 	ctx := context.Background()
 	noRetry := ecsClient(srv.URL, "AKIDRETRY", "us-east-1", aws.NopRetryer{})
 	for range 60 {
@@ -165,9 +181,22 @@ func TestSDKDefaultRetryerSucceedsAfterThrottle(t *testing.T) {
 	if _, err := noRetry.DescribeClusters(ctx, &ecs.DescribeClustersInput{}); errorCode(t, err) != "ThrottlingException" {
 		t.Fatalf("bucket not drained: %v", err)
 	}
-	withRetry := ecsClient(srv.URL, "AKIDRETRY", "us-east-1", nil) // the SDK's standard retryer
-	if _, err := withRetry.DescribeClusters(ctx, &ecs.DescribeClustersInput{}); err != nil {
+	var attempts atomic.Int32
+	withRetry := ecsClient(srv.URL, "AKIDRETRY", "us-east-1", tickingRetryer{sdkretry.NewStandard(), clock})
+	_, err := withRetry.DescribeClusters(ctx, &ecs.DescribeClustersInput{}, func(o *ecs.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Finalize.Add(middleware.FinalizeMiddlewareFunc("CountAttempts",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					attempts.Add(1)
+					return next.HandleFinalize(ctx, in)
+				}), middleware.After)
+		})
+	})
+	if err != nil {
 		t.Fatalf("standard retryer did not get through: %v", err)
+	}
+	if attempts.Load() < 2 {
+		t.Fatalf("%d attempts: the first should have been throttled", attempts.Load())
 	}
 }
 
