@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -83,6 +84,9 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data)
 }
 
+// storeSchemes are the URL schemes a store may have besides "memory".
+var storeSchemes = []string{"redis", "rediss", "redis+sentinel", "rediss+sentinel"}
+
 // Names of services and categories: they appear in bucket keys, so they
 // stay clear of the key's separators.
 var (
@@ -115,6 +119,10 @@ var (
 //	    refill_per_second: 40
 //	access_keys:                     # access key id -> account id
 //	  AKIAIOSFODNN7EXAMPLE: "123456789012"
+//	store:                           # where bucket state lives (default: memory)
+//	  url: redis://127.0.0.1:6379/0  # shared by every node using it
+//	  timeout: 50ms                  # per call
+//	  on_failure: open               # open (allow) or closed (deny) while down
 //
 // Every problem is reported, each with its line and field, as
 // [ConfigErrors]; nothing is partially applied.
@@ -322,6 +330,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	var overrides []Override
 	var overrideNodes []*yaml.Node
 	accessKeys := map[string]string{}
+	var store Store
 	var servicesNode *yaml.Node
 	p.fields(root, "", map[string]func(k, v *yaml.Node, f string){
 		"services": func(_, v *yaml.Node, f string) {
@@ -340,6 +349,44 @@ func (p *parser) config(root *yaml.Node) *Config {
 					overrideNodes = append(overrideNodes, on)
 				}
 			}
+		},
+		"store": func(_, v *yaml.Node, f string) {
+			p.fields(v, f, map[string]func(k, v *yaml.Node, f string){
+				"url": func(_, v *yaml.Node, f string) {
+					s, ok := p.str(v, f)
+					if !ok {
+						return
+					}
+					if u, err := url.Parse(s); s != "memory" && (err != nil || !slices.Contains(storeSchemes, u.Scheme)) {
+						p.errorf(v, f, "%q is not memory or a %s URL", s, strings.Join(storeSchemes, "://, ")+"://")
+						return
+					}
+					store.URL = s
+				},
+				"timeout": func(_, v *yaml.Node, f string) {
+					s, ok := p.str(v, f)
+					if !ok {
+						return
+					}
+					d, err := time.ParseDuration(s)
+					if err != nil || d <= 0 {
+						p.errorf(v, f, "%q is not a positive duration such as 50ms", s)
+						return
+					}
+					store.Timeout = d
+				},
+				"on_failure": func(_, v *yaml.Node, f string) {
+					s, ok := p.str(v, f)
+					if !ok {
+						return
+					}
+					if s != "open" && s != "closed" {
+						p.errorf(v, f, "%q: want open (allow while the store is down) or closed (deny)", s)
+						return
+					}
+					store.OnFailure = s
+				},
+			})
 		},
 		"access_keys": func(_, v *yaml.Node, f string) {
 			if v.Kind != yaml.MappingNode {
@@ -414,6 +461,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		p.errorf(root, "", "%v", err)
 		return nil
 	}
+	cfg.store = store
 	return cfg
 }
 

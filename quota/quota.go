@@ -16,6 +16,7 @@ package quota
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/tollgate/tollgate/bucket"
 )
@@ -156,6 +157,30 @@ type Config struct {
 	overrides map[overrideKey]bucket.Limit
 	overList  []Override
 	accounts  map[string]string
+	store     Store
+}
+
+// Store is where a server keeps bucket state, as a config file says. The
+// zero Store means the in-memory default.
+type Store struct {
+	// URL is "memory" (or empty) or a Redis URL: redis://, rediss://, or
+	// a cluster or sentinel form.
+	URL string
+	// Timeout bounds one call to the store; 0 means the store's default.
+	Timeout time.Duration
+	// OnFailure is what decisions do while the store is unreachable:
+	// "open" (allow), "closed" (deny), or "" for the store's default.
+	OnFailure string
+}
+
+// Store returns the config's store settings.
+func (c *Config) Store() Store { return c.store }
+
+// WithStore returns a copy of c with the given store settings.
+func (c *Config) WithStore(s Store) *Config {
+	cp := *c
+	cp.store = s
+	return &cp
 }
 
 // NewConfig builds a config from services, overrides and an access-key →

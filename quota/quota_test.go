@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestECSPresetMatchesSpecTable(t *testing.T) {
@@ -323,4 +324,27 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestStoreSection(t *testing.T) {
+	c, err := Parse("s.yaml", []byte("services:\n  - preset: ecs\nstore:\n  url: redis://127.0.0.1:6379/0\n  timeout: 20ms\n  on_failure: closed\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Store(); got != (Store{URL: "redis://127.0.0.1:6379/0", Timeout: 20 * time.Millisecond, OnFailure: "closed"}) {
+		t.Fatalf("store = %+v", got)
+	}
+	if Default().Store() != (Store{}) {
+		t.Error("the default config has a store")
+	}
+	_, err = Parse("s.yaml", []byte("services:\n  - preset: ecs\nstore:\n  url: etcd://x\n  timeout: soon\n  on_failure: maybe\n  pool: 3\n"))
+	var errs ConfigErrors
+	if !errors.As(err, &errs) || len(errs) != 4 {
+		t.Fatalf("bad store section: %v", err)
+	}
+	for i, field := range []string{"store.url", "store.timeout", "store.on_failure", "store.pool"} {
+		if errs[i].Field != field {
+			t.Errorf("error %d field = %q, want %q", i, errs[i].Field, field)
+		}
+	}
 }
