@@ -33,7 +33,11 @@ func writeAWSError(w http.ResponseWriter, status int, code, message string) {
 	w.Write(body)
 }
 
-var emptyJSON = []byte("{}")
+var (
+	emptyJSON               = []byte("{}")
+	contentTypeAWSJSONValue = []string{contentTypeAWSJSON}
+	contentLength2          = []string{"2"}
+)
 
 // serveAWS handles the AWS JSON 1.1 protocol at "/".
 func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
@@ -82,7 +86,8 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			"credential scope service "+strconv.Quote(cred.Service)+" does not match "+strconv.Quote(svc.SigningName))
 		return
 	}
-	body, err := g.readBody(w, r)
+	body, release, err := g.readBody(w, r)
+	defer release()
 	if err != nil {
 		status := http.StatusBadRequest
 		if errors.Is(err, errBodyTooLarge) {
@@ -121,8 +126,8 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := w.Header()
-	h.Set("Content-Type", contentTypeAWSJSON)
-	h.Set("Content-Length", "2")
+	h["Content-Type"] = contentTypeAWSJSONValue
+	h["Content-Length"] = contentLength2
 	w.WriteHeader(http.StatusOK)
 	w.Write(emptyJSON)
 }

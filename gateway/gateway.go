@@ -28,6 +28,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,6 +79,7 @@ type Gateway struct {
 	ready      atomic.Bool
 	metrics    *metrics
 	mux        *http.ServeMux
+	routes     map[string]*routeMetrics // by mux pattern
 }
 
 // policy is a config with what the gateway derives from it, swapped as one.
@@ -122,8 +124,10 @@ func New(opts Options) (*Gateway, error) {
 	uuid.EnableRandPool()
 
 	mux := http.NewServeMux()
+	g.routes = map[string]*routeMetrics{}
 	handle := func(pattern, name string, h http.HandlerFunc) {
-		mux.Handle(pattern, g.metrics.instrument(name, h))
+		mux.Handle(pattern, h)
+		g.routes[pattern] = g.metrics.route(name)
 	}
 	handle("/", "aws", g.serveAWS)
 	handle("POST /v1/take", "take", g.serveTake)
@@ -145,7 +149,7 @@ func New(opts Options) (*Gateway, error) {
 		}
 		io.WriteString(w, "ready\n")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	handle("GET /metrics", "metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}).ServeHTTP)
 	g.mux = mux
 	return g, nil
 }
@@ -153,17 +157,20 @@ func New(opts Options) (*Gateway, error) {
 // ServeHTTP implements http.Handler. Every response carries a request id
 // in X-Amzn-Requestid; at debug level every request is logged with it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id := newRequestID()
-	w.Header().Set(headerRequestID, id)
-	if !g.log.Enabled(r.Context(), slog.LevelDebug) {
-		g.mux.ServeHTTP(w, r)
-		return
-	}
 	start := time.Now()
+	id := newRequestID()
+	w.Header()[headerRequestID] = []string{id}
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-	g.mux.ServeHTTP(rec, r)
-	g.log.Debug("request", "request_id", id, "method", r.Method, "path", r.URL.Path,
-		"target", r.Header.Get("X-Amz-Target"), "status", rec.status, "duration", time.Since(start))
+	h, pattern := g.mux.Handler(r)
+	h.ServeHTTP(rec, r)
+	elapsed := time.Since(start)
+	if rm := g.routes[pattern]; rm != nil {
+		rm.observe(r.Method, rec.status, elapsed)
+	}
+	if g.log.Enabled(r.Context(), slog.LevelDebug) {
+		g.log.Debug("request", "request_id", id, "method", r.Method, "path", r.URL.Path,
+			"target", r.Header.Get("X-Amz-Target"), "status", rec.status, "duration", elapsed)
+	}
 }
 
 // statusRecorder remembers the status a handler wrote, for the access log.
@@ -266,14 +273,25 @@ func methodNotAllowed(allow string) http.HandlerFunc {
 	}
 }
 
-// readBody reads a whole request body up to the gateway's limit. A body
-// over the limit is an error wrapping errBodyTooLarge.
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := g.readBodyInto(w, r, &buf); err != nil {
-		return nil, err
+// bodyBuffers recycles request body buffers of single requests.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// readBody reads a whole request body up to the gateway's limit into a
+// pooled buffer; the caller calls release once it is done with the body.
+// A body over the limit is an error wrapping errBodyTooLarge.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), err error) {
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	release = func() {
+		if buf.Cap() <= 64<<10 {
+			bodyBuffers.Put(buf)
+		}
 	}
-	return buf.Bytes(), nil
+	if err := g.readBodyInto(w, r, buf); err != nil {
+		release()
+		return nil, func() {}, err
+	}
+	return buf.Bytes(), release, nil
 }
 
 // readBodyInto is readBody into a caller's (reused) buffer.
@@ -297,6 +315,8 @@ func (g *Gateway) readBodyInto(w http.ResponseWriter, r *http.Request, buf *byte
 
 var errBodyTooLarge = errors.New("request body too large")
 
+// headerRequestID is X-Amzn-Requestid in canonical form, so it can be set
+// straight into a header map.
 const headerRequestID = "X-Amzn-Requestid"
 
 func newRequestID() string { return uuid.NewString() }

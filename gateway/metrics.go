@@ -2,10 +2,10 @@ package gateway
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tollgate/tollgate/limiter"
 )
@@ -57,9 +57,61 @@ func newMetrics(reg prometheus.Registerer, l limiter.Limiter) *metrics {
 	return m
 }
 
-func (m *metrics) instrument(handler string, h http.Handler) http.Handler {
-	return promhttp.InstrumentHandlerDuration(m.duration.MustCurryWith(prometheus.Labels{"handler": handler}),
-		promhttp.InstrumentHandlerCounter(m.requests.MustCurryWith(prometheus.Labels{"handler": handler}), h))
+// routeMetrics are one route's HTTP series.
+type routeMetrics struct {
+	requests *prometheus.CounterVec // code, method
+	duration prometheus.Observer
+}
+
+func (m *metrics) route(handler string) *routeMetrics {
+	return &routeMetrics{
+		requests: m.requests.MustCurryWith(prometheus.Labels{"handler": handler}),
+		duration: m.duration.WithLabelValues(handler),
+	}
+}
+
+func (rm *routeMetrics) observe(method string, status int, elapsed time.Duration) {
+	rm.duration.Observe(elapsed.Seconds())
+	rm.requests.WithLabelValues(statusLabel(status), methodLabel(method)).Inc()
+}
+
+// statusLabels holds the code label of every status, so counting a request
+// allocates nothing.
+var statusLabels = func() (s [600]string) {
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
+
+func statusLabel(code int) string {
+	if code >= 0 && code < len(statusLabels) {
+		return statusLabels[code]
+	}
+	return "other"
+}
+
+// methodLabel is the method label: lower case for the standard methods (as
+// promhttp writes them), "other" for anything else, so a client cannot
+// create series at will.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet:
+		return "get"
+	case http.MethodPost:
+		return "post"
+	case http.MethodPut:
+		return "put"
+	case http.MethodDelete:
+		return "delete"
+	case http.MethodHead:
+		return "head"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodOptions:
+		return "options"
+	}
+	return "other"
 }
 
 // decisionCounters are one category's decision series, looked up once per

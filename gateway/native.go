@@ -103,10 +103,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	writeBody(w, status, append(body, '\n'))
 }
 
+// contentTypeJSONValue is shared by every answer; net/http never changes a
+// header value it is given.
+var contentTypeJSONValue = []string{"application/json"}
+
 func writeBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h["Content-Type"] = contentTypeJSONValue
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	w.Write(body)
 }
@@ -264,14 +268,15 @@ func ceilMillis(d time.Duration) int64 {
 func setRateLimitHeaders(h http.Header, r resolved, d bucket.Decision) {
 	window := int64(math.Ceil(float64(r.limit.Capacity()) * r.limit.Interval().Seconds()))
 	name := strconv.Quote(r.cat.Name)
-	h.Set("RateLimit-Policy", name+";q="+strconv.FormatInt(r.limit.Capacity(), 10)+";w="+strconv.FormatInt(window, 10))
-	h.Set("RateLimit", name+";r="+strconv.FormatInt(d.Remaining, 10)+";t="+strconv.FormatInt(int64(math.Ceil(d.ResetAfter.Seconds())), 10))
+	h["Ratelimit-Policy"] = []string{name + ";q=" + strconv.FormatInt(r.limit.Capacity(), 10) + ";w=" + strconv.FormatInt(window, 10)}
+	h["Ratelimit"] = []string{name + ";r=" + strconv.FormatInt(d.Remaining, 10) + ";t=" + strconv.FormatInt(int64(math.Ceil(d.ResetAfter.Seconds())), 10)}
 }
 
 // serveTake handles POST /v1/take.
 func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, err := g.readBody(w, r)
+	body, release, err := g.readBody(w, r)
+	defer release()
 	if err != nil {
 		status := http.StatusBadRequest
 		if errors.Is(err, errBodyTooLarge) {

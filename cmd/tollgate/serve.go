@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -41,6 +42,7 @@ type serveFlags struct {
 	maxBody         int64
 	shutdownTimeout time.Duration
 	store           string
+	cpuProfile      string
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -55,6 +57,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&f.maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.StringVar(&f.store, "store", "memory", "where bucket state lives: memory")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -126,6 +129,16 @@ func serve(ctx context.Context, f serveFlags, hup <-chan os.Signal, logOut io.Wr
 	log, err := newLogger(logOut, f.logFormat, f.logLevel)
 	if err != nil {
 		return err
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); pf.Close() }()
 	}
 	cfg, err := loadConfig(f.configPath)
 	if err != nil {
