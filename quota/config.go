@@ -30,6 +30,7 @@ type FieldError struct {
 	Msg    string
 }
 
+// Error formats the problem as "file:line:column: field: message".
 func (e *FieldError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
@@ -55,6 +56,7 @@ func (e *FieldError) Is(target error) bool { return target == ErrInvalidConfig }
 // its message, in file order.
 type ConfigErrors []*FieldError
 
+// Error lists every problem, one per line.
 func (es ConfigErrors) Error() string {
 	lines := make([]string, len(es))
 	for i, e := range es {
