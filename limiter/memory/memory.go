@@ -32,8 +32,10 @@ import (
 
 // Options configure a Store. The zero value is ready to use.
 type Options struct {
-	// Now returns the current time; nil means time.Now. Tests pass a fake
-	// clock.
+	// Now returns the current time; nil means the system clock, read as
+	// a Unix time that advances with the monotonic clock (so a step of
+	// the wall clock neither freezes nor refills every bucket). Tests pass
+	// a fake clock.
 	Now func() time.Time
 	// Shards is the number of independently locked shards, rounded up to
 	// a power of two; 0 means 256.
@@ -48,7 +50,7 @@ type Store struct {
 	shards []shard
 	mask   uint64
 	seed   maphash.Seed
-	now    func() time.Time
+	now    func() int64 // Unix nanoseconds
 }
 
 type shard struct {
@@ -70,9 +72,15 @@ func New(opts Options) *Store {
 			n <<= 1
 		}
 	}
-	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed(), now: opts.Now}
-	if s.now == nil {
-		s.now = time.Now
+	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed()}
+	if opts.Now != nil {
+		s.now = func() int64 { return opts.Now().UnixNano() }
+	} else {
+		// time.Since of a reading with a monotonic part reads only the
+		// monotonic clock: one clock read instead of time.Now's two.
+		base := time.Now()
+		baseUnix := base.UnixNano()
+		s.now = func() int64 { return baseUnix + int64(time.Since(base)) }
 	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]int64)
@@ -91,10 +99,10 @@ func (s *Store) Take(_ context.Context, key string, limit bucket.Limit, n int64)
 		if limit.IsZero() || n < 0 {
 			return bucket.Decision{}, err
 		}
-		d := s.take(key, limit, n, s.now().UnixNano())
+		d := s.take(key, limit, n, s.now())
 		return d, err
 	}
-	return s.take(key, limit, n, s.now().UnixNano()), nil
+	return s.take(key, limit, n, s.now()), nil
 }
 
 // TakeBatch implements [limiter.Limiter], reading the clock once for the
@@ -103,7 +111,7 @@ func (s *Store) TakeBatch(_ context.Context, reqs []limiter.Request, out []bucke
 	if err := limiter.CheckBatch(reqs, out); err != nil {
 		return err
 	}
-	now := s.now().UnixNano()
+	now := s.now()
 	for i, r := range reqs {
 		out[i] = s.take(r.Key, r.Limit, r.Tokens, now)
 	}
@@ -166,7 +174,7 @@ func (s *Store) Len() int {
 
 // Sweep forgets every full bucket now, rather than when a shard grows.
 func (s *Store) Sweep() {
-	now := s.now().UnixNano()
+	now := s.now()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
