@@ -87,7 +87,7 @@ func Load(path string) (*Config, error) {
 }
 
 // storeSchemes are the URL schemes a store may have besides "memory".
-var storeSchemes = []string{"redis", "rediss", "redis+sentinel", "rediss+sentinel"}
+var storeSchemes = []string{"redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"}
 
 // Names of services and categories: they appear in bucket keys, so they
 // stay clear of the key's separators.
