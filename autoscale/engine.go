@@ -17,7 +17,8 @@ var (
 	ErrUnknownRequest = errors.New("autoscale: unknown request")
 
 	// ErrInvalidSample means a metric sample is negative, not finite or
-	// implausibly large.
+	// implausibly large, or its time is more than 100 years from the
+	// engine's current time.
 	ErrInvalidSample = errors.New("autoscale: invalid sample")
 
 	// ErrStaleSample means a sample is for a second that has already left
@@ -229,6 +230,7 @@ type Engine struct {
 	policy Policy
 
 	begun bool
+	epoch time.Time // the time of the first call: second 0 of every window
 	now   time.Time
 
 	svc       *window // service-wide totals: spans 6 s, 1 min, 10 min
@@ -288,6 +290,7 @@ func (e *Engine) Config() Config { return e.cfg }
 func (e *Engine) clock(now time.Time) time.Time {
 	if !e.begun {
 		e.begun = true
+		e.epoch = now
 		e.now = now
 		e.lastRequest = now
 		return now
@@ -297,6 +300,26 @@ func (e *Engine) clock(now time.Time) time.Time {
 	}
 	return e.now
 }
+
+// second returns the engine second containing t: whole seconds from the
+// epoch, rounded down. It is computed with t.Sub, which uses the monotonic
+// clock readings when both times carry one (as time.Now's do), so a step of
+// the wall clock does not move samples between seconds; times without one
+// (a simulator's) count by their wall clock. Sub saturates, so the result
+// is within ±292 years' worth of seconds.
+func (e *Engine) second(t time.Time) int64 {
+	d := t.Sub(e.epoch)
+	s := int64(d / time.Second)
+	if d%time.Second < 0 {
+		s--
+	}
+	return s
+}
+
+// maxSampleSkew is how far from the engine's current time a sample may be
+// before Observe rejects it as invalid rather than merely stale: far enough
+// for any real gap, near enough that seconds from the epoch never saturate.
+const maxSampleSkew = 100 * 365 * 24 * time.Hour
 
 // ExpectedColdStart is the mean of the observed starts (InstanceReady time
 // minus start time), or Config.InitialColdStart before the first.
@@ -351,7 +374,7 @@ func (e *Engine) Instance(id InstanceID) (InstanceInfo, bool) {
 // averages and instance counts.
 func (e *Engine) Metrics(now time.Time) Metrics {
 	now = e.clock(now)
-	sec := now.Unix()
+	sec := e.second(now)
 	m := Metrics{
 		Now:     now,
 		Current: e.rec.Count,
@@ -379,26 +402,34 @@ func (e *Engine) NewDeployment() {
 	e.actSum = len(e.ready) * e.cfg.MaxConcurrency
 }
 
-// Observe records instance id's usage during the second containing now:
-// cpuCores of CPU used and concurrency concurrent requests (its average
+// Observe records instance id's usage during the engine second containing
+// now: cpuCores of CPU used and concurrency concurrent requests (its average
 // over that second). A second sample for the same second replaces the
-// first. The sample also drives adaptive concurrency throttling, once per
+// first. Engine seconds are whole seconds since the engine's first call,
+// measured with now.Sub, that is on the monotonic clock when both times
+// carry a reading (as time.Now's do): a step of the wall clock neither
+// makes samples stale nor moves them between seconds. A sample a whole
+// 10-minute window older than the engine's current second is rejected with
+// ErrStaleSample. The sample also drives adaptive concurrency throttling, once per
 // second: CPU utilisation (cpuCores / CPUs per instance) above ACTHighCPU
 // lowers the instance's ACT value by 1 (not below 1); under ACTLowCPU with
 // the instance at its limit (concurrency or requests in flight at least its
 // ACT value) raises it by 1 (not above MaxConcurrency).
 func (e *Engine) Observe(now time.Time, id InstanceID, cpuCores, concurrency float64) error {
-	e.clock(now)
 	in, ok := e.instances[id]
 	if !ok {
 		return fmt.Errorf("observe instance %d: %w", id, ErrUnknownInstance)
+	}
+	if d := now.Sub(e.now); d > maxSampleSkew || d < -maxSampleSkew {
+		return fmt.Errorf("observe instance %d at %v: more than %v from the engine's time %v: %w", id, now, maxSampleSkew, e.now, ErrInvalidSample)
 	}
 	for _, v := range [2]float64{cpuCores, concurrency} {
 		if !(v >= 0 && v <= maxSample) {
 			return fmt.Errorf("observe instance %d: value %v not in [0, %g]: %w", id, v, float64(maxSample), ErrInvalidSample)
 		}
 	}
-	sec := now.Unix()
+	e.clock(now)
+	sec := e.second(now)
 	if in.win == nil {
 		in.win = e.takeWindow()
 	}
@@ -777,7 +808,7 @@ func (e *Engine) scaleDown(now time.Time) {
 	}
 	live := len(e.starting) + len(e.ready)
 	active := e.inFlight + e.nPending
-	sec := now.Unix()
+	sec := e.second(now)
 	removed := false
 	for i := len(e.ready) - 1; i >= r; i-- {
 		in := e.ready[i]
