@@ -93,3 +93,29 @@ func TestEngineWindowsFollowTheMonotonicClock(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveStaleForTheServiceWindow: the instance's own window lags (its
+// last sample is old) while the service window has moved on with Tick. A
+// sample 650 s old must be rejected, not half-recorded.
+func TestObserveStaleForTheServiceWindow(t *testing.T) {
+	e := newEngine(t, Config{MinInstances: 1})
+	id := readyInstances(t, e, sec(0), 1)[0]
+	if err := e.Observe(sec(0), id, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.Tick(sec(750))
+	if err := e.Observe(sec(100), id, 2, 2); !errors.Is(err, ErrStaleSample) {
+		t.Fatalf("sample 650 s old: %v, want ErrStaleSample", err)
+	}
+	if cpu, _ := e.instances[id].win.average(1, 750); cpu != 0 {
+		t.Fatalf("instance 10-min CPU = %v after a rejected sample, want 0", cpu)
+	}
+	// 599 s old is still inside both 10-minute windows.
+	if err := e.Observe(sec(151), id, 6, 6); err != nil {
+		t.Fatalf("sample 599 s old: %v", err)
+	}
+	m := e.Metrics(sec(750))
+	if cpu, _ := e.instances[id].win.average(1, 750); cpu != m.CPU10m || cpu != 6.0/600 {
+		t.Fatalf("10-min CPU: instance %v, service %v; want both %v", cpu, m.CPU10m, 6.0/600)
+	}
+}

@@ -22,7 +22,8 @@ var (
 	ErrInvalidSample = errors.New("autoscale: invalid sample")
 
 	// ErrStaleSample means a sample is for a second that has already left
-	// the 10-minute window.
+	// the 10-minute window ending at the engine's current second; neither
+	// the instance's nor the service's window records it.
 	ErrStaleSample = errors.New("autoscale: sample older than the window")
 
 	// ErrNotStarting means InstanceReady was called for an instance that
@@ -430,14 +431,17 @@ func (e *Engine) Observe(now time.Time, id InstanceID, cpuCores, concurrency flo
 	}
 	e.clock(now)
 	sec := e.second(now)
+	// Both windows end at or before the engine's current second, so a
+	// second inside the 10 minutes ending there is one both accept; the
+	// service window is checked as well, so that the two never disagree.
+	if e.second(e.now)-sec >= span10m || !e.svc.accepts(sec) || (in.win != nil && !in.win.accepts(sec)) {
+		return fmt.Errorf("observe instance %d at %v: %w", id, now, ErrStaleSample)
+	}
 	if in.win == nil {
 		in.win = e.takeWindow()
 	}
 	v := pair{cpu: int64(math.Round(cpuCores * milli)), conc: int64(math.Round(concurrency * milli))}
-	delta, ok := in.win.put(sec, v, true)
-	if !ok {
-		return fmt.Errorf("observe instance %d at %v: %w", id, now, ErrStaleSample)
-	}
+	delta, _ := in.win.put(sec, v, true)
 	e.svc.put(sec, delta, false)
 
 	if in.actSeen && sec <= in.actSec {
