@@ -256,8 +256,8 @@ type Engine struct {
 
 	coldStartSum time.Duration
 	coldStarts   int
-	serviceSum   time.Duration
-	services     int
+	serviceMean  float64 // smoothed request time in ns; see observeService
+	services     int     // requests averaged into serviceMean, at most serviceSmoothing
 
 	freeWindows []*window
 	ev          Events
@@ -522,7 +522,8 @@ func (e *Engine) InstanceReady(now time.Time, id InstanceID) (Events, error) {
 // best ranked); else it is queued on a starting instance expected ready
 // no later than a new one would be; else queued on a ready instance if a slot
 // is expected to free there sooner than a new instance would start (judged
-// from the mean observed request time); else, below max instances, a new
+// from the mean observed request time: exact over the first 1,000 requests,
+// then a moving average weighing the newest request 1/1,000); else, below max instances, a new
 // instance is started on demand and the request queued on it; else it is
 // queued to wait at most PendingWait. Route hands out no pending request:
 // slots freed by RequestDone and InstanceReady go to the oldest pending
@@ -602,8 +603,8 @@ func (e *Engine) starter(by time.Time) *instance {
 }
 
 // shortestWait returns the ready instance where a queued request is
-// expected to get a slot soonest, and that expected wait: the mean request
-// time × (queued + 1) / ACT. Without an observed request time there is no
+// expected to get a slot soonest, and that expected wait: the smoothed mean
+// request time (observeService) × (queued + 1) / ACT. Without an observed request time there is no
 // estimate and it returns the instance with the shortest queue and the
 // largest possible wait.
 func (e *Engine) shortestWait() (*instance, time.Duration) {
@@ -616,8 +617,28 @@ func (e *Engine) shortestWait() (*instance, time.Duration) {
 	if best == nil || e.services == 0 {
 		return best, time.Duration(math.MaxInt64)
 	}
-	mean := e.serviceSum / time.Duration(e.services)
-	return best, time.Duration(float64(mean) * float64(best.queued+1) / float64(best.act))
+	wait := e.serviceMean * float64(best.queued+1) / float64(best.act)
+	if wait >= math.MaxInt64 {
+		return best, time.Duration(math.MaxInt64)
+	}
+	return best, time.Duration(wait)
+}
+
+// serviceSmoothing is the number of recent requests the mean request time
+// effectively spans.
+const serviceSmoothing = 1000
+
+// observeService folds the time d of a finished request into the mean
+// request time: the exact mean of the first serviceSmoothing requests,
+// then an exponentially weighted moving average with weight
+// 1/serviceSmoothing on the newest request (a time constant of about a
+// thousand requests). It is a float64, so it neither overflows however
+// many and however long the requests, nor drifts from a running sum.
+func (e *Engine) observeService(d time.Duration) {
+	if e.services < serviceSmoothing {
+		e.services++
+	}
+	e.serviceMean += (float64(d) - e.serviceMean) / float64(e.services)
 }
 
 func (e *Engine) serve(now time.Time, id RequestID, in *instance) {
@@ -691,8 +712,7 @@ func (e *Engine) RequestDone(now time.Time, id RequestID) (Events, error) {
 	in.inFlight--
 	in.lastActive = now
 	e.inFlight--
-	e.serviceSum += now.Sub(r.servedAt)
-	e.services++
+	e.observeService(now.Sub(r.servedAt))
 	switch in.state {
 	case Draining:
 		if in.inFlight == 0 {
