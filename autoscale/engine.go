@@ -254,10 +254,10 @@ type Engine struct {
 
 	rec Recommendation // last Tick's, bounded
 
-	coldStartSum time.Duration
-	coldStarts   int
-	serviceMean  float64 // smoothed request time in ns; see observeService
-	services     int     // requests averaged into serviceMean, at most serviceSmoothing
+	coldStartMean float64 // mean observed cold start in ns
+	coldStarts    int
+	serviceMean   float64 // smoothed request time in ns; see observeService
+	services      int     // requests averaged into serviceMean, at most serviceSmoothing
 
 	freeWindows []*window
 	ev          Events
@@ -328,7 +328,10 @@ func (e *Engine) ExpectedColdStart() time.Duration {
 	if e.coldStarts == 0 {
 		return e.cfg.InitialColdStart
 	}
-	return e.coldStartSum / time.Duration(e.coldStarts)
+	if e.coldStartMean >= math.MaxInt64 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(math.Round(e.coldStartMean))
 }
 
 // PendingWait is how long a request may wait pending: the larger of
@@ -507,8 +510,10 @@ func (e *Engine) InstanceReady(now time.Time, id InstanceID) (Events, error) {
 			break
 		}
 	}
-	e.coldStartSum += now.Sub(in.startedAt)
+	// A running mean in float64 rather than a sum of durations: it cannot
+	// overflow however many and however long the starts.
 	e.coldStarts++
+	e.coldStartMean += (float64(now.Sub(in.startedAt)) - e.coldStartMean) / float64(e.coldStarts)
 	in.state = Ready
 	in.readyAt, in.lastActive = now, now
 	e.ready = append(e.ready, in)

@@ -41,3 +41,20 @@ func TestRouteAfterLongRunningRequestsStillStartsInstances(t *testing.T) {
 		t.Fatalf("expected wait at the busiest instance = %v, want positive", wait)
 	}
 }
+
+// TestExpectedColdStartOfVeryLongStarts: three starts of 100 years each sum
+// to more ns than an int64 holds; their mean is still 100 years.
+func TestExpectedColdStartOfVeryLongStarts(t *testing.T) {
+	e := newEngine(t, Config{})
+	e.clock(sec(0))
+	const century = 100 * 365 * 24 * time.Hour
+	ins := []*instance{e.startInstance(sec(0)), e.startInstance(sec(0)), e.startInstance(sec(0))}
+	for _, in := range ins {
+		if _, err := e.InstanceReady(sec(0).Add(century), in.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.ExpectedColdStart(); got != century {
+		t.Fatalf("ExpectedColdStart = %v, want %v", got, century)
+	}
+}
