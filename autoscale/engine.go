@@ -375,7 +375,10 @@ func (e *Engine) Instance(id InstanceID) (InstanceInfo, bool) {
 }
 
 // Metrics returns what the policy would see at now: service-wide window
-// averages and instance counts.
+// averages and instance counts. It is not a read-only getter: like every
+// Engine method it moves the engine's clock to now (if later) and slides
+// the service windows to now's second, so a sample later passed to Observe
+// for a second more than 10 minutes before now is stale. Tick calls it.
 func (e *Engine) Metrics(now time.Time) Metrics {
 	now = e.clock(now)
 	sec := e.second(now)
@@ -527,10 +530,10 @@ func (e *Engine) InstanceReady(now time.Time, id InstanceID) (Events, error) {
 // best ranked); else it is queued on a starting instance expected ready
 // no later than a new one would be; else queued on a ready instance if a slot
 // is expected to free there sooner than a new instance would start (judged
-// from the mean observed request time: exact over the first 1,000 requests,
-// then a moving average weighing the newest request 1/1,000); else, below max instances, a new
-// instance is started on demand and the request queued on it; else it is
-// queued to wait at most PendingWait. Route hands out no pending request:
+// from the mean observed request time: exact over the first 1,000
+// requests, then a moving average weighing the newest request 1/1,000);
+// else, below max instances, a new instance is started on demand and the
+// request queued on it; else it is queued to wait at most PendingWait. Route hands out no pending request:
 // slots freed by RequestDone and InstanceReady go to the oldest pending
 // request at once, and any other free slot (after an ACT increase) at the
 // next Tick.
