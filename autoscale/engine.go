@@ -230,9 +230,10 @@ type Engine struct {
 	cfg    Config
 	policy Policy
 
-	begun bool
-	epoch time.Time // the time of the first call: second 0 of every window
-	now   time.Time
+	begun  bool
+	epoch  time.Time // the time of the first call: second 0 of every window
+	now    time.Time
+	nowSec int64 // e.second(now)
 
 	svc       *window // service-wide totals: spans 6 s, 1 min, 10 min
 	instances map[InstanceID]*instance
@@ -292,12 +293,12 @@ func (e *Engine) clock(now time.Time) time.Time {
 	if !e.begun {
 		e.begun = true
 		e.epoch = now
-		e.now = now
+		e.now, e.nowSec = now, 0
 		e.lastRequest = now
 		return now
 	}
 	if now.After(e.now) {
-		e.now = now
+		e.now, e.nowSec = now, e.second(now)
 	}
 	return e.now
 }
@@ -317,10 +318,10 @@ func (e *Engine) second(t time.Time) int64 {
 	return s
 }
 
-// maxSampleSkew is how far from the engine's current time a sample may be
-// before Observe rejects it as invalid rather than merely stale: far enough
-// for any real gap, near enough that seconds from the epoch never saturate.
-const maxSampleSkew = 100 * 365 * 24 * time.Hour
+// maxSampleSkew is how far, in seconds, a sample may be from the engine's
+// current second before Observe rejects it as invalid rather than merely
+// stale: 100 years, far enough for any real gap.
+const maxSampleSkew = 100 * 365 * 24 * 3600
 
 // ExpectedColdStart is the mean of the observed starts (InstanceReady time
 // minus start time), or Config.InitialColdStart before the first.
@@ -381,7 +382,7 @@ func (e *Engine) Instance(id InstanceID) (InstanceInfo, bool) {
 // for a second more than 10 minutes before now is stale. Tick calls it.
 func (e *Engine) Metrics(now time.Time) Metrics {
 	now = e.clock(now)
-	sec := e.second(now)
+	sec := e.nowSec
 	m := Metrics{
 		Now:     now,
 		Current: e.rec.Count,
@@ -427,8 +428,9 @@ func (e *Engine) Observe(now time.Time, id InstanceID, cpuCores, concurrency flo
 	if !ok {
 		return fmt.Errorf("observe instance %d: %w", id, ErrUnknownInstance)
 	}
-	if d := now.Sub(e.now); d > maxSampleSkew || d < -maxSampleSkew {
-		return fmt.Errorf("observe instance %d at %v: more than %v from the engine's time %v: %w", id, now, maxSampleSkew, e.now, ErrInvalidSample)
+	sec := e.second(now)
+	if d := sec - e.nowSec; d > maxSampleSkew || d < -maxSampleSkew {
+		return fmt.Errorf("observe instance %d at %v: more than 100 years from the engine's time %v: %w", id, now, e.now, ErrInvalidSample)
 	}
 	for _, v := range [2]float64{cpuCores, concurrency} {
 		if !(v >= 0 && v <= maxSample) {
@@ -436,11 +438,10 @@ func (e *Engine) Observe(now time.Time, id InstanceID, cpuCores, concurrency flo
 		}
 	}
 	e.clock(now)
-	sec := e.second(now)
 	// Both windows end at or before the engine's current second, so a
 	// second inside the 10 minutes ending there is one both accept; the
 	// service window is checked as well, so that the two never disagree.
-	if e.second(e.now)-sec >= span10m || !e.svc.accepts(sec) || (in.win != nil && !in.win.accepts(sec)) {
+	if e.nowSec-sec >= span10m || !e.svc.accepts(sec) || (in.win != nil && !in.win.accepts(sec)) {
 		return fmt.Errorf("observe instance %d at %v: %w", id, now, ErrStaleSample)
 	}
 	if in.win == nil {
