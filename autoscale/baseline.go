@@ -7,14 +7,39 @@ import (
 
 // Published parameters of the Knative Pod Autoscaler (KPA) defaults.
 const (
-	KPAStableWindow      = 60 * time.Second
-	KPAPanicWindow       = 6 * time.Second
+	// KPAStableWindow is the span of the average concurrency the stable
+	// need is computed from, and how long the panic condition must be
+	// absent before panic mode ends.
+	KPAStableWindow = 60 * time.Second
+
+	// KPAPanicWindow is the span of the average concurrency the panic need
+	// is computed from.
+	KPAPanicWindow = 6 * time.Second
+
+	// KPATargetUtilisation is the fraction of the maximum concurrency per
+	// instance the KPA aims for.
 	KPATargetUtilisation = 0.70
-	KPAPanicThreshold    = 2.0
-	KPAMaxScaleUpRate    = 1000.0
-	KPAMaxScaleDownRate  = 2.0
-	KPATickInterval      = 2 * time.Second
-	KPAScaleToZeroGrace  = 30 * time.Second
+
+	// KPAPanicThreshold is the ratio of panic need to ready instances at
+	// or above which the KPA enters panic mode.
+	KPAPanicThreshold = 2.0
+
+	// KPAMaxScaleUpRate caps one decision's count at this many times the
+	// ready instances (rounded up).
+	KPAMaxScaleUpRate = 1000.0
+
+	// KPAMaxScaleDownRate keeps one decision's count at least the ready
+	// instances divided by this rate (rounded down): at most halving per
+	// KPATickInterval.
+	KPAMaxScaleDownRate = 2.0
+
+	// KPATickInterval is how often the KPA decides; between decisions it
+	// repeats its last answer.
+	KPATickInterval = 2 * time.Second
+
+	// KPAScaleToZeroGrace is how long a drop to zero instances is held at
+	// one instance.
+	KPAScaleToZeroGrace = 30 * time.Second
 )
 
 // KnativeKPA is a policy modelled on the published behaviour of Knative's
@@ -100,12 +125,30 @@ func (p *KnativeKPA) Recommend(m Metrics) Recommendation {
 // Published parameters of the Kubernetes Horizontal Pod Autoscaler (HPA)
 // defaults.
 const (
-	HPATolerance              = 0.1
-	HPASyncPeriod             = 15 * time.Second
+	// HPATolerance is the relative distance of utilisation from its target
+	// within which the HPA keeps the current count.
+	HPATolerance = 0.1
+
+	// HPASyncPeriod is how often the HPA decides; between decisions it
+	// repeats its last answer.
+	HPASyncPeriod = 15 * time.Second
+
+	// HPAScaleDownStabilisation is the span over which a scale-down takes
+	// the highest recent recommendation.
 	HPAScaleDownStabilisation = 300 * time.Second
-	HPAScaleUpPeriod          = 15 * time.Second
-	HPAScaleUpPods            = 4
-	HPAScaleUpPercent         = 100
+
+	// HPAScaleUpPeriod is the period over which scale-up is limited to the
+	// larger of HPAScaleUpPods and HPAScaleUpPercent.
+	HPAScaleUpPeriod = 15 * time.Second
+
+	// HPAScaleUpPods is the number of instances the HPA may always add per
+	// HPAScaleUpPeriod.
+	HPAScaleUpPods = 4
+
+	// HPAScaleUpPercent is the growth, in percent of the current count, the
+	// HPA may add per HPAScaleUpPeriod when that is more than
+	// HPAScaleUpPods.
+	HPAScaleUpPercent = 100
 )
 
 // hpaHistory is how many past recommendations the HPA-like policy keeps:

@@ -48,12 +48,23 @@ const (
 
 // Defaults of Config (SPEC §3); a zero field of Config takes its default.
 const (
-	DefaultCPUTarget         = 0.60
+	// DefaultCPUTarget is the default Config.CPUTarget: 60 %.
+	DefaultCPUTarget = 0.60
+
+	// DefaultConcurrencyTarget is the default Config.ConcurrencyTarget: 60 %.
 	DefaultConcurrencyTarget = 0.60
-	DefaultMaxConcurrency    = 80
-	DefaultCPUsPerInstance   = 1.0
-	DefaultMaxInstances      = 100
-	DefaultInitialColdStart  = 2 * time.Second
+
+	// DefaultMaxConcurrency is the default Config.MaxConcurrency.
+	DefaultMaxConcurrency = 80
+
+	// DefaultCPUsPerInstance is the default Config.CPUsPerInstance, in cores.
+	DefaultCPUsPerInstance = 1.0
+
+	// DefaultMaxInstances is the default Config.MaxInstances.
+	DefaultMaxInstances = 100
+
+	// DefaultInitialColdStart is the default Config.InitialColdStart.
+	DefaultInitialColdStart = 2 * time.Second
 )
 
 // MaxInstancesLimit is the largest MaxInstances a Config may set.

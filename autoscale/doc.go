@@ -36,7 +36,10 @@
 //
 // # Metric windows
 //
-// Samples are kept per second, per instance and summed for the service, in
+// Seconds are counted from the engine's first call with time.Time.Sub, so
+// they follow the monotonic clock of times taken with time.Now: a wall-clock
+// step does not disturb the windows. Samples are kept per second, per
+// instance and summed for the service, in
 // a ring of 600 one-second buckets with running sums for 6 s, 1 min and
 // 10 min, stored as integer milli-units so that sums never drift: O(1) per
 // sample and per elapsed second. A second in which nothing was reported

@@ -17,11 +17,13 @@ var (
 	ErrUnknownRequest = errors.New("autoscale: unknown request")
 
 	// ErrInvalidSample means a metric sample is negative, not finite or
-	// implausibly large.
+	// implausibly large, or its time is more than 100 years from the
+	// engine's current time.
 	ErrInvalidSample = errors.New("autoscale: invalid sample")
 
 	// ErrStaleSample means a sample is for a second that has already left
-	// the 10-minute window.
+	// the 10-minute window ending at the engine's current second; neither
+	// the instance's nor the service's window records it.
 	ErrStaleSample = errors.New("autoscale: sample older than the window")
 
 	// ErrNotStarting means InstanceReady was called for an instance that
@@ -228,8 +230,10 @@ type Engine struct {
 	cfg    Config
 	policy Policy
 
-	begun bool
-	now   time.Time
+	begun  bool
+	epoch  time.Time // the time of the first call: second 0 of every window
+	now    time.Time
+	nowSec int64 // e.second(now)
 
 	svc       *window // service-wide totals: spans 6 s, 1 min, 10 min
 	instances map[InstanceID]*instance
@@ -251,10 +255,10 @@ type Engine struct {
 
 	rec Recommendation // last Tick's, bounded
 
-	coldStartSum time.Duration
-	coldStarts   int
-	serviceSum   time.Duration
-	services     int
+	coldStartMean float64 // mean observed cold start in ns
+	coldStarts    int
+	serviceMean   float64 // smoothed request time in ns; see observeService
+	services      int     // requests averaged into serviceMean, at most serviceSmoothing
 
 	freeWindows []*window
 	ev          Events
@@ -288,15 +292,36 @@ func (e *Engine) Config() Config { return e.cfg }
 func (e *Engine) clock(now time.Time) time.Time {
 	if !e.begun {
 		e.begun = true
-		e.now = now
+		e.epoch = now
+		e.now, e.nowSec = now, 0
 		e.lastRequest = now
 		return now
 	}
 	if now.After(e.now) {
-		e.now = now
+		e.now, e.nowSec = now, e.second(now)
 	}
 	return e.now
 }
+
+// second returns the engine second containing t: whole seconds from the
+// epoch, rounded down. It is computed with t.Sub, which uses the monotonic
+// clock readings when both times carry one (as time.Now's do), so a step of
+// the wall clock does not move samples between seconds; times without one
+// (a simulator's) count by their wall clock. Sub saturates, so the result
+// is within ±292 years' worth of seconds.
+func (e *Engine) second(t time.Time) int64 {
+	d := t.Sub(e.epoch)
+	s := int64(d / time.Second)
+	if d%time.Second < 0 {
+		s--
+	}
+	return s
+}
+
+// maxSampleSkew is how far, in seconds, a sample may be from the engine's
+// current second before Observe rejects it as invalid rather than merely
+// stale: 100 years, far enough for any real gap.
+const maxSampleSkew = 100 * 365 * 24 * 3600
 
 // ExpectedColdStart is the mean of the observed starts (InstanceReady time
 // minus start time), or Config.InitialColdStart before the first.
@@ -304,7 +329,10 @@ func (e *Engine) ExpectedColdStart() time.Duration {
 	if e.coldStarts == 0 {
 		return e.cfg.InitialColdStart
 	}
-	return e.coldStartSum / time.Duration(e.coldStarts)
+	if e.coldStartMean >= math.MaxInt64 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(math.Round(e.coldStartMean))
 }
 
 // PendingWait is how long a request may wait pending: the larger of
@@ -348,10 +376,13 @@ func (e *Engine) Instance(id InstanceID) (InstanceInfo, bool) {
 }
 
 // Metrics returns what the policy would see at now: service-wide window
-// averages and instance counts.
+// averages and instance counts. It is not a read-only getter: like every
+// Engine method it moves the engine's clock to now (if later) and slides
+// the service windows to now's second, so a sample later passed to Observe
+// for a second more than 10 minutes before now is stale. Tick calls it.
 func (e *Engine) Metrics(now time.Time) Metrics {
 	now = e.clock(now)
-	sec := now.Unix()
+	sec := e.nowSec
 	m := Metrics{
 		Now:     now,
 		Current: e.rec.Count,
@@ -379,34 +410,45 @@ func (e *Engine) NewDeployment() {
 	e.actSum = len(e.ready) * e.cfg.MaxConcurrency
 }
 
-// Observe records instance id's usage during the second containing now:
-// cpuCores of CPU used and concurrency concurrent requests (its average
+// Observe records instance id's usage during the engine second containing
+// now: cpuCores of CPU used and concurrency concurrent requests (its average
 // over that second). A second sample for the same second replaces the
-// first. The sample also drives adaptive concurrency throttling, once per
+// first. Engine seconds are whole seconds since the engine's first call,
+// measured with now.Sub, that is on the monotonic clock when both times
+// carry a reading (as time.Now's do): a step of the wall clock neither
+// makes samples stale nor moves them between seconds. A sample a whole
+// 10-minute window older than the engine's current second is rejected with
+// ErrStaleSample. The sample also drives adaptive concurrency throttling, once per
 // second: CPU utilisation (cpuCores / CPUs per instance) above ACTHighCPU
 // lowers the instance's ACT value by 1 (not below 1); under ACTLowCPU with
 // the instance at its limit (concurrency or requests in flight at least its
 // ACT value) raises it by 1 (not above MaxConcurrency).
 func (e *Engine) Observe(now time.Time, id InstanceID, cpuCores, concurrency float64) error {
-	e.clock(now)
 	in, ok := e.instances[id]
 	if !ok {
 		return fmt.Errorf("observe instance %d: %w", id, ErrUnknownInstance)
+	}
+	sec := e.second(now)
+	if d := sec - e.nowSec; d > maxSampleSkew || d < -maxSampleSkew {
+		return fmt.Errorf("observe instance %d at %v: more than 100 years from the engine's time %v: %w", id, now, e.now, ErrInvalidSample)
 	}
 	for _, v := range [2]float64{cpuCores, concurrency} {
 		if !(v >= 0 && v <= maxSample) {
 			return fmt.Errorf("observe instance %d: value %v not in [0, %g]: %w", id, v, float64(maxSample), ErrInvalidSample)
 		}
 	}
-	sec := now.Unix()
+	e.clock(now)
+	// Both windows end at or before the engine's current second, so a
+	// second inside the 10 minutes ending there is one both accept; the
+	// service window is checked as well, so that the two never disagree.
+	if e.nowSec-sec >= span10m || !e.svc.accepts(sec) || (in.win != nil && !in.win.accepts(sec)) {
+		return fmt.Errorf("observe instance %d at %v: %w", id, now, ErrStaleSample)
+	}
 	if in.win == nil {
 		in.win = e.takeWindow()
 	}
 	v := pair{cpu: int64(math.Round(cpuCores * milli)), conc: int64(math.Round(concurrency * milli))}
-	delta, ok := in.win.put(sec, v, true)
-	if !ok {
-		return fmt.Errorf("observe instance %d at %v: %w", id, now, ErrStaleSample)
-	}
+	delta, _ := in.win.put(sec, v, true)
 	e.svc.put(sec, delta, false)
 
 	if in.actSeen && sec <= in.actSec {
@@ -472,8 +514,10 @@ func (e *Engine) InstanceReady(now time.Time, id InstanceID) (Events, error) {
 			break
 		}
 	}
-	e.coldStartSum += now.Sub(in.startedAt)
+	// A running mean in float64 rather than a sum of durations: it cannot
+	// overflow however many and however long the starts.
 	e.coldStarts++
+	e.coldStartMean += (float64(now.Sub(in.startedAt)) - e.coldStartMean) / float64(e.coldStarts)
 	in.state = Ready
 	in.readyAt, in.lastActive = now, now
 	e.ready = append(e.ready, in)
@@ -487,9 +531,10 @@ func (e *Engine) InstanceReady(now time.Time, id InstanceID) (Events, error) {
 // best ranked); else it is queued on a starting instance expected ready
 // no later than a new one would be; else queued on a ready instance if a slot
 // is expected to free there sooner than a new instance would start (judged
-// from the mean observed request time); else, below max instances, a new
-// instance is started on demand and the request queued on it; else it is
-// queued to wait at most PendingWait. Route hands out no pending request:
+// from the mean observed request time: exact over the first 1,000
+// requests, then a moving average weighing the newest request 1/1,000);
+// else, below max instances, a new instance is started on demand and the
+// request queued on it; else it is queued to wait at most PendingWait. Route hands out no pending request:
 // slots freed by RequestDone and InstanceReady go to the oldest pending
 // request at once, and any other free slot (after an ACT increase) at the
 // next Tick.
@@ -567,8 +612,8 @@ func (e *Engine) starter(by time.Time) *instance {
 }
 
 // shortestWait returns the ready instance where a queued request is
-// expected to get a slot soonest, and that expected wait: the mean request
-// time × (queued + 1) / ACT. Without an observed request time there is no
+// expected to get a slot soonest, and that expected wait: the smoothed mean
+// request time (observeService) × (queued + 1) / ACT. Without an observed request time there is no
 // estimate and it returns the instance with the shortest queue and the
 // largest possible wait.
 func (e *Engine) shortestWait() (*instance, time.Duration) {
@@ -581,8 +626,28 @@ func (e *Engine) shortestWait() (*instance, time.Duration) {
 	if best == nil || e.services == 0 {
 		return best, time.Duration(math.MaxInt64)
 	}
-	mean := e.serviceSum / time.Duration(e.services)
-	return best, time.Duration(float64(mean) * float64(best.queued+1) / float64(best.act))
+	wait := e.serviceMean * float64(best.queued+1) / float64(best.act)
+	if wait >= math.MaxInt64 {
+		return best, time.Duration(math.MaxInt64)
+	}
+	return best, time.Duration(wait)
+}
+
+// serviceSmoothing is the number of recent requests the mean request time
+// effectively spans.
+const serviceSmoothing = 1000
+
+// observeService folds the time d of a finished request into the mean
+// request time: the exact mean of the first serviceSmoothing requests,
+// then an exponentially weighted moving average with weight
+// 1/serviceSmoothing on the newest request (a time constant of about a
+// thousand requests). It is a float64, so it neither overflows however
+// many and however long the requests, nor drifts from a running sum.
+func (e *Engine) observeService(d time.Duration) {
+	if e.services < serviceSmoothing {
+		e.services++
+	}
+	e.serviceMean += (float64(d) - e.serviceMean) / float64(e.services)
 }
 
 func (e *Engine) serve(now time.Time, id RequestID, in *instance) {
@@ -656,8 +721,7 @@ func (e *Engine) RequestDone(now time.Time, id RequestID) (Events, error) {
 	in.inFlight--
 	in.lastActive = now
 	e.inFlight--
-	e.serviceSum += now.Sub(r.servedAt)
-	e.services++
+	e.observeService(now.Sub(r.servedAt))
 	switch in.state {
 	case Draining:
 		if in.inFlight == 0 {
@@ -777,7 +841,7 @@ func (e *Engine) scaleDown(now time.Time) {
 	}
 	live := len(e.starting) + len(e.ready)
 	active := e.inFlight + e.nPending
-	sec := now.Unix()
+	sec := e.second(now)
 	removed := false
 	for i := len(e.ready) - 1; i >= r; i-- {
 		in := e.ready[i]

@@ -33,7 +33,7 @@ func readyInstances(t *testing.T, e *Engine, now time.Time, n int) []InstanceID 
 	}
 	// These instances are ready by fiat: their zero start time is not a
 	// cold start to learn from.
-	e.coldStartSum, e.coldStarts = 0, 0
+	e.coldStartMean, e.coldStarts = 0, 0
 	return ids
 }
 

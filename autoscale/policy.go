@@ -83,7 +83,9 @@ type Recommendation struct {
 	// and the count was kept rather than recomputed.
 	Held bool
 
-	// Panic is true while a Knative-like policy is in panic mode.
+	// Panic is set only by KnativeKPA, true while it is in panic mode
+	// (following the 6-second need and never scaling down). The CloudRun
+	// and KubernetesHPA policies, which have no panic mode, leave it false.
 	Panic bool
 }
 

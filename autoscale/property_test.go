@@ -181,6 +181,12 @@ func driveEngine(tb testing.TB, ops []byte) {
 				if err := e.Observe(now, live[0], math.NaN(), 0); !errors.Is(err, ErrInvalidSample) {
 					tb.Fatalf("NaN sample: %v", err)
 				}
+			case b < 24 && len(live) > 0:
+				for _, at := range [2]time.Time{time.Unix(-1<<62, 0), time.Unix(1<<62, 0)} {
+					if err := e.Observe(at, live[0], 1, 1); !errors.Is(err, ErrInvalidSample) {
+						tb.Fatalf("sample at %v: %v, want ErrInvalidSample", at, err)
+					}
+				}
 			}
 		}
 		checkInvariants(tb, e)
@@ -194,6 +200,7 @@ func FuzzEngine(f *testing.F) {
 	f.Add([]byte{0, 2, 3, 0, 1, 1, 1, 6, 3, 0, 0, 9, 4, 5, 3, 6, 2, 0})
 	f.Add([]byte{1, 5, 1, 1, 1, 1, 1, 1, 0, 255, 6, 0, 20, 6, 3, 1, 6})
 	f.Add([]byte{2, 1, 7, 2, 4, 12, 11, 6, 0, 3, 6, 7, 3, 7, 12})
+	f.Add([]byte{0, 2, 3, 0, 0, 1, 3, 0, 7, 20, 4, 5, 3, 6, 0, 9, 7, 23, 6})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		driveEngine(t, ops)
 	})

@@ -70,12 +70,19 @@ func (w *window) slot(sec int64) int {
 	return int(m)
 }
 
-// advance moves the window end to sec (never backwards).
+// gap returns b-a for a <= b, exact for any two int64 values (the
+// difference of two int64s always fits in a uint64).
+func gap(a, b int64) uint64 { return uint64(b) - uint64(a) }
+
+// advance moves the window end to sec (never backwards). A move of a whole
+// ring or more, however large (the difference of any two int64 seconds is
+// handled without overflow), resets the window in one pass.
 func (w *window) advance(sec int64) {
 	if !w.started || sec <= w.last {
 		return
 	}
-	if sec-w.last >= w.size() {
+	d := gap(w.last, sec)
+	if d >= uint64(w.size()) {
 		clear(w.buf)
 		w.sums = [maxSpans]pair{}
 		w.last = sec
@@ -83,7 +90,7 @@ func (w *window) advance(sec int64) {
 	}
 	size := len(w.buf)
 	cur := w.slot(w.last)
-	for s := w.last + 1; s <= sec; s++ {
+	for range d {
 		if cur++; cur == size {
 			cur = 0
 		}
@@ -99,6 +106,12 @@ func (w *window) advance(sec int64) {
 	w.last = sec
 }
 
+// accepts reports whether put would store a sample for second sec: sec is
+// not older than the longest span ending at the window end.
+func (w *window) accepts(sec int64) bool {
+	return !w.started || sec >= w.last || gap(sec, w.last) < uint64(w.size())
+}
+
 // put stores v as the sample of second sec. With replace, v overwrites what
 // the second held; otherwise it is added to it. It returns the change made
 // to the bucket and false if sec has already left the longest span.
@@ -108,7 +121,7 @@ func (w *window) put(sec int64, v pair, replace bool) (pair, bool) {
 		w.first, w.last = sec, sec
 	}
 	w.advance(sec)
-	if sec <= w.last-w.size() {
+	if !w.accepts(sec) {
 		return pair{}, false
 	}
 	if sec < w.first {
@@ -121,7 +134,7 @@ func (w *window) put(sec int64, v pair, replace bool) (pair, bool) {
 	}
 	b.add(delta)
 	for k := 0; k < w.nspans; k++ {
-		if sec > w.last-w.spans[k] {
+		if gap(sec, w.last) < uint64(w.spans[k]) {
 			w.sums[k].add(delta)
 		}
 	}
@@ -135,13 +148,9 @@ func (w *window) average(k int, now int64) (cpu, conc float64) {
 		return 0, 0
 	}
 	w.advance(now)
-	end := w.last
-	covered := end - w.first + 1
-	if covered > w.spans[k] {
-		covered = w.spans[k]
-	}
-	if covered <= 0 {
-		return 0, 0
+	covered := w.spans[k]
+	if g := gap(w.first, w.last); g < uint64(covered) {
+		covered = int64(g) + 1
 	}
 	d := float64(covered) * milli
 	return float64(w.sums[k].cpu) / d, float64(w.sums[k].conc) / d

@@ -103,10 +103,14 @@ func TestWindowMatchesReference(t *testing.T) {
 }
 
 func FuzzWindow(f *testing.F) {
-	f.Add(uint64(1), uint64(2))
-	f.Add(uint64(99), uint64(0))
-	f.Fuzz(func(t *testing.T, a, b uint64) {
+	f.Add(uint64(1), uint64(2), int64(0), int64(1))
+	f.Add(uint64(99), uint64(0), int64(-5), int64(700))
+	for _, c := range windowExtremes {
+		f.Add(uint64(3), uint64(4), c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b uint64, first, second int64) {
 		checkWindowAgainstReference(t, rand.New(rand.NewPCG(a, b)), 500)
+		checkWindowExtremes(t, first, second)
 	})
 }
 
@@ -156,5 +160,50 @@ func TestWindowReplaceOverwritesTheSecond(t *testing.T) {
 	}
 	if cpu, _ := w.average(0, 10); cpu != 0.8 {
 		t.Fatalf("average = %v, want 0.8", cpu)
+	}
+}
+
+// checkWindowExtremes puts a sample at second a, then one at second b, and
+// fails unless both calls return, b is accepted exactly when it is not a
+// whole ring older than a, and every average stays within what was put.
+func checkWindowExtremes(t *testing.T, a, b int64) {
+	t.Helper()
+	w := newWindow(6, 60, 600)
+	w.put(a, pair{cpu: 1000, conc: 1000}, true)
+	_, ok := w.put(b, pair{cpu: 2000, conc: 2000}, true)
+	if want := b >= a || uint64(a)-uint64(b) < 600; ok != want {
+		t.Fatalf("put(%d) after put(%d) accepted = %v, want %v", b, a, ok, want)
+	}
+	for k := range 3 {
+		cpu, conc := w.average(k, max(a, b))
+		if !(cpu >= 0 && cpu <= 3 && conc == cpu) {
+			t.Fatalf("span %d after %d then %d: average (%v, %v)", w.spans[k], a, b, cpu, conc)
+		}
+	}
+}
+
+// windowExtremes are pairs of seconds whose difference overflows an int64,
+// or that sit at its ends.
+var windowExtremes = [][2]int64{
+	{-1 << 62, 1 << 62},
+	{math.MinInt64, math.MaxInt64},
+	{math.MaxInt64, math.MinInt64},
+	{math.MaxInt64 - 3, math.MaxInt64},
+	{math.MinInt64, math.MinInt64 + 599},
+	{math.MinInt64 + 599, math.MinInt64},
+}
+
+// TestWindowExtremeSecondsReturn: a jump of about 2^63 seconds used to
+// loop once per second. Every call must simply return.
+func TestWindowExtremeSecondsReturn(t *testing.T) {
+	for _, c := range windowExtremes {
+		checkWindowExtremes(t, c[0], c[1])
+	}
+	w := newWindow(60, 600)
+	w.put(-1<<62, pair{cpu: 1000}, true)
+	w.put(1<<62, pair{cpu: 60000}, true)
+	// The jump resets the ring; the silent seconds count as zero.
+	if cpu, _ := w.average(0, 1<<62); cpu != 1 {
+		t.Fatalf("after a jump of 2^63 s the 1-min average = %v, want 1 (60 cores in one second of 60)", cpu)
 	}
 }
