@@ -3,6 +3,13 @@ module github.com/tollgate/tollgate
 go 1.26.0
 
 require (
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
-	golang.org/x/time v0.16.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0
+	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/time v0.16.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )

@@ -1,0 +1,56 @@
+package redis
+
+import (
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/internal/redistest"
+	"github.com/tollgate/tollgate/limiter"
+	"github.com/tollgate/tollgate/limiter/limitertest"
+)
+
+// newClient returns a client of srv closed when t ends.
+func newClient(t testing.TB, srv *redistest.Server) goredis.UniversalClient {
+	t.Helper()
+	c, err := NewClient(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newStore returns a store on client closed when t ends.
+func newStore(t testing.TB, client goredis.UniversalClient, opts Options) *Store {
+	t.Helper()
+	s := New(client, opts)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	client := newClient(t, srv)
+	limitertest.Run(t, func(t *testing.T, c *limitertest.Clock) limiter.Limiter {
+		return newStore(t, client, Options{Now: c.Now, Timeout: 5e9})
+	})
+}
+
+func TestConformanceDenyCache(t *testing.T) {
+	srv := redistest.Start(t)
+	client := newClient(t, srv)
+	var stores []*Store
+	limitertest.Run(t, func(t *testing.T, c *limitertest.Clock) limiter.Limiter {
+		s := newStore(t, client, Options{Now: c.Now, Timeout: 5e9, DenyCache: true})
+		stores = append(stores, s)
+		return s
+	})
+	var cached uint64
+	for _, s := range stores {
+		cached += s.Stats().Cached
+	}
+	if cached == 0 {
+		t.Fatal("the deny cache denied nothing locally during the suite")
+	}
+}
