@@ -10,17 +10,21 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // RequireEnv is the environment variable that turns a missing redis-server
@@ -33,9 +37,11 @@ type Server struct {
 	// the same across Stop and Restart.
 	Addr string
 
-	tb   testing.TB
-	bin  string
-	dir  string
+	tb      testing.TB
+	bin     string
+	dir     string
+	cluster bool
+
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan error // receives the exit of cmd
@@ -45,6 +51,20 @@ type Server struct {
 // tb when redis-server is not installed (fails when TOLLGATE_REQUIRE_REDIS=1).
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	return start(tb, false)
+}
+
+// StartCluster is like [Start] but runs a Redis Cluster of one node owning
+// all 16384 slots: a cluster client works against it, and it refuses
+// script calls whose keys span several slots, as a real cluster does.
+// Restart brings it back as a cluster.
+func StartCluster(tb testing.TB) *Server {
+	tb.Helper()
+	return start(tb, true)
+}
+
+func start(tb testing.TB, cluster bool) *Server {
+	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		msg := "redis-server not found in PATH: install Redis (apt-get install redis-server) to run the Redis store tests"
@@ -53,7 +73,7 @@ func Start(tb testing.TB) *Server {
 		}
 		tb.Skipf("%s, or set %s=1 to fail instead of skipping", msg, RequireEnv)
 	}
-	s := &Server{tb: tb, bin: bin, dir: tb.TempDir()}
+	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), cluster: cluster}
 	tb.Cleanup(s.Stop)
 	var last error
 	for range 5 { // another process may take the free port first
@@ -103,10 +123,17 @@ func (s *Server) Restart() {
 
 func (s *Server) start() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--port", port, "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--loglevel", "warning")
+		"--dir", s.dir, "--loglevel", "warning",
+	}
+	if s.cluster {
+		conf := filepath.Join(s.dir, "nodes-"+port+".conf")
+		_ = os.Remove(conf) // restart empty, as without persistence
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", conf)
+	}
+	cmd := exec.Command(s.bin, args...)
 	logs := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -122,6 +149,13 @@ func (s *Server) start() error {
 		default:
 		}
 		if ping(s.Addr, cmd.Process.Pid) == nil {
+			if s.cluster {
+				if err := claimSlots(s.Addr); err != nil {
+					_ = cmd.Process.Kill()
+					<-exited
+					return err
+				}
+			}
 			s.mu.Lock()
 			s.cmd, s.exited = cmd, exited
 			s.mu.Unlock()
@@ -170,6 +204,26 @@ func ping(addr string, pid int) error {
 		return fmt.Errorf("%s is another redis-server than process %d", addr, pid)
 	}
 	return nil
+}
+
+// claimSlots gives the one-node cluster at addr every slot and waits until
+// it reports the cluster healthy.
+func claimSlots(addr string) error {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		return fmt.Errorf("claiming cluster slots on %s: %w", addr, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		info, err := c.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("cluster on %s not ok within 5s", addr)
 }
 
 func freePort() (int, error) {

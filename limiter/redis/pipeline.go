@@ -161,8 +161,8 @@ func (s *Store) flush(f *flush) {
 		for _, c := range f.calls {
 			for j, r := range c.reqs {
 				tag := hashTag(r.Key)
-				g, ok := f.groups[tag]
-				if !ok {
+				g := f.groups[tag]
+				if len(g) == 0 {
 					f.order = append(f.order, tag)
 				}
 				f.groups[tag] = append(g, take{c, j})

@@ -54,3 +54,22 @@ func TestConformanceDenyCache(t *testing.T) {
 		t.Fatal("the deny cache denied nothing locally during the suite")
 	}
 }
+
+// TestConformanceCluster runs the suite on a Redis Cluster, where the store
+// groups the takes of a pipeline by hash tag: the cluster refuses a script
+// call whose keys span slots.
+func TestConformanceCluster(t *testing.T) {
+	srv := redistest.StartCluster(t)
+	client, err := NewClient("redis+cluster://" + srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	limitertest.Run(t, func(t *testing.T, c *limitertest.Clock) limiter.Limiter {
+		s := newStore(t, client, Options{Now: c.Now, Timeout: 5e9, DenyCache: true})
+		if !s.byTag {
+			t.Fatal("a cluster store does not group takes by hash tag")
+		}
+		return s
+	})
+}
