@@ -20,8 +20,8 @@ import (
 // and random capacities and rates.
 func randomLimit(r *rand.Rand) bucket.Limit {
 	edges := []bucket.Limit{
-		bucket.MustLimit(1, 1e9),               // interval 1 ns
-		bucket.MustLimit(1<<52, 1e9),           // the largest capacity
+		bucket.MustLimit(1, 1e9),                // interval 1 ns
+		bucket.MustLimit(1<<52, 1e9),            // the largest capacity
 		bucket.MustLimit(1, 1e9/float64(1<<52)), // the longest interval
 		bucket.MustLimit(50, 20),
 		bucket.MustLimit(20000, 1000),
