@@ -63,6 +63,11 @@ func (s *Store) do(ctx context.Context, c *call) (answered bool, err error) {
 	}
 	c.out, c.ok = c.out[:n], c.ok[:n]
 	clear(c.ok)
+	select {
+	case <-s.quit:
+		return false, ErrClosed
+	default:
+	}
 	c.timer.Reset(s.timeout)
 	select {
 	case s.queue <- c:

@@ -446,16 +446,17 @@ func (s *Store) fallback(limit bucket.Limit, n int64) bucket.Decision {
 	return d
 }
 
-// noteDown records a fallback decision and logs at most once per interval.
+// noteDown records a fallback decision and logs it, at most once per
+// interval. An outage is what follows a warning: its end is logged once.
 func (s *Store) noteDown(cause error) {
 	s.unlogged.Add(1)
 	now := int64(time.Since(s.epoch))
-	if !s.down.Load() && s.down.CompareAndSwap(false, true) {
-		s.downSince.Store(now)
-	}
 	last := s.lastLog.Load()
 	if now-last < s.logEvery || !s.lastLog.CompareAndSwap(last, now) {
 		return
+	}
+	if s.down.CompareAndSwap(false, true) {
+		s.downSince.Store(now)
 	}
 	s.log.Warn("redis store unavailable, deciding by failure policy",
 		"policy", s.policy.String(),
