@@ -49,7 +49,7 @@ func BenchmarkTake(b *testing.B) {
 // BenchmarkTakePipelines varies the number of pipelines in flight.
 func BenchmarkTakePipelines(b *testing.B) {
 	srv := redistest.Start(b)
-	for _, callers := range []int{16, 64} {
+	for _, callers := range []int{1, 16, 64} {
 		for _, p := range []int{1, 2, 4, 8} {
 			b.Run(fmt.Sprintf("pipelines=%d/batch=1/callers=%d", p, callers), func(b *testing.B) {
 				benchTake(b, srv, Options{Timeout: time.Second, Pipelines: p}, 1, callers)
@@ -110,9 +110,11 @@ func benchTake(b *testing.B, srv *redistest.Server, opts Options, batch, callers
 }
 
 // BenchmarkRedisBenchmarkCeiling runs redis-benchmark with the store's
-// script via EVALSHA, one take per call, 16 calls pipelined per connection,
-// on the same kind of keys: the ceiling of one Redis core for this script.
-// Each iteration is one redis-benchmark run of 200,000 calls.
+// script via EVALSHA, one take per call, on the same kind of keys. With 16
+// calls pipelined per connection (P=16) it is the ceiling of one Redis core
+// for this script; without (P=1) it matches the calls in flight of the
+// same number of callers of the store. Each iteration is one redis-benchmark
+// run of 200,000 calls.
 func BenchmarkRedisBenchmarkCeiling(b *testing.B) {
 	bin, err := exec.LookPath("redis-benchmark")
 	if err != nil {
@@ -125,9 +127,9 @@ func BenchmarkRedisBenchmarkCeiling(b *testing.B) {
 		b.Fatal(err)
 	}
 	_, port, _ := strings.Cut(srv.Addr, ":")
-	for _, conns := range []int{16, 64} {
-		b.Run(fmt.Sprintf("c=%d/P=16", conns), func(b *testing.B) {
-			args := []string{"-h", "127.0.0.1", "-p", port, "-n", "200000", "-c", strconv.Itoa(conns), "-P", "16",
+	for _, run := range []struct{ conns, pipeline int }{{16, 16}, {64, 16}, {1, 1}, {16, 1}, {64, 1}} {
+		b.Run(fmt.Sprintf("c=%d/P=%d", run.conns, run.pipeline), func(b *testing.B) {
+			args := []string{"-h", "127.0.0.1", "-p", port, "-n", "200000", "-c", strconv.Itoa(run.conns), "-P", strconv.Itoa(run.pipeline),
 				"-r", strconv.Itoa(benchAccounts), "--csv",
 				"EVALSHA", sha, "1", "tg:{ecs/__rand_int__}:us-east-1:cluster-read", "", "1", "50", "50000000", "1"}
 			b.Logf("%s %s", bin, strings.Join(args, " "))

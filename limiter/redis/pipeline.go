@@ -165,7 +165,11 @@ func (s *Store) flush(f *flush) {
 		f.order = f.order[:0]
 		for _, c := range f.calls {
 			for j, r := range c.reqs {
-				tag := hashTag(r.Key)
+				tag := r.Key
+				if s.braces {
+					tag = s.prefix + r.Key
+				}
+				tag = hashTag(tag)
 				g := f.groups[tag]
 				if len(g) == 0 {
 					f.order = append(f.order, tag)

@@ -1,10 +1,13 @@
 package redis
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/internal/redistest"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/limitertest"
@@ -72,4 +75,25 @@ func TestConformanceCluster(t *testing.T) {
 		}
 		return s
 	})
+}
+
+// TestClusterPrefixWithBrace checks that a prefix with a brace, which
+// changes the keys' hash tags, still gets one slot per script call.
+func TestClusterPrefixWithBrace(t *testing.T) {
+	srv := redistest.StartCluster(t)
+	client, err := NewClient("redis+cluster://" + srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	s := newStore(t, client, Options{KeyPrefix: "x{", Timeout: 5 * time.Second})
+	// Tag "t" for the store, but Redis hashes "a{t" and "b{t": two slots.
+	reqs := []limiter.Request{{Key: "a{t}", Limit: clusterRead, Tokens: 1}, {Key: "b{t}", Limit: clusterRead, Tokens: 1}}
+	out := make([]bucket.Decision, 2)
+	if err := s.TakeBatch(context.Background(), reqs, out); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Redis != 2 || st.Errors != 0 {
+		t.Fatalf("stats %+v: a script call spanned slots", st)
+	}
 }
