@@ -69,7 +69,10 @@
 // reported the state was sent, which is no later than when Redis decided,
 // and is shortened by 1/1024 of the wait to cover clock rate differences.
 // Locally denied decisions are those Redis would have made, with
-// retry-after and reset-after early by at most the round trip.
+// retry-after and reset-after early by at most the round trip. The cache
+// assumes only tollgate writes the bucket keys: a key deleted by hand (or
+// lost in a failover) may stay denied until its cached instant. During an
+// outage the cache still denies the buckets it knows are empty.
 package redis
 
 import (
