@@ -220,6 +220,7 @@ type Stats struct {
 // with [New] and Close it when done.
 type Store struct {
 	client   goredis.UniversalClient
+	owned    bool // Close closes client too (Open)
 	prefix   string
 	timeout  time.Duration
 	policy   FailurePolicy
@@ -296,15 +297,42 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 	return s
 }
 
-// Close stops the store's pipeline goroutines. Takes after Close return
-// ErrClosed; takes in flight are decided by the failure policy. It does
-// not close the client.
+// Open returns a store on a new client for a store URL (see [NewClient]),
+// which the store closes in Close. It does not connect: see [Store.Ping].
+func Open(rawURL string, opts Options) (*Store, error) {
+	client, err := NewClient(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	s := New(client, opts)
+	s.owned = true
+	return s, nil
+}
+
+// Ping checks that Redis answers, loading the store's script on every node
+// (so that the first takes need no NOSCRIPT round). It is for start-up
+// checks and health probes; takes do not need it.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := takeScript.Load(ctx, s.client).Err(); err != nil {
+		return fmt.Errorf("redis store: %w", err)
+	}
+	return nil
+}
+
+// Close stops the store's pipeline goroutines, once the pipelines in flight
+// end. Takes after Close return ErrClosed; takes in flight are decided by
+// the failure policy. It closes the client only if the store made it
+// (Open).
 func (s *Store) Close() error {
+	var err error
 	s.close.Do(func() {
 		close(s.quit)
 		s.wg.Wait()
+		if s.owned {
+			err = s.client.Close()
+		}
 	})
-	return nil
+	return err
 }
 
 // Key returns the Redis key holding the bucket of limiter key key.

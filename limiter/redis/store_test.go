@@ -115,6 +115,45 @@ func TestKeyLayout(t *testing.T) {
 	}
 }
 
+func TestOpenAndPing(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	s, err := Open(srv.URL()+"/3", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Take(ctx, ecsKey, clusterRead, 1); err != nil || !d.Allowed {
+		t.Fatalf("take: %+v, %v", d, err)
+	}
+	db0 := newClient(t, srv)
+	db3, err := NewClient(srv.URL() + "/3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db3.Close()
+	if db0.Exists(ctx, s.Key(ecsKey)).Val() != 0 || db3.Exists(ctx, s.Key(ecsKey)).Val() != 1 {
+		t.Fatal("the bucket is not in database 3 of the URL")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("Ping on a store whose client Close closed succeeded")
+	}
+	if _, err := Open("memcached://x", Options{}); !errors.Is(err, ErrInvalidURL) {
+		t.Fatalf("Open with a bad URL: %v", err)
+	}
+	down := New(newClient(t, srv), Options{})
+	defer down.Close()
+	srv.Stop()
+	if err := down.Ping(ctx); err == nil {
+		t.Fatal("Ping succeeded with Redis stopped")
+	}
+}
+
 func TestUnsupportedLimit(t *testing.T) {
 	s := New(goredis.NewClient(&goredis.Options{Addr: closedAddr(t)}), Options{})
 	defer s.Close()
