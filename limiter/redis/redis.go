@@ -54,9 +54,10 @@
 // from Redis again as soon as go-redis reconnects (it probes a refused
 // server once a second; tests measure 0.2 to 0.5 s after a restart).
 //
-// The timeout holds whatever the client's own timeouts, but a client that
-// ignores contexts keeps a pipeline goroutine waiting on a silent server
-// for its ReadTimeout; clients from [NewClient] honour contexts.
+// Callers get a decision within the timeout whatever the client's own
+// timeouts, but a client that ignores contexts keeps a pipeline goroutine
+// waiting on a silent server for its ReadTimeout, while later takes queue
+// and fall back; clients from [NewClient] honour contexts.
 //
 // # Deny cache
 //
@@ -67,7 +68,8 @@
 // and state only grows while tollgate alone writes the keys. The instant is
 // measured on this process's monotonic clock from when the request that
 // reported the state was sent, which is no later than when Redis decided,
-// and is shortened by 1/1024 of the wait to cover clock rate differences.
+// and is shortened by 1/1024 of the wait to cover clock rate differences
+// (not a step of Redis's clock).
 // Locally denied decisions are those Redis would have made, with
 // retry-after and reset-after early by at most the round trip. The cache
 // assumes only tollgate writes the bucket keys: a key deleted by hand (or
@@ -191,8 +193,9 @@ type Options struct {
 	// failures; 0 means 10 s.
 	LogInterval time.Duration
 	// Pipelines is the number of pipelines in flight at once; 0 means 2.
-	// More help when Redis is far away (a long round trip); on a local
-	// network 2 keep one pipeline filling while the other is in flight.
+	// More pipelines help when Redis is far away (a long round trip); on
+	// a local network two keep one pipeline filling while the other is in
+	// flight (see BENCHMARKS.md).
 	Pipelines int
 	// Now, for tests only, replaces Redis TIME: when set, every script
 	// call is sent the time it returns (which must not be before 1970),
@@ -366,8 +369,10 @@ func checkWindow(limit bucket.Limit) error {
 
 // Take implements [limiter.Limiter]. When Redis cannot answer within the
 // store's timeout, the decision follows its failure policy and the error is
-// nil; an error means the request was invalid, ctx ended, or the store is
-// closed.
+// nil. A take larger than the capacity returns its denied decision and an
+// error wrapping [bucket.ErrExceedsCapacity]; any other error means the
+// request was invalid, ctx ended, or the store is closed, and comes with the
+// zero Decision.
 func (s *Store) Take(ctx context.Context, key string, limit bucket.Limit, n int64) (bucket.Decision, error) {
 	check := limiter.Check(limit, n)
 	if check != nil && !errors.Is(check, bucket.ErrExceedsCapacity) {
