@@ -1,0 +1,236 @@
+// Package redistest runs throwaway redis-server processes for tests.
+//
+// [Start] launches redis-server on 127.0.0.1 at a free port, with no
+// persistence, waits until it answers PING, and kills it when the test ends.
+// When redis-server is not installed the test is skipped with a message
+// saying so, unless the environment sets TOLLGATE_REQUIRE_REDIS=1 (as CI
+// does): then the test fails.
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// RequireEnv is the environment variable that turns a missing redis-server
+// from a skip into a failure when set to 1.
+const RequireEnv = "TOLLGATE_REQUIRE_REDIS"
+
+// Server is a redis-server process owned by one test.
+type Server struct {
+	// Addr is the server's host:port on the loopback interface. It stays
+	// the same across Stop and Restart.
+	Addr string
+
+	tb      testing.TB
+	bin     string
+	dir     string
+	cluster bool
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan error // receives the exit of cmd
+}
+
+// Start starts a redis-server for tb and stops it in tb.Cleanup. It skips
+// tb when redis-server is not installed (fails when TOLLGATE_REQUIRE_REDIS=1).
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	return start(tb, false)
+}
+
+// StartCluster is like [Start] but runs a Redis Cluster of one node owning
+// all 16384 slots: a cluster client works against it, and it refuses
+// script calls whose keys span several slots, as a real cluster does.
+// Restart brings it back as a cluster.
+func StartCluster(tb testing.TB) *Server {
+	tb.Helper()
+	return start(tb, true)
+}
+
+func start(tb testing.TB, cluster bool) *Server {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		msg := "redis-server not found in PATH: install Redis (apt-get install redis-server) to run the Redis store tests"
+		if os.Getenv(RequireEnv) == "1" {
+			tb.Fatalf("%s; %s=1 requires it", msg, RequireEnv)
+		}
+		tb.Skipf("%s, or set %s=1 to fail instead of skipping", msg, RequireEnv)
+	}
+	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), cluster: cluster}
+	tb.Cleanup(s.Stop)
+	var last error
+	for range 5 { // another process may take the free port first
+		port, err := freePort()
+		if err != nil {
+			tb.Fatalf("redistest: finding a free port: %v", err)
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if last = s.start(); last == nil {
+			return s
+		}
+	}
+	tb.Fatalf("redistest: %v", last)
+	return nil
+}
+
+// URL returns the redis:// URL of the server.
+func (s *Server) URL() string { return "redis://" + s.Addr }
+
+// Stop kills the server, as a crash would, and waits for it to exit. The
+// port is free afterwards. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd, s.exited = nil, nil
+}
+
+// Restart starts a stopped server again on the same port, empty, and waits
+// until it answers PING.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	s.Stop()
+	var err error
+	for range 50 { // the port may linger briefly after the kill
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.tb.Fatalf("redistest: restarting on %s: %v", s.Addr, err)
+}
+
+func (s *Server) start() error {
+	_, port, _ := net.SplitHostPort(s.Addr)
+	args := []string{
+		"--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--loglevel", "warning",
+	}
+	if s.cluster {
+		conf := filepath.Join(s.dir, "nodes-"+port+".conf")
+		_ = os.Remove(conf) // restart empty, as without persistence
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", conf)
+	}
+	cmd := exec.Command(s.bin, args...)
+	logs := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting redis-server: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("redis-server on %s exited (%v): %s", s.Addr, err, logs.String())
+		default:
+		}
+		if ping(s.Addr, cmd.Process.Pid) == nil {
+			if s.cluster {
+				if err := claimSlots(s.Addr); err != nil {
+					_ = cmd.Process.Kill()
+					<-exited
+					return err
+				}
+			}
+			s.mu.Lock()
+			s.cmd, s.exited = cmd, exited
+			s.mu.Unlock()
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+	return errors.New("redis-server on " + s.Addr + " did not answer PING within 5s: " + logs.String())
+}
+
+// ping checks that the server at addr answers PING and is process pid,
+// not another test's server that took the port first.
+func ping(addr string, pid int) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\nINFO server\r\n")); err != nil {
+		return err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	if line, err = r.ReadString('\n'); err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "$")))
+	if err != nil || n < 0 {
+		return fmt.Errorf("INFO answered %q", line)
+	}
+	info := make([]byte, n+2)
+	if _, err := io.ReadFull(r, info); err != nil {
+		return err
+	}
+	want := "process_id:" + strconv.Itoa(pid) + "\r\n"
+	if !strings.Contains(string(info), want) {
+		return fmt.Errorf("%s is another redis-server than process %d", addr, pid)
+	}
+	return nil
+}
+
+// claimSlots gives the one-node cluster at addr every slot and waits until
+// it reports the cluster healthy.
+func claimSlots(addr string) error {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		return fmt.Errorf("claiming cluster slots on %s: %w", addr, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		info, err := c.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("cluster on %s not ok within 5s", addr)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

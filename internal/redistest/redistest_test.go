@@ -1,0 +1,63 @@
+package redistest
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+func TestStartStopRestart(t *testing.T) {
+	s := Start(t)
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if save := c.ConfigGet(ctx, "save").Val()["save"]; save != "" {
+		t.Fatalf("server persists: save %q", save)
+	}
+	s.Stop()
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("stopped server answers PING")
+	}
+	s.Restart()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("restarted server: %v", err)
+	}
+	if n := c.Exists(ctx, "k").Val(); n != 0 {
+		t.Fatal("restarted server kept its data")
+	}
+}
+
+func TestStartCluster(t *testing.T) {
+	s := StartCluster(t)
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{s.Addr}})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "{a}x", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A one-node cluster still refuses keys of several slots.
+	if err := c.Do(ctx, "MGET", "{a}x", "{b}y").Err(); err == nil {
+		t.Fatal("cluster accepted a cross-slot command")
+	}
+}
+
+func TestSkipsWithoutRedisServer(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server missing anyway")
+	}
+	skipped := false
+	t.Run("empty PATH", func(t *testing.T) {
+		t.Setenv(RequireEnv, "")
+		t.Setenv("PATH", t.TempDir())
+		defer func() { skipped = t.Skipped() }()
+		Start(t)
+	})
+	if !skipped {
+		t.Fatal("Start did not skip without redis-server")
+	}
+}

@@ -1,0 +1,314 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/limiter"
+)
+
+const (
+	// maxScriptTakes bounds the takes of one script call, so that no call
+	// holds Redis for long.
+	maxScriptTakes = 128
+	// maxFlushTakes bounds the takes one pipeline gathers from the queue.
+	maxFlushTakes = 1024
+)
+
+// call is one Take or TakeBatch on its way through a pipeline. The caller
+// owns it until it is queued; the pipeline goroutine then fills out, ok,
+// sent and err and signals done. A caller that stops waiting abandons the
+// call to the garbage collector instead of reusing it.
+type call struct {
+	reqs  []limiter.Request // takes sent to Redis
+	pos   []int             // TakeBatch: index in the caller's batch of each take
+	out   []bucket.Decision // Redis's decision of each take
+	ok    []bool            // whether out holds Redis's decision
+	sent  int64             // store clock when the pipeline was sent
+	err   error             // first error of the call's takes
+	done  chan struct{}
+	timer *time.Timer
+}
+
+func (s *Store) getCall() *call {
+	if c, ok := s.calls.Get().(*call); ok {
+		return c
+	}
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &call{done: make(chan struct{}, 1), timer: t}
+}
+
+func (s *Store) putCall(c *call) {
+	c.reqs, c.pos, c.out, c.ok, c.err = c.reqs[:0], c.pos[:0], c.out[:0], c.ok[:0], nil
+	s.calls.Put(c)
+}
+
+// do queues c and waits for its pipeline, at most the store's timeout.
+// It reports whether the pipeline answered; if not, the caller decides the
+// takes by the failure policy, and must neither reuse c nor read more than
+// c.reqs and c.pos, which the pipeline may still be reading. The error is
+// for ctx or Close.
+func (s *Store) do(ctx context.Context, c *call) (answered bool, err error) {
+	n := len(c.reqs)
+	if cap(c.out) < n {
+		c.out = make([]bucket.Decision, n)
+		c.ok = make([]bool, n)
+	}
+	c.out, c.ok = c.out[:n], c.ok[:n]
+	clear(c.ok)
+	select {
+	case <-s.quit:
+		return false, ErrClosed
+	default:
+	}
+	c.timer.Reset(s.timeout)
+	select {
+	case s.queue <- c:
+	case <-c.timer.C:
+		return false, nil
+	case <-ctx.Done():
+		c.timer.Stop()
+		return false, ctx.Err()
+	case <-s.quit:
+		c.timer.Stop()
+		return false, ErrClosed
+	}
+	select {
+	case <-c.done:
+		c.timer.Stop()
+		return true, nil
+	case <-c.timer.C:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// work is a pipeline goroutine: it sends whatever is queued as one
+// pipeline, then waits for more.
+func (s *Store) work() {
+	defer s.wg.Done()
+	var f flush
+	for {
+		select {
+		case c := <-s.queue:
+			f.calls = append(f.calls[:0], c)
+			n := len(c.reqs)
+		drain:
+			for n < maxFlushTakes {
+				select {
+				case c := <-s.queue:
+					f.calls = append(f.calls, c)
+					n += len(c.reqs)
+				default:
+					break drain
+				}
+			}
+			s.flush(&f)
+			for i, c := range f.calls {
+				c.done <- struct{}{}
+				f.calls[i] = nil
+			}
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// flush holds a pipeline goroutine's buffers, reused from one pipeline to
+// the next.
+type flush struct {
+	calls   []*call
+	scripts []script
+	keyIdx  map[string]int
+	groups  map[string][]take
+	order   []string
+	all     []take
+}
+
+// take locates one take: request j of call c.
+type take struct {
+	c *call
+	j int
+}
+
+// script is one script call of a pipeline.
+type script struct {
+	keys  []string
+	args  []any
+	takes []take
+	cmd   *goredis.Cmd
+}
+
+// flush decides the takes of f.calls in one pipeline.
+func (s *Store) flush(f *flush) {
+	var now int64
+	arg0 := ""
+	if s.now != nil {
+		now = s.now().UnixNano()
+		arg0 = strconv.FormatInt(now, 10)
+	} else {
+		now = s.clock()
+	}
+	f.scripts = f.scripts[:0]
+	if s.byTag {
+		if f.groups == nil {
+			f.groups = make(map[string][]take)
+		}
+		f.order = f.order[:0]
+		for _, c := range f.calls {
+			for j, r := range c.reqs {
+				tag := r.Key
+				if s.braces {
+					tag = s.prefix + r.Key
+				}
+				tag = hashTag(tag)
+				g := f.groups[tag]
+				if len(g) == 0 {
+					f.order = append(f.order, tag)
+				}
+				f.groups[tag] = append(g, take{c, j})
+			}
+		}
+		for _, tag := range f.order {
+			g := f.groups[tag]
+			s.scriptsFor(f, g, arg0)
+			clear(g)
+			f.groups[tag] = g[:0]
+		}
+		if len(f.groups) > 4*len(f.order)+64 {
+			clear(f.groups) // forget tags of past pipelines
+		}
+	} else {
+		f.all = f.all[:0]
+		for _, c := range f.calls {
+			for j := range c.reqs {
+				f.all = append(f.all, take{c, j})
+			}
+		}
+		s.scriptsFor(f, f.all, arg0)
+		clear(f.all) // drop the calls for the garbage collector
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	for _, c := range f.calls {
+		c.sent = now
+	}
+	pipe := s.client.Pipeline()
+	for i := range f.scripts {
+		sc := &f.scripts[i]
+		sc.cmd = takeScript.EvalSha(ctx, pipe, sc.keys, sc.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	// Servers without the script (new, restarted, failed over) get it
+	// with EVAL, which also caches it for the next EVALSHA.
+	var retry goredis.Pipeliner
+	for i := range f.scripts {
+		sc := &f.scripts[i]
+		if goredis.HasErrorPrefix(sc.cmd.Err(), "NOSCRIPT") {
+			if retry == nil {
+				retry = s.client.Pipeline()
+			}
+			sc.cmd = takeScript.Eval(ctx, retry, sc.keys, sc.args...)
+		}
+	}
+	if retry != nil {
+		_, _ = retry.Exec(ctx)
+	}
+	up := false
+	for i := range f.scripts {
+		sc := &f.scripts[i]
+		err := s.decode(sc)
+		if err != nil {
+			s.errorsN.Add(1)
+			for _, t := range sc.takes {
+				if t.c.err == nil {
+					t.c.err = err
+				}
+			}
+		} else {
+			up = true
+		}
+		sc.keys, sc.args, sc.takes, sc.cmd = sc.keys[:0], sc.args[:0], sc.takes[:0], nil
+	}
+	if up {
+		s.noteUp()
+	}
+}
+
+// scriptsFor appends the script calls deciding takes, in order.
+func (s *Store) scriptsFor(f *flush, takes []take, arg0 string) {
+	if f.keyIdx == nil {
+		f.keyIdx = make(map[string]int)
+	}
+	for len(takes) > 0 {
+		n := min(len(takes), maxScriptTakes)
+		if len(f.scripts) < cap(f.scripts) {
+			f.scripts = f.scripts[:len(f.scripts)+1]
+		} else {
+			f.scripts = append(f.scripts, script{})
+		}
+		sc := &f.scripts[len(f.scripts)-1]
+		sc.args = append(sc.args, arg0)
+		clear(f.keyIdx)
+		for _, t := range takes[:n] {
+			r := t.c.reqs[t.j]
+			k, ok := f.keyIdx[r.Key]
+			if !ok {
+				sc.keys = append(sc.keys, s.prefix+r.Key)
+				k = len(sc.keys)
+				f.keyIdx[r.Key] = k
+			}
+			sc.args = append(sc.args, k, r.Limit.Capacity(), int64(r.Limit.Interval()), r.Tokens)
+			sc.takes = append(sc.takes, t)
+		}
+		takes = takes[n:]
+	}
+}
+
+// decode writes the decisions of a completed script call to its calls.
+func (s *Store) decode(sc *script) error {
+	vals, err := sc.cmd.Int64Slice()
+	if err != nil {
+		return fmt.Errorf("redis take script: %w", err)
+	}
+	if len(vals) != 4*len(sc.takes) {
+		return fmt.Errorf("redis take script: %d values for %d takes", len(vals), len(sc.takes))
+	}
+	for i, t := range sc.takes {
+		v := vals[4*i : 4*i+4]
+		r := t.c.reqs[t.j]
+		d := bucket.Decision{
+			Allowed:    v[0] == 1,
+			Limit:      r.Limit,
+			Remaining:  v[1],
+			RetryAfter: time.Duration(v[2]),
+			ResetAfter: time.Duration(v[3]),
+		}
+		if v[2] < 0 {
+			d.RetryAfter = bucket.Never
+		}
+		t.c.out[t.j] = d
+		t.c.ok[t.j] = true
+	}
+	return nil
+}
+
+// hashTag returns the part of key Redis Cluster hashes: the text between
+// the first '{' and the next '}' if not empty, else the whole key.
+func hashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
+}

@@ -1,0 +1,524 @@
+// Package redis is a [limiter.Limiter] that keeps bucket state in Redis, so
+// that many gateway nodes act as one bucket per key.
+//
+// # Arithmetic
+//
+// One Lua script decides every take with exactly the arithmetic of
+// [bucket.Limit.TakeAt]: the same decisions, the same remaining tokens,
+// retry-after and reset-after to the nanosecond. It reads the time from
+// Redis TIME, so gateway clocks never matter. A bucket is one Redis string
+// holding its [bucket.State] as a decimal integer of Unix nanoseconds, with
+// an expiry at that instant, when the bucket is full again: an idle bucket
+// costs Redis no memory. Denied takes and takes of 0 tokens write nothing.
+//
+// Lua numbers are doubles, exact only below 2^53, so the script works on
+// times relative to now. This keeps it exact for every limit whose empty
+// bucket refills within 2^52 ns (about 52 days: capacity × interval); the
+// store refuses longer limits with [ErrUnsupportedLimit].
+//
+// # Key layout
+//
+// The bucket of limiter key k is the Redis key KeyPrefix+k, by default
+// "tg:"+k. tollgate's keys carry a hash tag per account, so the bucket of
+// ECS cluster reads for account 123456789012 in us-east-1 is
+//
+//	tg:{ecs/123456789012}:us-east-1:cluster-read
+//
+// Redis Cluster hashes only the part in braces, so all buckets of one
+// account live in one slot, and the takes of one request (which all belong
+// to one account) are decided by one script call on one node. Keys without
+// a hash tag are hashed whole. KeyPrefix should not contain braces: it would
+// become every key's hash tag and put all buckets in one slot.
+//
+// # Round trips
+//
+// Takes are queued to a few pipeline goroutines (Options.Pipelines). An
+// idle goroutine sends a request at once; while all are busy, requests
+// queue up, and the next free goroutine sends everything queued in one
+// pipeline. On a single Redis server all takes of a pipeline are decided by
+// script calls of up to 128 takes each; on Redis Cluster (or a Ring) takes
+// are grouped by hash tag, one script call per group. A batch is therefore
+// one round trip, and concurrent single takes share round trips without
+// waiting when the store is idle. Scripts are run with EVALSHA and loaded
+// with EVAL when a server answers NOSCRIPT (after a restart or failover).
+//
+// # Failures
+//
+// When Redis cannot answer within Options.Timeout (50 ms by default) a
+// decision follows Options.FailurePolicy: [FailOpen] (the default) decides
+// as if the bucket were full, [FailClosed] as if it were empty. Such
+// decisions are counted in [Stats] (for a metric), and a warning with the
+// count and the cause is logged at most once per Options.LogInterval; the
+// first decision by Redis after a warning logs that Redis is back. Nothing
+// remembers the failure: every take asks Redis again, so decisions come
+// from Redis again as soon as go-redis reconnects (it probes a refused
+// server once a second; tests measure 0.2 to 0.5 s after a restart).
+//
+// Callers get a decision within the timeout whatever the client's own
+// timeouts, but a client that ignores contexts keeps a pipeline goroutine
+// waiting on a silent server for its ReadTimeout, while later takes queue
+// and fall back; clients from [NewClient] honour contexts.
+//
+// # Deny cache
+//
+// With Options.DenyCache a store remembers, per key, the latest state Redis
+// reported for a bucket left empty, and denies takes of that bucket locally
+// until the instant its next token exists, without a round trip. It never
+// changes a decision: a take of n ≥ 1 tokens needs at least one token,
+// and state only grows while tollgate alone writes the keys. The instant is
+// measured on this process's monotonic clock from when the request that
+// reported the state was sent, which is no later than when Redis decided,
+// and is shortened by 1/1024 of the wait to cover clock rate differences
+// (not a step of Redis's clock).
+// Locally denied decisions are those Redis would have made, with
+// retry-after and reset-after early by at most the round trip. The cache
+// assumes only tollgate writes the bucket keys: a key deleted by hand (or
+// lost in a failover) may stay denied until its cached instant. During an
+// outage the cache still denies the buckets it knows are empty.
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/limiter"
+)
+
+//go:embed take.lua
+var takeSource string
+
+var takeScript = goredis.NewScript(takeSource)
+
+// MaxWindow is the longest refill window (capacity × interval) of a limit
+// the store accepts: the script's arithmetic is exact within it.
+const MaxWindow = time.Duration(1) << 52
+
+// ErrUnsupportedLimit is wrapped, along with [limiter.ErrInvalidRequest], by
+// the error for a limit whose empty bucket refills in more than
+// [MaxWindow].
+var ErrUnsupportedLimit = errors.New("redis: limit refills too slowly for the Redis store")
+
+// ErrClosed is returned by takes on a closed store.
+var ErrClosed = errors.New("redis: store closed")
+
+// FailurePolicy says how a store decides when Redis cannot answer.
+type FailurePolicy int
+
+const (
+	// FailOpen decides as if the bucket were full: every take that fits
+	// the capacity is allowed. It is the default because the store guards
+	// an API rather than a budget: a Redis outage then costs throttling
+	// precision for its duration, not the availability of every API behind
+	// the gateway.
+	FailOpen FailurePolicy = iota
+	// FailClosed decides as if the bucket were empty: every take of one
+	// token or more is denied, retry after the time its tokens take to
+	// refill.
+	FailClosed
+)
+
+// String returns "fail-open" or "fail-closed".
+func (p FailurePolicy) String() string {
+	switch p {
+	case FailOpen:
+		return "fail-open"
+	case FailClosed:
+		return "fail-closed"
+	}
+	return "FailurePolicy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// ErrInvalidPolicy is wrapped by the error of [ParseFailurePolicy].
+var ErrInvalidPolicy = errors.New("redis: invalid failure policy")
+
+// ParseFailurePolicy parses "fail-open" or "fail-closed", the forms
+// [FailurePolicy.String] writes.
+func ParseFailurePolicy(s string) (FailurePolicy, error) {
+	switch s {
+	case "fail-open":
+		return FailOpen, nil
+	case "fail-closed":
+		return FailClosed, nil
+	}
+	return 0, fmt.Errorf("%w %q: want fail-open or fail-closed", ErrInvalidPolicy, s)
+}
+
+// MarshalText implements [encoding.TextMarshaler] with [FailurePolicy.String].
+func (p FailurePolicy) MarshalText() ([]byte, error) {
+	if p != FailOpen && p != FailClosed {
+		return nil, fmt.Errorf("%w: %d", ErrInvalidPolicy, int(p))
+	}
+	return []byte(p.String()), nil
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler] with
+// [ParseFailurePolicy], so config files can say fail-open or fail-closed.
+func (p *FailurePolicy) UnmarshalText(b []byte) error {
+	v, err := ParseFailurePolicy(string(b))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
+// Options configure a Store. The zero value is ready to use.
+type Options struct {
+	// KeyPrefix is put before every limiter key to make its Redis key;
+	// "" means "tg:". It should not contain braces (see Key layout).
+	KeyPrefix string
+	// Timeout bounds the wait for Redis of every take or batch, queueing
+	// included; 0 means 50 ms. Past it the take is decided by
+	// FailurePolicy.
+	Timeout time.Duration
+	// FailurePolicy decides takes Redis cannot answer in time.
+	FailurePolicy FailurePolicy
+	// DenyCache denies takes of buckets known to be empty without asking
+	// Redis (see the package documentation).
+	DenyCache bool
+	// Logger receives the failure warnings; nil means slog.Default().
+	Logger *slog.Logger
+	// LogInterval is the least time between two warnings about Redis
+	// failures; 0 means 10 s.
+	LogInterval time.Duration
+	// Pipelines is the number of pipelines in flight at once; 0 means 2.
+	// More pipelines help when Redis is far away (a long round trip); on
+	// a local network two keep one pipeline filling while the other is in
+	// flight (see BENCHMARKS.md).
+	Pipelines int
+	// Now, for tests only, replaces Redis TIME: when set, every script
+	// call is sent the time it returns (which must not be before 1970),
+	// and the deny cache runs on it too. Production leaves it nil.
+	Now func() time.Time
+}
+
+// Stats counts a store's decisions since it was made. All counts only grow.
+type Stats struct {
+	// Redis counts the decisions made by Redis.
+	Redis uint64
+	// Cached counts the takes denied locally by the deny cache.
+	Cached uint64
+	// Fallback counts the decisions made by the failure policy because
+	// Redis could not answer in time.
+	Fallback uint64
+	// Errors counts the script calls that failed: Redis refused or did
+	// not answer before the pipeline's deadline, or answered an error. One
+	// call decides up to 128 takes. Takes whose callers stopped waiting
+	// before their call failed count as Fallback only.
+	Errors uint64
+}
+
+// Store is a [limiter.Limiter] on Redis, safe for concurrent use. Make one
+// with [New] and Close it when done.
+type Store struct {
+	client   goredis.UniversalClient
+	owned    bool // Close closes client too (Open)
+	prefix   string
+	timeout  time.Duration
+	policy   FailurePolicy
+	log      *slog.Logger
+	logEvery int64
+	now      func() time.Time
+	epoch    time.Time
+	byTag    bool // group script calls by hash tag (Cluster, Ring)
+	braces   bool // the prefix has braces: hash tags come from prefix+key
+	deny     *denyCache
+
+	queue chan *call
+	quit  chan struct{}
+	wg    sync.WaitGroup
+	close sync.Once
+	calls sync.Pool
+
+	redisN, cachedN, fallbackN, errorsN atomic.Uint64
+
+	// failure log state, on the real monotonic clock
+	lastLog   atomic.Int64
+	unlogged  atomic.Uint64
+	down      atomic.Bool
+	downSince atomic.Int64
+}
+
+var _ limiter.Limiter = (*Store)(nil)
+
+// New returns a store deciding with Redis through client, which it does not
+// close. Close the store to stop its pipeline goroutines.
+func New(client goredis.UniversalClient, opts Options) *Store {
+	s := &Store{
+		client:   client,
+		prefix:   opts.KeyPrefix,
+		timeout:  opts.Timeout,
+		policy:   opts.FailurePolicy,
+		log:      opts.Logger,
+		logEvery: int64(opts.LogInterval),
+		now:      opts.Now,
+		epoch:    time.Now(),
+		queue:    make(chan *call, 1024),
+		quit:     make(chan struct{}),
+	}
+	if s.prefix == "" {
+		s.prefix = "tg:"
+	}
+	s.braces = strings.ContainsAny(s.prefix, "{}")
+	if s.timeout <= 0 {
+		s.timeout = 50 * time.Millisecond
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.logEvery <= 0 {
+		s.logEvery = int64(10 * time.Second)
+	}
+	s.lastLog.Store(-s.logEvery)
+	if opts.DenyCache {
+		s.deny = newDenyCache()
+	}
+	switch client.(type) {
+	case *goredis.Client:
+	default:
+		s.byTag = true
+	}
+	n := opts.Pipelines
+	if n <= 0 {
+		n = 2
+	}
+	s.wg.Add(n)
+	for range n {
+		go s.work()
+	}
+	return s
+}
+
+// Open returns a store on a new client for a store URL (see [NewClient]),
+// which the store closes in Close. It does not connect: see [Store.Ping].
+func Open(rawURL string, opts Options) (*Store, error) {
+	client, err := NewClient(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	s := New(client, opts)
+	s.owned = true
+	return s, nil
+}
+
+// Ping checks that Redis answers, loading the store's script on every node
+// (so that the first takes need no NOSCRIPT round). It is for start-up
+// checks and health probes; takes do not need it.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := takeScript.Load(ctx, s.client).Err(); err != nil {
+		return fmt.Errorf("redis store: %w", err)
+	}
+	return nil
+}
+
+// Close stops the store's pipeline goroutines, once the pipelines in flight
+// end. Takes after Close return ErrClosed; takes in flight are decided by
+// the failure policy. It closes the client only if the store made it
+// (Open).
+func (s *Store) Close() error {
+	var err error
+	s.close.Do(func() {
+		close(s.quit)
+		s.wg.Wait()
+		if s.owned {
+			err = s.client.Close()
+		}
+	})
+	return err
+}
+
+// Key returns the Redis key holding the bucket of limiter key key.
+func (s *Store) Key(key string) string { return s.prefix + key }
+
+// Stats returns the store's decision counts, for metrics.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Redis:    s.redisN.Load(),
+		Cached:   s.cachedN.Load(),
+		Fallback: s.fallbackN.Load(),
+		Errors:   s.errorsN.Load(),
+	}
+}
+
+// clock is the time the deny cache runs on: the test clock, or this
+// process's monotonic clock.
+func (s *Store) clock() int64 {
+	if s.now != nil {
+		return s.now().UnixNano()
+	}
+	return int64(time.Since(s.epoch))
+}
+
+func checkWindow(limit bucket.Limit) error {
+	if w := time.Duration(limit.Capacity()) * limit.Interval(); w > MaxWindow {
+		return fmt.Errorf("%w: %w: %v refills in %v, more than %v", limiter.ErrInvalidRequest, ErrUnsupportedLimit, limit, w, MaxWindow)
+	}
+	return nil
+}
+
+// Take implements [limiter.Limiter]. When Redis cannot answer within the
+// store's timeout, the decision follows its failure policy and the error is
+// nil. A take larger than the capacity returns its denied decision and an
+// error wrapping [bucket.ErrExceedsCapacity]; any other error means the
+// request was invalid, ctx ended, or the store is closed, and comes with the
+// zero Decision.
+func (s *Store) Take(ctx context.Context, key string, limit bucket.Limit, n int64) (bucket.Decision, error) {
+	check := limiter.Check(limit, n)
+	if check != nil && !errors.Is(check, bucket.ErrExceedsCapacity) {
+		return bucket.Decision{}, check
+	}
+	if err := checkWindow(limit); err != nil {
+		return bucket.Decision{}, err
+	}
+	if s.deny != nil {
+		if d, ok := s.deny.lookup(key, limit, n, s.clock()); ok {
+			s.cachedN.Add(1)
+			return d, nil
+		}
+	}
+	c := s.getCall()
+	c.reqs = append(c.reqs, limiter.Request{Key: key, Limit: limit, Tokens: n})
+	answered, err := s.do(ctx, c)
+	if err != nil {
+		return bucket.Decision{}, err
+	}
+	if !answered {
+		return s.timedOut(limit, n), check
+	}
+	d := s.finish(c, 0)
+	s.putCall(c)
+	return d, check
+}
+
+// TakeBatch implements [limiter.Limiter], deciding the whole batch in one
+// round trip. Items Redis cannot answer in time follow the failure policy.
+// An error means the batch was invalid, ctx ended, or the store is closed;
+// when ctx ends, Redis may still apply the takes.
+func (s *Store) TakeBatch(ctx context.Context, reqs []limiter.Request, out []bucket.Decision) error {
+	if err := limiter.CheckBatch(reqs, out); err != nil {
+		return err
+	}
+	for _, r := range reqs {
+		if err := checkWindow(r.Limit); err != nil {
+			return err
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	c := s.getCall()
+	if s.deny != nil {
+		now := s.clock()
+		for i, r := range reqs {
+			if d, ok := s.deny.lookup(r.Key, r.Limit, r.Tokens, now); ok {
+				s.cachedN.Add(1)
+				out[i] = d
+				continue
+			}
+			c.reqs = append(c.reqs, r)
+			c.pos = append(c.pos, i)
+		}
+		if len(c.reqs) == 0 {
+			s.putCall(c)
+			return nil
+		}
+	} else {
+		c.reqs = append(c.reqs, reqs...)
+		for i := range reqs {
+			c.pos = append(c.pos, i)
+		}
+	}
+	answered, err := s.do(ctx, c)
+	if err != nil {
+		return err
+	}
+	if !answered {
+		for j, i := range c.pos {
+			out[i] = s.timedOut(c.reqs[j].Limit, c.reqs[j].Tokens)
+		}
+		return nil
+	}
+	for j, i := range c.pos {
+		out[i] = s.finish(c, j)
+	}
+	s.putCall(c)
+	return nil
+}
+
+// finish returns the decision of take j of a completed call: Redis's,
+// remembered by the deny cache, or the failure policy's.
+func (s *Store) finish(c *call, j int) bucket.Decision {
+	r := c.reqs[j]
+	if c.ok[j] {
+		d := c.out[j]
+		s.redisN.Add(1)
+		if s.deny != nil && d.Remaining <= 0 {
+			s.deny.store(r.Key, c.sent+int64(d.ResetAfter), c.sent)
+		}
+		return d
+	}
+	s.fallbackN.Add(1)
+	s.noteDown(c.err)
+	return s.fallback(r.Limit, r.Tokens)
+}
+
+// errTimeout is the logged cause of takes Redis did not answer in time.
+var errTimeout = fmt.Errorf("no answer from redis in time: %w", context.DeadlineExceeded)
+
+// timedOut is the decision of a take Redis did not answer in time.
+func (s *Store) timedOut(limit bucket.Limit, n int64) bucket.Decision {
+	s.fallbackN.Add(1)
+	s.noteDown(errTimeout)
+	return s.fallback(limit, n)
+}
+
+// fallback is the decision of the failure policy: that of a full bucket
+// (FailOpen) or of an empty one (FailClosed).
+func (s *Store) fallback(limit bucket.Limit, n int64) bucket.Decision {
+	var st bucket.State
+	if s.policy == FailClosed {
+		st = bucket.State(limit.Capacity() * int64(limit.Interval()))
+	}
+	_, d := limit.TakeAt(st, 0, n)
+	return d
+}
+
+// noteDown records a fallback decision and logs it, at most once per
+// interval. An outage is what follows a warning: its end is logged once.
+func (s *Store) noteDown(cause error) {
+	s.unlogged.Add(1)
+	now := int64(time.Since(s.epoch))
+	last := s.lastLog.Load()
+	if now-last < s.logEvery || !s.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	if s.down.CompareAndSwap(false, true) {
+		s.downSince.Store(now)
+	}
+	s.log.Warn("redis store unavailable, deciding by failure policy",
+		"policy", s.policy.String(),
+		"decisions", s.unlogged.Swap(0),
+		"timeout", s.timeout,
+		"error", cause)
+}
+
+// noteUp logs the end of an outage.
+func (s *Store) noteUp() {
+	if !s.down.Load() || !s.down.CompareAndSwap(true, false) {
+		return
+	}
+	s.log.Info("redis store available again",
+		"outage", time.Duration(int64(time.Since(s.epoch))-s.downSince.Load()).Round(time.Millisecond),
+		"policy", s.policy.String())
+}

@@ -1,0 +1,123 @@
+-- tollgate: takes from token buckets, with exactly the arithmetic of
+-- bucket.Limit.TakeAt (Go package github.com/tollgate/tollgate/bucket).
+--
+-- KEYS    the buckets of this call, each named once.
+-- ARGV[1] the current time in Unix nanoseconds as a decimal integer, or
+--         the empty string to read the time from Redis TIME (production).
+-- then four arguments per take, in order:
+--         key index into KEYS (1-based), capacity, interval (whole
+--         nanoseconds between two tokens), tokens.
+--
+-- A bucket key holds its state, the instant in Unix nanoseconds at which it
+-- is full again, as a decimal integer, and expires at that instant: an
+-- absent key is a full bucket. A denied take or a take of 0 tokens writes
+-- nothing.
+--
+-- Returns four integers per take: allowed (1 or 0), remaining tokens,
+-- retry-after in ns (-1 when the take exceeds the capacity), reset-after
+-- in ns.
+--
+-- Lua numbers are doubles, exact for integers below 2^53, and Unix
+-- nanoseconds are about 1.8e18. So instants are split into seconds and
+-- nanoseconds, and all arithmetic is on times relative to now, which the
+-- caller keeps below 2^53 by refusing limits whose capacity x interval
+-- exceeds 2^52 ns (about 52 days).
+
+local E9 = 1000000000
+
+-- Truncated integer division, exact for integers below 2^53 in magnitude
+-- (fmod is exact; the quotient of a multiple is exact).
+local function div(a, b)
+  return (a - math.fmod(a, b)) / b
+end
+
+-- Splits a decimal Unix-ns integer into seconds and nanoseconds.
+local function split(v)
+  if type(v) ~= 'string' or #v > 19 or not string.find(v, '^%d+$') then
+    return nil
+  end
+  local l = #v
+  if l <= 9 then
+    return 0, tonumber(v)
+  end
+  return tonumber(string.sub(v, 1, l - 9)), tonumber(string.sub(v, l - 8))
+end
+
+local sec, nsec
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  sec, nsec = tonumber(t[1]), tonumber(t[2]) * 1000
+else
+  sec, nsec = split(ARGV[1])
+  if sec == nil then
+    return redis.error_reply('ERR tollgate: bad time argument')
+  end
+end
+
+local rel = {}   -- per key index: state - now in ns, at least 0
+local dirty = {} -- key indexes whose state changed
+local out = {}
+
+for i = 2, #ARGV, 4 do
+  local k = tonumber(ARGV[i])
+  local cap = tonumber(ARGV[i + 1])
+  local iv = tonumber(ARGV[i + 2])
+  local n = tonumber(ARGV[i + 3])
+  if k == nil or KEYS[k] == nil or cap == nil or iv == nil or n == nil then
+    return redis.error_reply('ERR tollgate: bad take arguments')
+  end
+  local tat = rel[k]
+  if tat == nil then
+    tat = 0
+    local v = redis.call('GET', KEYS[k])
+    if v then
+      local s, ns = split(v)
+      if s == nil then
+        return redis.error_reply('ERR tollgate: key ' .. KEYS[k] .. ' does not hold a bucket state')
+      end
+      local ds = s - sec
+      if ds > 4503599 then
+        return redis.error_reply('ERR tollgate: state of ' .. KEYS[k] .. ' is too far ahead of now')
+      end
+      if ds > -4503599 then
+        tat = ds * E9 + (ns - nsec)
+      end
+      if tat < 0 then
+        tat = 0 -- full: tokens that arrived while full were discarded
+      end
+    end
+    rel[k] = tat
+  end
+  local burst = cap * iv
+  local d = #out
+  if n > cap then
+    out[d + 1], out[d + 2], out[d + 3], out[d + 4] = 0, div(burst - tat, iv), -1, tat
+  else
+    local nxt = tat + n * iv
+    if nxt > burst then
+      out[d + 1], out[d + 2], out[d + 3], out[d + 4] = 0, div(burst - tat, iv), nxt - burst, tat
+    else
+      out[d + 1], out[d + 2], out[d + 3], out[d + 4] = 1, div(burst - nxt, iv), 0, nxt
+      if n > 0 then
+        rel[k] = nxt
+        dirty[k] = true
+      end
+    end
+  end
+end
+
+for k in pairs(dirty) do
+  local r = rel[k]
+  local total = nsec + r
+  local carry = div(total, E9)
+  local s, ns = sec + carry, total - carry * E9
+  local v
+  if s > 0 then
+    v = string.format('%d%09d', s, ns)
+  else
+    v = string.format('%d', ns)
+  end
+  redis.call('SET', KEYS[k], v, 'PX', div(r + 999999, 1000000))
+end
+
+return out

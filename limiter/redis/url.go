@@ -1,0 +1,121 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// ErrInvalidURL is wrapped by the errors of [NewClient]. The errors never
+// repeat the URL, which may hold a password.
+var ErrInvalidURL = errors.New("redis: invalid store URL")
+
+// clientConfig is a parsed store URL: exactly one of its fields is set.
+type clientConfig struct {
+	single   *goredis.Options
+	cluster  *goredis.ClusterOptions
+	failover *goredis.FailoverOptions
+}
+
+// NewClient returns a go-redis client for a store URL, in the forms go-redis
+// parses:
+//
+//	redis://[[user]:password@]host[:port][/db][?option=value…]
+//	rediss://…                       the same over TLS
+//	unix://[[user]:password@]/path/to/redis.sock[?db=N…]
+//	redis+cluster://[[user]:password@]host:port[?addr=host:port…]
+//	redis+sentinel://[[user]:password@]host:port[/db]?master_name=name[&addr=host:port…]
+//
+// rediss+cluster and rediss+sentinel are the TLS forms. A redis:// or
+// rediss:// URL with a master_name option is a Sentinel URL too, and one
+// with addr options a Cluster URL. Options are go-redis's, in snake case
+// (dial_timeout=1s, pool_size=50, …; see [goredis.ParseURL],
+// [goredis.ParseClusterURL] and [goredis.ParseFailoverURL]). In the Sentinel
+// form the user and password are the Sentinels'; the data nodes' are the
+// username and password options. Redis Cluster has only database 0.
+//
+// The client honours context deadlines (ContextTimeoutEnabled), which the
+// store's per-call timeout relies on. Creating it does not connect. The
+// caller closes it after closing the stores that use it.
+func NewClient(rawURL string) (goredis.UniversalClient, error) {
+	cfg, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.cluster != nil:
+		return goredis.NewClusterClient(cfg.cluster), nil
+	case cfg.failover != nil:
+		return goredis.NewFailoverClient(cfg.failover), nil
+	default:
+		return goredis.NewClient(cfg.single), nil
+	}
+}
+
+func parseURL(rawURL string) (clientConfig, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL
+		}
+		return clientConfig{}, fmt.Errorf("%w: %w", ErrInvalidURL, err)
+	}
+	scheme, kind, _ := strings.Cut(u.Scheme, "+")
+	q := u.Query()
+	switch scheme {
+	case "redis", "rediss":
+	case "unix":
+		if kind != "" {
+			return clientConfig{}, fmt.Errorf("%w: scheme %q: unix sockets are single servers", ErrInvalidURL, u.Scheme)
+		}
+	default:
+		return clientConfig{}, fmt.Errorf("%w: scheme %q: want redis, rediss, unix, redis+cluster or redis+sentinel", ErrInvalidURL, u.Scheme)
+	}
+	if kind == "" && scheme != "unix" {
+		switch {
+		case q.Has("master_name"):
+			kind = "sentinel"
+		case q.Has("addr"):
+			kind = "cluster"
+		}
+	}
+	plain := *u
+	plain.Scheme = scheme
+	switch kind {
+	case "":
+		o, err := goredis.ParseURL(plain.String())
+		if err != nil {
+			return clientConfig{}, fmt.Errorf("%w: %w", ErrInvalidURL, err)
+		}
+		o.ContextTimeoutEnabled = true
+		return clientConfig{single: o}, nil
+	case "cluster":
+		if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+			return clientConfig{}, fmt.Errorf("%w: database %q: Redis Cluster has only database 0", ErrInvalidURL, p)
+		}
+		plain.Path, plain.RawPath = "", ""
+		o, err := goredis.ParseClusterURL(plain.String())
+		if err != nil {
+			return clientConfig{}, fmt.Errorf("%w: %w", ErrInvalidURL, err)
+		}
+		o.ContextTimeoutEnabled = true
+		return clientConfig{cluster: o}, nil
+	case "sentinel":
+		o, err := goredis.ParseFailoverURL(plain.String())
+		if err != nil {
+			return clientConfig{}, fmt.Errorf("%w: %w", ErrInvalidURL, err)
+		}
+		if o.MasterName == "" {
+			return clientConfig{}, fmt.Errorf("%w: a Sentinel URL needs the master_name option", ErrInvalidURL)
+		}
+		if !q.Has("context_timeout_enabled") {
+			o.ContextTimeoutEnabled = true
+		}
+		return clientConfig{failover: o}, nil
+	}
+	return clientConfig{}, fmt.Errorf("%w: scheme %q: want redis, rediss, unix, redis+cluster or redis+sentinel", ErrInvalidURL, u.Scheme)
+}
