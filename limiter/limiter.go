@@ -31,9 +31,12 @@ type Limiter interface {
 	// Take takes n tokens from the bucket key with the given limit. A take
 	// of 0 tokens reports the bucket's state without changing it. When the
 	// store cannot decide (it is unreachable, or ctx ends first) Take
-	// returns an error and the zero Decision. A take larger than the
-	// limit's capacity returns an error wrapping bucket.ErrExceedsCapacity
-	// along with its denied decision.
+	// returns an error and the zero Decision — unless the store has a
+	// failure policy that decides for it, as limiter/redis does. A take
+	// larger than the limit's capacity returns an error wrapping
+	// bucket.ErrExceedsCapacity along with its denied decision.
+	//
+	// A store must not keep key beyond the call without copying it.
 	Take(ctx context.Context, key string, limit bucket.Limit, n int64) (bucket.Decision, error)
 
 	// TakeBatch decides reqs in order, as if each were a separate Take,

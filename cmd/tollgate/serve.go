@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -22,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/gateway"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
+	redisstore "github.com/tollgate/tollgate/limiter/redis"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -42,6 +44,9 @@ type serveFlags struct {
 	maxBody         int64
 	shutdownTimeout time.Duration
 	store           string
+	storeTimeout    time.Duration
+	storeOnFailure  string
+	denyCache       bool
 	cpuProfile      string
 }
 
@@ -56,7 +61,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`FILE` holding the admin bearer token (else $TOLLGATE_ADMIN_TOKEN; neither: admin endpoints disabled)")
 	fs.Int64Var(&f.maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take to finish on SIGTERM")
-	fs.StringVar(&f.store, "store", "memory", "where bucket state lives: memory")
+	fs.StringVar(&f.store, "store", "", "where bucket state lives: memory, or a Redis `URL` (redis://host:port/db, rediss://, redis+cluster://, redis+sentinel://) shared by many nodes; default: the config's store.url, else memory")
+	fs.DurationVar(&f.storeTimeout, "store-timeout", 0, "longest wait for Redis per decision before --store-on-failure decides (default: the config's store.timeout, else 50ms)")
+	fs.StringVar(&f.storeOnFailure, "store-on-failure", "", "decisions while Redis is unreachable: open (allow) or closed (deny) (default: the config's store.on_failure, else open)")
+	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -115,12 +123,78 @@ func adminToken(file string) (string, error) {
 	return tok, nil
 }
 
-// openStore returns the limiter named by --store.
-func openStore(spec string, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
-	if spec == "memory" || spec == "" {
+// storeSettings merges the store flags over the config file's store
+// section.
+func storeSettings(f serveFlags, cfg *quota.Config) (quota.Store, error) {
+	st := cfg.Store()
+	if f.store != "" {
+		st.URL = f.store
+	}
+	if f.storeTimeout != 0 {
+		if f.storeTimeout < 0 {
+			return st, fmt.Errorf("--store-timeout %v must be positive", f.storeTimeout)
+		}
+		st.Timeout = f.storeTimeout
+	}
+	if f.storeOnFailure != "" {
+		if f.storeOnFailure != "open" && f.storeOnFailure != "closed" {
+			return st, fmt.Errorf("--store-on-failure %q: want open or closed", f.storeOnFailure)
+		}
+		st.OnFailure = f.storeOnFailure
+	}
+	if st.URL == "" {
+		st.URL = "memory"
+	}
+	return st, nil
+}
+
+// openStore returns the limiter the store settings name, and a function
+// that closes it.
+func openStore(ctx context.Context, st quota.Store, denyCache bool, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
+	if st.URL == "memory" {
 		return memory.New(memory.Options{}), func() {}, nil
 	}
-	return nil, nil, fmt.Errorf("--store %q: want memory", spec)
+	policy := redisstore.FailOpen
+	if st.OnFailure == "closed" {
+		policy = redisstore.FailClosed
+	}
+	store, err := redisstore.Open(st.URL, redisstore.Options{
+		Timeout:       st.Timeout,
+		FailurePolicy: policy,
+		DenyCache:     denyCache,
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--store: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if err := store.Ping(pctx); err != nil {
+		log.Warn("Redis store not reachable at start; deciding by the failure policy until it is",
+			"on_failure", policy.String(), "error", err)
+	}
+	cancel()
+	stat := func(pick func(redisstore.Stats) uint64) func() float64 {
+		return func() float64 { return float64(pick(store.Stats())) }
+	}
+	for _, c := range []struct {
+		source string
+		pick   func(redisstore.Stats) uint64
+	}{
+		{"redis", func(s redisstore.Stats) uint64 { return s.Redis }},
+		{"deny_cache", func(s redisstore.Stats) uint64 { return s.Cached }},
+		{"failure_policy", func(s redisstore.Stats) uint64 { return s.Fallback }},
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "tollgate_store_decisions_total",
+			Help:        "Decisions of the Redis store by who made them: Redis, the local deny cache, or the failure policy while Redis was unreachable.",
+			ConstLabels: prometheus.Labels{"source": c.source},
+		}, stat(c.pick)))
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "tollgate_store_errors_total",
+		Help: "Failed calls to Redis (each decides up to 128 takes by the failure policy).",
+	}, stat(func(s redisstore.Stats) uint64 { return s.Errors })))
+	return store, func() { store.Close() }, nil
 }
 
 // serve runs the server until ctx ends, then shuts down gracefully.
@@ -150,18 +224,28 @@ func serve(ctx context.Context, f serveFlags, hup <-chan os.Signal, logOut io.Wr
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	store, closeStore, err := openStore(f.store, log, reg)
+	st, err := storeSettings(f, cfg)
+	if err != nil {
+		return err
+	}
+	store, closeStore, err := openStore(ctx, st, f.denyCache, log, reg)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	g, err := gateway.New(gateway.Options{
-		Config:       cfg,
-		Limiter:      store,
-		Logger:       log,
-		Registry:     reg,
-		AdminToken:   token,
-		Reload:       func() (*quota.Config, error) { return loadConfig(f.configPath) },
+		Config:     cfg,
+		Limiter:    store,
+		Logger:     log,
+		Registry:   reg,
+		AdminToken: token,
+		Reload: func() (*quota.Config, error) {
+			next, err := loadConfig(f.configPath)
+			if err == nil && next.Store() != cfg.Store() {
+				log.Warn("the config's store section changed; store settings take effect on restart")
+			}
+			return next, err
+		},
 		MaxBodyBytes: f.maxBody,
 	})
 	if err != nil {
@@ -184,7 +268,7 @@ func serve(ctx context.Context, f serveFlags, hup <-chan os.Signal, logOut io.Wr
 	if configName == "" {
 		configName = "built-in presets"
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "config", configName, "store", f.store, "admin", token != "")
+	log.Info("listening", "addr", ln.Addr().String(), "config", configName, "store", redactURL(st.URL), "admin", token != "")
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -212,4 +296,21 @@ func serve(ctx context.Context, f serveFlags, hup <-chan os.Signal, logOut io.Wr
 			return nil
 		}
 	}
+}
+
+// redactURL hides the passwords of a store URL (its user info and any
+// password option), for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "xxxxx")
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.Redacted()
 }
