@@ -89,11 +89,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	body, release, err := g.readBody(w, r)
 	defer release()
 	if err != nil {
-		status := http.StatusBadRequest
-		if errors.Is(err, errBodyTooLarge) {
-			status = http.StatusRequestEntityTooLarge
-		}
-		writeAWSError(w, status, "SerializationException", err.Error())
+		writeAWSError(w, bodyErrorStatus(err), "SerializationException", err.Error())
 		return
 	}
 	if len(body) > 0 && !json.Valid(body) {

@@ -315,6 +315,15 @@ func (g *Gateway) readBodyInto(w http.ResponseWriter, r *http.Request, buf *byte
 
 var errBodyTooLarge = errors.New("request body too large")
 
+// bodyErrorStatus is the status for a body that could not be read: 413 when
+// it was too large, else 400.
+func bodyErrorStatus(err error) int {
+	if errors.Is(err, errBodyTooLarge) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
+}
+
 // headerRequestID is X-Amzn-Requestid in canonical form, so it can be set
 // straight into a header map.
 const headerRequestID = "X-Amzn-Requestid"

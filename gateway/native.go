@@ -278,11 +278,7 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 	body, release, err := g.readBody(w, r)
 	defer release()
 	if err != nil {
-		status := http.StatusBadRequest
-		if errors.Is(err, errBodyTooLarge) {
-			status = http.StatusRequestEntityTooLarge
-		}
-		writeNativeError(w, status, "", err.Error())
+		writeNativeError(w, bodyErrorStatus(err), "", err.Error())
 		return
 	}
 	var req TakeRequest
@@ -322,11 +318,7 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	defer putBatchDecoder(bd)
 	bd.body.Reset()
 	if err := g.readBodyInto(w, r, &bd.body); err != nil {
-		status := http.StatusBadRequest
-		if errors.Is(err, errBodyTooLarge) {
-			status = http.StatusRequestEntityTooLarge
-		}
-		writeNativeError(w, status, "", err.Error())
+		writeNativeError(w, bodyErrorStatus(err), "", err.Error())
 		return
 	}
 	if err := bd.decode(bd.body.Bytes()); err != nil {
