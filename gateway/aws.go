@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/quota"
@@ -67,7 +68,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			"unknown operation "+action+" of service "+svc.Name)
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); ct != contentTypeAWSJSON {
+	if ct := r.Header.Get("Content-Type"); !isAWSJSON(ct) {
 		writeAWSError(w, http.StatusBadRequest, "SerializationException",
 			"Content-Type must be "+contentTypeAWSJSON+", got "+strconv.Quote(ct))
 		return
@@ -126,4 +127,11 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	h["Content-Length"] = contentLength2
 	w.WriteHeader(http.StatusOK)
 	w.Write(emptyJSON)
+}
+
+// isAWSJSON reports whether a Content-Type is AWS JSON 1.1, parameters
+// (such as a charset) allowed.
+func isAWSJSON(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), contentTypeAWSJSON)
 }

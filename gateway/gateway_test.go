@@ -102,7 +102,8 @@ func TestThrottleResponseIsExactlyECS(t *testing.T) {
 			t.Fatalf("allowed headers = %v", resp.Header)
 		}
 	}
-	resp := awsRequest(t, srv.URL, ecsTarget+"DescribeClusters", auth, "{}")
+	resp := awsRequest(t, srv.URL, ecsTarget+"DescribeClusters", auth, "{}",
+		func(r *http.Request) { r.Header.Set("Content-Type", "application/x-amz-json-1.1; charset=utf-8") })
 	if resp.StatusCode != 400 {
 		t.Fatalf("throttled status = %d, want 400", resp.StatusCode)
 	}
@@ -157,6 +158,7 @@ func TestBadAWSRequestsGet4xxAndConsumeNothing(t *testing.T) {
 			func(r *http.Request) { r.ContentLength = -1 }, 413, "SerializationException"},
 		{"malformed JSON", ecsTarget + "DescribeClusters", good, `{"clusters":`, nil, 400, "SerializationException"},
 		{"wrong content type", ecsTarget + "DescribeClusters", good, "{}", func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, 400, "SerializationException"},
+		{"JSON 1.0 content type", ecsTarget + "DescribeClusters", good, "{}", func(r *http.Request) { r.Header.Set("Content-Type", "application/x-amz-json-1.0") }, 400, "SerializationException"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mutate []func(*http.Request)
