@@ -370,3 +370,6 @@ func DoValueWith[T any](ctx context.Context, p *Policy, fn func(ctx context.Cont
 	}
 	return out, nil
 }
+
+// Schedule returns the policy's backoff schedule.
+func (p *Policy) Schedule() Schedule { return p.schedule }

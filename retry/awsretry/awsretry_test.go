@@ -237,8 +237,9 @@ func TestIsErrorRetryable(t *testing.T) {
 			t.Errorf("IsErrorRetryable(%v) = %v", err, got)
 		}
 	}
-	if r.MaxAttempts() != 0 {
-		t.Errorf("MaxAttempts = %d, want 0 (deadline-bound)", r.MaxAttempts())
+	// Shortest seed waits 1, 2, 4, 8, 16, 32, 32 … s: 13 retries fit in 300 s.
+	if r.MaxAttempts() != 14 {
+		t.Errorf("MaxAttempts = %d, want 14 (deadline-bound)", r.MaxAttempts())
 	}
 }
 
