@@ -3,8 +3,11 @@ package retry
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -293,10 +296,24 @@ func TestTransportErrorAfterConnectionFailures(t *testing.T) {
 	if !errors.As(err, &re) || re.Attempts != 3 || !errors.Is(err, syscall.ECONNREFUSED) || base.calls != 3 {
 		t.Fatalf("err = %v, calls = %d", err, base.calls)
 	}
-	base = &scripted{script: []any{errors.New("x509: certificate signed by unknown authority"), 200}}
-	tr = &Transport{Base: base, Policy: New(WithClock(newFakeClock()))}
-	if _, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://x/", nil)); err == nil || base.calls != 1 {
-		t.Fatalf("unknown error retried: err = %v, calls = %d", err, base.calls)
+}
+
+// TLS and certificate errors, wrapped as net/http wraps them, are not
+// retried, even when the connection was reset as well.
+func TestTransportTLSErrorsNotRetried(t *testing.T) {
+	cert := &x509.Certificate{}
+	for _, tlsErr := range []error{
+		x509.UnknownAuthorityError{Cert: cert},
+		&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{Cert: cert}},
+		x509.HostnameError{Certificate: cert, Host: "x"},
+	} {
+		wrapped := &net.OpError{Op: "remote error", Net: "tcp", Err: errors.Join(tlsErr, syscall.ECONNRESET)}
+		base := &scripted{script: []any{wrapped, 200}}
+		tr := &Transport{Base: base, Policy: New(WithClock(newFakeClock()))}
+		_, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "https://x/", nil))
+		if err == nil || base.calls != 1 || !errors.As(err, new(*net.OpError)) {
+			t.Fatalf("%T retried: err = %v, calls = %d", tlsErr, err, base.calls)
+		}
 	}
 }
 
