@@ -396,3 +396,20 @@ func TestDoBudgetExhausted(t *testing.T) {
 		t.Fatalf("tokens after first-attempt success = %v, want 7", b.Tokens())
 	}
 }
+
+// On the system clock, the policy's deadline bounds a hanging attempt.
+func TestDoDeadlineBoundsHangingAttempt(t *testing.T) {
+	calls := 0
+	err := Do(context.Background(), func(ctx context.Context) error {
+		calls++
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Minute): // a guard, so an unbounded attempt fails the test
+			return Permanent(errors.New("attempt outlived the policy deadline"))
+		}
+	}, WithDeadline(20*time.Millisecond))
+	if calls != 1 || !errors.Is(err, ErrDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("calls = %d, err = %v", calls, err)
+	}
+}

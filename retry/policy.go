@@ -75,6 +75,12 @@ func WithMaxBackoff(d time.Duration) Option {
 // included, counted from the start of its first attempt (300 s). The
 // context's deadline applies as well when it is earlier. A non-positive d
 // leaves only the context's deadline.
+//
+// On the [SystemClock] each attempt's context ends at the deadline, so an
+// attempt that hangs is cut off there. With another clock (a fake one in
+// tests) the deadline is measured on that clock and checked only between
+// attempts: an attempt runs until it returns, its context ended only by the
+// caller's context and [WithAttemptTimeout].
 func WithDeadline(d time.Duration) Option {
 	return func(p *Policy) { p.deadline = d }
 }
@@ -270,8 +276,9 @@ func (p *Policy) run(ctx context.Context, fn func(context.Context) error, hooks 
 		p.budget.Begin()
 	}
 	var deadline time.Time
+	start := p.clock.Now()
 	if p.deadline > 0 {
-		deadline = p.clock.Now().Add(p.deadline)
+		deadline = start.Add(p.deadline)
 	}
 	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
 		deadline = d
@@ -285,7 +292,7 @@ func (p *Policy) run(ctx context.Context, fn func(context.Context) error, hooks 
 		if hooks.ownTimeout {
 			err = fn(ctx)
 		} else {
-			err = p.attempt(ctx, fn)
+			err = p.attempt(ctx, start, fn)
 		}
 		if err == nil {
 			if p.budget != nil {
@@ -326,13 +333,29 @@ func (p *Policy) run(ctx context.Context, fn func(context.Context) error, hooks 
 	}
 }
 
-func (p *Policy) attempt(ctx context.Context, fn func(context.Context) error) error {
-	if p.attemptTimeout <= 0 {
+func (p *Policy) attempt(ctx context.Context, start time.Time, fn func(context.Context) error) error {
+	end, ok := p.attemptEnd(start)
+	if !ok {
 		return fn(ctx)
 	}
-	actx, cancel := context.WithTimeout(ctx, p.attemptTimeout)
+	actx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	return fn(actx)
+}
+
+// attemptEnd returns when an attempt of a call started at start must end:
+// the earlier of the per-attempt timeout and, on the system clock, the
+// policy's deadline. ok is false when neither applies.
+func (p *Policy) attemptEnd(start time.Time) (end time.Time, ok bool) {
+	if _, system := p.clock.(SystemClock); system && p.deadline > 0 {
+		end = start.Add(p.deadline)
+	}
+	if p.attemptTimeout > 0 {
+		if t := time.Now().Add(p.attemptTimeout); end.IsZero() || t.Before(end) {
+			end = t
+		}
+	}
+	return end, !end.IsZero()
 }
 
 // Do calls fn until it succeeds, returns an error that is not retried, or

@@ -498,3 +498,19 @@ func TestTransportAmzRetryAfter(t *testing.T) {
 		t.Fatalf("waits = %v, want [7.5s]", s)
 	}
 }
+
+// On the system clock, the policy's deadline bounds a hanging request.
+func TestTransportDeadlineBoundsHangingAttempt(t *testing.T) {
+	tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		select {
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		case <-time.After(time.Minute): // a guard, so an unbounded attempt fails the test
+			return nil, Permanent(errors.New("attempt outlived the policy deadline"))
+		}
+	}), Policy: New(WithDeadline(20 * time.Millisecond))}
+	_, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://x/", nil))
+	if !errors.Is(err, ErrDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+}
