@@ -33,6 +33,10 @@ const (
 // A Budget is safe for concurrent use. The retry loop calls Begin once per
 // call, Withdraw before each retry and Succeeded when a call succeeds; other
 // retry loops (such as the AWS SDK adapter) may do the same.
+//
+// The zero Budget charges nothing for a retry and so never refuses one: it
+// is unlimited. Use [NewTokenBudget], [DefaultTokenBudget] or
+// [NewRatioBudget] for a bounding one.
 type Budget struct {
 	mu     sync.Mutex
 	tokens float64

@@ -114,3 +114,13 @@ func TestRatioBudgetBurstBelowOne(t *testing.T) {
 		}
 	}
 }
+
+func TestZeroBudgetIsUnlimited(t *testing.T) {
+	var b Budget
+	for range 1000 {
+		b.Begin()
+		if _, err := b.Withdraw(Retryable); err != nil {
+			t.Fatalf("zero Budget refused a retry: %v", err)
+		}
+	}
+}

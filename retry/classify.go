@@ -178,8 +178,10 @@ func (p *permanentError) Unwrap() error { return p.err }
 // and the server's Retry-After hint. [Transport] builds one for every
 // response with a status of 400 or more.
 type StatusError struct {
+	// StatusCode is the response's HTTP status code.
 	StatusCode int
-	Header     http.Header
+	// Header is the response's header, read for Retry-After hints.
+	Header http.Header
 }
 
 // Error returns the status line, for example "retry: HTTP 503 Service Unavailable".

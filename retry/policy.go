@@ -374,11 +374,11 @@ func Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option)
 // DoValue is [Do] for functions that return a value. It returns the value of
 // the successful attempt, or the zero value and an [*Error].
 func DoValue[T any](ctx context.Context, fn func(ctx context.Context) (T, error), opts ...Option) (T, error) {
-	return DoValueWith(ctx, New(opts...), fn)
+	return DoValueWithPolicy(ctx, New(opts...), fn)
 }
 
-// DoValueWith is [DoValue] under an existing policy.
-func DoValueWith[T any](ctx context.Context, p *Policy, fn func(ctx context.Context) (T, error)) (T, error) {
+// DoValueWithPolicy is [DoValue] under an existing policy.
+func DoValueWithPolicy[T any](ctx context.Context, p *Policy, fn func(ctx context.Context) (T, error)) (T, error) {
 	var out T
 	err := p.Do(ctx, func(ctx context.Context) error {
 		v, err := fn(ctx)

@@ -11,7 +11,7 @@
 // In that form the SDK's retry interface carries no per-operation state, so
 // the wait before retry n is the schedule's delay for n (from the attempt
 // number the SDK passes), without the previous wait (only
-// [retry.Decorrelated] uses it); the policy's deadline is enforced as a cap on
+// [retry.DecorrelatedJitter] uses it); the policy's deadline is enforced as a cap on
 // attempts (see [Retryer.MaxAttempts]); the context's deadline ends a wait
 // through the SDK's sleep; and a budget is charged for retries and refunded
 // for successful ones, but neither counts calls nor refunds first-attempt
