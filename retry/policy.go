@@ -182,7 +182,7 @@ func New(opts ...Option) *Policy {
 		deadline:       DefaultDeadline,
 		clock:          SystemClock{},
 		rand:           globalRand{},
-		classifier:     DefaultClassifier,
+		classifier:     DefaultClassifier(),
 		retryThrottles: true,
 		maxHint:        DefaultMaxHint,
 	}

@@ -29,8 +29,9 @@ const (
 	DefaultMaxHint = 60 * time.Second
 )
 
-// DefaultSchedule is the seed policy: 1+r, 2+r, 4+r … seconds, capped at 32 s.
-var DefaultSchedule Schedule = Exponential{Unit: DefaultUnit, Max: DefaultMaxBackoff}
+// DefaultSchedule returns the seed policy's schedule: 1+r, 2+r, 4+r …
+// seconds, capped at 32 s.
+func DefaultSchedule() Schedule { return Exponential{Unit: DefaultUnit, Max: DefaultMaxBackoff} }
 
 // Exponential is truncated exponential backoff with additive jitter, the
 // seed policy: the wait before retry n is
