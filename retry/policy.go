@@ -197,17 +197,24 @@ func New(opts ...Option) *Policy {
 	return p
 }
 
-// Clock returns the policy's clock.
+// Clock returns the policy's clock. It, and the other accessors below
+// (Budget, MaxAttempts, Deadline, Schedule, Classify, Wait, Notify), let a
+// retry loop other than [Policy.Do] (such as the AWS SDK adapter in
+// retry/awsretry) follow the policy; callers of Do and Transport do not
+// need them.
 func (p *Policy) Clock() Clock { return p.clock }
 
-// Budget returns the policy's budget, or nil.
+// Budget returns the budget set by [WithBudget], or nil when the policy has
+// none. A retry loop withdraws from it before each retry.
 func (p *Policy) Budget() *Budget { return p.budget }
 
-// MaxAttempts returns the cap on attempts, 0 meaning none.
+// MaxAttempts returns the cap on attempts set by [WithMaxAttempts], first
+// attempt included; 0 means no cap other than the deadline.
 func (p *Policy) MaxAttempts() int { return p.maxAttempts }
 
-// Deadline returns the total time allowed for a call, 0 meaning only the
-// context's deadline applies.
+// Deadline returns the total time allowed for a call by [WithDeadline],
+// counted from its first attempt; 0 means only the context's deadline
+// applies.
 func (p *Policy) Deadline() time.Duration { return max(p.deadline, 0) }
 
 // Classify returns the class of err under the policy: the classifier's
@@ -394,5 +401,7 @@ func DoValueWithPolicy[T any](ctx context.Context, p *Policy, fn func(ctx contex
 	return out, nil
 }
 
-// Schedule returns the policy's backoff schedule.
+// Schedule returns the policy's backoff schedule: the one set by
+// [WithSchedule], or the [Exponential] built from [WithUnit] and
+// [WithMaxBackoff].
 func (p *Policy) Schedule() Schedule { return p.schedule }
