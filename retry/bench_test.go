@@ -17,7 +17,7 @@ func (zeroClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.
 func BenchmarkExponentialDelay(b *testing.B) {
 	rnd := seeded()
 	for i := 0; b.Loop(); i++ {
-		_ = DefaultSchedule.Delay(i&7, 0, rnd)
+		_ = DefaultSchedule().Delay(i&7, 0, rnd)
 	}
 }
 

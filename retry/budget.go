@@ -33,6 +33,10 @@ const (
 // A Budget is safe for concurrent use. The retry loop calls Begin once per
 // call, Withdraw before each retry and Succeeded when a call succeeds; other
 // retry loops (such as the AWS SDK adapter) may do the same.
+//
+// The zero Budget charges nothing for a retry and so never refuses one: it
+// is unlimited. Use [NewTokenBudget], [DefaultTokenBudget] or
+// [NewRatioBudget] for a bounding one.
 type Budget struct {
 	mu     sync.Mutex
 	tokens float64
@@ -78,9 +82,11 @@ func DefaultTokenBudget() *Budget {
 // retry costs one token, and the bucket starts full at burst tokens and
 // never holds more. Over any stretch of time, retries ≤ ratio·calls + burst.
 // NewRatioBudget(DefaultRetryRatio, 10) allows retries for at most 10 % of
-// calls in the long run. Negative arguments are treated as zero.
+// calls in the long run. A negative ratio is treated as zero, and a burst
+// below 1 as 1: a bucket that never holds a whole token would never pay for
+// a retry.
 func NewRatioBudget(ratio, burst float64) *Budget {
-	burst = max(burst, 0)
+	burst = max(burst, 1)
 	return &Budget{
 		tokens:       burst,
 		capacity:     burst,

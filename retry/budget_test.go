@@ -102,3 +102,25 @@ func TestBudgetConcurrentWithdrawalsNeverOverdraw(t *testing.T) {
 		t.Fatalf("granted %d retries, %v tokens left; want 10 and 0", granted, b.Tokens())
 	}
 }
+
+// A burst below 1 would never pay for a retry (each costs 1 token); it is
+// raised to 1.
+func TestRatioBudgetBurstBelowOne(t *testing.T) {
+	for _, burst := range []float64{0, 0.5, -3} {
+		b := NewRatioBudget(DefaultRetryRatio, burst)
+		b.Begin()
+		if _, err := b.Withdraw(Retryable); err != nil {
+			t.Fatalf("burst %v: first retry refused: %v", burst, err)
+		}
+	}
+}
+
+func TestZeroBudgetIsUnlimited(t *testing.T) {
+	var b Budget
+	for range 1000 {
+		b.Begin()
+		if _, err := b.Withdraw(Retryable); err != nil {
+			t.Fatalf("zero Budget refused a retry: %v", err)
+		}
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -53,10 +55,9 @@ type ClassifierFunc func(err error) Class
 // Classify returns f(err).
 func (f ClassifierFunc) Classify(err error) Class { return f(err) }
 
-// ThrottleCodes is the AWS SDK for Go v2's list of throttling error codes
-// (aws/retry.DefaultThrottleErrorCodes), matched against an error's
-// ErrorCode() string.
-var ThrottleCodes = map[string]struct{}{
+// throttleCodes is the AWS SDK for Go v2's list of throttling error codes
+// (aws/retry.DefaultThrottleErrorCodes). It is never modified.
+var throttleCodes = map[string]struct{}{
 	"Throttling":                             {},
 	"ThrottlingException":                    {},
 	"ThrottledException":                     {},
@@ -73,28 +74,52 @@ var ThrottleCodes = map[string]struct{}{
 	"EC2ThrottledException":                  {},
 }
 
-// TransientCodes are API error codes for timeouts on the server side, which
-// the AWS SDK also retries (aws/retry.DefaultRetryableErrorCodes).
-var TransientCodes = map[string]struct{}{
+// transientCodes are API error codes for timeouts on the server side, which
+// the AWS SDK also retries (aws/retry.DefaultRetryableErrorCodes). It is
+// never modified.
+var transientCodes = map[string]struct{}{
 	"RequestTimeout":          {},
 	"RequestTimeoutException": {},
 }
 
-// DefaultClassifier is the classification described in the package
+// IsThrottleCode reports whether code, an error's ErrorCode(), is in the AWS
+// SDK for Go v2's list of throttling error codes
+// (aws/retry.DefaultThrottleErrorCodes).
+func IsThrottleCode(code string) bool {
+	_, ok := throttleCodes[code]
+	return ok
+}
+
+// IsTransientCode reports whether code, an error's ErrorCode(), names a
+// timeout on the server side that the AWS SDK also retries
+// (aws/retry.DefaultRetryableErrorCodes).
+func IsTransientCode(code string) bool {
+	_, ok := transientCodes[code]
+	return ok
+}
+
+// ThrottleCodes returns the codes for which [IsThrottleCode] is true, sorted.
+func ThrottleCodes() []string { return slices.Sorted(maps.Keys(throttleCodes)) }
+
+// TransientCodes returns the codes for which [IsTransientCode] is true,
+// sorted.
+func TransientCodes() []string { return slices.Sorted(maps.Keys(transientCodes)) }
+
+// DefaultClassifier returns the classification described in the package
 // documentation. In order, an error is:
 //
 //   - NotRetryable if it is wrapped with [Permanent], is or wraps
 //     context.Canceled, reports CanceledError() true (the AWS SDK's
 //     cancellation), or is a TLS or certificate error;
-//   - Throttle if its ErrorCode() is in [ThrottleCodes] or its
+//   - Throttle if its ErrorCode() is in [IsThrottleCode] or its
 //     HTTPStatusCode() is 429;
-//   - Retryable if its ErrorCode() is in [TransientCodes], its
+//   - Retryable if its ErrorCode() is [IsTransientCode], its
 //     HTTPStatusCode() is 500, 502, 503 or 504, it is a connection refused
 //     or reset error, it is or wraps context.DeadlineExceeded (a per-attempt
 //     timeout: the loop has already checked the caller's context), or it is
 //     a net.Error whose Timeout() is true;
 //   - NotRetryable otherwise, including every other HTTP status.
-var DefaultClassifier Classifier = ClassifierFunc(classify)
+func DefaultClassifier() Classifier { return ClassifierFunc(classify) }
 
 func classify(err error) Class {
 	if err == nil {
@@ -114,10 +139,10 @@ func classify(err error) Class {
 	var coded interface{ ErrorCode() string }
 	if errors.As(err, &coded) {
 		code := coded.ErrorCode()
-		if _, ok := ThrottleCodes[code]; ok {
+		if IsThrottleCode(code) {
 			return Throttle
 		}
-		if _, ok := TransientCodes[code]; ok {
+		if IsTransientCode(code) {
 			return Retryable
 		}
 	}
@@ -178,8 +203,10 @@ func (p *permanentError) Unwrap() error { return p.err }
 // and the server's Retry-After hint. [Transport] builds one for every
 // response with a status of 400 or more.
 type StatusError struct {
+	// StatusCode is the response's HTTP status code.
 	StatusCode int
-	Header     http.Header
+	// Header is the response's header, read for Retry-After hints.
+	Header http.Header
 }
 
 // Error returns the status line, for example "retry: HTTP 503 Service Unavailable".

@@ -100,7 +100,7 @@ func TestDefaultClassifier(t *testing.T) {
 		{"RequestTimeout code", requestTimeoutCode(), Retryable},
 		{"nil", nil, NotRetryable},
 	}
-	for code := range ThrottleCodes {
+	for _, code := range ThrottleCodes() {
 		cases = append(cases, struct {
 			name string
 			err  error
@@ -108,7 +108,7 @@ func TestDefaultClassifier(t *testing.T) {
 		}{code, throttle(code, 400), Throttle})
 	}
 	for _, c := range cases {
-		if got := DefaultClassifier.Classify(c.err); got != c.want {
+		if got := DefaultClassifier().Classify(c.err); got != c.want {
 			t.Errorf("%s: Classify(%v) = %v, want %v", c.name, c.err, got, c.want)
 		}
 	}
@@ -122,11 +122,11 @@ func TestThrottleCodesMatchAWSSDK(t *testing.T) {
 		"LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
 		"EC2ThrottledException",
 	}
-	if len(ThrottleCodes) != len(want) {
-		t.Fatalf("%d codes, want %d", len(ThrottleCodes), len(want))
+	if len(ThrottleCodes()) != len(want) {
+		t.Fatalf("%d codes, want %d", len(ThrottleCodes()), len(want))
 	}
 	for _, c := range want {
-		if _, ok := ThrottleCodes[c]; !ok {
+		if !IsThrottleCode(c) {
 			t.Errorf("missing %s", c)
 		}
 	}

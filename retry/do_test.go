@@ -196,14 +196,16 @@ func TestDoCancelledDuringAttemptStopsAtOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clock := newFakeClock()
-	calls := 0
+	calls, retries := 0, 0
 	err := Do(ctx, func(ctx context.Context) error {
 		calls++
 		cancel()
 		return errUnavailable
-	}, WithClock(clock))
+	}, WithClock(clock), OnRetry(func(int, time.Duration, error) { retries++ }))
 	var re *Error
-	if !errors.As(err, &re) || re.Attempts != 1 || calls != 1 || len(clock.Sleeps()) != 0 {
+	// The fake clock's Sleep returns at once on a cancelled context, so the
+	// hook, called before any wait, is what shows no retry was started.
+	if !errors.As(err, &re) || re.Attempts != 1 || calls != 1 || retries != 0 || len(clock.Sleeps()) != 0 {
 		t.Fatalf("err = %v, calls = %d, waits = %v", err, calls, clock.Sleeps())
 	}
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, errUnavailable) {
@@ -228,16 +230,24 @@ func TestDoCancelledDuringWaitStopsAtOnce(t *testing.T) {
 }
 
 func TestDoCallerDeadlineNotRetried(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+	// The caller's deadline passes while the attempt runs; the loop must stop
+	// without a retry, a wait or a budget withdrawal.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	calls := 0
+	budget := DefaultTokenBudget()
+	before := budget.Tokens()
+	calls, retries := 0, 0
 	err := Do(ctx, func(ctx context.Context) error {
 		calls++
-		cancel()
-		return context.DeadlineExceeded
-	}, WithClock(newFakeClock()))
-	if calls != 1 || err == nil {
-		t.Fatalf("calls = %d, err = %v", calls, err)
+		<-ctx.Done()
+		return ctx.Err()
+	}, WithClock(newFakeClock()), WithDeadline(0), WithBudget(budget),
+		OnRetry(func(int, time.Duration, error) { retries++ }))
+	if calls != 1 || retries != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("calls = %d, retries = %d, err = %v", calls, retries, err)
+	}
+	if got := budget.Tokens(); got != before {
+		t.Fatalf("budget = %v, want %v unchanged", got, before)
 	}
 }
 
@@ -384,5 +394,22 @@ func TestDoBudgetExhausted(t *testing.T) {
 	}
 	if b.Tokens() != 7 {
 		t.Fatalf("tokens after first-attempt success = %v, want 7", b.Tokens())
+	}
+}
+
+// On the system clock, the policy's deadline bounds a hanging attempt.
+func TestDoDeadlineBoundsHangingAttempt(t *testing.T) {
+	calls := 0
+	err := Do(context.Background(), func(ctx context.Context) error {
+		calls++
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Minute): // a guard, so an unbounded attempt fails the test
+			return Permanent(errors.New("attempt outlived the policy deadline"))
+		}
+	}, WithDeadline(20*time.Millisecond))
+	if calls != 1 || !errors.Is(err, ErrDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("calls = %d, err = %v", calls, err)
 	}
 }

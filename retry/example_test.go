@@ -74,7 +74,7 @@ func ExampleDoValue() {
 func ExampleExponential() {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for n := range 7 {
-		fmt.Println(n, retry.DefaultSchedule.Delay(n, 0, rnd).Round(time.Millisecond))
+		fmt.Println(n, retry.DefaultSchedule().Delay(n, 0, rnd).Round(time.Millisecond))
 	}
 	// Output:
 	// 0 1.676s

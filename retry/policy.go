@@ -75,6 +75,12 @@ func WithMaxBackoff(d time.Duration) Option {
 // included, counted from the start of its first attempt (300 s). The
 // context's deadline applies as well when it is earlier. A non-positive d
 // leaves only the context's deadline.
+//
+// On the [SystemClock] each attempt's context ends at the deadline, so an
+// attempt that hangs is cut off there. With another clock (a fake one in
+// tests) the deadline is measured on that clock and checked only between
+// attempts: an attempt runs until it returns, its context ended only by the
+// caller's context and [WithAttemptTimeout].
 func WithDeadline(d time.Duration) Option {
 	return func(p *Policy) { p.deadline = d }
 }
@@ -176,7 +182,7 @@ func New(opts ...Option) *Policy {
 		deadline:       DefaultDeadline,
 		clock:          SystemClock{},
 		rand:           globalRand{},
-		classifier:     DefaultClassifier,
+		classifier:     DefaultClassifier(),
 		retryThrottles: true,
 		maxHint:        DefaultMaxHint,
 	}
@@ -191,17 +197,24 @@ func New(opts ...Option) *Policy {
 	return p
 }
 
-// Clock returns the policy's clock.
+// Clock returns the policy's clock. It, and the other accessors below
+// (Budget, MaxAttempts, Deadline, Schedule, Classify, Wait, Notify), let a
+// retry loop other than [Policy.Do] (such as the AWS SDK adapter in
+// retry/awsretry) follow the policy; callers of Do and Transport do not
+// need them.
 func (p *Policy) Clock() Clock { return p.clock }
 
-// Budget returns the policy's budget, or nil.
+// Budget returns the budget set by [WithBudget], or nil when the policy has
+// none. A retry loop withdraws from it before each retry.
 func (p *Policy) Budget() *Budget { return p.budget }
 
-// MaxAttempts returns the cap on attempts, 0 meaning none.
+// MaxAttempts returns the cap on attempts set by [WithMaxAttempts], first
+// attempt included; 0 means no cap other than the deadline.
 func (p *Policy) MaxAttempts() int { return p.maxAttempts }
 
-// Deadline returns the total time allowed for a call, 0 meaning only the
-// context's deadline applies.
+// Deadline returns the total time allowed for a call by [WithDeadline],
+// counted from its first attempt; 0 means only the context's deadline
+// applies.
 func (p *Policy) Deadline() time.Duration { return max(p.deadline, 0) }
 
 // Classify returns the class of err under the policy: the classifier's
@@ -270,8 +283,9 @@ func (p *Policy) run(ctx context.Context, fn func(context.Context) error, hooks 
 		p.budget.Begin()
 	}
 	var deadline time.Time
+	start := p.clock.Now()
 	if p.deadline > 0 {
-		deadline = p.clock.Now().Add(p.deadline)
+		deadline = start.Add(p.deadline)
 	}
 	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
 		deadline = d
@@ -285,7 +299,7 @@ func (p *Policy) run(ctx context.Context, fn func(context.Context) error, hooks 
 		if hooks.ownTimeout {
 			err = fn(ctx)
 		} else {
-			err = p.attempt(ctx, fn)
+			err = p.attempt(ctx, start, fn)
 		}
 		if err == nil {
 			if p.budget != nil {
@@ -326,13 +340,29 @@ func (p *Policy) run(ctx context.Context, fn func(context.Context) error, hooks 
 	}
 }
 
-func (p *Policy) attempt(ctx context.Context, fn func(context.Context) error) error {
-	if p.attemptTimeout <= 0 {
+func (p *Policy) attempt(ctx context.Context, start time.Time, fn func(context.Context) error) error {
+	end, ok := p.attemptEnd(start)
+	if !ok {
 		return fn(ctx)
 	}
-	actx, cancel := context.WithTimeout(ctx, p.attemptTimeout)
+	actx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	return fn(actx)
+}
+
+// attemptEnd returns when an attempt of a call started at start must end:
+// the earlier of the per-attempt timeout and, on the system clock, the
+// policy's deadline. ok is false when neither applies.
+func (p *Policy) attemptEnd(start time.Time) (end time.Time, ok bool) {
+	if _, system := p.clock.(SystemClock); system && p.deadline > 0 {
+		end = start.Add(p.deadline)
+	}
+	if p.attemptTimeout > 0 {
+		if t := time.Now().Add(p.attemptTimeout); end.IsZero() || t.Before(end) {
+			end = t
+		}
+	}
+	return end, !end.IsZero()
 }
 
 // Do calls fn until it succeeds, returns an error that is not retried, or
@@ -351,11 +381,11 @@ func Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option)
 // DoValue is [Do] for functions that return a value. It returns the value of
 // the successful attempt, or the zero value and an [*Error].
 func DoValue[T any](ctx context.Context, fn func(ctx context.Context) (T, error), opts ...Option) (T, error) {
-	return DoValueWith(ctx, New(opts...), fn)
+	return DoValueWithPolicy(ctx, New(opts...), fn)
 }
 
-// DoValueWith is [DoValue] under an existing policy.
-func DoValueWith[T any](ctx context.Context, p *Policy, fn func(ctx context.Context) (T, error)) (T, error) {
+// DoValueWithPolicy is [DoValue] under an existing policy.
+func DoValueWithPolicy[T any](ctx context.Context, p *Policy, fn func(ctx context.Context) (T, error)) (T, error) {
 	var out T
 	err := p.Do(ctx, func(ctx context.Context) error {
 		v, err := fn(ctx)
@@ -370,3 +400,8 @@ func DoValueWith[T any](ctx context.Context, p *Policy, fn func(ctx context.Cont
 	}
 	return out, nil
 }
+
+// Schedule returns the policy's backoff schedule: the one set by
+// [WithSchedule], or the [Exponential] built from [WithUnit] and
+// [WithMaxBackoff].
+func (p *Policy) Schedule() Schedule { return p.schedule }

@@ -29,8 +29,9 @@ const (
 	DefaultMaxHint = 60 * time.Second
 )
 
-// DefaultSchedule is the seed policy: 1+r, 2+r, 4+r … seconds, capped at 32 s.
-var DefaultSchedule Schedule = Exponential{Unit: DefaultUnit, Max: DefaultMaxBackoff}
+// DefaultSchedule returns the seed policy's schedule: 1+r, 2+r, 4+r …
+// seconds, capped at 32 s.
+func DefaultSchedule() Schedule { return Exponential{Unit: DefaultUnit, Max: DefaultMaxBackoff} }
 
 // Exponential is truncated exponential backoff with additive jitter, the
 // seed policy: the wait before retry n is
@@ -39,8 +40,10 @@ var DefaultSchedule Schedule = Exponential{Unit: DefaultUnit, Max: DefaultMaxBac
 //
 // A zero Unit means [DefaultUnit]; a zero Max means [DefaultMaxBackoff].
 type Exponential struct {
+	// Unit is the base of the exponent and the scale of the jitter.
 	Unit time.Duration
-	Max  time.Duration
+	// Max is maximum_backoff, the longest wait.
+	Max time.Duration
 }
 
 // Delay returns min(2^n·Unit + U[0,1)·Unit, Max).
@@ -63,8 +66,10 @@ func (e Exponential) Delay(n int, _ time.Duration, rnd Rand) time.Duration {
 // "full jitter" of the AWS Architecture Blog's backoff study. A zero Base
 // means 1 s; a zero Cap means [DefaultMaxBackoff].
 type FullJitter struct {
+	// Base is the first wait's scale; 1 s when zero.
 	Base time.Duration
-	Cap  time.Duration
+	// Cap is the longest wait; [DefaultMaxBackoff] when zero.
+	Cap time.Duration
 }
 
 // Delay returns U[0, min(Cap, Base·2^n)).
@@ -76,8 +81,10 @@ func (f FullJitter) Delay(n int, _ time.Duration, rnd Rand) time.Duration {
 // EqualJitter waits half of min(Cap, Base·2^n) plus a uniform random time in
 // the other half. A zero Base means 1 s; a zero Cap means [DefaultMaxBackoff].
 type EqualJitter struct {
+	// Base is the first wait's scale; 1 s when zero.
 	Base time.Duration
-	Cap  time.Duration
+	// Cap is the longest wait; [DefaultMaxBackoff] when zero.
+	Cap time.Duration
 }
 
 // Delay returns v/2 + U[0, v/2) with v = min(Cap, Base·2^n).
@@ -91,8 +98,10 @@ func (e EqualJitter) Delay(n int, _ time.Duration, rnd Rand) time.Duration {
 // Base: each wait depends on the one before rather than on n. A zero Base
 // means 1 s; a zero Cap means [DefaultMaxBackoff].
 type DecorrelatedJitter struct {
+	// Base is the first wait's scale; 1 s when zero.
 	Base time.Duration
-	Cap  time.Duration
+	// Cap is the longest wait; [DefaultMaxBackoff] when zero.
+	Cap time.Duration
 }
 
 // Delay returns min(Cap, U[Base, 3·max(prev, Base))).

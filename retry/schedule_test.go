@@ -11,7 +11,7 @@ func TestExponentialSeedScheduleFixedFraction(t *testing.T) {
 		8500 * time.Millisecond, 16500 * time.Millisecond, 32 * time.Second, 32 * time.Second,
 	}
 	for n, w := range want {
-		if got := DefaultSchedule.Delay(n, 0, fixedRand(0.5)); got != w {
+		if got := DefaultSchedule().Delay(n, 0, fixedRand(0.5)); got != w {
 			t.Errorf("Delay(%d) = %v, want %v", n, got, w)
 		}
 	}
@@ -22,7 +22,7 @@ func TestExponentialSeedScheduleSeeded(t *testing.T) {
 	for n := range 12 {
 		r := ref.Float64()
 		want := min(time.Duration(1<<n)*time.Second+time.Duration(r*float64(time.Second)), 32*time.Second)
-		got := DefaultSchedule.Delay(n, 0, rnd)
+		got := DefaultSchedule().Delay(n, 0, rnd)
 		if got != want {
 			t.Fatalf("Delay(%d) = %v, want %v", n, got, want)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // DefaultMaxBufferedBody is how many bytes of a request body without GetBody
@@ -95,14 +96,14 @@ func (t *Transport) policy() *Policy {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.policy()
 	if !SafeToRetry(req) {
-		return t.once1(p, req, req.Body)
+		return t.sendOnce(p, req, req.Body)
 	}
 	body, replayable, err := t.replayer(req)
 	if err != nil {
 		return nil, err
 	}
 	if !replayable {
-		return t.once1(p, req, body.first)
+		return t.sendOnce(p, req, body.first)
 	}
 
 	var (
@@ -120,6 +121,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			cancel = nil
 		}
 	}
+	start := p.clock.Now()
 	err = p.run(req.Context(), func(ctx context.Context) error {
 		var b io.ReadCloser
 		if sent {
@@ -130,7 +132,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		} else {
 			b, sent = body.first, true
 		}
-		resp, c, err := t.send(ctx, p, req, b)
+		resp, c, err := t.send(ctx, p, start, req, b)
 		if err != nil {
 			return err
 		}
@@ -157,9 +159,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
-// once1 sends req a single time with body, under the per-attempt timeout.
-func (t *Transport) once1(p *Policy, req *http.Request, body io.ReadCloser) (*http.Response, error) {
-	resp, cancel, err := t.send(req.Context(), p, req, body)
+// sendOnce sends req a single time with body, under the per-attempt timeout
+// and, on the system clock, the policy's deadline.
+func (t *Transport) sendOnce(p *Policy, req *http.Request, body io.ReadCloser) (*http.Response, error) {
+	resp, cancel, err := t.send(req.Context(), p, p.clock.Now(), req, body)
 	if err != nil {
 		return nil, err
 	}
@@ -172,10 +175,10 @@ func (t *Transport) once1(p *Policy, req *http.Request, body io.ReadCloser) (*ht
 // send makes one attempt. When the policy has an attempt timeout, it
 // returns the cancel function of the attempt's context, which the caller
 // must call once done with the response.
-func (t *Transport) send(ctx context.Context, p *Policy, req *http.Request, body io.ReadCloser) (*http.Response, context.CancelFunc, error) {
+func (t *Transport) send(ctx context.Context, p *Policy, start time.Time, req *http.Request, body io.ReadCloser) (*http.Response, context.CancelFunc, error) {
 	var cancel context.CancelFunc
-	if p.attemptTimeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, p.attemptTimeout)
+	if end, ok := p.attemptEnd(start); ok {
+		ctx, cancel = context.WithDeadline(ctx, end)
 	}
 	r := req.Clone(ctx)
 	r.Body = body

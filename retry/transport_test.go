@@ -3,8 +3,12 @@ package retry
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -293,10 +297,24 @@ func TestTransportErrorAfterConnectionFailures(t *testing.T) {
 	if !errors.As(err, &re) || re.Attempts != 3 || !errors.Is(err, syscall.ECONNREFUSED) || base.calls != 3 {
 		t.Fatalf("err = %v, calls = %d", err, base.calls)
 	}
-	base = &scripted{script: []any{errors.New("x509: certificate signed by unknown authority"), 200}}
-	tr = &Transport{Base: base, Policy: New(WithClock(newFakeClock()))}
-	if _, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://x/", nil)); err == nil || base.calls != 1 {
-		t.Fatalf("unknown error retried: err = %v, calls = %d", err, base.calls)
+}
+
+// TLS and certificate errors, wrapped as net/http wraps them, are not
+// retried, even when the connection was reset as well.
+func TestTransportTLSErrorsNotRetried(t *testing.T) {
+	cert := &x509.Certificate{}
+	for _, tlsErr := range []error{
+		x509.UnknownAuthorityError{Cert: cert},
+		&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{Cert: cert}},
+		x509.HostnameError{Certificate: cert, Host: "x"},
+	} {
+		wrapped := &net.OpError{Op: "remote error", Net: "tcp", Err: errors.Join(tlsErr, syscall.ECONNRESET)}
+		base := &scripted{script: []any{wrapped, 200}}
+		tr := &Transport{Base: base, Policy: New(WithClock(newFakeClock()))}
+		_, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "https://x/", nil))
+		if err == nil || base.calls != 1 || !errors.As(err, new(*net.OpError)) {
+			t.Fatalf("%T retried: err = %v, calls = %d", tlsErr, err, base.calls)
+		}
 	}
 }
 
@@ -407,5 +425,92 @@ func TestTransportClosesBodyWhenCancelledBeforeSending(t *testing.T) {
 	defer mu.Unlock()
 	if !errors.Is(err, context.Canceled) || base.calls != 0 || !body.closed {
 		t.Fatalf("err = %v, calls = %d, body closed = %v", err, base.calls, body.closed)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func statusResponse(code int, h http.Header) *http.Response {
+	if h == nil {
+		h = http.Header{}
+	}
+	return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(strings.NewReader(""))}
+}
+
+// A body that GetBody cannot produce again ends the call: the error is
+// permanent and wraps GetBody's.
+func TestTransportGetBodyFailureIsPermanent(t *testing.T) {
+	errGetBody := fmt.Errorf("reopening body: %w", syscall.ECONNRESET) // retryable on its own
+	calls := 0
+	tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		calls++
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		return statusResponse(503, nil), nil
+	}), Policy: New(WithClock(newFakeClock()))}
+	req := httptest.NewRequest(http.MethodPut, "http://x/", strings.NewReader("payload"))
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errGetBody }
+	_, err := tr.RoundTrip(req)
+	var re *Error
+	if calls != 1 || !errors.Is(err, errGetBody) || !errors.As(err, &re) || re.Attempts != 2 {
+		t.Fatalf("calls = %d, err = %v", calls, err)
+	}
+}
+
+// MaxBufferedBody < 0 turns buffering off: a body without GetBody is sent
+// once, whole, and not retried.
+func TestTransportNoBufferingNotRetried(t *testing.T) {
+	var got []string
+	tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		got = append(got, string(b))
+		return statusResponse(503, nil), nil
+	}), Policy: New(WithClock(newFakeClock())), MaxBufferedBody: -1}
+	req := httptest.NewRequest(http.MethodPut, "http://x/", strings.NewReader("payload"))
+	req.GetBody = nil
+	resp, err := tr.RoundTrip(req)
+	if err != nil || resp.StatusCode != 503 || len(got) != 1 || got[0] != "payload" {
+		t.Fatalf("resp = %v, err = %v, bodies = %q", resp, err, got)
+	}
+	resp.Body.Close()
+}
+
+// X-Amz-Retry-After (milliseconds) lengthens the wait through Transport.
+func TestTransportAmzRetryAfter(t *testing.T) {
+	calls := 0
+	clock := newFakeClock()
+	tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		calls++
+		if calls == 1 {
+			return statusResponse(503, http.Header{"X-Amz-Retry-After": {"7500"}}), nil
+		}
+		return statusResponse(200, nil), nil
+	}), Policy: New(WithClock(clock), WithRand(fixedRand(0.5)))}
+	resp, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://x/", nil))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("resp = %v, err = %v", resp, err)
+	}
+	resp.Body.Close()
+	if s := clock.Sleeps(); len(s) != 1 || s[0] != 7500*time.Millisecond {
+		t.Fatalf("waits = %v, want [7.5s]", s)
+	}
+}
+
+// On the system clock, the policy's deadline bounds a hanging request.
+func TestTransportDeadlineBoundsHangingAttempt(t *testing.T) {
+	tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		select {
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		case <-time.After(time.Minute): // a guard, so an unbounded attempt fails the test
+			return nil, Permanent(errors.New("attempt outlived the policy deadline"))
+		}
+	}), Policy: New(WithDeadline(20 * time.Millisecond))}
+	_, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://x/", nil))
+	if !errors.Is(err, ErrDeadline) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
 	}
 }

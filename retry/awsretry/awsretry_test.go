@@ -237,8 +237,9 @@ func TestIsErrorRetryable(t *testing.T) {
 			t.Errorf("IsErrorRetryable(%v) = %v", err, got)
 		}
 	}
-	if r.MaxAttempts() != 0 {
-		t.Errorf("MaxAttempts = %d, want 0 (deadline-bound)", r.MaxAttempts())
+	// Shortest seed waits 1, 2, 4, 8, 16, 32, 32 … s: 13 retries fit in 300 s.
+	if r.MaxAttempts() != 14 {
+		t.Errorf("MaxAttempts = %d, want 14 (deadline-bound)", r.MaxAttempts())
 	}
 }
 
@@ -291,16 +292,19 @@ func TestECSAmzRetryAfterCountsTowardsDeadline(t *testing.T) {
 
 // retry.ThrottleCodes and retry.TransientCodes must stay the SDK's lists.
 func TestCodeListsMatchTheSDK(t *testing.T) {
-	for name, pair := range map[string][2]map[string]struct{}{
-		"throttle":  {retry.ThrottleCodes, sdkretry.DefaultThrottleErrorCodes},
-		"transient": {retry.TransientCodes, sdkretry.DefaultRetryableErrorCodes},
+	for name, c := range map[string]struct {
+		ours []string
+		is   func(string) bool
+		sdk  map[string]struct{}
+	}{
+		"throttle":  {retry.ThrottleCodes(), retry.IsThrottleCode, sdkretry.DefaultThrottleErrorCodes},
+		"transient": {retry.TransientCodes(), retry.IsTransientCode, sdkretry.DefaultRetryableErrorCodes},
 	} {
-		ours, sdk := pair[0], pair[1]
-		if len(ours) != len(sdk) {
-			t.Errorf("%s: %d codes, the SDK has %d", name, len(ours), len(sdk))
+		if len(c.ours) != len(c.sdk) {
+			t.Errorf("%s: %d codes, the SDK has %d", name, len(c.ours), len(c.sdk))
 		}
-		for code := range sdk {
-			if _, ok := ours[code]; !ok {
+		for code := range c.sdk {
+			if !c.is(code) {
 				t.Errorf("%s: missing the SDK's %s", name, code)
 			}
 		}
