@@ -140,6 +140,11 @@ func (l Limit) Take(s State, now time.Time, n int64) (State, Decision) {
 }
 
 // TakeAt is [Limit.Take] with now given in Unix nanoseconds.
+//
+// State written under one limit stays meaningful under another (a config
+// reload): it is the instant the bucket is full again. After a quota
+// decrease the bucket may owe more than its new capacity; it then reports
+// 0 tokens and refills from its debt at the new rate.
 func (l Limit) TakeAt(s State, now int64, n int64) (State, Decision) {
 	if l.interval == 0 {
 		panic("bucket: Take on the zero Limit")
@@ -149,28 +154,31 @@ func (l Limit) TakeAt(s State, now int64, n int64) (State, Decision) {
 		tat = now // full: tokens that arrived while full were discarded
 	}
 	burst := l.capacity * l.interval // time an empty bucket needs to refill
-	d := Decision{Limit: l}
+	d := Decision{Limit: l, ResetAfter: time.Duration(tat - now)}
+	// The whole tokens the bucket holds now. It is negative only for state
+	// left by a larger limit (a quota decrease): the bucket then owes more
+	// than it can hold, and reads empty until the debt is paid.
+	held := max((now+burst-tat)/l.interval, 0)
 	if n > l.capacity {
 		d.RetryAfter = Never
-		d.Remaining = (now + burst - tat) / l.interval
-		d.ResetAfter = time.Duration(tat - now)
+		d.Remaining = held
 		return s, d
 	}
 	next := tat + n*l.interval
-	if next-now > burst {
+	if n > 0 && next-now > burst {
 		// Denied: the take would succeed once the bucket has refilled
 		// enough for next to fit within the burst.
 		d.RetryAfter = time.Duration(next - burst - now)
-		d.Remaining = (now + burst - tat) / l.interval
-		d.ResetAfter = time.Duration(tat - now)
+		d.Remaining = held
 		return s, d
 	}
 	d.Allowed = true
-	d.Remaining = (now + burst - next) / l.interval
-	d.ResetAfter = time.Duration(next - now)
-	if n == 0 {
+	if n == 0 { // a look: always answered, nothing taken
+		d.Remaining = held
 		return s, d
 	}
+	d.Remaining = (now + burst - next) / l.interval
+	d.ResetAfter = time.Duration(next - now)
 	return State(next), d
 }
 

@@ -372,15 +372,21 @@ func TestGrantedNeverExceedsCapacityPlusRateTimesT(t *testing.T) {
 	}
 }
 
-func TestStateRoundTripsThroughInt64(t *testing.T) {
-	// A store keeps only the integer; decisions on the restored state agree.
-	var s State
-	takeN(clusterRead, &s, t0, 30)
-	restored := State(int64(s))
-	_, a := clusterRead.TakeAt(s, t0+sec, 25)
-	_, b := clusterRead.TakeAt(restored, t0+sec, 25)
-	if a != b {
-		t.Fatalf("decisions differ after a round trip: %+v vs %+v", a, b)
+func TestQuotaDecreaseReadsEmptyUntilTheDebtIsPaid(t *testing.T) {
+	big, small := MustLimit(100, 1), MustLimit(10, 1)
+	s, _ := big.TakeAt(0, t0, 100) // full in 100 s under the old limit
+	s2, d := small.TakeAt(s, t0, 0)
+	if !d.Allowed || d.Remaining != 0 || d.ResetAfter != 100*time.Second || s2 != s {
+		t.Fatalf("look after the decrease: %+v; want allowed, 0 left, full in 100s, state kept", d)
+	}
+	if _, d = small.TakeAt(s, t0, 1); d.Allowed || d.Remaining != 0 || d.RetryAfter != 91*time.Second {
+		t.Fatalf("take after the decrease: %+v; want denied, 0 left, retry in 91s", d)
+	}
+	if _, d = small.TakeAt(s, t0+91*sec, 1); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("take once the debt is paid down to the new capacity: %+v", d)
+	}
+	if _, d = small.TakeAt(s, t0, 11); d.Allowed || d.Remaining != 0 || d.RetryAfter != Never {
+		t.Fatalf("oversized take after the decrease: %+v", d)
 	}
 }
 

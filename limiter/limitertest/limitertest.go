@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"CloudMap", testCloudMap},
 		{"FractionalRate", testFractional},
 		{"ConcurrentTakesAdmitExactlyCapacity", testConcurrent},
+		{"LimitChangeKeepsState", testLimitChange},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,6 +197,12 @@ func testInvalid(t *testing.T, l limiter.Limiter, _ *Clock, key string) {
 	if err := l.TakeBatch(ctx, make([]limiter.Request, 2), make([]bucket.Decision, 1)); !errors.Is(err, limiter.ErrInvalidRequest) {
 		t.Errorf("mismatched batch: %v", err)
 	}
+	for _, bad := range []limiter.Request{{Key: key, Limit: clusterRead, Tokens: -1}, {Key: key, Tokens: 1}} {
+		reqs := []limiter.Request{{Key: key, Limit: clusterRead, Tokens: 5}, bad}
+		if err := l.TakeBatch(ctx, reqs, make([]bucket.Decision, 2)); !errors.Is(err, limiter.ErrInvalidRequest) {
+			t.Errorf("batch with %+v: %v", bad, err)
+		}
+	}
 	if got := count(t, l, key, clusterRead, 50); got != 50 {
 		t.Fatalf("invalid requests consumed tokens: %d of 50 left", got)
 	}
@@ -313,5 +320,27 @@ func testConcurrent(t *testing.T, l limiter.Limiter, _ *Clock, key string) {
 	}
 	if got := allowed.Load(); got != 50 {
 		t.Fatalf("200 concurrent takes at one instant admitted %d, want exactly 50", got)
+	}
+}
+
+// testLimitChange: a reload changes a bucket's limit without resetting it.
+// Raised, the debt is read at the new rate; lowered below what is owed, the
+// bucket reads empty (never negative) until the debt is paid.
+func testLimitChange(t *testing.T, l limiter.Limiter, c *Clock, key string) {
+	big, small := bucket.MustLimit(100, 1), bucket.MustLimit(10, 1)
+	take(t, l, key, big, 100)
+	if d := take(t, l, key, small, 0); !d.Allowed || d.Remaining != 0 || d.ResetAfter != 100*time.Second {
+		t.Fatalf("look after a decrease: %+v; want allowed, 0 left, full in 100s", d)
+	}
+	if d := take(t, l, key, small, 1); d.Allowed || d.Remaining != 0 || d.RetryAfter != 91*time.Second {
+		t.Fatalf("take after a decrease: %+v; want denied, 0 left, retry in 91s", d)
+	}
+	c.Advance(91 * time.Second)
+	if d := take(t, l, key, small, 1); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("take once the debt is down to the new capacity: %+v", d)
+	}
+	raised := bucket.MustLimit(1000, 10)
+	if d := take(t, l, key, raised, 0); d.Remaining != 900 {
+		t.Fatalf("look after an increase: %+v; want 900 (10 s of debt at 10/s is 100 tokens)", d)
 	}
 }

@@ -90,12 +90,19 @@ for i = 2, #ARGV, 4 do
   end
   local burst = cap * iv
   local d = #out
+  -- whole tokens held now; negative only after a quota decrease: read as 0
+  local held = div(burst - tat, iv)
+  if held < 0 then
+    held = 0
+  end
   if n > cap then
-    out[d + 1], out[d + 2], out[d + 3], out[d + 4] = 0, div(burst - tat, iv), -1, tat
+    out[d + 1], out[d + 2], out[d + 3], out[d + 4] = 0, held, -1, tat
+  elseif n == 0 then
+    out[d + 1], out[d + 2], out[d + 3], out[d + 4] = 1, held, 0, tat
   else
     local nxt = tat + n * iv
     if nxt > burst then
-      out[d + 1], out[d + 2], out[d + 3], out[d + 4] = 0, div(burst - tat, iv), nxt - burst, tat
+      out[d + 1], out[d + 2], out[d + 3], out[d + 4] = 0, held, nxt - burst, tat
     else
       out[d + 1], out[d + 2], out[d + 3], out[d + 4] = 1, div(burst - nxt, iv), 0, nxt
       if n > 0 then
