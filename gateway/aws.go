@@ -93,8 +93,8 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		writeAWSError(w, bodyErrorStatus(err), "SerializationException", err.Error())
 		return
 	}
-	if len(body) > 0 && !json.Valid(body) {
-		writeAWSError(w, http.StatusBadRequest, "SerializationException", "request body is not valid JSON")
+	if len(body) > 0 && (!json.Valid(body) || bytes.TrimLeft(body, " \t\r\n")[0] != '{') {
+		writeAWSError(w, http.StatusBadRequest, "SerializationException", "request body is not a JSON object")
 		return
 	}
 
@@ -117,6 +117,10 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if proxy, ok := pol.proxies[svc.Name]; ok {
+		// The transport may still read the body after the proxy returns
+		// (an upstream that answers early), so it gets its own copy
+		// rather than the pooled buffer.
+		body = bytes.Clone(body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		proxy.ServeHTTP(w, r)

@@ -19,6 +19,7 @@ package gateway
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -70,16 +71,18 @@ type Options struct {
 // Gateway is an http.Handler serving every tollgate endpoint. It is safe
 // for concurrent use; its config can be swapped atomically with Reload.
 type Gateway struct {
-	limiter    limiter.Limiter
-	log        *slog.Logger
-	adminToken []byte
-	reload     func() (*quota.Config, error)
-	maxBody    int64
-	policy     atomic.Pointer[policy]
-	ready      atomic.Bool
-	metrics    *metrics
-	mux        *http.ServeMux
-	routes     map[string]*routeMetrics // by mux pattern
+	limiter     limiter.Limiter
+	log         *slog.Logger
+	adminToken  []byte
+	adminDigest [32]byte
+	reload      func() (*quota.Config, error)
+	reloadMu    sync.Mutex // one reload at a time, so the newest file wins
+	maxBody     int64
+	policy      atomic.Pointer[policy]
+	ready       atomic.Bool
+	metrics     *metrics
+	mux         *http.ServeMux
+	routes      map[string]*routeMetrics // by mux pattern
 }
 
 // policy is a config with what the gateway derives from it, swapped as one.
@@ -93,11 +96,12 @@ type policy struct {
 // cannot be used.
 func New(opts Options) (*Gateway, error) {
 	g := &Gateway{
-		limiter:    opts.Limiter,
-		log:        opts.Logger,
-		adminToken: []byte(opts.AdminToken),
-		reload:     opts.Reload,
-		maxBody:    opts.MaxBodyBytes,
+		limiter:     opts.Limiter,
+		log:         opts.Logger,
+		adminToken:  []byte(opts.AdminToken),
+		adminDigest: sha256.Sum256([]byte(opts.AdminToken)),
+		reload:      opts.Reload,
+		maxBody:     opts.MaxBodyBytes,
 	}
 	if g.limiter == nil {
 		g.limiter = memory.New(memory.Options{})
@@ -201,6 +205,8 @@ func (g *Gateway) Reload() error {
 	if g.reload == nil {
 		return nil
 	}
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
 	cfg, err := g.reload()
 	if err == nil {
 		err = g.setConfig(cfg)
@@ -238,12 +244,13 @@ func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
+			pr.Out.Host = pr.In.Host // as the client sent (and signed) it
 			pr.SetXForwarded()
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			g.log.Warn("upstream failed", "service", service, "upstream", u.String(), "error", err,
 				"request_id", w.Header().Get(headerRequestID))
-			writeAWSError(w, http.StatusBadGateway, "ServiceUnavailableException", "upstream unavailable")
+			writeAWSError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "upstream unavailable")
 		},
 	}
 }
@@ -256,8 +263,12 @@ func (g *Gateway) admin(h http.HandlerFunc) http.HandlerFunc {
 			http.NotFound(w, r)
 			return
 		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(token), g.adminToken) != 1 {
+		auth := r.Header.Get("Authorization")
+		ok := len(auth) > len("Bearer ") && strings.EqualFold(auth[:len("Bearer ")], "Bearer ")
+		// Digests of equal length, compared in constant time: neither the
+		// token nor its length leaks through timing.
+		got := sha256.Sum256([]byte(strings.TrimSpace(auth[min(len(auth), len("Bearer ")):])))
+		if !ok || subtle.ConstantTimeCompare(got[:], g.adminDigest[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate-admin"`)
 			writeNativeError(w, http.StatusUnauthorized, "", "missing or wrong admin bearer token")
 			return

@@ -157,6 +157,7 @@ func TestBadAWSRequestsGet4xxAndConsumeNothing(t *testing.T) {
 		{"oversized chunked body", ecsTarget + "DescribeClusters", good, `{"clusters":["` + strings.Repeat("x", 2000) + `"]}`,
 			func(r *http.Request) { r.ContentLength = -1 }, 413, "SerializationException"},
 		{"malformed JSON", ecsTarget + "DescribeClusters", good, `{"clusters":`, nil, 400, "SerializationException"},
+		{"JSON that is not an object", ecsTarget + "DescribeClusters", good, ` [1,2]`, nil, 400, "SerializationException"},
 		{"wrong content type", ecsTarget + "DescribeClusters", good, "{}", func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, 400, "SerializationException"},
 		{"JSON 1.0 content type", ecsTarget + "DescribeClusters", good, "{}", func(r *http.Request) { r.Header.Set("Content-Type", "application/x-amz-json-1.0") }, 400, "SerializationException"},
 	} {
@@ -237,6 +238,9 @@ func TestAllowedRequestsAreProxied(t *testing.T) {
 	s := <-got
 	if s.method != "POST" || s.path != "/" || s.target != ecsTarget+"DescribeClusters" || s.body != body {
 		t.Fatalf("upstream saw %+v", s)
+	}
+	if want := strings.TrimPrefix(srv.URL, "http://"); s.host != want {
+		t.Errorf("upstream saw Host %q, want the client's %q (SigV4 signs it)", s.host, want)
 	}
 }
 
@@ -386,6 +390,11 @@ func TestAdminNeedsToken(t *testing.T) {
 		if status, _ := adminRequest(t, "GET", bucketURL, tok); status != 401 {
 			t.Errorf("token %q: %d, want 401", tok, status)
 		}
+	}
+	req, _ := http.NewRequest("GET", bucketURL, nil)
+	req.Header.Set("Authorization", "bearer s3cret") // the scheme is case-insensitive
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Errorf("lower-case bearer scheme: %v %v", resp.StatusCode, err)
 	}
 	status, body := adminRequest(t, "GET", bucketURL, "s3cret")
 	if status != 200 || !strings.Contains(body, `"key":"{ecs/1}:us-east-1:cluster-read"`) || !strings.Contains(body, `"remaining":50`) {

@@ -187,33 +187,32 @@ type resolved struct {
 // take's own fields; a batch puts "requests[i]." in front.
 func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 	var r resolved
-	field := func(name string) string { return name }
 	if req.Service == "" {
-		return r, &fieldError{field("service"), "missing"}
+		return r, &fieldError{"service", "missing"}
 	}
 	svc, ok := cfg.Service(req.Service)
 	if !ok {
-		return r, &fieldError{field("service"), "unknown service " + strconv.Quote(req.Service)}
+		return r, &fieldError{"service", "unknown service " + strconv.Quote(req.Service)}
 	}
 	if !isAccount(req.Account) {
-		return r, &fieldError{field("account"), "missing or not 1-128 letters, digits, '.', '_' or '-'"}
+		return r, &fieldError{"account", "missing or not 1-128 letters, digits, '.', '_' or '-'"}
 	}
 	if !isRegion(req.Region) {
-		return r, &fieldError{field("region"), "missing or not 1-64 lowercase letters, digits or '-'"}
+		return r, &fieldError{"region", "missing or not 1-64 lowercase letters, digits or '-'"}
 	}
 	switch {
 	case req.Action != "" && req.Category != "":
-		return r, &fieldError{field("action"), "give action or category, not both"}
+		return r, &fieldError{"action", "give action or category, not both"}
 	case req.Action != "":
 		if r.cat, ok = svc.CategoryOf(req.Action); !ok {
-			return r, &fieldError{field("action"), "unknown action " + strconv.Quote(req.Action) + " of service " + svc.Name}
+			return r, &fieldError{"action", "unknown action " + strconv.Quote(req.Action) + " of service " + svc.Name}
 		}
 	case req.Category != "":
 		if r.cat, ok = svc.CategoryNamed(req.Category); !ok {
-			return r, &fieldError{field("category"), "unknown category " + strconv.Quote(req.Category) + " of service " + svc.Name}
+			return r, &fieldError{"category", "unknown category " + strconv.Quote(req.Category) + " of service " + svc.Name}
 		}
 	default:
-		return r, &fieldError{field("action"), "missing: give action or category"}
+		return r, &fieldError{"action", "missing: give action or category"}
 	}
 	r.svc = svc
 	r.key = quota.Key{Service: svc.Name, Account: req.Account, Region: req.Region, Category: r.cat.Name}
@@ -223,10 +222,10 @@ func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 		r.tokens = *req.Tokens
 	}
 	if r.tokens < 0 {
-		return r, &fieldError{field("tokens"), "must not be negative"}
+		return r, &fieldError{"tokens", "must not be negative"}
 	}
 	if r.tokens > r.limit.Capacity() {
-		return r, &fieldError{field("tokens"), fmt.Sprintf("%d exceeds the bucket's capacity %d: it can never be allowed", r.tokens, r.limit.Capacity())}
+		return r, &fieldError{"tokens", fmt.Sprintf("%d exceeds the bucket's capacity %d: it can never be allowed", r.tokens, r.limit.Capacity())}
 	}
 	return r, nil
 }
@@ -295,7 +294,7 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 	d, err := g.limiter.Take(r.Context(), res.key.String(), res.limit, res.tokens)
 	g.metrics.observe(pol.counters[res.cat], d.Allowed, err, time.Since(start))
 	if err != nil {
-		g.log.Error("limiter failed", "key", res.key.String(), "error", err)
+		g.log.Error("limiter failed", "request_id", w.Header().Get(headerRequestID), "key", res.key.String(), "error", err)
 		writeNativeError(w, http.StatusServiceUnavailable, "", "throttling store unavailable: "+err.Error())
 		return
 	}
@@ -369,7 +368,7 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 			pol.counters[res.cat].errored.Inc()
 		}
 		g.metrics.latency.Observe(elapsed.Seconds())
-		g.log.Error("limiter failed", "batch", n, "error", err)
+		g.log.Error("limiter failed", "request_id", w.Header().Get(headerRequestID), "batch", n, "error", err)
 		writeNativeError(w, http.StatusServiceUnavailable, "", "throttling store unavailable: "+err.Error())
 		return
 	}

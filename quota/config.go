@@ -1,7 +1,9 @@
 package quota
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"fmt"
 	"net/url"
 	"os"
@@ -131,8 +133,18 @@ var (
 func Parse(file string, data []byte) (*Config, error) {
 	p := &parser{file: file}
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
 		p.errs = append(p.errs, yamlError(file, err))
+		return nil, p.errs
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		line := 0
+		if err == nil {
+			line = extra.Line
+		}
+		p.errs = append(p.errs, &FieldError{File: file, Line: line, Msg: "a second YAML document: a config file holds one"})
 		return nil, p.errs
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
@@ -320,7 +332,14 @@ func (p *parser) limit(n *yaml.Node, path string, lf *limitFields) (bucket.Limit
 	}
 	l, err := bucket.NewLimit(lf.capacity, lf.refill)
 	if err != nil {
-		p.errorf(lf.capNode, joinField(path, "capacity"), "%v", err)
+		// Both values are valid on their own here, so the limit fails on
+		// the rate (above 1e9/s) or on the two together (too slow to
+		// refill): name the rate when it alone is out of range.
+		node, field := lf.capNode, "capacity"
+		if lf.refill > 1e9 {
+			node, field = lf.refillNode, "refill_per_second"
+		}
+		p.errorf(node, joinField(path, field), "%v", err)
 		return bucket.Limit{}, false
 	}
 	return l, true
@@ -382,11 +401,14 @@ func (p *parser) config(root *yaml.Node) *Config {
 					if !ok {
 						return
 					}
-					if s != "open" && s != "closed" {
-						p.errorf(v, f, "%q: want open (allow while the store is down) or closed (deny)", s)
-						return
+					switch s {
+					case "open", "fail-open":
+						store.OnFailure = "open"
+					case "closed", "fail-closed":
+						store.OnFailure = "closed"
+					default:
+						p.errorf(v, f, "%q: want open (allow while the store is down) or closed (deny); fail-open and fail-closed also work", s)
 					}
-					store.OnFailure = s
 				},
 			})
 		},
@@ -413,6 +435,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 	})
 	if root.Kind == yaml.MappingNode && servicesNode == nil {
 		p.errorf(root, "services", "missing: a config needs at least one service")
+	} else if servicesNode != nil && servicesNode.Kind == yaml.SequenceNode && len(servicesNode.Content) == 0 {
+		p.errorf(servicesNode, "services", "empty: a config needs at least one service")
 	}
 
 	// Cross-checks: duplicate services and prefixes, overrides that name

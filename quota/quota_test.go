@@ -264,6 +264,9 @@ overrides:
 		{"empty file", "", []string{"cfg.yaml: the file is empty"}},
 		{"not a mapping", "- 1\n", []string{"cfg.yaml:1:1: want a mapping"}},
 		{"preset fields cannot change", "services:\n  - preset: ecs\n    categories: []\n", []string{"services[0].categories: cannot be changed on preset \"ecs\""}},
+		{"no services", "services: []\n", []string{"cfg.yaml:1:11: services: empty"}},
+		{"two documents", "services:\n  - preset: ecs\n---\nservices:\n  - preset: cloudmap\n", []string{"cfg.yaml:3: a second YAML document"}},
+		{"rate above 1e9", "services:\n  - name: svc\n    categories:\n      - {name: a, capacity: 5, refill_per_second: 2e9, actions: [Get]}\n", []string{"cfg.yaml:4:51: services[0].categories[0].refill_per_second: bucket: invalid limit: refill rate 2e+09"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("cfg.yaml", []byte(tc.yaml))
@@ -327,7 +330,7 @@ func FuzzParse(f *testing.F) {
 }
 
 func TestStoreSection(t *testing.T) {
-	c, err := Parse("s.yaml", []byte("services:\n  - preset: ecs\nstore:\n  url: redis://127.0.0.1:6379/0\n  timeout: 20ms\n  on_failure: closed\n"))
+	c, err := Parse("s.yaml", []byte("services:\n  - preset: ecs\nstore:\n  url: redis://127.0.0.1:6379/0\n  timeout: 20ms\n  on_failure: fail-closed\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@
 //
 // Usage:
 //
+//	tollgate serve [flags]                  run the throttling server (tollgate serve -h)
 //	tollgate check [--preset NAME | FILE]   validate a quota config and print its table
 package main
 
@@ -49,7 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: tollgate <command> [flags]")
 	fmt.Fprintln(w, "commands:")
-	for _, name := range []string{"serve", "check", "sim"} {
+	for _, name := range []string{"serve", "check"} {
 		if c, ok := cmds[name]; ok {
 			fmt.Fprintf(w, "  %-7s %s\n", name, c.summary)
 		}

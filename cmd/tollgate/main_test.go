@@ -123,7 +123,14 @@ type server struct {
 // "listening" log line.
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
+	return startServerEnv(t, nil, args...)
+}
+
+// startServerEnv is startServer with extra environment variables.
+func startServerEnv(t *testing.T, env []string, args ...string) *server {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -282,4 +289,50 @@ func listen(t *testing.T) net.Listener {
 		t.Fatal(err)
 	}
 	return ln
+}
+
+func TestServeAdminTokenFromFileOrEnvironment(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("from-file\n"), 0o600)
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		args  []string
+		token string
+	}{
+		{"file", nil, []string{"--admin-token-file", tokenFile}, "from-file"},
+		{"environment", []string{"TOLLGATE_ADMIN_TOKEN=from-env"}, nil, "from-env"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServerEnv(t, tc.env, tc.args...)
+			url := "http://" + s.addr + "/v1/admin/reload"
+			for token, want := range map[string]int{tc.token: 200, "wrong": 401, "": 401} {
+				req, _ := http.NewRequest("POST", url, nil)
+				if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Errorf("token %q: %d, want %d", token, resp.StatusCode, want)
+				}
+			}
+		})
+	}
+	s := startServerEnv(t, []string{"TOLLGATE_ADMIN_TOKEN="})
+	if status, _ := get(t, "http://"+s.addr+"/v1/admin/bucket?service=ecs"); status != 404 {
+		t.Errorf("admin without a token: %d, want 404", status)
+	}
+}
+
+func TestRedisStoreRefusesLimitsItCannotHold(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "slow.yaml")
+	os.WriteFile(cfg, []byte("services:\n  - name: slow\n    categories:\n      - {name: a, capacity: 1000000, refill_per_second: 0.001, actions: [Get]}\n"), 0o644)
+	code, _, errs := runCmd("serve", "--config", cfg, "--store", "redis://127.0.0.1:1/0")
+	if code != 1 || !strings.Contains(errs, "service slow category a: limit 1000000/0.001 takes longer than") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
 }

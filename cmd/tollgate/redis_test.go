@@ -171,9 +171,9 @@ func TestServeFollowsTheFailurePolicyAndRecovers(t *testing.T) {
 	}
 	s.waitLog(t, "redis store available again")
 	_, metrics := get(t, "http://"+s.addr+"/metrics")
-	for _, series := range []string{`tollgate_store_decisions_total{source="failure_policy"} 1`, `tollgate_store_decisions_total{source="redis"}`} {
+	for _, series := range []string{`tollgate_store_decisions_total{source="failure_policy"} 1` + "\n", `tollgate_store_decisions_total{source="redis"}`} {
 		if !strings.Contains(metrics, series) {
-			t.Errorf("/metrics lacks %s", series)
+			t.Errorf("/metrics lacks %q", series)
 		}
 	}
 }

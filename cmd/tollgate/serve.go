@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/gateway"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
@@ -47,6 +48,7 @@ type serveFlags struct {
 	storeTimeout    time.Duration
 	storeOnFailure  string
 	denyCache       bool
+	drainDelay      time.Duration
 	cpuProfile      string
 }
 
@@ -65,6 +67,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 0, "longest wait for Redis per decision before --store-on-failure decides (default: the config's store.timeout, else 50ms)")
 	fs.StringVar(&f.storeOnFailure, "store-on-failure", "", "decisions while Redis is unreachable: open (allow) or closed (deny) (default: the config's store.on_failure, else open)")
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
+	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -78,7 +81,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	if err := serve(ctx, f, hup, stderr); err != nil {
+	if err := serve(ctx, stop, f, hup, stderr); err != nil {
 		fmt.Fprintln(stderr, "tollgate serve:", err)
 		return 1
 	}
@@ -136,11 +139,14 @@ func storeSettings(f serveFlags, cfg *quota.Config) (quota.Store, error) {
 		}
 		st.Timeout = f.storeTimeout
 	}
-	if f.storeOnFailure != "" {
-		if f.storeOnFailure != "open" && f.storeOnFailure != "closed" {
-			return st, fmt.Errorf("--store-on-failure %q: want open or closed", f.storeOnFailure)
-		}
-		st.OnFailure = f.storeOnFailure
+	switch f.storeOnFailure {
+	case "":
+	case "open", "fail-open":
+		st.OnFailure = "open"
+	case "closed", "fail-closed":
+		st.OnFailure = "closed"
+	default:
+		return st, fmt.Errorf("--store-on-failure %q: want open or closed", f.storeOnFailure)
 	}
 	if st.URL == "" {
 		st.URL = "memory"
@@ -199,7 +205,7 @@ func openStore(ctx context.Context, st quota.Store, denyCache bool, log *slog.Lo
 
 // serve runs the server until ctx ends, then shuts down gracefully.
 // Each value on hup reloads the config.
-func serve(ctx context.Context, f serveFlags, hup <-chan os.Signal, logOut io.Writer) error {
+func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.Signal, logOut io.Writer) error {
 	log, err := newLogger(logOut, f.logFormat, f.logLevel)
 	if err != nil {
 		return err
@@ -228,11 +234,18 @@ func serve(ctx context.Context, f serveFlags, hup <-chan os.Signal, logOut io.Wr
 	if err != nil {
 		return err
 	}
+	if err := fitsStore(cfg, st); err != nil {
+		return err
+	}
 	store, closeStore, err := openStore(ctx, st, f.denyCache, log, reg)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
+	lastStore := cfg.Store()
+	if ms, ok := store.(*memory.Store); ok {
+		go sweepEvery(ctx, ms, 10*time.Second)
+	}
 	g, err := gateway.New(gateway.Options{
 		Config:     cfg,
 		Limiter:    store,
@@ -241,10 +254,17 @@ func serve(ctx context.Context, f serveFlags, hup <-chan os.Signal, logOut io.Wr
 		AdminToken: token,
 		Reload: func() (*quota.Config, error) {
 			next, err := loadConfig(f.configPath)
-			if err == nil && next.Store() != cfg.Store() {
-				log.Warn("the config's store section changed; store settings take effect on restart")
+			if err != nil {
+				return nil, err
 			}
-			return next, err
+			if err := fitsStore(next, st); err != nil {
+				return nil, err
+			}
+			if next.Store() != lastStore {
+				log.Warn("the config's store section changed; store settings take effect on restart")
+				lastStore = next.Store()
+			}
+			return next, nil
 		},
 		MaxBodyBytes: f.maxBody,
 	})
@@ -280,8 +300,13 @@ func serve(ctx context.Context, f serveFlags, hup <-chan os.Signal, logOut io.Wr
 			log.Info("SIGHUP: reloading config", "config", configName)
 			g.Reload() // logs its own outcome; a bad config keeps the old one
 		case <-ctx.Done():
-			log.Info("shutting down: finishing in-flight requests", "timeout", f.shutdownTimeout)
+			stopSignals() // a second SIGTERM or SIGINT now kills the process
 			g.SetReady(false)
+			if f.drainDelay > 0 {
+				log.Info("draining: /readyz answers 503", "delay", f.drainDelay)
+				time.Sleep(f.drainDelay)
+			}
+			log.Info("shutting down: finishing in-flight requests", "timeout", f.shutdownTimeout)
 			sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
 			err := srv.Shutdown(sctx)
 			cancel()
@@ -313,4 +338,47 @@ func redactURL(raw string) string {
 	}
 	u.RawQuery = q.Encode()
 	return u.Redacted()
+}
+
+// fitsStore checks that the store can hold every limit of cfg: the Redis
+// script is exact only for buckets that refill within redis.MaxWindow.
+func fitsStore(cfg *quota.Config, st quota.Store) error {
+	if st.URL == "memory" {
+		return nil
+	}
+	check := func(what string, l bucket.Limit) error {
+		if window := time.Duration(l.Capacity()) * l.Interval(); l.Interval() > redisstore.MaxWindow || window > redisstore.MaxWindow || window < 0 {
+			return fmt.Errorf("%s: limit %v takes longer than %v to refill, more than the Redis store supports", what, l, redisstore.MaxWindow)
+		}
+		return nil
+	}
+	for _, s := range cfg.Services() {
+		for _, c := range s.Categories {
+			if err := check("service "+s.Name+" category "+c.Name, c.Limit); err != nil {
+				return err
+			}
+		}
+	}
+	for _, o := range cfg.Overrides() {
+		if err := check("override for account "+o.Account+" of "+o.Service+"/"+o.Category, o.Limit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweepEvery makes the memory store forget refilled buckets every period,
+// so memory (and tollgate_buckets_tracked) falls after a burst of keys even
+// when no new key arrives to trigger a sweep.
+func sweepEvery(ctx context.Context, s *memory.Store, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Sweep()
+		}
+	}
 }

@@ -15,7 +15,7 @@
 // about twice the number of buckets in debt at the last sweep, plus 256
 // entries per shard: the buckets in debt are those touched within their
 // refill window (capacity ÷ rate: 2.5 s for ECS cluster-read, 20 s for
-// Cloud Map). Each tracked bucket costs the key's bytes plus about 40 bytes
+// Cloud Map). Each tracked bucket costs a copy of the key plus about 56 bytes
 // of map entry (see BENCHMARKS.md).
 package memory
 
