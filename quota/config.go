@@ -3,8 +3,8 @@ package quota
 import (
 	"bytes"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"regexp"
