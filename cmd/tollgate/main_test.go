@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -227,42 +230,16 @@ func TestServeReloadsOnSIGHUPAndKeepsServingOnBadConfig(t *testing.T) {
 }
 
 func TestServeShutsDownGracefullyOnSIGTERM(t *testing.T) {
-	arrived := make(chan struct{})
-	release := make(chan struct{})
-	upstream := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(arrived)
-		<-release
-		io.WriteString(w, `{"done":true}`)
-	})}
-	ln := listen(t)
-	go upstream.Serve(ln)
-	defer upstream.Close()
-
-	cfgPath := filepath.Join(t.TempDir(), "tollgate.yaml")
-	os.WriteFile(cfgPath, []byte("services:\n  - preset: ecs\n    upstream: http://"+ln.Addr().String()+"\n"), 0o644)
-	s := startServer(t, "--config", cfgPath)
-
-	result := make(chan string, 1)
-	go func() {
-		req, _ := http.NewRequest("POST", "http://"+s.addr+"/", strings.NewReader("{}"))
-		req.Header.Set("Content-Type", "application/x-amz-json-1.1")
-		req.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.ListClusters")
-		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKID/20261129/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=00")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			result <- "error: " + err.Error()
-			return
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		result <- resp.Status + " " + string(b)
-	}()
+	upstream, arrived, release := blockingUpstream(t)
+	s := startServer(t, "--config", proxiedConfig(t, upstream))
+	result := make(chan error, 1)
+	go func() { result <- sendECS(s.addr) }()
 	<-arrived
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	s.waitLog(t, "shutting down")
 	close(release)
-	if got := <-result; got != `200 OK {"done":true}` {
-		t.Fatalf("in-flight request during shutdown: %s", got)
+	if err := <-result; err != nil {
+		t.Fatalf("in-flight request during shutdown: %v", err)
 	}
 	if err := s.cmd.Wait(); err != nil {
 		t.Fatalf("serve exited with %v after SIGTERM", err)
@@ -334,5 +311,82 @@ func TestRedisStoreRefusesLimitsItCannotHold(t *testing.T) {
 	code, _, errs := runCmd("serve", "--config", cfg, "--store", "redis://127.0.0.1:1/0")
 	if code != 1 || !strings.Contains(errs, "service slow category a: limit 1000000/0.001 takes longer than") {
 		t.Fatalf("exit %d: %s", code, errs)
+	}
+}
+
+// blockingUpstream answers only when release is closed; arrived is closed
+// when the first request reaches it.
+func blockingUpstream(t *testing.T) (addr string, arrived, release chan struct{}) {
+	t.Helper()
+	arrived, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(arrived) })
+		<-release
+		io.WriteString(w, `{}`)
+	})}
+	ln := listen(t)
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String(), arrived, release
+}
+
+func proxiedConfig(t *testing.T, upstream string) string {
+	t.Helper()
+	cfgPath := filepath.Join(t.TempDir(), "tollgate.yaml")
+	os.WriteFile(cfgPath, []byte("services:\n  - preset: ecs\n    upstream: http://"+upstream+"\n"), 0o644)
+	return cfgPath
+}
+
+// sendECS sends one ListClusters and reports any failure, including a
+// status other than 200 or a body other than the upstream's.
+func sendECS(addr string) error {
+	req, _ := http.NewRequest("POST", "http://"+addr+"/", strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
+	req.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.ListClusters")
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKID/20261129/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=00")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(b) != "{}" {
+		return fmt.Errorf("%s %s", resp.Status, b)
+	}
+	return nil
+}
+
+func TestServeShutdownIsBounded(t *testing.T) {
+	upstream, arrived, release := blockingUpstream(t)
+	defer close(release)
+	s := startServer(t, "--config", proxiedConfig(t, upstream), "--shutdown-timeout", "300ms")
+	go sendECS(s.addr)
+	<-arrived
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.waitLog(t, "shutting down")
+	err := s.cmd.Wait() // returns once the bound has passed, upstream still blocked
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("serve exited with %v; want exit status 1 after the shutdown bound", err)
+	}
+}
+
+func TestServeDrainDelayReportsNotReady(t *testing.T) {
+	s := startServer(t, "--drain-delay", "30s")
+	if status, _ := get(t, "http://"+s.addr+"/readyz"); status != 200 {
+		t.Fatalf("readyz before SIGTERM: %d", status)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.waitLog(t, "draining")
+	if status, _ := get(t, "http://"+s.addr+"/readyz"); status != 503 {
+		t.Fatalf("readyz while draining: %d, want 503", status)
+	}
+	if status, _ := get(t, "http://"+s.addr+"/healthz"); status != 200 {
+		t.Fatalf("healthz while draining: %d, want 200 (still serving)", status)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM) // a second signal ends it at once
+	if err := s.cmd.Wait(); err == nil {
+		t.Fatal("serve exited cleanly after a second SIGTERM; want it killed")
 	}
 }
