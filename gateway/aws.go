@@ -104,7 +104,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	d, err := g.limiter.Take(r.Context(), key.String(), limit, 1)
 	g.metrics.observe(pol.counters[cat], d.Allowed, err, time.Since(start))
 	if err != nil {
-		g.log.Error("limiter failed", "request_id", id, "key", key.String(), "error", err)
+		g.logLimiterError(r, err, "request_id", id, "key", key.String())
 		writeAWSError(w, http.StatusInternalServerError, "InternalFailure", "throttling store unavailable")
 		return
 	}

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -344,6 +345,19 @@ func newRequestID() string { return uuid.NewString() }
 // retryAfterSeconds rounds a wait up to whole seconds, at least 1, as
 // Retry-After needs.
 func retryAfterSeconds(d time.Duration) int64 {
+	if d > math.MaxInt64-time.Second { // bucket.Never
+		return int64(d / time.Second)
+	}
 	s := int64((d + time.Second - 1) / time.Second)
 	return max(s, 1)
+}
+
+// logLimiterError logs a take the limiter could not decide: at error level,
+// unless the client went away first (its context ended), which is routine.
+func (g *Gateway) logLimiterError(r *http.Request, err error, args ...any) {
+	level := slog.LevelError
+	if r.Context().Err() != nil {
+		level = slog.LevelDebug
+	}
+	g.log.Log(r.Context(), level, "limiter failed", append(args, "error", err)...)
 }

@@ -194,10 +194,10 @@ func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 	if !ok {
 		return r, &fieldError{"service", "unknown service " + strconv.Quote(req.Service)}
 	}
-	if !isAccount(req.Account) {
+	if !quota.ValidAccount(req.Account) {
 		return r, &fieldError{"account", "missing or not 1-128 letters, digits, '.', '_' or '-'"}
 	}
-	if !isRegion(req.Region) {
+	if !isLowerName(req.Region) {
 		return r, &fieldError{"region", "missing or not 1-64 lowercase letters, digits or '-'"}
 	}
 	switch {
@@ -230,19 +230,6 @@ func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 	return r, nil
 }
 
-func isAccount(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
-
 func toResponse(r resolved, d bucket.Decision) TakeResponse {
 	return TakeResponse{
 		Allowed:      d.Allowed,
@@ -256,6 +243,9 @@ func toResponse(r resolved, d bucket.Decision) TakeResponse {
 }
 
 func ceilMillis(d time.Duration) int64 {
+	if d > math.MaxInt64-time.Millisecond { // bucket.Never
+		return int64(d / time.Millisecond)
+	}
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
@@ -294,7 +284,7 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 	d, err := g.limiter.Take(r.Context(), res.key.String(), res.limit, res.tokens)
 	g.metrics.observe(pol.counters[res.cat], d.Allowed, err, time.Since(start))
 	if err != nil {
-		g.log.Error("limiter failed", "request_id", w.Header().Get(headerRequestID), "key", res.key.String(), "error", err)
+		g.logLimiterError(r, err, "request_id", w.Header().Get(headerRequestID), "key", res.key.String())
 		writeNativeError(w, http.StatusServiceUnavailable, "", "throttling store unavailable: "+err.Error())
 		return
 	}
@@ -368,7 +358,7 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 			pol.counters[res.cat].errored.Inc()
 		}
 		g.metrics.latency.Observe(elapsed.Seconds())
-		g.log.Error("limiter failed", "request_id", w.Header().Get(headerRequestID), "batch", n, "error", err)
+		g.logLimiterError(r, err, "request_id", w.Header().Get(headerRequestID), "batch", n)
 		writeNativeError(w, http.StatusServiceUnavailable, "", "throttling store unavailable: "+err.Error())
 		return
 	}

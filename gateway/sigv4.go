@@ -77,9 +77,9 @@ func ParseAuthorization(header string) (Credential, error) {
 		return Credential{}, fmt.Errorf("%w: access key id %q", ErrBadAuth, c.AccessKeyID)
 	case len(c.Date) != 8 || !isDigits(c.Date):
 		return Credential{}, fmt.Errorf("%w: credential date %q is not yyyymmdd", ErrBadAuth, c.Date)
-	case !isRegion(c.Region):
+	case !isLowerName(c.Region):
 		return Credential{}, fmt.Errorf("%w: region %q", ErrBadAuth, c.Region)
-	case !isRegion(c.Service):
+	case !isLowerName(c.Service):
 		return Credential{}, fmt.Errorf("%w: service %q", ErrBadAuth, c.Service)
 	}
 	return c, nil
@@ -126,9 +126,9 @@ func isDigits(s string) bool {
 	return true
 }
 
-// isRegion reports whether s looks like an AWS region or service name:
+// isLowerName reports whether s looks like an AWS region or service name:
 // lowercase letters, digits and dashes, at most 64 bytes.
-func isRegion(s string) bool {
+func isLowerName(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
 	}

@@ -74,7 +74,7 @@ func FuzzParseAuthorization(f *testing.F) {
 			return
 		}
 		// What is accepted is safe to put in a bucket key.
-		if !isWord(c.AccessKeyID, 128) || !isRegion(c.Region) || !isRegion(c.Service) || len(c.Date) != 8 {
+		if !isWord(c.AccessKeyID, 128) || !isLowerName(c.Region) || !isLowerName(c.Service) || len(c.Date) != 8 {
 			t.Fatalf("accepted a credential that is not clean: %+v", c)
 		}
 		if !strings.Contains(header, c.AccessKeyID+"/"+c.Date+"/"+c.Region+"/"+c.Service+"/aws4_request") {

@@ -96,7 +96,10 @@ var storeSchemes = []string{"redis", "rediss", "unix", "redis+cluster", "rediss+
 var (
 	namePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 	actionPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
-	accountChars  = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	accountChars  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+	// accessKeyChars is what a SigV4 credential scope can carry as an
+	// access key id (gateway.ParseAuthorization accepts no more).
+	accessKeyChars = regexp.MustCompile(`^[A-Za-z0-9_]{1,128}$`)
 )
 
 // Parse parses a YAML config; file names the source in errors. The format:
@@ -420,7 +423,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 			for i := 0; i+1 < len(v.Content); i += 2 {
 				k, a := v.Content[i], v.Content[i+1]
 				kf := joinField(f, k.Value)
-				key, ok1 := p.name(k, kf, accountChars, "access key id")
+				key, ok1 := p.name(k, kf, accessKeyChars, "access key id")
 				acct, ok2 := p.name(a, kf, accountChars, "account id")
 				if !ok1 || !ok2 {
 					continue

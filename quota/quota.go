@@ -301,3 +301,19 @@ func (c *Config) Resolve(service, account, region, action string) (Key, bucket.L
 	k := Key{Service: service, Account: account, Region: region, Category: cat.Name}
 	return k, c.limitOf(cat, k), nil
 }
+
+// ValidAccount reports whether s can be an account in a bucket key: 1 to
+// 128 letters, digits, '.', '_' or '-' (nothing that could be mistaken for
+// the key's separators or hash tag).
+func ValidAccount(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -114,6 +114,8 @@ func run(o options) error {
 		perReq = o.batch
 	}
 	decisions := float64(res.ok * perReq)
+	// CPU times in /proc/PID/stat are in clock ticks: 100 per second on
+	// Linux (USER_HZ).
 	fmt.Printf("mode=%s batch=%d c=%d rate=%g keys=%d duration=%v\n", o.mode, perReq, o.c, o.rate, o.keys, elapsed.Round(time.Millisecond))
 	fmt.Printf("requests=%d errors=%d decisions=%d (allowed=%d throttled=%d)\n", res.ok, res.errs, int(decisions), res.allowed, res.throttled)
 	fmt.Printf("requests/s=%.0f decisions/s=%.0f\n", float64(res.ok)/elapsed.Seconds(), decisions/elapsed.Seconds())
@@ -189,7 +191,13 @@ func worker(ctx context.Context, client *http.Client, o options, id int, interva
 		}
 		body.Reset()
 		req := buildRequest(ctx, o, rng, &body)
+		// Paced, latency counts from when the request was due, not when
+		// it went out: a server that falls behind delays the next send,
+		// and that wait is latency too (no coordinated omission).
 		t0 := time.Now()
+		if interval > 0 {
+			t0 = next
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			if ctx.Err() != nil {
