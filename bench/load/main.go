@@ -46,6 +46,7 @@ type options struct {
 	rate     float64
 	keys     int
 	store    string
+	extra    string
 }
 
 func main() {
@@ -54,6 +55,7 @@ func main() {
 	flag.IntVar(&o.pid, "pid", 0, "process id of the server at -url, to read its CPU time")
 	flag.StringVar(&o.spawn, "spawn", "", "path of a tollgate binary to start on a free port")
 	flag.StringVar(&o.store, "store", "memory", "--store for a spawned server")
+	flag.StringVar(&o.extra, "serve-args", "", "more flags for a spawned server, space-separated (e.g. \"--store-pipelines 1\")")
 	flag.StringVar(&o.mode, "mode", "take", "take (POST /v1/take), batch (POST /v1/take/batch) or aws (AWS JSON 1.1 at /)")
 	flag.IntVar(&o.batch, "batch", 100, "takes per batch request in -mode batch")
 	flag.IntVar(&o.c, "c", 16, "concurrent workers (connections)")
@@ -296,7 +298,8 @@ func cpuSeconds(pid int) (float64, error) {
 // spawn starts `tollgate serve` on a free loopback port and sets o.url and
 // o.pid; the returned function stops it.
 func spawn(o *options) (func(), error) {
-	cmd := exec.Command(o.spawn, "serve", "--listen", "127.0.0.1:0", "--store", o.store)
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", o.store}, strings.Fields(o.extra)...)
+	cmd := exec.Command(o.spawn, args...)
 	cmd.Stdout = os.Stderr
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
