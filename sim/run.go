@@ -169,12 +169,12 @@ type call struct {
 
 type group struct {
 	Clients
-	bucket    int
-	budget    *retry.Budget
-	segStart  int64
-	segRate   float64
-	segEnd    int64
-	segCount  int64
+	bucket   int
+	budget   *retry.Budget
+	segStart int64
+	segRate  float64
+	segEnd   int64
+	segCount int64
 	nextStep int
 }
 
