@@ -222,10 +222,10 @@ type runner struct {
 // ErrInvalidScenario when sc cannot run. It is deterministic: the same
 // scenario gives the same result.
 func Run(sc Scenario) (*Result, error) {
-	sc = sc.withDefaults()
-	if err := sc.validate(); err != nil {
+	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
+	sc = sc.withDefaults()
 	r := &runner{
 		sc:      sc,
 		end:     int64(sc.Duration),
@@ -242,7 +242,7 @@ func Run(sc Scenario) (*Result, error) {
 	for i, c := range sc.Clients {
 		key, limit, err := sc.Quota.Resolve(sc.Target.Service, sc.Target.Account, sc.Target.Region, c.Action)
 		if err != nil {
-			return nil, fmt.Errorf("%w: clients[%d]: %w", ErrInvalidScenario, i, err)
+			return nil, &FieldError{Path: []any{"clients", i, "action"}, Msg: err.Error(), Err: err}
 		}
 		if !sc.Limit.IsZero() {
 			limit = sc.Limit

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
@@ -309,78 +310,142 @@ func (s Scenario) withDefaults() Scenario {
 	return s
 }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidScenario, fmt.Sprintf(format, args...))
+// FieldError is an invalid field of a Scenario.
+type FieldError struct {
+	// Path locates the field: mapping keys (as a scenario file spells
+	// them) and list indexes, e.g. ["clients", 0, "rate"].
+	Path []any
+	// Msg says what is wrong.
+	Msg string
+	// Err is the underlying error, if any.
+	Err error
+}
+
+// Error formats the path and message, e.g. "clients[0].rate: rate -1 must
+// be in [0, 1e+06]".
+func (e *FieldError) Error() string { return pathString(e.Path) + ": " + e.Msg }
+
+// Is reports whether target is ErrInvalidScenario.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalidScenario }
+
+// Unwrap returns the underlying error, if any.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func pathString(path []any) string {
+	var b strings.Builder
+	for _, p := range path {
+		switch p := p.(type) {
+		case int:
+			fmt.Fprintf(&b, "[%d]", p)
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			fmt.Fprint(&b, p)
+		}
+	}
+	return b.String()
+}
+
+func invalid(path []any, format string, args ...any) error {
+	return &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)}
 }
 
 func validRate(r float64) bool { return r >= 0 && r <= MaxRate && !math.IsNaN(r) }
 
-// validate checks a scenario with its defaults applied and returns the
-// limit of each client group's bucket.
-func (s Scenario) validate() error {
-	if s.Duration < 0 || s.Duration > MaxDuration {
-		return invalid("duration %v must be in (0, %v]", s.Duration, MaxDuration)
+// Validate reports whether Run can run s: nil, or an error wrapping
+// ErrInvalidScenario, a *FieldError naming the bad field.
+func (s Scenario) Validate() error {
+	own := make([]bool, len(s.Clients))
+	for i, c := range s.Clients {
+		own[i] = c.Action != ""
+	}
+	s = s.withDefaults()
+	if err := s.validate(); err != nil {
+		return err
 	}
 	for i, c := range s.Clients {
+		if _, _, err := s.Quota.Resolve(s.Target.Service, s.Target.Account, s.Target.Region, c.Action); err != nil {
+			path := []any{"target"}
+			if i < len(own) && own[i] {
+				path = []any{"clients", i, "action"}
+			}
+			return &FieldError{Path: path, Msg: err.Error(), Err: err}
+		}
+	}
+	return nil
+}
+
+// validate checks a scenario with its defaults applied. Its errors are
+// *FieldError.
+func (s Scenario) validate() error {
+	if s.Duration < 0 || s.Duration > MaxDuration {
+		return invalid([]any{"duration"}, "duration %v must be in (0, %v]", s.Duration, MaxDuration)
+	}
+	for i, c := range s.Clients {
+		p := func(f ...any) []any { return append([]any{"clients", i}, f...) }
 		switch c.Process {
 		case Constant, Poisson:
 		default:
-			return invalid("clients[%d]: unknown process %q (want %q or %q)", i, c.Process, Constant, Poisson)
+			return invalid(p("process"), "unknown process %q (want %q or %q)", c.Process, Constant, Poisson)
 		}
 		if !validRate(c.Rate) {
-			return invalid("clients[%d]: rate %v must be in [0, %v]", i, c.Rate, MaxRate)
+			return invalid(p("rate"), "rate %v must be in [0, %v]", c.Rate, MaxRate)
 		}
 		var prev time.Duration
 		for j, st := range c.Steps {
 			if !validRate(st.Rate) {
-				return invalid("clients[%d].steps[%d]: rate %v must be in [0, %v]", i, j, st.Rate, MaxRate)
+				return invalid(p("steps", j, "rate"), "rate %v must be in [0, %v]", st.Rate, MaxRate)
 			}
 			if st.At < 0 || (j > 0 && st.At <= prev) {
-				return invalid("clients[%d].steps[%d]: at %v must be after the previous step and not negative", i, j, st.At)
+				return invalid(p("steps", j, "at"), "at %v must not be negative and must come after the previous step", st.At)
 			}
 			prev = st.At
 		}
 		if c.Burst < 0 || c.Burst > MaxBurst {
-			return invalid("clients[%d]: burst %d must be in [0, %d]", i, c.Burst, MaxBurst)
+			return invalid(p("burst"), "burst %d must be in [0, %d]", c.Burst, MaxBurst)
 		}
 		if c.BurstAt < 0 {
-			return invalid("clients[%d]: burst_at %v must not be negative", i, c.BurstAt)
+			return invalid(p("burst_at"), "burst_at %v must not be negative", c.BurstAt)
 		}
 	}
 	r := s.Retry
 	if r.MaxAttempts < 0 {
-		return invalid("retry: max_attempts %d must not be negative", r.MaxAttempts)
+		return invalid([]any{"retry", "max_attempts"}, "max_attempts %d must not be negative", r.MaxAttempts)
 	}
 	switch r.Budget.Kind {
 	case NoBudget, TokenBudget, RatioBudget:
 	default:
-		return invalid("retry: unknown budget %q (want %q or %q)", r.Budget.Kind, TokenBudget, RatioBudget)
+		return invalid([]any{"retry", "budget", "kind"}, "unknown budget %q (want %q or %q)", r.Budget.Kind, TokenBudget, RatioBudget)
 	}
-	if r.Budget.Ratio < 0 || r.Budget.Burst < 0 || math.IsNaN(r.Budget.Ratio) || math.IsNaN(r.Budget.Burst) {
-		return invalid("retry: budget ratio and burst must not be negative")
+	if !(r.Budget.Ratio >= 0 && r.Budget.Ratio <= 1e6) {
+		return invalid([]any{"retry", "budget", "ratio"}, "ratio %v must be in [0, 1e6]", r.Budget.Ratio)
+	}
+	if !(r.Budget.Burst >= 0 && r.Budget.Burst <= 1e9) {
+		return invalid([]any{"retry", "budget", "burst"}, "burst %v must be in [0, 1e9]", r.Budget.Burst)
 	}
 	b := s.Backend
 	if b.ServiceTime < 0 || b.ServiceTime > time.Hour {
-		return invalid("backend: service_time %v must be in (0, 1h]", b.ServiceTime)
+		return invalid([]any{"backend", "service_time"}, "service_time %v must be in (0, 1h]", b.ServiceTime)
 	}
 	switch b.Distribution {
 	case Exponential, Fixed:
 	default:
-		return invalid("backend: unknown distribution %q (want %q or %q)", b.Distribution, Exponential, Fixed)
+		return invalid([]any{"backend", "distribution"}, "unknown distribution %q (want %q or %q)", b.Distribution, Exponential, Fixed)
 	}
 	if !(b.CPUPerRequest > 0 && b.CPUPerRequest <= 1e3) {
-		return invalid("backend: cpu_per_request %v must be in (0, 1000]", b.CPUPerRequest)
+		return invalid([]any{"backend", "cpu_per_request"}, "cpu_per_request %v must be in (0, 1000]", b.CPUPerRequest)
 	}
 	if b.ColdStart < 0 || b.ColdStart > time.Hour {
-		return invalid("backend: cold_start %v must be in (0, 1h]", b.ColdStart)
+		return invalid([]any{"backend", "cold_start"}, "cold_start %v must be in (0, 1h]", b.ColdStart)
 	}
 	switch b.Policy {
 	case CloudRun, KPA, HPA:
 	default:
-		return invalid("backend: unknown policy %q (want %q, %q or %q)", b.Policy, CloudRun, KPA, HPA)
+		return invalid([]any{"backend", "policy"}, "unknown policy %q (want %q, %q or %q)", b.Policy, CloudRun, KPA, HPA)
 	}
 	if err := b.Autoscale.Validate(); err != nil {
-		return fmt.Errorf("%w: backend: %w", ErrInvalidScenario, err)
+		return &FieldError{Path: []any{"backend"}, Msg: err.Error(), Err: err}
 	}
 	return nil
 }
