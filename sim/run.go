@@ -197,7 +197,9 @@ type runner struct {
 	end     int64
 	seq     uint64
 	events  eventHeap
-	rnd     *rand.Rand
+	arrRnd  *rand.Rand // arrival gaps
+	svcRnd  *rand.Rand // service times
+	rtyRnd  *rand.Rand // retry jitter
 	groups  []group
 	limits  []bucket.Limit
 	states  []bucket.State
@@ -220,7 +222,9 @@ type runner struct {
 
 // Run simulates sc and returns its result, or an error wrapping
 // ErrInvalidScenario when sc cannot run. It is deterministic: the same
-// scenario gives the same result.
+// scenario gives the same result. Arrivals, service times and retry jitter
+// draw from three PCG streams seeded with sc.Seed, so runs that differ only in
+// their retry or backend settings see the same arrivals.
 func Run(sc Scenario) (*Result, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, err
@@ -229,7 +233,9 @@ func Run(sc Scenario) (*Result, error) {
 	r := &runner{
 		sc:      sc,
 		end:     int64(sc.Duration),
-		rnd:     rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x9e3779b97f4a7c15)),
+		arrRnd:  rand.New(rand.NewPCG(sc.Seed, 1)),
+		svcRnd:  rand.New(rand.NewPCG(sc.Seed, 2)),
+		rtyRnd:  rand.New(rand.NewPCG(sc.Seed, 3)),
 		pending: make(map[autoscale.RequestID]int32),
 	}
 	n := int((sc.Duration + time.Second - 1) / time.Second)
@@ -363,7 +369,7 @@ func (r *runner) nextArrival(gi int32, fresh bool) {
 	var next int64
 	switch g.Process {
 	case Poisson:
-		next = r.now + int64(math.Ceil(r.rnd.ExpFloat64()/g.segRate*1e9))
+		next = r.now + int64(math.Ceil(r.arrRnd.ExpFloat64()/g.segRate*1e9))
 	default:
 		if !fresh {
 			g.segCount++
@@ -439,7 +445,7 @@ func (r *runner) fail(ci int32, rejected bool) {
 		r.giveUp(ci)
 		return
 	}
-	d := rt.Schedule.Delay(int(c.attempts-1), c.prevDelay, r.rnd)
+	d := rt.Schedule.Delay(int(c.attempts-1), c.prevDelay, r.rtyRnd)
 	if d < 0 {
 		d = 0
 	}
@@ -510,7 +516,7 @@ func (r *runner) serviceTime() int64 {
 	if r.sc.Backend.Distribution == Fixed {
 		return int64(mean)
 	}
-	return int64(math.Ceil(r.rnd.ExpFloat64() * mean))
+	return int64(math.Ceil(r.svcRnd.ExpFloat64() * mean))
 }
 
 func (r *runner) startInstance(id autoscale.InstanceID) {
