@@ -98,7 +98,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// writeSimFiles writes a CSV and a plot per run, and a comparison plot when
+// writeSimFiles writes a CSV and a plot per run (STUDY-RUN.csv, STUDY-RUN.png,
+// or STUDY.csv and STUDY.png for a single run), and STUDY-comparison.png when
 // there are several runs, into dir. It returns the files' names.
 func writeSimFiles(dir, studyName string, results []*sim.Result, f sim.Format) ([]string, error) {
 	prefix := unsafeFileChars.ReplaceAllString(studyName, "_")
@@ -128,6 +129,9 @@ func writeSimFiles(dir, studyName string, results []*sim.Result, f sim.Format) (
 			run = fmt.Sprintf("run-%d", i+1)
 		}
 		base := prefix + "-" + run
+		if len(results) == 1 {
+			base = prefix
+		}
 		if err := errors.Join(
 			write(base+".csv", func(w io.Writer) error { return sim.WriteCSV(w, r) }),
 			write(base+"."+string(f), func(w io.Writer) error { return sim.WritePlot(w, r, f) }),
