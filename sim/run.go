@@ -366,20 +366,22 @@ func (r *runner) nextArrival(gi int32, fresh bool) {
 	if g.segRate <= 0 {
 		return
 	}
-	var next int64
+	// Arrival times are computed in floating point and compared with the
+	// segment's end before conversion, so a tiny rate cannot overflow.
+	var next float64
 	switch g.Process {
 	case Poisson:
-		next = r.now + int64(math.Ceil(r.arrRnd.ExpFloat64()/g.segRate*1e9))
+		next = float64(r.now) + math.Ceil(r.arrRnd.ExpFloat64()/g.segRate*1e9)
 	default:
 		if !fresh {
 			g.segCount++
 		}
-		next = g.segStart + int64(math.Round(float64(g.segCount)*1e9/g.segRate))
+		next = float64(g.segStart) + math.Round(float64(g.segCount)*1e9/g.segRate)
 	}
-	if next >= g.segEnd {
+	if next >= float64(min(g.segEnd, r.end)) {
 		return
 	}
-	r.push(next, evArrival, gi, 0)
+	r.push(int64(next), evArrival, gi, 0)
 }
 
 func (r *runner) newCall(gi int32) {
@@ -449,7 +451,7 @@ func (r *runner) fail(ci int32, rejected bool) {
 	if d < 0 {
 		d = 0
 	}
-	if rt.Deadline > 0 && r.now+int64(d)-c.start > int64(rt.Deadline) {
+	if rt.Deadline > 0 && int64(d) > int64(rt.Deadline)-(r.now-c.start) {
 		r.giveUp(ci)
 		return
 	}
@@ -466,7 +468,7 @@ func (r *runner) fail(ci int32, rejected bool) {
 	if r.sc.RecordRetries {
 		r.log = append(r.log, RetryRecord{Call: c.seq, Attempt: int(c.attempts), At: time.Duration(r.now), Delay: d})
 	}
-	if r.now+int64(d) < r.end {
+	if int64(d) < r.end-r.now {
 		r.push(r.now+int64(d), evAttempt, ci, 0)
 	}
 }

@@ -42,7 +42,11 @@ const (
 	// MaxRate bounds every arrival rate, in calls per second.
 	MaxRate = 1e6
 	// MaxBurst bounds Clients.Burst.
-	MaxBurst = 10_000_000
+	MaxBurst = 1_000_000
+	// MaxCalls bounds the first attempts a scenario's clients can make
+	// (rates integrated over the duration, plus bursts), which bounds a
+	// run's time and memory.
+	MaxCalls = 100_000_000
 )
 
 // Process is an arrival process: how a client group spaces its calls.
@@ -409,6 +413,9 @@ func (s Scenario) validate() error {
 			return invalid(p("burst_at"), "burst_at %v must not be negative", c.BurstAt)
 		}
 	}
+	if n := s.expectedCalls(); n > MaxCalls {
+		return invalid([]any{"clients"}, "the clients would make about %.3g calls in %v, more than %d", n, s.Duration, MaxCalls)
+	}
 	r := s.Retry
 	if r.MaxAttempts < 0 {
 		return invalid([]any{"retry", "max_attempts"}, "max_attempts %d must not be negative", r.MaxAttempts)
@@ -448,6 +455,26 @@ func (s Scenario) validate() error {
 		return &FieldError{Path: []any{"backend"}, Msg: err.Error(), Err: err}
 	}
 	return nil
+}
+
+// expectedCalls integrates the clients' rates over the duration and adds
+// their bursts: the number of first attempts of a run, on average.
+func (s Scenario) expectedCalls() float64 {
+	end := s.Duration.Seconds()
+	var n float64
+	for _, c := range s.Clients {
+		if c.BurstAt <= s.Duration {
+			n += float64(c.Burst)
+		}
+		from, rate := 0.0, c.Rate
+		for _, st := range c.Steps {
+			at := min(st.At.Seconds(), end)
+			n += rate * max(at-from, 0)
+			from, rate = max(from, at), st.Rate
+		}
+		n += rate * max(end-from, 0)
+	}
+	return n
 }
 
 // policy builds the scenario's autoscaling policy for cfg.

@@ -396,3 +396,28 @@ func TestUnfinishedCallsAreCounted(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+func TestExtremeValuesDoNotBreakTheClock(t *testing.T) {
+	for _, p := range []Process{Constant, Poisson} {
+		res := mustRun(t, Scenario{
+			Duration: time.Minute,
+			Clients:  []Clients{{Process: p, Rate: 1e-300, Burst: 60}},
+			Retry:    Retry{Schedule: retry.Constant(time.Duration(1<<63 - 1)), Deadline: -1},
+			Backend:  Backend{None: true},
+		})
+		// The constant process calls once at 0; a Poisson gap of ~1e300 s
+		// never comes. Throttled calls wait "forever": unfinished.
+		want := 60
+		if p == Constant {
+			want = 61
+		}
+		if s := res.Summary; s.Calls != want || s.Succeeded != 50 || s.Unfinished != want-50 || s.Retries != 0 {
+			t.Errorf("%s: %+v", p, s)
+		}
+	}
+	_, err := Run(Scenario{Duration: 24 * time.Hour, Clients: []Clients{{Rate: 1e6}}})
+	var fe *FieldError
+	if !errors.As(err, &fe) || pathString(fe.Path) != "clients" {
+		t.Errorf("a run of 8.6e10 calls: %v", err)
+	}
+}
