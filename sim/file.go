@@ -200,7 +200,14 @@ func ParseStudy(file string, data []byte) (*Study, error) {
 	if len(variants) == 0 {
 		variants = []fileRun{{}}
 	}
+	seen := map[string]bool{}
 	for i, v := range variants {
+		if len(doc.Runs) > 0 && v.Name != "" {
+			if seen[v.Name] {
+				return nil, ferr(lineAt(top, []any{"runs", i, "name"}), fmt.Sprintf("runs[%d].name: a second run named %q", i, v.Name), nil)
+			}
+			seen[v.Name] = true
+		}
 		run := doc.fileRun
 		prefix := []any{}
 		if len(doc.Runs) > 0 {

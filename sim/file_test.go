@@ -100,6 +100,7 @@ func TestParseStudyErrorsNameFileAndLine(t *testing.T) {
 		"bad-step.yaml":      "testdata/bad-step.yaml:6: clients[0].steps[1].at: at 10s must not be negative",
 		"bad-limit.yaml":     "testdata/bad-limit.yaml:3: limit: bucket: invalid limit",
 		"two-docs.yaml":      "testdata/two-docs.yaml:2: a second YAML document",
+		"same-names.yaml":    `testdata/same-names.yaml:5: runs[1].name: a second run named "a"`,
 	} {
 		_, err := LoadStudy("testdata/" + file)
 		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrInvalidScenario) {

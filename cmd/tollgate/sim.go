@@ -107,6 +107,7 @@ func writeSimFiles(dir, studyName string, results []*sim.Result, f sim.Format) (
 		prefix = "sim"
 	}
 	var names []string
+	used := map[string]bool{}
 	write := func(name string, fn func(io.Writer) error) error {
 		path := filepath.Join(dir, name)
 		file, err := os.Create(path)
@@ -132,6 +133,10 @@ func writeSimFiles(dir, studyName string, results []*sim.Result, f sim.Format) (
 		if len(results) == 1 {
 			base = prefix
 		}
+		if used[base] || base == prefix+"-comparison" {
+			base = fmt.Sprintf("%s-%d", base, i+1)
+		}
+		used[base] = true
 		if err := errors.Join(
 			write(base+".csv", func(w io.Writer) error { return sim.WriteCSV(w, r) }),
 			write(base+"."+string(f), func(w io.Writer) error { return sim.WritePlot(w, r, f) }),

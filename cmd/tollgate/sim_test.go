@@ -107,3 +107,19 @@ func TestUsageListsSim(t *testing.T) {
 		t.Fatalf("usage lacks sim:\n%s", errs)
 	}
 }
+
+func TestSimFileNamesNeverCollide(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := runCmd("sim", "--scenario", "testdata/sim-collide.yaml", "--out", dir); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, f := range []string{"names-a_b.csv", "names-a_b-2.csv", "names-comparison-3.csv", "names-comparison.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 7 {
+		t.Errorf("%d files, want 7", len(entries))
+	}
+}
