@@ -9,8 +9,36 @@ import (
 	"time"
 )
 
-// WriteSummary writes a table of the results' summaries, one row per run.
+// WriteSummary writes a table of the results' summaries, one row per run,
+// and, when a run has more than one client group, a second table with a row
+// per run and group.
 func WriteSummary(w io.Writer, results []*Result) error {
+	if err := writeRuns(w, results); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if len(r.Groups) > 1 {
+			fmt.Fprintln(w)
+			return writeGroups(w, results)
+		}
+	}
+	return nil
+}
+
+func writeGroups(w io.Writer, results []*Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tclients\tcalls\tok %\tfailed\tunfinished\tretries\tthrottled\t429\tmean\tp99\t")
+	for _, r := range results {
+		for _, g := range r.Groups {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n",
+				r.Scenario.Name, g.Name, g.Calls, 100*g.SuccessRate, g.Failed, g.Unfinished, g.Retries,
+				g.Throttled, g.Rejected, roundDuration(g.MeanLatency), roundDuration(g.P99Latency))
+		}
+	}
+	return tw.Flush()
+}
+
+func writeRuns(w io.Writer, results []*Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\tcalls\tok %\tfailed\tunfinished\tattempts\tretries\tthrottled\t429\tmean\tp50\tp99\tpeak inst\tinst·s\t")
 	for _, r := range results {

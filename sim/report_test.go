@@ -58,6 +58,34 @@ func TestWriteSummaryRowPerRun(t *testing.T) {
 	}
 }
 
+func TestWriteSummaryGroupsTable(t *testing.T) {
+	res := mustRun(t, Scenario{
+		Name:     "two",
+		Duration: 5 * time.Second,
+		Clients:  []Clients{{Name: "steady", Rate: 10}, {Name: "herd", Burst: 80}},
+		Retry:    Retry{Disabled: true},
+		Backend:  Backend{None: true},
+	})
+	var b bytes.Buffer
+	if err := WriteSummary(&b, []*Result{res}); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		rows = append(rows, strings.Join(strings.Fields(l), " "))
+	}
+	// The herd at 0 takes the 50 tokens before the steady group's first
+	// call, which is throttled; then 20 tokens a second cover 10 calls.
+	want := []string{
+		"run clients calls ok % failed unfinished retries throttled 429 mean p99",
+		"two steady 50 98.00 1 0 0 1 0 0s 0s",
+		"two herd 80 62.50 30 0 0 30 0 0s 0s",
+	}
+	if len(rows) < 6 || strings.Join(rows[3:6], "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%s", b.String())
+	}
+}
+
 func TestPlotsArePNGAndSVG(t *testing.T) {
 	res := smallResults(t)
 	var png, svg, cmp bytes.Buffer

@@ -65,6 +65,22 @@ type Summary struct {
 	InstanceSeconds, PeakInstances int
 }
 
+// GroupSummary totals the calls of one client group.
+type GroupSummary struct {
+	// Name is the group's name.
+	Name string
+	// Calls, Succeeded, Failed and Unfinished count the group's calls as
+	// in Summary.
+	Calls, Succeeded, Failed, Unfinished int
+	// Retries, Throttled and Rejected count the group's attempts.
+	Retries, Throttled, Rejected int
+	// SuccessRate is Succeeded / (Succeeded + Failed); 1 when no call ended.
+	SuccessRate float64
+	// MeanLatency and P99Latency describe the end-to-end latency of the
+	// group's calls that succeeded.
+	MeanLatency, P99Latency time.Duration
+}
+
 // RetryRecord is one retry decision, kept when Scenario.RecordRetries is set.
 type RetryRecord struct {
 	// Call numbers the call from 0 in the order calls started.
@@ -85,6 +101,8 @@ type Result struct {
 	Seconds []Second
 	// Summary totals the run.
 	Summary Summary
+	// Groups totals each client group, in the order of Scenario.Clients.
+	Groups []GroupSummary
 	// RetryLog lists every retry when Scenario.RecordRetries is set.
 	RetryLog []RetryRecord
 }
@@ -176,6 +194,8 @@ type group struct {
 	segEnd   int64
 	segCount int64
 	nextStep int
+	sum      GroupSummary
+	lat      []int64
 }
 
 type instance struct {
@@ -296,7 +316,11 @@ func Run(sc Scenario) (*Result, error) {
 	}
 	r.closeLatencySecond()
 	r.summarise()
-	return &Result{Scenario: sc, Limit: targetLimit, Seconds: r.secs, Summary: r.sum, RetryLog: r.log}, nil
+	res := &Result{Scenario: sc, Limit: targetLimit, Seconds: r.secs, Summary: r.sum, RetryLog: r.log}
+	for _, g := range r.groups {
+		res.Groups = append(res.Groups, g.summary())
+	}
+	return res, nil
 }
 
 func (r *runner) push(at int64, k eventKind, idx int32, id uint64) {
@@ -388,6 +412,7 @@ func (r *runner) newCall(gi int32) {
 	var ci int32
 	c := call{start: r.now, seq: r.started, group: gi}
 	r.started++
+	r.groups[gi].sum.Calls++
 	if n := len(r.free); n > 0 {
 		ci = r.free[n-1]
 		r.free = r.free[:n-1]
@@ -411,11 +436,14 @@ func (r *runner) attempt(ci int32) {
 		s.FirstAttempts++
 	} else {
 		s.Retries++
+		g := &r.groups[c.group]
+		g.sum.Retries++
 	}
 	g := &r.groups[c.group]
 	st, d := r.limits[g.bucket].TakeAt(r.states[g.bucket], epoch+r.now, 1)
 	if !d.Allowed {
 		s.Throttled++
+		g.sum.Throttled++
 		r.fail(ci, false)
 		return
 	}
@@ -476,6 +504,7 @@ func (r *runner) fail(ci int32, rejected bool) {
 func (r *runner) giveUp(ci int32) {
 	r.sec().Failed++
 	r.sum.Failed++
+	r.groups[r.calls[ci].group].sum.Failed++
 	r.free = append(r.free, ci)
 }
 
@@ -483,6 +512,8 @@ func (r *runner) succeed(ci int32) {
 	c := &r.calls[ci]
 	r.sec().Completed++
 	r.sum.Succeeded++
+	r.groups[c.group].sum.Succeeded++
+	r.groups[c.group].lat = append(r.groups[c.group].lat, r.now-c.start)
 	if b := r.groups[c.group].budget; b != nil {
 		b.Succeeded(c.attempts == 1, c.cost)
 	}
@@ -578,6 +609,7 @@ func (r *runner) handle(ev autoscale.Events) {
 		}
 		delete(r.pending, id)
 		r.sec().Rejected++
+		r.groups[r.calls[ci].group].sum.Rejected++
 		r.fail(ci, true)
 	}
 	for _, id := range ev.Stopped {
@@ -618,6 +650,26 @@ func (r *runner) tick() {
 	if k < len(r.secs) {
 		r.push(r.now+int64(time.Second), evTick, 0, 0)
 	}
+}
+
+func (g *group) summary() GroupSummary {
+	s := g.sum
+	s.Name = g.Name
+	s.Unfinished = s.Calls - s.Succeeded - s.Failed
+	s.SuccessRate = 1
+	if ended := s.Succeeded + s.Failed; ended > 0 {
+		s.SuccessRate = float64(s.Succeeded) / float64(ended)
+	}
+	if len(g.lat) > 0 {
+		slices.Sort(g.lat)
+		var total float64
+		for _, l := range g.lat {
+			total += float64(l)
+		}
+		s.MeanLatency = time.Duration(math.Round(total / float64(len(g.lat))))
+		s.P99Latency = time.Duration(percentile(g.lat, 0.99))
+	}
+	return s
 }
 
 func (r *runner) summarise() {

@@ -349,6 +349,40 @@ func TestSharedCategoryBucket(t *testing.T) {
 	if s := res.Summary; s.Admitted != 50 || s.Throttled != 50 {
 		t.Fatalf("%+v", s)
 	}
+	// The burst of DescribeClusters comes first and takes every token.
+	g := res.Groups
+	if len(g) != 2 || g[0].Name != "clients-1" || g[0].Calls != 50 || g[0].Succeeded != 50 ||
+		g[1].Calls != 50 || g[1].Throttled != 50 || g[1].Failed != 50 || g[1].SuccessRate != 0 {
+		t.Fatalf("groups %+v", g)
+	}
+}
+
+func TestGroupSummariesAddUp(t *testing.T) {
+	st, err := Preset("ecs-burst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range st.Runs {
+		res := mustRun(t, sc)
+		var sum GroupSummary
+		for _, g := range res.Groups {
+			sum.Calls += g.Calls
+			sum.Succeeded += g.Succeeded
+			sum.Failed += g.Failed
+			sum.Unfinished += g.Unfinished
+			sum.Retries += g.Retries
+			sum.Throttled += g.Throttled
+			sum.Rejected += g.Rejected
+		}
+		s := res.Summary
+		if sum.Calls != s.Calls || sum.Succeeded != s.Succeeded || sum.Failed != s.Failed || sum.Unfinished != s.Unfinished ||
+			sum.Retries != s.Retries || sum.Throttled != s.Throttled || sum.Rejected != s.Rejected {
+			t.Errorf("%s: groups add up to %+v, summary %+v", sc.Name, sum, s)
+		}
+		if res.Groups[1].Name != "burst" || res.Groups[1].Calls != 200 {
+			t.Errorf("%s: burst group %+v", sc.Name, res.Groups[1])
+		}
+	}
 }
 
 func TestInvalidScenarios(t *testing.T) {
