@@ -146,7 +146,8 @@ type fileRetry struct {
 		Ratio float64 `yaml:"ratio"`
 		Burst float64 `yaml:"burst"`
 	} `yaml:"budget"`
-	No429 bool `yaml:"no_429"`
+	No429         bool `yaml:"no_429"`
+	UseRetryAfter bool `yaml:"use_retry_after"`
 }
 
 // Schedule names accepted by a scenario file's retry.schedule.
@@ -389,7 +390,7 @@ func (f fileRun) scenario() (Scenario, error) {
 }
 
 func (r *fileRetry) retry() (Retry, error) {
-	rt := Retry{MaxAttempts: r.MaxAttempts, Deadline: r.Deadline, No429: r.No429}
+	rt := Retry{MaxAttempts: r.MaxAttempts, Deadline: r.Deadline, No429: r.No429, UseRetryAfter: r.UseRetryAfter}
 	for _, d := range []struct {
 		name string
 		v    time.Duration

@@ -59,7 +59,7 @@ duration: 30s
 seed: 3
 clients:
   - {name: a, process: poisson, rate: 12, burst: 40, burst_at: 5s, steps: [{at: 10s, rate: 3}]}
-retry: {schedule: constant, base: 2s, max_attempts: 4, deadline: 20s, no_429: true, budget: {kind: ratio, ratio: 0.5, burst: 3}}
+retry: {schedule: constant, base: 2s, max_attempts: 4, deadline: 20s, no_429: true, use_retry_after: true, budget: {kind: ratio, ratio: 0.5, burst: 3}}
 backend: {policy: kpa, service_time: 50ms, distribution: fixed, max_instances: 7}
 runs:
   - name: base
@@ -80,7 +80,7 @@ runs:
 		t.Fatalf("base %+v", a)
 	}
 	if a.Retry.Schedule != retry.Constant(2*time.Second) || a.Retry.MaxAttempts != 4 || a.Retry.Deadline != 20*time.Second ||
-		!a.Retry.No429 || a.Retry.Budget != (Budget{Kind: RatioBudget, Ratio: 0.5, Burst: 3}) {
+		!a.Retry.No429 || !a.Retry.UseRetryAfter || a.Retry.Budget != (Budget{Kind: RatioBudget, Ratio: 0.5, Burst: 3}) {
 		t.Fatalf("base retry %+v", a.Retry)
 	}
 	if a.Backend.Policy != KPA || a.Backend.ServiceTime != 50*time.Millisecond || a.Backend.Distribution != Fixed || a.Backend.Autoscale.MaxInstances != 7 {

@@ -444,7 +444,7 @@ func (r *runner) attempt(ci int32) {
 	if !d.Allowed {
 		s.Throttled++
 		g.sum.Throttled++
-		r.fail(ci, false)
+		r.fail(ci, false, d.RetryAfter)
 		return
 	}
 	r.states[g.bucket] = st
@@ -467,8 +467,8 @@ func (r *runner) attempt(ci int32) {
 }
 
 // fail handles a throttled (rejected false) or 429-rejected attempt: the
-// client retries or gives up.
-func (r *runner) fail(ci int32, rejected bool) {
+// client retries or gives up. hint is the bucket's RetryAfter for a throttle.
+func (r *runner) fail(ci int32, rejected bool, hint time.Duration) {
 	c := &r.calls[ci]
 	rt := r.sc.Retry
 	if rt.Disabled || (rejected && rt.No429) || (rt.MaxAttempts > 0 && int(c.attempts) >= rt.MaxAttempts) {
@@ -478,6 +478,9 @@ func (r *runner) fail(ci int32, rejected bool) {
 	d := rt.Schedule.Delay(int(c.attempts-1), c.prevDelay, r.rtyRnd)
 	if d < 0 {
 		d = 0
+	}
+	if rt.UseRetryAfter {
+		d = max(d, min(hint, retry.DefaultMaxHint))
 	}
 	if rt.Deadline > 0 && int64(d) > int64(rt.Deadline)-(r.now-c.start) {
 		r.giveUp(ci)
@@ -610,7 +613,7 @@ func (r *runner) handle(ev autoscale.Events) {
 		delete(r.pending, id)
 		r.sec().Rejected++
 		r.groups[r.calls[ci].group].sum.Rejected++
-		r.fail(ci, true)
+		r.fail(ci, true, 0)
 	}
 	for _, id := range ev.Stopped {
 		r.insts = slices.DeleteFunc(r.insts, func(in *instance) bool { return in.id == id })

@@ -190,6 +190,10 @@ type Retry struct {
 	// No429 fails calls the backend rejects with HTTP 429 instead of
 	// retrying them.
 	No429 bool
+	// UseRetryAfter makes clients wait at least the throttle's Retry-After
+	// (the time until the bucket holds a token again, as tollgate's native
+	// API sends it), capped at retry.DefaultMaxHint, like retry.Policy.Wait.
+	UseRetryAfter bool
 }
 
 // Budget selects a client retry budget of package retry, one per client group.

@@ -455,3 +455,24 @@ func TestExtremeValuesDoNotBreakTheClock(t *testing.T) {
 		t.Errorf("a run of 8.6e10 calls: %v", err)
 	}
 }
+
+func TestUseRetryAfterWaitsForTheNextToken(t *testing.T) {
+	res := mustRun(t, Scenario{
+		Duration:      time.Minute,
+		Clients:       []Clients{{Burst: 60}},
+		Retry:         Retry{Schedule: retry.Constant(0), UseRetryAfter: true},
+		Backend:       Backend{None: true},
+		RecordRetries: true,
+	})
+	// With no backoff of their own, the 10 throttled clients wait exactly
+	// until a token arrives (50 ms); the first takes it and the other 9 wait
+	// again. Every call succeeds within 10 × 50 ms.
+	if s := res.Summary; s.Succeeded != 60 || s.MaxLatency != 500*time.Millisecond {
+		t.Fatalf("%+v", s)
+	}
+	for _, r := range res.RetryLog {
+		if r.Delay <= 0 || r.Delay > 50*time.Millisecond {
+			t.Fatalf("retry %+v waited outside (0, 50ms]", r)
+		}
+	}
+}
