@@ -149,3 +149,23 @@ func FuzzParseStudy(f *testing.F) {
 		}
 	})
 }
+
+func TestReferenceFileHasEveryField(t *testing.T) {
+	st, err := LoadStudy("testdata/reference.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := st.Runs[0]
+	if len(st.Runs) != 2 || a.Limit.String() != "100/40" || len(a.Clients) != 2 || a.Clients[1].Action != "ListClusters" ||
+		a.Retry.Budget.Kind != RatioBudget || a.Backend.Autoscale.MaxConcurrency != 80 {
+		t.Fatalf("%+v", st)
+	}
+	res, err := st.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The burst plus Poisson calls averaging 10/s for 20 s and 30/s for 20 s.
+	if c := res[0].Summary.Calls - 120; res[0].Limit.String() != "100/40" || c < 700 || c > 900 || res[0].Groups[1].Calls != 120 {
+		t.Fatalf("%+v", res[0].Summary)
+	}
+}
