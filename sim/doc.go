@@ -44,5 +44,6 @@
 // scenario plus variants under runs, each replacing whole blocks of it.
 // Unknown fields and bad values are errors naming the file and line. Preset
 // returns the built-in studies ("ecs-burst", "thundering-herd",
-// "autoscale-step"), whose files in the presets directory document the format.
+// "autoscale-step"), whose files in the presets directory show the format;
+// testdata/reference.yaml lists every field.
 package sim

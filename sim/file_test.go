@@ -146,6 +146,25 @@ func FuzzParseStudy(f *testing.F) {
 			if err := sc.Validate(); err != nil {
 				t.Fatalf("parsed scenario is invalid: %v", err)
 			}
+			// Small scenarios run too: a valid scenario always runs.
+			if d := sc.withDefaults(); d.Duration <= 10*time.Minute && d.expectedCalls() <= 2000 {
+				// Bound the retries: a 1 ms schedule may retry 300,000
+				// times per call within the deadline.
+				if sc.Retry.MaxAttempts == 0 || sc.Retry.MaxAttempts > 10 {
+					sc.Retry.MaxAttempts = 10
+				}
+				// Bound the instances observed every second.
+				a := &sc.Backend.Autoscale
+				if a.MinInstances > 50 {
+					continue
+				}
+				if a.MaxInstances == 0 || a.MaxInstances > 200 {
+					a.MaxInstances = 200
+				}
+				if _, err := Run(sc); err != nil {
+					t.Fatalf("valid scenario failed to run: %v", err)
+				}
+			}
 		}
 	})
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,6 +14,23 @@ import (
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/retry"
 )
+
+// Limits on the work of one run.
+const (
+	// MinRetryWait is the shortest wait before a retry: shorter waits a
+	// schedule returns are taken as MinRetryWait, so that a schedule of zero
+	// waits cannot stall the virtual clock.
+	MinRetryWait = time.Millisecond
+	// MaxRunAttempts bounds the attempts of one run; Run stops with
+	// ErrRunTooLarge beyond it.
+	MaxRunAttempts = 200_000_000
+)
+
+// maxRunAttempts is MaxRunAttempts, lowered by tests.
+var maxRunAttempts = MaxRunAttempts
+
+// ErrRunTooLarge reports a run stopped at MaxRunAttempts.
+var ErrRunTooLarge = errors.New("sim: run too large")
 
 // epoch is the Unix time, in nanoseconds, of virtual time 0: the bucket and
 // the autoscaler see epoch + virtual time.
@@ -212,20 +230,21 @@ func (in *instance) change(now int64, d int) {
 }
 
 type runner struct {
-	sc      Scenario
-	now     int64
-	end     int64
-	seq     uint64
-	events  eventHeap
-	arrRnd  *rand.Rand // arrival gaps
-	svcRnd  *rand.Rand // service times
-	rtyRnd  *rand.Rand // retry jitter
-	groups  []group
-	limits  []bucket.Limit
-	states  []bucket.State
-	calls   []call
-	free    []int32
-	started int
+	sc       Scenario
+	now      int64
+	end      int64
+	seq      uint64
+	events   eventHeap
+	arrRnd   *rand.Rand // arrival gaps
+	svcRnd   *rand.Rand // service times
+	rtyRnd   *rand.Rand // retry jitter
+	groups   []group
+	limits   []bucket.Limit
+	states   []bucket.State
+	calls    []call
+	free     []int32
+	started  int
+	attempts int
 
 	eng       *autoscale.Engine
 	cpus      float64
@@ -430,6 +449,10 @@ func (r *runner) newCall(gi int32) {
 func (r *runner) attempt(ci int32) {
 	c := &r.calls[ci]
 	c.attempts++
+	if r.attempts++; r.attempts > maxRunAttempts {
+		r.err = fmt.Errorf("%w: more than %d attempts by %v", ErrRunTooLarge, maxRunAttempts, time.Duration(r.now))
+		return
+	}
 	s := r.sec()
 	s.Attempts++
 	if c.attempts == 1 {
@@ -476,9 +499,7 @@ func (r *runner) fail(ci int32, rejected bool, hint time.Duration) {
 		return
 	}
 	d := rt.Schedule.Delay(int(c.attempts-1), c.prevDelay, r.rtyRnd)
-	if d < 0 {
-		d = 0
-	}
+	d = max(d, MinRetryWait)
 	if rt.UseRetryAfter {
 		d = max(d, min(hint, retry.DefaultMaxHint))
 	}

@@ -43,6 +43,9 @@ const (
 	MaxRate = 1e6
 	// MaxBurst bounds Clients.Burst.
 	MaxBurst = 1_000_000
+	// MaxInstances bounds Backend.Autoscale.MaxInstances and MinInstances
+	// in a simulation: every instance is observed every virtual second.
+	MaxInstances = 10_000
 	// MaxCalls bounds the first attempts a scenario's clients can make
 	// (rates integrated over the duration, plus bursts), which bounds a
 	// run's time and memory.
@@ -454,6 +457,9 @@ func (s Scenario) validate() error {
 	case CloudRun, KPA, HPA:
 	default:
 		return invalid([]any{"backend", "policy"}, "unknown policy %q (want %q, %q or %q)", b.Policy, CloudRun, KPA, HPA)
+	}
+	if a := b.Autoscale; a.MaxInstances > MaxInstances || a.MinInstances > MaxInstances {
+		return invalid([]any{"backend", "max_instances"}, "min and max instances must be at most %d in a simulation", MaxInstances)
 	}
 	if err := b.Autoscale.Validate(); err != nil {
 		return &FieldError{Path: []any{"backend"}, Msg: err.Error(), Err: err}

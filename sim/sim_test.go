@@ -476,3 +476,37 @@ func TestUseRetryAfterWaitsForTheNextToken(t *testing.T) {
 		}
 	}
 }
+
+func TestZeroWaitsCannotStallTheClock(t *testing.T) {
+	res := mustRun(t, Scenario{
+		Duration:      2 * time.Second,
+		Clients:       []Clients{{Burst: 51}},
+		Retry:         Retry{Schedule: retry.Constant(0)},
+		Backend:       Backend{None: true},
+		RecordRetries: true,
+	})
+	// The 51st call retries every MinRetryWait until the token that
+	// arrives at 50 ms: attempts at 0, 1, …, 50 ms.
+	if s := res.Summary; s.Succeeded != 51 || s.Retries != 50 || s.MaxLatency != 50*time.Millisecond {
+		t.Fatalf("%+v", s)
+	}
+	for _, r := range res.RetryLog {
+		if r.Delay != MinRetryWait {
+			t.Fatalf("retry %+v", r)
+		}
+	}
+}
+
+func TestRunStopsAtMaxRunAttempts(t *testing.T) {
+	defer func(n int) { maxRunAttempts = n }(maxRunAttempts)
+	maxRunAttempts = 1000
+	_, err := Run(Scenario{
+		Duration: time.Minute,
+		Clients:  []Clients{{Burst: 60}},
+		Retry:    Retry{Schedule: retry.Constant(0)},
+		Backend:  Backend{None: true},
+	})
+	if !errors.Is(err, ErrRunTooLarge) {
+		t.Fatalf("error %v", err)
+	}
+}
