@@ -339,6 +339,9 @@ func Run(sc Scenario) (*Result, error) {
 	for _, g := range r.groups {
 		res.Groups = append(res.Groups, g.summary())
 	}
+	if len(res.Groups) == 1 {
+		res.Groups[0].MeanLatency, res.Groups[0].P99Latency = r.sum.MeanLatency, r.sum.P99Latency
+	}
 	return res, nil
 }
 
@@ -537,7 +540,9 @@ func (r *runner) succeed(ci int32) {
 	r.sec().Completed++
 	r.sum.Succeeded++
 	r.groups[c.group].sum.Succeeded++
-	r.groups[c.group].lat = append(r.groups[c.group].lat, r.now-c.start)
+	if len(r.groups) > 1 { // a single group's latencies are the run's
+		r.groups[c.group].lat = append(r.groups[c.group].lat, r.now-c.start)
+	}
 	if b := r.groups[c.group].budget; b != nil {
 		b.Succeeded(c.attempts == 1, c.cost)
 	}

@@ -30,6 +30,10 @@ func TestZeroScenarioRunsWithDefaults(t *testing.T) {
 	if s.Calls != 600 || s.Throttled != 0 || s.Retries != 0 || s.Succeeded+s.Unfinished != 600 {
 		t.Fatalf("summary %+v", s)
 	}
+	if g := res.Groups; len(g) != 1 || g[0].Name != "clients" || g[0].Calls != 600 ||
+		g[0].P99Latency != s.P99Latency || g[0].MeanLatency != s.MeanLatency || g[0].P99Latency == 0 {
+		t.Fatalf("groups %+v", g)
+	}
 	if s.PeakInstances < 1 || s.InstanceSeconds < 55 {
 		t.Fatalf("backend never ran: %+v", s)
 	}
