@@ -4,6 +4,7 @@
 //
 //	tollgate serve [flags]                  run the throttling server (tollgate serve -h)
 //	tollgate check [--preset NAME | FILE]   validate a quota config and print its table
+//	tollgate sim (--preset NAME | --scenario FILE) [--out DIR]   simulate throttling, retries and autoscaling
 package main
 
 import (
@@ -26,6 +27,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"check": checkCommand(),
 		"serve": serveCommand(),
+		"sim":   simCommand(),
 	}
 }
 
@@ -50,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: tollgate <command> [flags]")
 	fmt.Fprintln(w, "commands:")
-	for _, name := range []string{"serve", "check"} {
+	for _, name := range []string{"serve", "check", "sim"} {
 		if c, ok := cmds[name]; ok {
 			fmt.Fprintf(w, "  %-7s %s\n", name, c.summary)
 		}

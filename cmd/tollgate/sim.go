@@ -1,0 +1,153 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/tollgate/tollgate/sim"
+)
+
+func simCommand() command {
+	return command{
+		summary: "simulate clients, throttle and autoscaler on a virtual clock; print a summary, write plots and CSV",
+		run:     runSim,
+	}
+}
+
+// unsafeFileChars are replaced in run names used as file names.
+var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+func runSim(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	scenario := fs.String("scenario", "", "scenario `FILE` (YAML) to run")
+	preset := fs.String("preset", "", "built-in study to run: "+strings.Join(sim.PresetNames(), ", "))
+	out := fs.String("out", "", "`DIR`ectory for plots and CSV (default: a new temporary directory)")
+	seed := fs.Uint64("seed", 0, "seed for every run, replacing the scenario's")
+	format := fs.String("format", "png", "plot format: png or svg")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: tollgate sim (--scenario FILE | --preset NAME) [--out DIR] [--seed N] [--format png|svg]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 || (*scenario == "") == (*preset == "") {
+		fs.Usage()
+		return 2
+	}
+	f := sim.Format(*format)
+	if f != sim.PNG && f != sim.SVG {
+		fmt.Fprintf(stderr, "tollgate sim: unknown --format %q (want png or svg)\n", *format)
+		return 2
+	}
+	var (
+		study *sim.Study
+		err   error
+	)
+	if *preset != "" {
+		if study, err = sim.Preset(*preset); err != nil {
+			fmt.Fprintln(stderr, "tollgate sim:", err)
+			return 2
+		}
+	} else if study, err = sim.LoadStudy(*scenario); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "seed" {
+			for i := range study.Runs {
+				study.Runs[i].Seed = *seed
+			}
+		}
+	})
+	results, err := study.Run()
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate sim:", err)
+		return 1
+	}
+	dir := *out
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "tollgate-sim-")
+	} else {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate sim:", err)
+		return 1
+	}
+	if study.Name != "" || study.Description != "" {
+		fmt.Fprintf(stdout, "%s: %s\n\n", study.Name, study.Description)
+	}
+	if err := sim.WriteSummary(stdout, results); err != nil {
+		fmt.Fprintln(stderr, "tollgate sim:", err)
+		return 1
+	}
+	files, err := writeSimFiles(dir, study.Name, results, f)
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate sim:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\nwrote %d files to %s\n", len(files), dir)
+	return 0
+}
+
+// writeSimFiles writes a CSV and a plot per run (STUDY-RUN.csv, STUDY-RUN.png,
+// or STUDY.csv and STUDY.png for a single run), and STUDY-comparison.png when
+// there are several runs, into dir. It returns the files' names.
+func writeSimFiles(dir, studyName string, results []*sim.Result, f sim.Format) ([]string, error) {
+	prefix := unsafeFileChars.ReplaceAllString(studyName, "_")
+	if prefix == "" {
+		prefix = "sim"
+	}
+	var names []string
+	used := map[string]bool{}
+	write := func(name string, fn func(io.Writer) error) error {
+		path := filepath.Join(dir, name)
+		file, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		err = fn(file)
+		if cerr := file.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		names = append(names, name)
+		return nil
+	}
+	for i, r := range results {
+		run := unsafeFileChars.ReplaceAllString(r.Scenario.Name, "_")
+		if run == "" {
+			run = fmt.Sprintf("run-%d", i+1)
+		}
+		base := prefix + "-" + run
+		if len(results) == 1 {
+			base = prefix
+		}
+		if used[base] || base == prefix+"-comparison" {
+			base = fmt.Sprintf("%s-%d", base, i+1)
+		}
+		used[base] = true
+		if err := errors.Join(
+			write(base+".csv", func(w io.Writer) error { return sim.WriteCSV(w, r) }),
+			write(base+"."+string(f), func(w io.Writer) error { return sim.WritePlot(w, r, f) }),
+		); err != nil {
+			return nil, err
+		}
+	}
+	if len(results) > 1 {
+		if err := write(prefix+"-comparison."+string(f), func(w io.Writer) error { return sim.WriteComparisonPlot(w, results, f) }); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}

@@ -1,0 +1,49 @@
+// Package sim runs clients, the throttle and the autoscaler together on a
+// virtual clock, so that throttling, retry and autoscaling policies can be
+// compared on the same load before they meet production.
+//
+// A run is a deterministic discrete-event simulation: events (arrivals,
+// attempts, request completions, instance starts, once-a-second ticks) sit in
+// a min-heap ordered by virtual time, then by the order they were scheduled.
+// There are no goroutines and no real time. Arrivals, service times and retry
+// jitter draw from three math/rand/v2 PCG streams seeded with Scenario.Seed, so
+// a run is reproducible, and runs that differ only in retry or backend
+// settings see the same arrivals.
+//
+// # The model
+//
+//   - Clients: groups of callers of one API action, each with an arrival
+//     process (Constant or Poisson) whose rate can change at given times
+//     (Steps), plus an optional Burst of simultaneous calls.
+//   - Throttle: the real token bucket of package bucket, with the limit
+//     package quota gives the action's category (ECS DescribeClusters: 50
+//     tokens, 20 per second), shared by every action of the category. A
+//     throttled attempt fails at once.
+//   - Retries: a throttled call (or one the backend rejected with HTTP 429)
+//     is retried after the wait of a retry.Schedule (the seed's 1+r, 2+r, 4+r
+//     … seconds by default), up to Retry.MaxAttempts and within
+//     Retry.Deadline, each retry paid from the group's retry.Budget if one is
+//     set. WithoutJitter removes a schedule's randomness: the thundering herd.
+//   - Backend: admitted calls are routed by an autoscale.Engine (Cloud Run,
+//     Knative KPA or Kubernetes HPA policy). Instances become ready after
+//     Backend.ColdStart; each running request uses Backend.CPUPerRequest cores
+//     for a service time drawn from Backend.Distribution. Once a virtual
+//     second the engine gets Observe for every instance (its average
+//     concurrency and CPU over that second) and then Tick. Requests left
+//     pending too long at max instances fail with 429, counted apart from
+//     throttles.
+//
+// Run returns a Result: a per-second time series (attempts, first attempts,
+// retries, admitted, throttled, 429s, completed and failed calls, instances
+// starting, ready and draining, latency percentiles) and summary totals.
+// WriteSummary, WriteCSV, WritePlot and WriteComparisonPlot report it.
+//
+// # Scenario files
+//
+// ParseStudy and LoadStudy read a YAML scenario file into a Study: one
+// scenario plus variants under runs, each replacing whole blocks of it.
+// Unknown fields and bad values are errors naming the file and line. Preset
+// returns the built-in studies ("ecs-burst", "thundering-herd",
+// "autoscale-step"), whose files in the presets directory show the format;
+// testdata/reference.yaml lists every field.
+package sim

@@ -1,0 +1,54 @@
+package sim_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tollgate/tollgate/retry"
+	"github.com/tollgate/tollgate/sim"
+)
+
+// A herd of 100 ECS DescribeClusters calls at the same instant, retried with
+// the seed schedule stripped of its jitter: the cluster-read bucket (50
+// tokens, 20 per second) admits 50 at once, 20 of the retries at 1 s and the
+// last 30 at 3 s.
+func Example() {
+	res, err := sim.Run(sim.Scenario{
+		Duration: 10 * time.Second,
+		Clients:  []sim.Clients{{Burst: 100}},
+		Retry:    sim.Retry{Schedule: sim.WithoutJitter(retry.DefaultSchedule())},
+		Backend:  sim.Backend{None: true},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, s := range res.Seconds[:4] {
+		fmt.Printf("%v: attempts %d, admitted %d, throttled %d\n", s.Start, s.Attempts, s.Admitted, s.Throttled)
+	}
+	sum := res.Summary
+	fmt.Printf("limit %v: %d calls, %d retries, p99 %v\n", res.Limit, sum.Calls, sum.Retries, sum.P99Latency)
+	// Output:
+	// 0s: attempts 100, admitted 50, throttled 50
+	// 1s: attempts 50, admitted 20, throttled 30
+	// 2s: attempts 0, admitted 0, throttled 0
+	// 3s: attempts 30, admitted 30, throttled 0
+	// limit 50/20: 100 calls, 80 retries, p99 3s
+}
+
+// A study from the built-in presets: 500 simultaneous calls retried without
+// jitter and with full jitter.
+func ExamplePreset() {
+	st, err := sim.Preset("thundering-herd")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, sc := range st.Runs {
+		fmt.Println(sc.Name)
+	}
+	// Output:
+	// no-jitter
+	// seed-jitter
+	// full-jitter
+}

@@ -1,0 +1,95 @@
+package sim
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteSummary writes a table of the results' summaries, one row per run,
+// and, when a run has more than one client group, a second table with a row
+// per run and group.
+func WriteSummary(w io.Writer, results []*Result) error {
+	if err := writeRuns(w, results); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if len(r.Groups) > 1 {
+			fmt.Fprintln(w)
+			return writeGroups(w, results)
+		}
+	}
+	return nil
+}
+
+func writeGroups(w io.Writer, results []*Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tclients\tcalls\tok %\tfailed\tunfinished\tretries\tthrottled\t429\tmean\tp99\t")
+	for _, r := range results {
+		for _, g := range r.Groups {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n",
+				r.Scenario.Name, g.Name, g.Calls, 100*g.SuccessRate, g.Failed, g.Unfinished, g.Retries,
+				g.Throttled, g.Rejected, roundDuration(g.MeanLatency), roundDuration(g.P99Latency))
+		}
+	}
+	return tw.Flush()
+}
+
+func writeRuns(w io.Writer, results []*Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tcalls\tok %\tfailed\tunfinished\tattempts\tretries\tthrottled\t429\tmean\tp50\tp99\tpeak inst\tinst·s\t")
+	for _, r := range results {
+		s := r.Summary
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t\n",
+			r.Scenario.Name, s.Calls, 100*s.SuccessRate, s.Failed, s.Unfinished, s.Attempts, s.Retries,
+			s.Throttled, s.Rejected, roundDuration(s.MeanLatency), roundDuration(s.P50Latency), roundDuration(s.P99Latency),
+			s.PeakInstances, s.InstanceSeconds)
+	}
+	return tw.Flush()
+}
+
+// roundDuration rounds d to three significant figures or so, for tables.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+// CSVHeader is the header row WriteCSV writes.
+var CSVHeader = []string{
+	"second", "attempts", "first_attempts", "retries", "admitted", "throttled", "rejected_429",
+	"completed", "failed", "starting", "ready", "draining", "in_flight", "pending", "recommended",
+	"p50_ms", "p99_ms",
+}
+
+// WriteCSV writes r's time series as CSV, one row per second under
+// CSVHeader; latencies are in milliseconds.
+func WriteCSV(w io.Writer, r *Result) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return err
+	}
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
+	for _, s := range r.Seconds {
+		row := []string{strconv.FormatInt(int64(s.Start/time.Second), 10)}
+		for _, v := range []int{s.Attempts, s.FirstAttempts, s.Retries, s.Admitted, s.Throttled, s.Rejected,
+			s.Completed, s.Failed, s.Starting, s.Ready, s.Draining, s.InFlight, s.Pending, s.Recommended} {
+			row = append(row, strconv.Itoa(v))
+		}
+		row = append(row, ms(s.P50), ms(s.P99))
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}

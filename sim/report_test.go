@@ -1,0 +1,113 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/csv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func smallResults(t *testing.T) []*Result {
+	var out []*Result
+	for _, p := range []PolicyName{CloudRun, KPA} {
+		out = append(out, mustRun(t, Scenario{
+			Name:     string(p),
+			Duration: 20 * time.Second,
+			Clients:  []Clients{{Rate: 30, Burst: 60, BurstAt: 5 * time.Second}},
+			Backend:  Backend{Policy: p},
+		}))
+	}
+	return out
+}
+
+func TestWriteCSVHasOneRowPerSecond(t *testing.T) {
+	res := smallResults(t)[0]
+	var b bytes.Buffer
+	if err := WriteCSV(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&b).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 21 || strings.Join(rows[0], ",") != strings.Join(CSVHeader, ",") {
+		t.Fatalf("%d rows, header %v", len(rows), rows[0])
+	}
+	// Second 0: 30 calls at 1/30 s spacing, all admitted by the full bucket.
+	if rows[1][0] != "0" || rows[1][1] != "30" || rows[1][4] != "30" || rows[1][5] != "0" {
+		t.Fatalf("row 0: %v", rows[1])
+	}
+	for _, row := range rows {
+		if len(row) != len(CSVHeader) {
+			t.Fatalf("row %v", row)
+		}
+	}
+}
+
+func TestWriteSummaryRowPerRun(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteSummary(&b, smallResults(t)); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "throttled") ||
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "cloudrun 660 ") ||
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[2]), " "), "kpa 660 ") {
+		t.Fatalf("%s", b.String())
+	}
+}
+
+func TestWriteSummaryGroupsTable(t *testing.T) {
+	res := mustRun(t, Scenario{
+		Name:     "two",
+		Duration: 5 * time.Second,
+		Clients:  []Clients{{Name: "steady", Rate: 10}, {Name: "herd", Burst: 80}},
+		Retry:    Retry{Disabled: true},
+		Backend:  Backend{None: true},
+	})
+	var b bytes.Buffer
+	if err := WriteSummary(&b, []*Result{res}); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		rows = append(rows, strings.Join(strings.Fields(l), " "))
+	}
+	// The herd at 0 takes the 50 tokens before the steady group's first
+	// call, which is throttled; then 20 tokens a second cover 10 calls.
+	want := []string{
+		"run clients calls ok % failed unfinished retries throttled 429 mean p99",
+		"two steady 50 98.00 1 0 0 1 0 0s 0s",
+		"two herd 80 62.50 30 0 0 30 0 0s 0s",
+	}
+	if len(rows) < 6 || strings.Join(rows[3:6], "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%s", b.String())
+	}
+}
+
+func TestPlotsArePNGAndSVG(t *testing.T) {
+	res := smallResults(t)
+	var png, svg, cmp bytes.Buffer
+	if err := WritePlot(&png, res[0], PNG); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(png.Bytes(), []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatal("not a PNG")
+	}
+	if err := WritePlot(&svg, res[0], SVG); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(svg.Bytes(), []byte("<svg")) || !bytes.Contains(svg.Bytes(), []byte("throttled")) {
+		t.Fatal("not an SVG with a legend")
+	}
+	if err := WriteComparisonPlot(&cmp, res, SVG); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(cmp.Bytes(), []byte("kpa")) {
+		t.Fatal("comparison lacks a run's legend")
+	}
+	if err := WritePlot(&png, res[0], "gif"); err == nil {
+		t.Fatal("gif accepted")
+	}
+}

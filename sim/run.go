@@ -1,0 +1,733 @@
+package sim
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/retry"
+)
+
+// Limits on the work of one run.
+const (
+	// MinRetryWait is the shortest wait before a retry: shorter waits a
+	// schedule returns are taken as MinRetryWait, so that a schedule of zero
+	// waits cannot stall the virtual clock.
+	MinRetryWait = time.Millisecond
+	// MaxRunAttempts bounds the attempts of one run; Run stops with
+	// ErrRunTooLarge beyond it.
+	MaxRunAttempts = 200_000_000
+)
+
+// maxRunAttempts is MaxRunAttempts, lowered by tests.
+var maxRunAttempts = MaxRunAttempts
+
+// ErrRunTooLarge reports a run stopped at MaxRunAttempts.
+var ErrRunTooLarge = errors.New("sim: run too large")
+
+// epoch is the Unix time, in nanoseconds, of virtual time 0: the bucket and
+// the autoscaler see epoch + virtual time.
+const epoch int64 = 1_800_000_000 * int64(time.Second)
+
+// Second is what happened during one second of virtual time.
+type Second struct {
+	// Start is the second's start, from the start of the run.
+	Start time.Duration
+	// Attempts is FirstAttempts + Retries: the calls offered to the throttle.
+	Attempts int
+	// FirstAttempts are new calls; Retries are later attempts of earlier ones.
+	FirstAttempts, Retries int
+	// Admitted attempts took a token; Throttled ones found the bucket empty.
+	Admitted, Throttled int
+	// Rejected are requests the backend answered with HTTP 429 after they
+	// waited too long pending at max instances.
+	Rejected int
+	// Completed calls succeeded; Failed calls were given up (retries
+	// exhausted, deadline, budget, or retries disabled).
+	Completed, Failed int
+	// Starting, Ready and Draining count backend instances at the end of
+	// the second; InFlight and Pending its requests.
+	Starting, Ready, Draining, InFlight, Pending int
+	// Recommended is the autoscaler's count at the second's start.
+	Recommended int
+	// P50 and P99 are percentiles of the end-to-end latency (first attempt
+	// to completion) of the calls completed in the second; zero when none.
+	P50, P99 time.Duration
+}
+
+// Summary totals a run.
+type Summary struct {
+	// Calls is the number of calls started; each ends Succeeded, Failed,
+	// or Unfinished when the run ended first.
+	Calls, Succeeded, Failed, Unfinished int
+	// Attempts = Calls' first attempts + Retries.
+	Attempts, Retries int
+	// Admitted, Throttled and Rejected count attempts as in Second.
+	Admitted, Throttled, Rejected int
+	// BudgetRefusals counts retries the client budget refused.
+	BudgetRefusals int
+	// SuccessRate is Succeeded / (Succeeded + Failed); 1 when no call ended.
+	SuccessRate float64
+	// MeanLatency, P50Latency, P99Latency and MaxLatency describe the
+	// end-to-end latency of the calls that succeeded.
+	MeanLatency, P50Latency, P99Latency, MaxLatency time.Duration
+	// InstanceSeconds sums, over the seconds, the instances starting, ready
+	// or draining at each second's end; PeakInstances is their largest sum.
+	InstanceSeconds, PeakInstances int
+}
+
+// GroupSummary totals the calls of one client group.
+type GroupSummary struct {
+	// Name is the group's name.
+	Name string
+	// Calls, Succeeded, Failed and Unfinished count the group's calls as
+	// in Summary.
+	Calls, Succeeded, Failed, Unfinished int
+	// Retries, Throttled and Rejected count the group's attempts.
+	Retries, Throttled, Rejected int
+	// SuccessRate is Succeeded / (Succeeded + Failed); 1 when no call ended.
+	SuccessRate float64
+	// MeanLatency and P99Latency describe the end-to-end latency of the
+	// group's calls that succeeded.
+	MeanLatency, P99Latency time.Duration
+}
+
+// RetryRecord is one retry decision, kept when Scenario.RecordRetries is set.
+type RetryRecord struct {
+	// Call numbers the call from 0 in the order calls started.
+	Call int
+	// Attempt is the attempt that failed, from 1.
+	Attempt int
+	// At is when it failed; Delay is the wait before the next attempt.
+	At, Delay time.Duration
+}
+
+// Result is the outcome of Run.
+type Result struct {
+	// Scenario is the scenario run, with its defaults applied.
+	Scenario Scenario
+	// Limit is the bucket limit of the scenario's target.
+	Limit bucket.Limit
+	// Seconds is the time series, one entry per second of Duration.
+	Seconds []Second
+	// Summary totals the run.
+	Summary Summary
+	// Groups totals each client group, in the order of Scenario.Clients.
+	Groups []GroupSummary
+	// RetryLog lists every retry when Scenario.RecordRetries is set.
+	RetryLog []RetryRecord
+}
+
+type eventKind uint8
+
+const (
+	evTick eventKind = iota + 1
+	evSegment
+	evArrival
+	evBurst
+	evAttempt
+	evDone
+	evReady
+)
+
+type event struct {
+	at   int64
+	seq  uint64
+	kind eventKind
+	idx  int32
+	id   uint64
+}
+
+// eventHeap is a binary min-heap of events by (at, seq).
+type eventHeap []event
+
+func (h eventHeap) less(i, j int) bool {
+	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].seq < h[j].seq)
+}
+
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() event {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && s.less(r, l) {
+			m = r
+		}
+		if !s.less(m, i) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+type call struct {
+	start     int64
+	seq       int
+	group     int32
+	attempts  int32
+	prevDelay time.Duration
+	cost      float64
+	req       autoscale.RequestID
+	inst      autoscale.InstanceID
+}
+
+type group struct {
+	Clients
+	bucket   int
+	budget   *retry.Budget
+	segStart int64
+	segRate  float64
+	segEnd   int64
+	segCount int64
+	nextStep int
+	sum      GroupSummary
+	lat      []int64
+}
+
+type instance struct {
+	id       autoscale.InstanceID
+	inFlight int
+	area     float64 // request-nanoseconds this second
+	last     int64
+}
+
+func (in *instance) change(now int64, d int) {
+	in.area += float64(in.inFlight) * float64(now-in.last)
+	in.last = now
+	in.inFlight += d
+}
+
+type runner struct {
+	sc       Scenario
+	now      int64
+	end      int64
+	seq      uint64
+	events   eventHeap
+	arrRnd   *rand.Rand // arrival gaps
+	svcRnd   *rand.Rand // service times
+	rtyRnd   *rand.Rand // retry jitter
+	groups   []group
+	limits   []bucket.Limit
+	states   []bucket.State
+	calls    []call
+	free     []int32
+	started  int
+	attempts int
+
+	eng       *autoscale.Engine
+	cpus      float64
+	insts     []*instance
+	pending   map[autoscale.RequestID]int32
+	secs      []Second
+	latencies []int64
+	secFirst  int // index in latencies of the current second's first entry
+	secAt     int // second the latencies since secFirst belong to
+	sum       Summary
+	log       []RetryRecord
+	err       error
+}
+
+// Run simulates sc and returns its result, or an error wrapping
+// ErrInvalidScenario when sc cannot run. It is deterministic: the same
+// scenario gives the same result. Arrivals, service times and retry jitter
+// draw from three PCG streams seeded with sc.Seed, so runs that differ only in
+// their retry or backend settings see the same arrivals.
+func Run(sc Scenario) (*Result, error) {
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	sc = sc.withDefaults()
+	r := &runner{
+		sc:      sc,
+		end:     int64(sc.Duration),
+		arrRnd:  rand.New(rand.NewPCG(sc.Seed, 1)),
+		svcRnd:  rand.New(rand.NewPCG(sc.Seed, 2)),
+		rtyRnd:  rand.New(rand.NewPCG(sc.Seed, 3)),
+		pending: make(map[autoscale.RequestID]int32),
+	}
+	n := int((sc.Duration + time.Second - 1) / time.Second)
+	r.secs = make([]Second, n)
+	for i := range r.secs {
+		r.secs[i].Start = time.Duration(i) * time.Second
+	}
+	keys := map[quota.Key]int{}
+	var targetLimit bucket.Limit
+	for i, c := range sc.Clients {
+		key, limit, err := sc.Quota.Resolve(sc.Target.Service, sc.Target.Account, sc.Target.Region, c.Action)
+		if err != nil {
+			return nil, &FieldError{Path: []any{"clients", i, "action"}, Msg: err.Error(), Err: err}
+		}
+		if !sc.Limit.IsZero() {
+			limit = sc.Limit
+		}
+		if i == 0 || c.Action == sc.Target.Action {
+			targetLimit = limit
+		}
+		b, ok := keys[key]
+		if !ok {
+			b = len(r.limits)
+			keys[key] = b
+			r.limits = append(r.limits, limit)
+			r.states = append(r.states, 0)
+		}
+		g := group{Clients: c, bucket: b, budget: sc.Retry.Budget.budget()}
+		r.groups = append(r.groups, g)
+	}
+	if !sc.Backend.None {
+		cfg := sc.Backend.Autoscale
+		cfg.Policy = sc.Backend.policy(cfg)
+		eng, err := autoscale.New(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%w: backend: %w", ErrInvalidScenario, err)
+		}
+		r.eng = eng
+		r.cpus = eng.Config().CPUsPerInstance
+	}
+	for i := range r.groups {
+		r.push(0, evSegment, int32(i), 0)
+		if g := r.groups[i]; g.Burst > 0 {
+			r.push(int64(g.BurstAt), evBurst, int32(i), 0)
+		}
+	}
+	r.push(0, evTick, 0, 0)
+	for len(r.events) > 0 && r.err == nil {
+		e := r.events.pop()
+		if e.at == r.end && e.kind != evTick {
+			continue // the run ends before anything else at its last instant
+		}
+		r.now = e.at
+		r.dispatch(e)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	r.closeLatencySecond()
+	r.summarise()
+	res := &Result{Scenario: sc, Limit: targetLimit, Seconds: r.secs, Summary: r.sum, RetryLog: r.log}
+	for _, g := range r.groups {
+		res.Groups = append(res.Groups, g.summary())
+	}
+	if len(res.Groups) == 1 {
+		res.Groups[0].MeanLatency, res.Groups[0].P99Latency = r.sum.MeanLatency, r.sum.P99Latency
+	}
+	return res, nil
+}
+
+func (r *runner) push(at int64, k eventKind, idx int32, id uint64) {
+	if at > r.end {
+		return
+	}
+	r.seq++
+	r.events.push(event{at: at, seq: r.seq, kind: k, idx: idx, id: id})
+}
+
+func (r *runner) sec() *Second {
+	i := int(r.now / int64(time.Second))
+	if i >= len(r.secs) {
+		i = len(r.secs) - 1
+	}
+	return &r.secs[i]
+}
+
+func (r *runner) time() time.Time { return time.Unix(0, epoch+r.now) }
+
+func (r *runner) dispatch(e event) {
+	switch e.kind {
+	case evTick:
+		r.tick()
+	case evSegment:
+		r.segment(e.idx)
+	case evArrival:
+		r.newCall(e.idx)
+		r.nextArrival(e.idx, false)
+	case evBurst:
+		for range r.groups[e.idx].Burst {
+			r.newCall(e.idx)
+		}
+	case evAttempt:
+		r.attempt(e.idx)
+	case evDone:
+		r.done(e.idx)
+	case evReady:
+		ev, err := r.eng.InstanceReady(r.time(), autoscale.InstanceID(e.id))
+		if err != nil {
+			r.err = fmt.Errorf("sim: instance ready: %w", err)
+			return
+		}
+		r.handle(ev)
+	}
+}
+
+// segment starts the rate segment of group gi containing now.
+func (r *runner) segment(gi int32) {
+	g := &r.groups[gi]
+	g.segStart, g.segRate, g.segCount = r.now, g.Rate, 0
+	g.segEnd = math.MaxInt64
+	for g.nextStep < len(g.Steps) && int64(g.Steps[g.nextStep].At) <= r.now {
+		g.segRate = g.Steps[g.nextStep].Rate
+		g.nextStep++
+	}
+	if g.nextStep < len(g.Steps) {
+		g.segEnd = int64(g.Steps[g.nextStep].At)
+		r.push(g.segEnd, evSegment, gi, 0)
+	}
+	r.nextArrival(gi, true)
+}
+
+// nextArrival schedules group gi's next call within its current segment.
+func (r *runner) nextArrival(gi int32, fresh bool) {
+	g := &r.groups[gi]
+	if g.segRate <= 0 {
+		return
+	}
+	// Arrival times are computed in floating point and compared with the
+	// segment's end before conversion, so a tiny rate cannot overflow.
+	var next float64
+	switch g.Process {
+	case Poisson:
+		next = float64(r.now) + math.Ceil(r.arrRnd.ExpFloat64()/g.segRate*1e9)
+	default:
+		if !fresh {
+			g.segCount++
+		}
+		next = float64(g.segStart) + math.Round(float64(g.segCount)*1e9/g.segRate)
+	}
+	if next >= float64(min(g.segEnd, r.end)) {
+		return
+	}
+	r.push(int64(next), evArrival, gi, 0)
+}
+
+func (r *runner) newCall(gi int32) {
+	var ci int32
+	c := call{start: r.now, seq: r.started, group: gi}
+	r.started++
+	r.groups[gi].sum.Calls++
+	if n := len(r.free); n > 0 {
+		ci = r.free[n-1]
+		r.free = r.free[:n-1]
+		r.calls[ci] = c
+	} else {
+		ci = int32(len(r.calls))
+		r.calls = append(r.calls, c)
+	}
+	if b := r.groups[gi].budget; b != nil {
+		b.Begin()
+	}
+	r.attempt(ci)
+}
+
+func (r *runner) attempt(ci int32) {
+	c := &r.calls[ci]
+	c.attempts++
+	if r.attempts++; r.attempts > maxRunAttempts {
+		r.err = fmt.Errorf("%w: more than %d attempts by %v", ErrRunTooLarge, maxRunAttempts, time.Duration(r.now))
+		return
+	}
+	s := r.sec()
+	s.Attempts++
+	if c.attempts == 1 {
+		s.FirstAttempts++
+	} else {
+		s.Retries++
+		g := &r.groups[c.group]
+		g.sum.Retries++
+	}
+	g := &r.groups[c.group]
+	st, d := r.limits[g.bucket].TakeAt(r.states[g.bucket], epoch+r.now, 1)
+	if !d.Allowed {
+		s.Throttled++
+		g.sum.Throttled++
+		r.fail(ci, false, d.RetryAfter)
+		return
+	}
+	r.states[g.bucket] = st
+	s.Admitted++
+	if r.eng == nil {
+		r.succeed(ci)
+		return
+	}
+	rr := r.eng.Route(r.time())
+	if rr.Started {
+		r.startInstance(rr.Instance)
+	}
+	c = &r.calls[ci]
+	c.req = rr.Request
+	if rr.Outcome == autoscale.Served {
+		r.begin(ci, rr.Instance)
+	} else {
+		r.pending[rr.Request] = ci
+	}
+}
+
+// fail handles a throttled (rejected false) or 429-rejected attempt: the
+// client retries or gives up. hint is the bucket's RetryAfter for a throttle.
+func (r *runner) fail(ci int32, rejected bool, hint time.Duration) {
+	c := &r.calls[ci]
+	rt := r.sc.Retry
+	if rt.Disabled || (rejected && rt.No429) || (rt.MaxAttempts > 0 && int(c.attempts) >= rt.MaxAttempts) {
+		r.giveUp(ci)
+		return
+	}
+	d := rt.Schedule.Delay(int(c.attempts-1), c.prevDelay, r.rtyRnd)
+	d = max(d, MinRetryWait)
+	if rt.UseRetryAfter {
+		d = max(d, min(hint, retry.DefaultMaxHint))
+	}
+	if rt.Deadline > 0 && int64(d) > int64(rt.Deadline)-(r.now-c.start) {
+		r.giveUp(ci)
+		return
+	}
+	if b := r.groups[c.group].budget; b != nil {
+		cost, err := b.Withdraw(retry.Throttle)
+		if err != nil {
+			r.sum.BudgetRefusals++
+			r.giveUp(ci)
+			return
+		}
+		c.cost = cost
+	}
+	c.prevDelay = d
+	if r.sc.RecordRetries {
+		r.log = append(r.log, RetryRecord{Call: c.seq, Attempt: int(c.attempts), At: time.Duration(r.now), Delay: d})
+	}
+	if int64(d) < r.end-r.now {
+		r.push(r.now+int64(d), evAttempt, ci, 0)
+	}
+}
+
+func (r *runner) giveUp(ci int32) {
+	r.sec().Failed++
+	r.sum.Failed++
+	r.groups[r.calls[ci].group].sum.Failed++
+	r.free = append(r.free, ci)
+}
+
+func (r *runner) succeed(ci int32) {
+	c := &r.calls[ci]
+	r.sec().Completed++
+	r.sum.Succeeded++
+	r.groups[c.group].sum.Succeeded++
+	if len(r.groups) > 1 { // a single group's latencies are the run's
+		r.groups[c.group].lat = append(r.groups[c.group].lat, r.now-c.start)
+	}
+	if b := r.groups[c.group].budget; b != nil {
+		b.Succeeded(c.attempts == 1, c.cost)
+	}
+	sec := int(r.now / int64(time.Second))
+	if sec != r.secAt {
+		r.closeLatencySecond()
+		r.secAt, r.secFirst = sec, len(r.latencies)
+	}
+	r.latencies = append(r.latencies, r.now-c.start)
+	r.free = append(r.free, ci)
+}
+
+// closeLatencySecond sets the percentiles of the second the latest
+// latencies belong to.
+func (r *runner) closeLatencySecond() {
+	l := r.latencies[r.secFirst:]
+	if len(l) == 0 || r.secAt >= len(r.secs) {
+		return
+	}
+	slices.Sort(l)
+	r.secs[r.secAt].P50 = time.Duration(percentile(l, 0.50))
+	r.secs[r.secAt].P99 = time.Duration(percentile(l, 0.99))
+}
+
+// percentile returns the nearest-rank p-th percentile of sorted l.
+func percentile(l []int64, p float64) int64 {
+	i := int(math.Ceil(p*float64(len(l)))) - 1
+	return l[max(i, 0)]
+}
+
+func (r *runner) serviceTime() int64 {
+	mean := float64(r.sc.Backend.ServiceTime)
+	if r.sc.Backend.Distribution == Fixed {
+		return int64(mean)
+	}
+	return int64(math.Ceil(r.svcRnd.ExpFloat64() * mean))
+}
+
+func (r *runner) startInstance(id autoscale.InstanceID) {
+	r.insts = append(r.insts, &instance{id: id, last: r.now})
+	r.push(r.now+int64(r.sc.Backend.ColdStart), evReady, 0, uint64(id))
+}
+
+func (r *runner) instance(id autoscale.InstanceID) *instance {
+	i, ok := slices.BinarySearchFunc(r.insts, id, func(in *instance, id autoscale.InstanceID) int {
+		return cmp.Compare(in.id, id)
+	})
+	if !ok {
+		return nil
+	}
+	return r.insts[i]
+}
+
+func (r *runner) begin(ci int32, id autoscale.InstanceID) {
+	r.calls[ci].inst = id
+	if in := r.instance(id); in != nil {
+		in.change(r.now, +1)
+	}
+	r.push(r.now+r.serviceTime(), evDone, ci, 0)
+}
+
+func (r *runner) done(ci int32) {
+	c := &r.calls[ci]
+	if in := r.instance(c.inst); in != nil {
+		in.change(r.now, -1)
+	}
+	ev, err := r.eng.RequestDone(r.time(), c.req)
+	if err != nil {
+		r.err = fmt.Errorf("sim: request done: %w", err)
+		return
+	}
+	r.succeed(ci)
+	r.handle(ev)
+}
+
+// handle carries out what the engine asked for.
+func (r *runner) handle(ev autoscale.Events) {
+	for _, id := range ev.Started {
+		r.startInstance(id)
+	}
+	for _, d := range ev.Dispatched {
+		ci, ok := r.pending[d.Request]
+		if !ok {
+			continue
+		}
+		delete(r.pending, d.Request)
+		r.begin(ci, d.Instance)
+	}
+	for _, id := range ev.Rejected {
+		ci, ok := r.pending[id]
+		if !ok {
+			continue
+		}
+		delete(r.pending, id)
+		r.sec().Rejected++
+		r.groups[r.calls[ci].group].sum.Rejected++
+		r.fail(ci, true, 0)
+	}
+	for _, id := range ev.Stopped {
+		r.insts = slices.DeleteFunc(r.insts, func(in *instance) bool { return in.id == id })
+	}
+}
+
+// tick closes the second that ends now and makes the autoscaler's decision.
+func (r *runner) tick() {
+	k := int(r.now / int64(time.Second))
+	if r.eng != nil {
+		if k > 0 {
+			obs := r.time().Add(-time.Nanosecond)
+			for _, in := range r.insts {
+				in.change(r.now, 0)
+				conc := in.area / 1e9
+				in.area = 0
+				info, ok := r.eng.Instance(in.id)
+				if !ok || info.State == autoscale.Starting {
+					continue
+				}
+				cpu := min(conc*r.sc.Backend.CPUPerRequest, r.cpus)
+				if err := r.eng.Observe(obs, in.id, cpu, conc); err != nil {
+					r.err = fmt.Errorf("sim: observe: %w", err)
+					return
+				}
+			}
+			st := r.eng.Stats()
+			s := &r.secs[k-1]
+			s.Starting, s.Ready, s.Draining, s.InFlight, s.Pending = st.Starting, st.Ready, st.Draining, st.InFlight, st.Pending
+		}
+		if k < len(r.secs) {
+			d := r.eng.Tick(r.time())
+			r.secs[k].Recommended = d.Count
+			r.handle(d.Events)
+		}
+	}
+	if k < len(r.secs) {
+		r.push(r.now+int64(time.Second), evTick, 0, 0)
+	}
+}
+
+func (g *group) summary() GroupSummary {
+	s := g.sum
+	s.Name = g.Name
+	s.Unfinished = s.Calls - s.Succeeded - s.Failed
+	s.SuccessRate = 1
+	if ended := s.Succeeded + s.Failed; ended > 0 {
+		s.SuccessRate = float64(s.Succeeded) / float64(ended)
+	}
+	if len(g.lat) > 0 {
+		slices.Sort(g.lat)
+		var total float64
+		for _, l := range g.lat {
+			total += float64(l)
+		}
+		s.MeanLatency = time.Duration(math.Round(total / float64(len(g.lat))))
+		s.P99Latency = time.Duration(percentile(g.lat, 0.99))
+	}
+	return s
+}
+
+func (r *runner) summarise() {
+	s := &r.sum
+	s.Calls = r.started
+	for _, sec := range r.secs {
+		s.Attempts += sec.Attempts
+		s.Retries += sec.Retries
+		s.Admitted += sec.Admitted
+		s.Throttled += sec.Throttled
+		s.Rejected += sec.Rejected
+		n := sec.Starting + sec.Ready + sec.Draining
+		s.InstanceSeconds += n
+		s.PeakInstances = max(s.PeakInstances, n)
+	}
+	s.Unfinished = s.Calls - s.Succeeded - s.Failed
+	s.SuccessRate = 1
+	if ended := s.Succeeded + s.Failed; ended > 0 {
+		s.SuccessRate = float64(s.Succeeded) / float64(ended)
+	}
+	if len(r.latencies) > 0 {
+		slices.Sort(r.latencies)
+		var total float64
+		for _, l := range r.latencies {
+			total += float64(l)
+		}
+		s.MeanLatency = time.Duration(math.Round(total / float64(len(r.latencies))))
+		s.P50Latency = time.Duration(percentile(r.latencies, 0.50))
+		s.P99Latency = time.Duration(percentile(r.latencies, 0.99))
+		s.MaxLatency = time.Duration(r.latencies[len(r.latencies)-1])
+	}
+}
