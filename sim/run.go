@@ -684,21 +684,35 @@ func (r *runner) tick() {
 func (g *group) summary() GroupSummary {
 	s := g.sum
 	s.Name = g.Name
-	s.Unfinished = s.Calls - s.Succeeded - s.Failed
-	s.SuccessRate = 1
-	if ended := s.Succeeded + s.Failed; ended > 0 {
-		s.SuccessRate = float64(s.Succeeded) / float64(ended)
-	}
+	s.Unfinished, s.SuccessRate = outcome(s.Calls, s.Succeeded, s.Failed)
 	if len(g.lat) > 0 {
-		slices.Sort(g.lat)
-		var total float64
-		for _, l := range g.lat {
-			total += float64(l)
-		}
-		s.MeanLatency = time.Duration(math.Round(total / float64(len(g.lat))))
-		s.P99Latency = time.Duration(percentile(g.lat, 0.99))
+		s.MeanLatency, _, s.P99Latency, _ = latencyStats(g.lat)
 	}
 	return s
+}
+
+// outcome is the calls still running at the end, and the share of the
+// ended ones that succeeded (1 when none ended).
+func outcome(calls, succeeded, failed int) (unfinished int, successRate float64) {
+	successRate = 1
+	if ended := succeeded + failed; ended > 0 {
+		successRate = float64(succeeded) / float64(ended)
+	}
+	return calls - succeeded - failed, successRate
+}
+
+// latencyStats sorts lat (nanoseconds, not empty) and returns its mean,
+// median, 99th percentile and maximum.
+func latencyStats(lat []int64) (mean, p50, p99, maxLat time.Duration) {
+	slices.Sort(lat)
+	var total float64
+	for _, l := range lat {
+		total += float64(l)
+	}
+	return time.Duration(math.Round(total / float64(len(lat)))),
+		time.Duration(percentile(lat, 0.50)),
+		time.Duration(percentile(lat, 0.99)),
+		time.Duration(lat[len(lat)-1])
 }
 
 func (r *runner) summarise() {
@@ -714,20 +728,8 @@ func (r *runner) summarise() {
 		s.InstanceSeconds += n
 		s.PeakInstances = max(s.PeakInstances, n)
 	}
-	s.Unfinished = s.Calls - s.Succeeded - s.Failed
-	s.SuccessRate = 1
-	if ended := s.Succeeded + s.Failed; ended > 0 {
-		s.SuccessRate = float64(s.Succeeded) / float64(ended)
-	}
+	s.Unfinished, s.SuccessRate = outcome(s.Calls, s.Succeeded, s.Failed)
 	if len(r.latencies) > 0 {
-		slices.Sort(r.latencies)
-		var total float64
-		for _, l := range r.latencies {
-			total += float64(l)
-		}
-		s.MeanLatency = time.Duration(math.Round(total / float64(len(r.latencies))))
-		s.P50Latency = time.Duration(percentile(r.latencies, 0.50))
-		s.P99Latency = time.Duration(percentile(r.latencies, 0.99))
-		s.MaxLatency = time.Duration(r.latencies[len(r.latencies)-1])
+		s.MeanLatency, s.P50Latency, s.P99Latency, s.MaxLatency = latencyStats(r.latencies)
 	}
 }
