@@ -40,7 +40,7 @@ func writeGroups(w io.Writer, results []*Result) error {
 
 func writeRuns(w io.Writer, results []*Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tcalls\tok %\tfailed\tunfinished\tattempts\tretries\tthrottled\t429\tmean\tp50\tp99\tpeak inst\tinst·s\t")
+	fmt.Fprintln(tw, "run\tcalls\tok %\tfailed\tunfinished\tattempts\tretries\tthrottled\t429\tok mean\tok p50\tok p99\tpeak inst\tinst·s\t")
 	for _, r := range results {
 		s := r.Summary
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t\n",

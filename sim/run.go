@@ -24,6 +24,9 @@ const (
 	// MaxRunAttempts bounds the attempts of one run; Run stops with
 	// ErrRunTooLarge beyond it.
 	MaxRunAttempts = 200_000_000
+	// MaxRetryLog bounds Result.RetryLog: the first MaxRetryLog retries are
+	// recorded.
+	MaxRetryLog = 1_000_000
 )
 
 // maxRunAttempts is MaxRunAttempts, lowered by tests.
@@ -73,7 +76,8 @@ type Summary struct {
 	Admitted, Throttled, Rejected int
 	// BudgetRefusals counts retries the client budget refused.
 	BudgetRefusals int
-	// SuccessRate is Succeeded / (Succeeded + Failed); 1 when no call ended.
+	// SuccessRate is Succeeded / Calls: calls still unfinished at the end
+	// count as not succeeded; 1 when there were no calls.
 	SuccessRate float64
 	// MeanLatency, P50Latency, P99Latency and MaxLatency describe the
 	// end-to-end latency of the calls that succeeded.
@@ -92,7 +96,8 @@ type GroupSummary struct {
 	Calls, Succeeded, Failed, Unfinished int
 	// Retries, Throttled and Rejected count the group's attempts.
 	Retries, Throttled, Rejected int
-	// SuccessRate is Succeeded / (Succeeded + Failed); 1 when no call ended.
+	// SuccessRate is Succeeded / Calls: calls still unfinished at the end
+	// count as not succeeded; 1 when there were no calls.
 	SuccessRate float64
 	// MeanLatency and P99Latency describe the end-to-end latency of the
 	// group's calls that succeeded.
@@ -145,11 +150,21 @@ type event struct {
 	id   uint64
 }
 
-// eventHeap is a binary min-heap of events by (at, seq).
+// eventHeap is a binary min-heap of events by (at, tick first, seq): the
+// tick that closes second k-1 at t = k runs before anything else at t = k,
+// so a second's snapshot and the autoscaler's view of it hold only what
+// happened within it.
 type eventHeap []event
 
 func (h eventHeap) less(i, j int) bool {
-	return h[i].at < h[j].at || (h[i].at == h[j].at && h[i].seq < h[j].seq)
+	a, b := &h[i], &h[j]
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	if ta, tb := a.kind == evTick, b.kind == evTick; ta != tb {
+		return ta
+	}
+	return a.seq < b.seq
 }
 
 func (h *eventHeap) push(e event) {
@@ -284,13 +299,14 @@ func Run(sc Scenario) (*Result, error) {
 	}
 	keys := map[quota.Key]int{}
 	var targetLimit bucket.Limit
+	targetKey, _, targetErr := sc.Quota.Resolve(sc.Target.Service, sc.Target.Account, sc.Target.Region, sc.Target.Action)
 	for i, c := range sc.Clients {
 		key, limit, err := sc.Quota.Resolve(sc.Target.Service, sc.Target.Account, sc.Target.Region, c.Action)
 		if err != nil {
 			return nil, &FieldError{Path: []any{"clients", i, "action"}, Msg: err.Error(), Err: err}
 		}
-		if !sc.Limit.IsZero() {
-			limit = sc.Limit
+		if !sc.Limit.IsZero() && targetErr == nil && key == targetKey {
+			limit = sc.Limit // the override is the target category's only
 		}
 		if i == 0 || c.Action == sc.Target.Action {
 			targetLimit = limit
@@ -520,7 +536,7 @@ func (r *runner) fail(ci int32, rejected bool, hint time.Duration) {
 		c.cost = cost
 	}
 	c.prevDelay = d
-	if r.sc.RecordRetries {
+	if r.sc.RecordRetries && len(r.log) < MaxRetryLog {
 		r.log = append(r.log, RetryRecord{Call: c.seq, Attempt: int(c.attempts), At: time.Duration(r.now), Delay: d})
 	}
 	if int64(d) < r.end-r.now {
@@ -691,12 +707,12 @@ func (g *group) summary() GroupSummary {
 	return s
 }
 
-// outcome is the calls still running at the end, and the share of the
-// ended ones that succeeded (1 when none ended).
+// outcome is the calls still running at the end, and the share of all
+// calls that succeeded (1 when there were none).
 func outcome(calls, succeeded, failed int) (unfinished int, successRate float64) {
 	successRate = 1
-	if ended := succeeded + failed; ended > 0 {
-		successRate = float64(succeeded) / float64(ended)
+	if calls > 0 {
+		successRate = float64(succeeded) / float64(calls)
 	}
 	return calls - succeeded - failed, successRate
 }

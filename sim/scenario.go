@@ -28,8 +28,8 @@ const (
 	DefaultAccount = "123456789012"
 	DefaultRegion  = "us-east-1"
 	DefaultAction  = "DescribeClusters"
-	// DefaultRate is the rate of a client group that sets neither a rate,
-	// steps nor a burst: calls per second.
+	// DefaultRate is the rate, in calls per second, of the one client
+	// group of a scenario that gives no clients.
 	DefaultRate = 10.0
 	// DefaultServiceTime is the mean time the backend takes per request.
 	DefaultServiceTime = 100 * time.Millisecond
@@ -49,7 +49,10 @@ const (
 	// MaxCalls bounds the first attempts a scenario's clients can make
 	// (rates integrated over the duration, plus bursts), which bounds a
 	// run's time and memory.
-	MaxCalls = 100_000_000
+	MaxCalls = 10_000_000
+	// MaxInstanceSeconds bounds Backend.Autoscale.MaxInstances × Duration in
+	// seconds: every instance is observed every virtual second.
+	MaxInstanceSeconds = 100_000_000
 )
 
 // Process is an arrival process: how a client group spaces its calls.
@@ -463,6 +466,13 @@ func (s Scenario) validate() error {
 	}
 	if err := b.Autoscale.Validate(); err != nil {
 		return &FieldError{Path: []any{"backend"}, Msg: err.Error(), Err: err}
+	}
+	maxInst := b.Autoscale.MaxInstances
+	if maxInst == 0 {
+		maxInst = autoscale.DefaultMaxInstances
+	}
+	if secs := int64(s.Duration / time.Second); int64(maxInst)*max(secs, 1) > MaxInstanceSeconds {
+		return invalid([]any{"backend", "max_instances"}, "max_instances %d over %v could need %d instance-seconds of simulation, more than %d", maxInst, s.Duration, int64(maxInst)*secs, MaxInstanceSeconds)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -430,7 +431,7 @@ func TestUnfinishedCallsAreCounted(t *testing.T) {
 	// 50 pass; the 50 throttled come back in [1 s, 2 s), when at most 40
 	// tokens have refilled; those still throttled wait 2+r s more.
 	s := res.Summary
-	if s.Calls != 100 || s.Succeeded+s.Failed+s.Unfinished != 100 || s.Succeeded > 90 || s.Unfinished < 10 || s.SuccessRate != 1 {
+	if s.Calls != 100 || s.Succeeded+s.Failed+s.Unfinished != 100 || s.Succeeded > 90 || s.Unfinished < 10 || s.SuccessRate != float64(s.Succeeded)/100 {
 		t.Fatalf("%+v", s)
 	}
 }
@@ -512,5 +513,50 @@ func TestRunStopsAtMaxRunAttempts(t *testing.T) {
 	})
 	if !errors.Is(err, ErrRunTooLarge) {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestSecondsHoldOnlyTheirOwnEvents: a burst at exactly t = 3 s belongs to
+// second 3; second 2's snapshot, taken by the tick at t = 3 s, must not see
+// it (ticks run first at equal times).
+func TestSecondsHoldOnlyTheirOwnEvents(t *testing.T) {
+	res := mustRun(t, Scenario{
+		Duration: 5 * time.Second,
+		Clients:  []Clients{{Rate: 0, Burst: 30, BurstAt: 3 * time.Second}},
+		Backend:  Backend{ServiceTime: 10 * time.Second, Distribution: Fixed},
+	})
+	for k, sec := range res.Seconds[:3] {
+		if sec.Attempts != 0 || sec.InFlight != 0 || sec.Pending != 0 {
+			t.Fatalf("second %d holds the burst of t = 3 s: %+v", k, sec)
+		}
+	}
+	if got := res.Seconds[3].Attempts; got != 30 {
+		t.Fatalf("second 3: %d attempts, want the 30 of the burst", got)
+	}
+}
+
+// TestLimitOverridesOnlyTheTargetCategory: a scenario's limit replaces the
+// target category's, and no other category's.
+func TestLimitOverridesOnlyTheTargetCategory(t *testing.T) {
+	res := mustRun(t, Scenario{
+		Duration: time.Second,
+		Limit:    bucket.MustLimit(10, 1),
+		Clients: []Clients{
+			{Name: "target", Rate: 0, Burst: 20},
+			{Name: "runtask", Rate: 0, Burst: 20, Action: "RunTask"}, // cluster-resource-modify, 100/40
+		},
+		Retry:   Retry{MaxAttempts: 1},
+		Backend: Backend{None: true},
+	})
+	if g := res.Groups; g[0].Succeeded != 10 || g[1].Succeeded != 20 {
+		t.Fatalf("target admitted %d (want 10 under the override), RunTask %d (want all 20)", g[0].Succeeded, g[1].Succeeded)
+	}
+}
+
+func TestInstanceSecondsAreBounded(t *testing.T) {
+	sc := Scenario{Duration: 24 * time.Hour}
+	sc.Backend.Autoscale.MaxInstances = 10_000
+	if _, err := Run(sc); err == nil || !strings.Contains(err.Error(), "instance-seconds") {
+		t.Fatalf("10,000 instances for a day: %v, want an instance-seconds error", err)
 	}
 }
