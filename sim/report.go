@@ -27,7 +27,7 @@ func WriteSummary(w io.Writer, results []*Result) error {
 
 func writeGroups(w io.Writer, results []*Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tclients\tcalls\tok %\tfailed\tunfinished\tretries\tthrottled\t429\tmean\tp99\t")
+	fmt.Fprintln(tw, "run\tclients\tcalls\tok %\tfailed\tunfinished\tretries\tthrottled\t429\tok mean\tok p99\t")
 	for _, r := range results {
 		for _, g := range r.Groups {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n",

@@ -77,7 +77,7 @@ func TestWriteSummaryGroupsTable(t *testing.T) {
 	// The herd at 0 takes the 50 tokens before the steady group's first
 	// call, which is throttled; then 20 tokens a second cover 10 calls.
 	want := []string{
-		"run clients calls ok % failed unfinished retries throttled 429 mean p99",
+		"run clients calls ok % failed unfinished retries throttled 429 ok mean ok p99",
 		"two steady 50 98.00 1 0 0 1 0 0s 0s",
 		"two herd 80 62.50 30 0 0 30 0 0s 0s",
 	}
