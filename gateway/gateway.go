@@ -95,6 +95,10 @@ type policy struct {
 
 // New returns a gateway. It fails only if an upstream URL in the config
 // cannot be used.
+//
+// New turns on github.com/google/uuid's random pool (uuid.EnableRandPool)
+// for the process, so that a request id costs no system call; the ids stay
+// random version-4 UUIDs.
 func New(opts Options) (*Gateway, error) {
 	g := &Gateway{
 		limiter:     opts.Limiter,

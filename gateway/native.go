@@ -23,12 +23,12 @@ import (
 // either Action (resolved through the service's table) or Category.
 // Tokens defaults to 1; 0 inspects the bucket without taking.
 type TakeRequest struct {
-	Service  string `json:"service"`
-	Account  string `json:"account"`
-	Region   string `json:"region"`
-	Action   string `json:"action,omitempty"`
-	Category string `json:"category,omitempty"`
-	Tokens   *int64 `json:"tokens,omitempty"`
+	Service  string `json:"service"`            // a service of the config: "ecs"
+	Account  string `json:"account"`            // 1-128 letters, digits, '.', '_' or '-'
+	Region   string `json:"region"`             // lowercase letters, digits and '-'
+	Action   string `json:"action,omitempty"`   // an action of the service, or…
+	Category string `json:"category,omitempty"` // …a category of it
+	Tokens   *int64 `json:"tokens,omitempty"`   // 1 when absent; 0 looks without taking
 }
 
 // BatchRequest is the body of POST /v1/take/batch. Service, Account and

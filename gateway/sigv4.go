@@ -21,10 +21,10 @@ var (
 // Credential is the credential scope of a SigV4 Authorization header:
 // Credential=AccessKeyID/Date/Region/Service/aws4_request.
 type Credential struct {
-	AccessKeyID string
-	Date        string // yyyymmdd
-	Region      string
-	Service     string
+	AccessKeyID string // the access key id: letters, digits and '_'
+	Date        string // the signing date, yyyymmdd
+	Region      string // the region the request is signed for
+	Service     string // the SigV4 service name: "ecs", "servicediscovery"
 }
 
 const sigv4Algorithm = "AWS4-HMAC-SHA256"

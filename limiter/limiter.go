@@ -48,9 +48,9 @@ type Limiter interface {
 
 // Request is one take of a batch.
 type Request struct {
-	Key    string
-	Limit  bucket.Limit
-	Tokens int64
+	Key    string       // the bucket's name
+	Limit  bucket.Limit // its capacity and refill rate
+	Tokens int64        // tokens to take; 0 looks without taking
 }
 
 // ErrInvalidRequest is wrapped by errors for requests no store can decide:

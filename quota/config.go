@@ -25,11 +25,11 @@ var ErrInvalidConfig = errors.New("invalid config")
 // FieldError is one problem in a config file, located by file, line and
 // field path (e.g. "services[0].categories[2].capacity").
 type FieldError struct {
-	File   string
-	Line   int
-	Column int
-	Field  string
-	Msg    string
+	File   string // the config file's name, as given to Parse or Load
+	Line   int    // 1-based; 0 when the problem has no place (an empty file)
+	Column int    // 1-based; 0 when unknown
+	Field  string // the field's path, e.g. "overrides[1].capacity"; may be empty
+	Msg    string // what is wrong
 }
 
 // Error formats the problem as "file:line:column: field: message".

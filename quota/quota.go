@@ -109,10 +109,10 @@ func (s *Service) CategoryNamed(name string) (*Category, bool) {
 // Key names one bucket: a category of a service, for one account in one
 // region.
 type Key struct {
-	Service  string
-	Account  string
-	Region   string
-	Category string
+	Service  string // the service's name: "ecs"
+	Account  string // the account id (or the access key id when unmapped)
+	Region   string // the AWS region: "us-east-1"
+	Category string // the category's name: "cluster-read"
 }
 
 // String returns the key's canonical form,
@@ -139,11 +139,11 @@ func (k Key) AppendTo(b []byte) []byte {
 // Override raises (or lowers) one category's limit for one account, in one
 // region or, with an empty Region, in every region.
 type Override struct {
-	Service  string
-	Account  string
-	Region   string
-	Category string
-	Limit    bucket.Limit
+	Service  string       // the service's name
+	Account  string       // the account the increase is for
+	Region   string       // one region, or "" for every region
+	Category string       // the category's name
+	Limit    bucket.Limit // the limit that replaces the category's default
 }
 
 type overrideKey struct{ service, account, region, category string }
