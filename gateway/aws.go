@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -123,7 +124,8 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		body = bytes.Clone(body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
-		proxy.ServeHTTP(w, r)
+		w.Header().Del(headerRequestID) // ModifyResponse sets one
+		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
 		return
 	}
 	h := w.Header()

@@ -252,6 +252,16 @@ func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
 			pr.Out.Host = pr.In.Host // as the client sent (and signed) it
 			pr.SetXForwarded()
 		},
+		// The upstream's request id, when it sends one, is the answer's
+		// only one; otherwise tollgate's stands.
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.Header.Get(headerRequestID) == "" {
+				if id, ok := resp.Request.Context().Value(requestIDKey{}).(string); ok {
+					resp.Header.Set(headerRequestID, id)
+				}
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			g.log.Warn("upstream failed", "service", service, "upstream", u.String(), "error", err,
 				"request_id", w.Header().Get(headerRequestID))
@@ -339,6 +349,9 @@ func bodyErrorStatus(err error) int {
 	}
 	return http.StatusBadRequest
 }
+
+// requestIDKey carries a request's id through a proxied request's context.
+type requestIDKey struct{}
 
 // headerRequestID is X-Amzn-Requestid in canonical form, so it can be set
 // straight into a header map.

@@ -222,6 +222,9 @@ func TestAllowedRequestsAreProxied(t *testing.T) {
 		b, _ := io.ReadAll(r.Body)
 		got <- seen{r.Method, r.URL.Path, r.Header.Get("X-Amz-Target"), string(b), r.Host}
 		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		if r.Header.Get("X-Test-Upstream-Id") != "" {
+			w.Header().Set("X-Amzn-Requestid", "upstream-id")
+		}
 		io.WriteString(w, `{"clusters":[]}`)
 	}))
 	defer upstream.Close()
@@ -231,9 +234,13 @@ func TestAllowedRequestsAreProxied(t *testing.T) {
 	}
 	_, srv := newTestServer(t, limitertest.NewClock(), Options{Config: cfg})
 	body := `{"clusters":["prod"],"include":["TAGS"]}`
-	resp := awsRequest(t, srv.URL, ecsTarget+"DescribeClusters", sigv4("AKIDPROXY", "us-east-1", "ecs"), body)
+	resp := awsRequest(t, srv.URL, ecsTarget+"DescribeClusters", sigv4("AKIDPROXY", "us-east-1", "ecs"), body,
+		func(r *http.Request) { r.Header.Set("X-Test-Upstream-Id", "1") })
 	if resp.StatusCode != 200 || readAll(t, resp.Body) != `{"clusters":[]}` {
 		t.Fatalf("proxied answer %d", resp.StatusCode)
+	}
+	if ids := resp.Header.Values("X-Amzn-Requestid"); len(ids) != 1 || ids[0] != "upstream-id" {
+		t.Errorf("request ids %q, want only the upstream's", ids)
 	}
 	s := <-got
 	if s.method != "POST" || s.path != "/" || s.target != ecsTarget+"DescribeClusters" || s.body != body {
@@ -241,6 +248,13 @@ func TestAllowedRequestsAreProxied(t *testing.T) {
 	}
 	if want := strings.TrimPrefix(srv.URL, "http://"); s.host != want {
 		t.Errorf("upstream saw Host %q, want the client's %q (SigV4 signs it)", s.host, want)
+	}
+
+	// An upstream that sends no request id: tollgate's stands.
+	resp = awsRequest(t, srv.URL, ecsTarget+"DescribeClusters", sigv4("AKIDPROXY", "us-east-1", "ecs"), body)
+	<-got
+	if ids := resp.Header.Values("X-Amzn-Requestid"); len(ids) != 1 || len(ids[0]) != 36 {
+		t.Errorf("request ids %q, want tollgate's one UUID", ids)
 	}
 }
 
