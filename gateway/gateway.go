@@ -74,7 +74,7 @@ type Options struct {
 type Gateway struct {
 	limiter     limiter.Limiter
 	log         *slog.Logger
-	adminToken  []byte
+	adminOn     bool // a token is configured
 	adminDigest [32]byte
 	reload      func() (*quota.Config, error)
 	reloadMu    sync.Mutex // one reload at a time, so the newest file wins
@@ -103,7 +103,7 @@ func New(opts Options) (*Gateway, error) {
 	g := &Gateway{
 		limiter:     opts.Limiter,
 		log:         opts.Logger,
-		adminToken:  []byte(opts.AdminToken),
+		adminOn:     opts.AdminToken != "",
 		adminDigest: sha256.Sum256([]byte(opts.AdminToken)),
 		reload:      opts.Reload,
 		maxBody:     opts.MaxBodyBytes,
@@ -274,7 +274,7 @@ func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
 // configured the admin endpoints do not exist.
 func (g *Gateway) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if len(g.adminToken) == 0 {
+		if !g.adminOn {
 			http.NotFound(w, r)
 			return
 		}

@@ -176,13 +176,6 @@ type Store struct {
 // Store returns the config's store settings.
 func (c *Config) Store() Store { return c.store }
 
-// WithStore returns a copy of c with the given store settings.
-func (c *Config) WithStore(s Store) *Config {
-	cp := *c
-	cp.store = s
-	return &cp
-}
-
 // NewConfig builds a config from services, overrides and an access-key →
 // account map (which may be nil). It reports the first inconsistency; use
 // [Parse] for a YAML file and errors with line numbers.

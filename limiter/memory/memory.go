@@ -21,6 +21,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"strings"
 	"sync"
@@ -95,14 +96,12 @@ func (s *Store) shard(key string) *shard {
 
 // Take implements [limiter.Limiter]. It never blocks on I/O and ignores ctx.
 func (s *Store) Take(_ context.Context, key string, limit bucket.Limit, n int64) (bucket.Decision, error) {
-	if err := limiter.Check(limit, n); err != nil {
-		if limit.IsZero() || n < 0 {
-			return bucket.Decision{}, err
-		}
-		d := s.take(key, limit, n, s.now())
-		return d, err
+	err := limiter.Check(limit, n)
+	if err != nil && !errors.Is(err, bucket.ErrExceedsCapacity) {
+		return bucket.Decision{}, err
 	}
-	return s.take(key, limit, n, s.now()), nil
+	// A take over capacity is decided too: denied, RetryAfter Never.
+	return s.take(key, limit, n, s.now()), err
 }
 
 // TakeBatch implements [limiter.Limiter], reading the clock once for the
