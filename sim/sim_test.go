@@ -560,3 +560,29 @@ func TestInstanceSecondsAreBounded(t *testing.T) {
 		t.Fatalf("10,000 instances for a day: %v, want an instance-seconds error", err)
 	}
 }
+
+// TestAutoscalerSeesTheLoad: with constant arrivals and a fixed service
+// time the backend's load is known exactly — 100 calls/s × 1 s = 100 in
+// flight, using 100 × 0.05 = 5 cores — and the Cloud Run engine, fed by the
+// simulator's per-second observations, needs 5 / 0.6 = 8.33 instances (the
+// CPU driver; concurrency asks for only 100/80/0.6 = 2.1). Within the ±10 %
+// band both 8 and 9 instances hold (8.33/8 = 1.04, 8.33/9 = 0.93), so the
+// recommendation settles on one of them; without the observations it would
+// read no CPU and recommend 3 at most.
+func TestAutoscalerSeesTheLoad(t *testing.T) {
+	res := mustRun(t, Scenario{
+		Duration: 3 * time.Minute,
+		Limit:    bucket.MustLimit(1000, 1000),
+		Clients:  []Clients{{Rate: 100}},
+		Backend:  Backend{ServiceTime: time.Second, Distribution: Fixed, CPUPerRequest: 0.05},
+	})
+	for k := 150; k < 180; k++ {
+		sec := res.Seconds[k]
+		if sec.InFlight != 100 || sec.Pending != 0 {
+			t.Fatalf("second %d: %d in flight, %d pending; want 100 and 0", k, sec.InFlight, sec.Pending)
+		}
+		if sec.Recommended != 8 && sec.Recommended != 9 {
+			t.Fatalf("second %d: %d instances recommended, want 8 or 9", k, sec.Recommended)
+		}
+	}
+}
