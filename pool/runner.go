@@ -1,0 +1,66 @@
+// Package pool runs the instances of request-driven autoscaled services:
+// it drives an autoscale.Engine, starts and stops instances through a
+// Runner, measures them, and routes and proxies requests to them.
+//
+// This file holds the seam between the pool and the things that run
+// instances: local processes (package pool/process) and, later, pods of a
+// Kubernetes Deployment. The pool never starts a process itself.
+package pool
+
+import (
+	"context"
+	"time"
+)
+
+// Runner starts the instances of one service revision. It is safe for
+// concurrent use.
+type Runner interface {
+	// Start launches one instance and returns as soon as it has been
+	// started, not once it is ready (see Instance.Ready). ctx bounds the
+	// start only; the instance lives until Stop or until it exits on its
+	// own. An error means nothing was left running.
+	Start(ctx context.Context, spec InstanceSpec) (Instance, error)
+}
+
+// InstanceSpec names one instance for its Runner.
+type InstanceSpec struct {
+	// Service is the service's name (K_SERVICE, K_CONFIGURATION).
+	Service string
+	// Revision is the revision's name (K_REVISION).
+	Revision string
+	// ID identifies the instance in logs and metrics; unique per service.
+	ID string
+}
+
+// Instance is one running instance. Its methods are safe for concurrent use.
+type Instance interface {
+	// Addr is the host:port requests are proxied to.
+	Addr() string
+
+	// Ready blocks until the instance passes its readiness check, and
+	// returns nil then. It returns an error if ctx ends, the runner's
+	// readiness timeout passes or the instance exits first.
+	Ready(ctx context.Context) error
+
+	// Done is closed once the instance has exited, for any reason.
+	Done() <-chan struct{}
+
+	// Err says why the instance exited once Done is closed: nil after a
+	// Stop, the exit status or signal otherwise.
+	Err() error
+
+	// Stop asks the instance to stop (SIGTERM for a process), waits up to
+	// grace for it to exit, then kills it. It returns once the instance
+	// has exited; calling it again, or after the instance exited, is a
+	// no-op.
+	Stop(grace time.Duration) error
+
+	// CPUTime is the CPU time the instance has used since it started
+	// (user + system, all its processes), and false when it cannot be
+	// measured.
+	CPUTime() (time.Duration, bool)
+
+	// PID is the instance's main process ID, or 0 when it has none
+	// (a pod).
+	PID() int
+}
