@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -153,7 +154,12 @@ func TestDoRetryAfter(t *testing.T) {
 		{"http-date", http.Header{"Retry-After": {now.Add(20 * time.Second).Format(http.TimeFormat)}}, nil, 20 * time.Second},
 		{"http-date past", http.Header{"Retry-After": {now.Add(-time.Hour).Format(http.TimeFormat)}}, nil, 1500 * time.Millisecond},
 		{"x-amz ms", http.Header{"X-Amz-Retry-After": {"2500"}}, nil, 2500 * time.Millisecond},
-		{"clamped by default ceiling", http.Header{"Retry-After": {"3600"}}, nil, DefaultMaxHint},
+		{"clamped to maximum_backoff", http.Header{"Retry-After": {"120"}}, nil, 32 * time.Second},
+		{"clamped to a raised maximum_backoff", http.Header{"Retry-After": {"120"}}, []Option{WithMaxBackoff(64 * time.Second)}, 64 * time.Second},
+		{"clamped to a lowered maximum_backoff", http.Header{"Retry-After": {"30"}}, []Option{WithMaxBackoff(10 * time.Second)}, 10 * time.Second},
+		{"x-amz clamped to maximum_backoff", http.Header{"X-Amz-Retry-After": {"120000"}}, nil, 32 * time.Second},
+		{"custom schedule, default ceiling", http.Header{"Retry-After": {"120"}}, []Option{WithSchedule(Constant(time.Second))}, 32 * time.Second},
+		{"larger ceiling by option", http.Header{"Retry-After": {"120"}}, []Option{WithMaxHint(5 * time.Minute)}, 120 * time.Second},
 		{"clamped by option", http.Header{"Retry-After": {"3600"}}, []Option{WithMaxHint(45 * time.Second)}, 45 * time.Second},
 		{"hints off", http.Header{"Retry-After": {"30"}}, []Option{WithMaxHint(0)}, 1500 * time.Millisecond},
 		{"malformed ignored", http.Header{"Retry-After": {"soon"}}, nil, 1500 * time.Millisecond},
@@ -397,19 +403,46 @@ func TestDoBudgetExhausted(t *testing.T) {
 	}
 }
 
-// On the system clock, the policy's deadline bounds a hanging attempt.
-func TestDoDeadlineBoundsHangingAttempt(t *testing.T) {
+// The deadline bounds when a new attempt may start, never an attempt in
+// flight: on the system clock, an attempt that outlives the deadline gets no
+// deadline on its context and its success is returned.
+func TestDoDeadlineDoesNotCutAttemptInFlight(t *testing.T) {
+	const deadline = time.Millisecond
+	calls := 0
+	v, err := DoValue(context.Background(), func(ctx context.Context) (string, error) {
+		calls++
+		if d, ok := ctx.Deadline(); ok {
+			return "", Permanent(fmt.Errorf("attempt context has a deadline (%v)", d))
+		}
+		start := time.Now()
+		for time.Since(start) <= 10*deadline { // run well past the policy's deadline
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(deadline):
+			}
+		}
+		return "done", nil
+	}, WithDeadline(deadline))
+	if err != nil || v != "done" || calls != 1 {
+		t.Fatalf("v = %q, err = %v, calls = %d", v, err, calls)
+	}
+}
+
+// An attempt that fails after the deadline passed is not retried: the
+// deadline still bounds when a new attempt may start.
+func TestDoAttemptEndingPastDeadlineNotRetried(t *testing.T) {
+	clock := newFakeClock()
 	calls := 0
 	err := Do(context.Background(), func(ctx context.Context) error {
 		calls++
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Minute): // a guard, so an unbounded attempt fails the test
-			return Permanent(errors.New("attempt outlived the policy deadline"))
+		clock.Advance(400 * time.Second) // a slow attempt, past the 300 s deadline
+		if err := ctx.Err(); err != nil {
+			return Permanent(fmt.Errorf("attempt context ended: %w", err))
 		}
-	}, WithDeadline(20*time.Millisecond))
-	if calls != 1 || !errors.Is(err, ErrDeadline) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("calls = %d, err = %v", calls, err)
+		return errUnavailable
+	}, WithClock(clock))
+	if calls != 1 || !errors.Is(err, ErrDeadline) || !errors.Is(err, errUnavailable) || len(clock.Sleeps()) != 0 {
+		t.Fatalf("calls = %d, err = %v, waits = %v", calls, err, clock.Sleeps())
 	}
 }

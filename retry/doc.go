@@ -13,6 +13,10 @@
 // from [0, 1) anew for every retry: 1+r, 2+r, 4+r, 8+r, 16+r, 32, 32 … seconds.
 // It stops retrying once the next wait would cross the deadline: 300 s after
 // the first attempt started, or the context's deadline when that is earlier.
+// The deadline bounds when a new attempt may start, never an attempt in
+// flight: a slow answer, or a response body still streaming, is cut only by
+// the caller's context or by the per-attempt timeout [WithAttemptTimeout]
+// (none by default).
 // Every parameter is an [Option]; other schedules ([FullJitter],
 // [EqualJitter], [DecorrelatedJitter], [Constant]) implement the same
 // [Schedule] interface.
@@ -35,10 +39,12 @@
 //
 // When an error has a method RetryAfter(now time.Time) (time.Duration, bool),
 // as [*StatusError] does for the Retry-After and X-Amz-Retry-After headers,
-// the wait is max(backoff, hint), where the hint is first clamped to the
-// ceiling set by [WithMaxHint] (60 s by default). A wait that would cross
-// the deadline is never started: the call returns at once with the last
-// error.
+// the wait is max(backoff, min(hint, ceiling)). By default the ceiling is
+// maximum_backoff, so a hint may lengthen a wait only up to it:
+// with Retry-After: 120 and the default 32 s maximum_backoff the wait is
+// 32 s. [WithMaxHint] sets a larger ceiling (or, non-positive, ignores
+// hints). A wait that would cross the deadline is never started: the call
+// returns at once with the last error.
 //
 // # HTTP
 //

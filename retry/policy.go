@@ -51,7 +51,9 @@ func (e *Error) Unwrap() []error {
 type Option func(*Policy)
 
 // WithSchedule sets the backoff schedule. It replaces the default
-// [Exponential] schedule, so [WithUnit] and [WithMaxBackoff] no longer apply.
+// [Exponential] schedule, so [WithUnit] and [WithMaxBackoff] no longer shape
+// the waits; [WithMaxBackoff] still sets the default ceiling on server
+// hints (see [WithMaxHint]).
 func WithSchedule(s Schedule) Option {
 	return func(p *Policy) {
 		if s != nil {
@@ -65,22 +67,25 @@ func WithUnit(d time.Duration) Option {
 	return func(p *Policy) { p.unit = d }
 }
 
-// WithMaxBackoff sets maximum_backoff of the default [Exponential] schedule
-// (32 s).
+// WithMaxBackoff sets maximum_backoff (32 s): the longest wait of the
+// default [Exponential] schedule, and the longest wait a server's
+// Retry-After hint may ask for unless [WithMaxHint] sets another ceiling.
 func WithMaxBackoff(d time.Duration) Option {
 	return func(p *Policy) { p.maxBackoff = d }
 }
 
-// WithDeadline sets the total time a call may take, retries and waits
-// included, counted from the start of its first attempt (300 s). The
-// context's deadline applies as well when it is earlier. A non-positive d
-// leaves only the context's deadline.
+// WithDeadline sets how long a call may go on retrying, counted from the
+// start of its first attempt (300 s). The context's deadline applies as
+// well when it is earlier. A non-positive d leaves only the context's
+// deadline.
 //
-// On the [SystemClock] each attempt's context ends at the deadline, so an
-// attempt that hangs is cut off there. With another clock (a fake one in
-// tests) the deadline is measured on that clock and checked only between
-// attempts: an attempt runs until it returns, its context ended only by the
-// caller's context and [WithAttemptTimeout].
+// The deadline bounds when a new attempt may start and how long the waits
+// may be: a wait that would end past it is not started, and the call
+// returns the last error wrapped with [ErrDeadline]. It never cuts an
+// attempt in flight: an attempt (for [Transport], also the reading of the
+// body of the response it returns) ends only by the caller's context or
+// by [WithAttemptTimeout]. The deadline is measured on the policy's
+// [Clock].
 func WithDeadline(d time.Duration) Option {
 	return func(p *Policy) { p.deadline = d }
 }
@@ -92,9 +97,11 @@ func WithMaxAttempts(n int) Option {
 }
 
 // WithAttemptTimeout bounds each attempt: the attempt's context is cancelled
-// after d, and the resulting context.DeadlineExceeded is retryable. Zero (the
-// default) means no per-attempt bound. The timeout runs on the context's own
-// timer, not on the [Clock].
+// after d, and the resulting context.DeadlineExceeded is retryable. For
+// [Transport] the bound covers the reading of the returned response's body
+// too. Zero (the default) means no per-attempt bound: an attempt then ends
+// only by the caller's context, whatever the policy's deadline. The timeout
+// runs on the context's own timer, not on the [Clock].
 func WithAttemptTimeout(d time.Duration) Option {
 	return func(p *Policy) { p.attemptTimeout = max(d, 0) }
 }
@@ -137,10 +144,13 @@ func WithThrottleRetries(on bool) Option {
 	return func(p *Policy) { p.retryThrottles = on }
 }
 
-// WithMaxHint sets the ceiling on a server's Retry-After hint (60 s). A
-// non-positive d ignores hints altogether.
+// WithMaxHint sets the ceiling on a server's Retry-After hint. By default a
+// hint may raise a wait only up to maximum_backoff ([WithMaxBackoff], 32 s),
+// as the seed's min(2^n + r, maximum_backoff) says; a d above that lets a
+// hint raise the wait further, up to d (a wait still never crosses the
+// deadline). A non-positive d ignores hints altogether.
 func WithMaxHint(d time.Duration) Option {
-	return func(p *Policy) { p.maxHint = d }
+	return func(p *Policy) { p.maxHint, p.maxHintSet = d, true }
 }
 
 // WithBudget makes calls pay for their retries from b, which is typically
@@ -170,6 +180,7 @@ type Policy struct {
 	classifier     Classifier
 	retryThrottles bool
 	maxHint        time.Duration
+	maxHintSet     bool
 	budget         *Budget
 	onRetry        func(int, time.Duration, error)
 }
@@ -184,7 +195,6 @@ func New(opts ...Option) *Policy {
 		rand:           globalRand{},
 		classifier:     DefaultClassifier(),
 		retryThrottles: true,
-		maxHint:        DefaultMaxHint,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -233,10 +243,12 @@ func (p *Policy) Classify(err error) Class {
 
 // Wait returns the wait before retry n (0 for the first retry) after err: the
 // schedule's delay given the previous wait prev, raised to the server's hint
-// carried by err (clamped to the hint ceiling) if that is longer.
+// carried by err if that is longer. The hint is first clamped to the hint
+// ceiling: maximum_backoff unless [WithMaxHint] set another.
 func (p *Policy) Wait(n int, prev time.Duration, err error, now time.Time) time.Duration {
 	d := max(p.schedule.Delay(n, prev, p.rand), 0)
-	if p.maxHint <= 0 {
+	ceiling := p.hintCeiling()
+	if ceiling <= 0 {
 		return d
 	}
 	var h interface {
@@ -244,10 +256,23 @@ func (p *Policy) Wait(n int, prev time.Duration, err error, now time.Time) time.
 	}
 	if errors.As(err, &h) {
 		if hint, ok := h.RetryAfter(now); ok {
-			d = max(d, min(hint, p.maxHint))
+			d = max(d, min(hint, ceiling))
 		}
 	}
 	return d
+}
+
+// hintCeiling returns the longest wait a server's hint may ask for: the
+// one set by WithMaxHint, or else maximum_backoff. Non-positive means hints
+// are ignored.
+func (p *Policy) hintCeiling() time.Duration {
+	if p.maxHintSet {
+		return p.maxHint
+	}
+	if p.maxBackoff <= 0 {
+		return DefaultMaxBackoff
+	}
+	return p.maxBackoff
 }
 
 // Notify calls the [OnRetry] hook, if any, with the number of the attempt
@@ -299,7 +324,7 @@ func (p *Policy) run(ctx context.Context, fn func(context.Context) error, hooks 
 		if hooks.ownTimeout {
 			err = fn(ctx)
 		} else {
-			err = p.attempt(ctx, start, fn)
+			err = p.attempt(ctx, fn)
 		}
 		if err == nil {
 			if p.budget != nil {
@@ -340,29 +365,13 @@ func (p *Policy) run(ctx context.Context, fn func(context.Context) error, hooks 
 	}
 }
 
-func (p *Policy) attempt(ctx context.Context, start time.Time, fn func(context.Context) error) error {
-	end, ok := p.attemptEnd(start)
-	if !ok {
+func (p *Policy) attempt(ctx context.Context, fn func(context.Context) error) error {
+	if p.attemptTimeout <= 0 {
 		return fn(ctx)
 	}
-	actx, cancel := context.WithDeadline(ctx, end)
+	actx, cancel := context.WithTimeout(ctx, p.attemptTimeout)
 	defer cancel()
 	return fn(actx)
-}
-
-// attemptEnd returns when an attempt of a call started at start must end:
-// the earlier of the per-attempt timeout and, on the system clock, the
-// policy's deadline. ok is false when neither applies.
-func (p *Policy) attemptEnd(start time.Time) (end time.Time, ok bool) {
-	if _, system := p.clock.(SystemClock); system && p.deadline > 0 {
-		end = start.Add(p.deadline)
-	}
-	if p.attemptTimeout > 0 {
-		if t := time.Now().Add(p.attemptTimeout); end.IsZero() || t.Before(end) {
-			end = t
-		}
-	}
-	return end, !end.IsZero()
 }
 
 // Do calls fn until it succeeds, returns an error that is not retried, or

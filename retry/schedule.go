@@ -25,8 +25,11 @@ const (
 	DefaultMaxBackoff = 32 * time.Second
 	// DefaultDeadline bounds the total time spent on a call, retries included.
 	DefaultDeadline = 300 * time.Second
-	// DefaultMaxHint is the default ceiling on a server's Retry-After hint.
-	DefaultMaxHint = 60 * time.Second
+	// DefaultMaxHint is the ceiling on a server's Retry-After hint under the
+	// default policy: maximum_backoff, so a hint never makes a wait longer
+	// than the schedule's longest. It follows [WithMaxBackoff] and is
+	// replaced by [WithMaxHint].
+	DefaultMaxHint = DefaultMaxBackoff
 )
 
 // DefaultSchedule returns the seed policy's schedule: 1+r, 2+r, 4+r …

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"sync"
-	"time"
 )
 
 // DefaultMaxBufferedBody is how many bytes of a request body without GetBody
@@ -63,7 +62,11 @@ func SafeToRetry(req *http.Request) bool {
 // after a transport error, the error is an [*Error].
 //
 // The policy's attempt timeout ([WithAttemptTimeout]) bounds each attempt,
-// including the reading of the body of the response that is returned.
+// including the reading of the body of the response that is returned. The
+// policy's deadline ([WithDeadline]) only bounds when a retry may start: a
+// request in flight, or a response body still streaming, is never cut by
+// it, so a POST sent once and a long download are limited only by the
+// request's context and the attempt timeout.
 type Transport struct {
 	// Base sends each attempt. Nil means http.DefaultTransport.
 	Base http.RoundTripper
@@ -121,7 +124,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			cancel = nil
 		}
 	}
-	start := p.clock.Now()
 	err = p.run(req.Context(), func(ctx context.Context) error {
 		var b io.ReadCloser
 		if sent {
@@ -132,7 +134,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		} else {
 			b, sent = body.first, true
 		}
-		resp, c, err := t.send(ctx, p, start, req, b)
+		resp, c, err := t.send(ctx, p, req, b)
 		if err != nil {
 			return err
 		}
@@ -160,9 +162,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // sendOnce sends req a single time with body, under the per-attempt timeout
-// and, on the system clock, the policy's deadline.
+// if the policy has one. The policy's deadline does not apply: it only
+// bounds when a retry may start.
 func (t *Transport) sendOnce(p *Policy, req *http.Request, body io.ReadCloser) (*http.Response, error) {
-	resp, cancel, err := t.send(req.Context(), p, p.clock.Now(), req, body)
+	resp, cancel, err := t.send(req.Context(), p, req, body)
 	if err != nil {
 		return nil, err
 	}
@@ -175,10 +178,10 @@ func (t *Transport) sendOnce(p *Policy, req *http.Request, body io.ReadCloser) (
 // send makes one attempt. When the policy has an attempt timeout, it
 // returns the cancel function of the attempt's context, which the caller
 // must call once done with the response.
-func (t *Transport) send(ctx context.Context, p *Policy, start time.Time, req *http.Request, body io.ReadCloser) (*http.Response, context.CancelFunc, error) {
+func (t *Transport) send(ctx context.Context, p *Policy, req *http.Request, body io.ReadCloser) (*http.Response, context.CancelFunc, error) {
 	var cancel context.CancelFunc
-	if end, ok := p.attemptEnd(start); ok {
-		ctx, cancel = context.WithDeadline(ctx, end)
+	if p.attemptTimeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, p.attemptTimeout)
 	}
 	r := req.Clone(ctx)
 	r.Body = body

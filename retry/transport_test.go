@@ -499,18 +499,113 @@ func TestTransportAmzRetryAfter(t *testing.T) {
 	}
 }
 
-// On the system clock, the policy's deadline bounds a hanging request.
-func TestTransportDeadlineBoundsHangingAttempt(t *testing.T) {
-	tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+// held is a handler that answers with 200 and a first chunk of body, then
+// holds the rest back until release is closed. It counts its requests.
+type held struct {
+	release chan struct{}
+	mu      sync.Mutex
+	calls   int
+}
+
+func (h *held) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	h.mu.Lock()
+	h.calls++
+	h.mu.Unlock()
+	io.WriteString(w, "first,")
+	w.(http.Flusher).Flush()
+	select {
+	case <-h.release:
+		io.WriteString(w, "rest")
+	case <-r.Context().Done():
+	}
+}
+
+func (h *held) Calls() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls
+}
+
+// pastDeadline waits, on the system clock, until a deadline of d counted
+// from start has certainly passed.
+func pastDeadline(start time.Time, d time.Duration) {
+	for time.Since(start) <= d {
+		time.Sleep(d)
+	}
+}
+
+// A 200 whose body is still streaming when the policy's deadline passes is
+// read to the end: the deadline bounds when a retry may start, not the
+// attempt in flight.
+func TestTransportBodyStreamsPastDeadline(t *testing.T) {
+	h := &held{release: make(chan struct{})}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	const deadline = time.Millisecond
+	start := time.Now()
+	client := &http.Client{Transport: &Transport{Policy: New(WithDeadline(deadline))}}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	pastDeadline(start, deadline)
+	close(h.release)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || string(b) != "first,rest" {
+		t.Fatalf("body %q, err %v", b, err)
+	}
+}
+
+// A POST, sent once, whose answer comes after the policy's deadline gets
+// that answer instead of context.DeadlineExceeded.
+func TestTransportPOSTAnsweredPastDeadline(t *testing.T) {
+	release := make(chan struct{})
+	var calls sync.WaitGroup
+	calls.Add(1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		calls.Done()
 		select {
+		case <-release:
+			io.WriteString(w, "created")
 		case <-r.Context().Done():
-			return nil, r.Context().Err()
-		case <-time.After(time.Minute): // a guard, so an unbounded attempt fails the test
-			return nil, Permanent(errors.New("attempt outlived the policy deadline"))
 		}
-	}), Policy: New(WithDeadline(20 * time.Millisecond))}
-	_, err := tr.RoundTrip(httptest.NewRequest(http.MethodGet, "http://x/", nil))
-	if !errors.Is(err, ErrDeadline) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v", err)
+	}))
+	defer srv.Close()
+	const deadline = time.Millisecond
+	start := time.Now()
+	client := &http.Client{Transport: &Transport{Policy: New(WithDeadline(deadline))}}
+	go func() {
+		calls.Wait() // the request is at the server
+		pastDeadline(start, deadline)
+		close(release)
+	}()
+	resp, err := client.Post(srv.URL, "text/plain", strings.NewReader("order=1"))
+	if err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 || string(b) != "created" {
+		t.Fatalf("status %d, body %q, err %v", resp.StatusCode, b, err)
+	}
+}
+
+// The per-attempt timeout still bounds a request sent once.
+func TestTransportAttemptTimeoutBoundsRequestSentOnce(t *testing.T) {
+	h := &held{release: make(chan struct{})} // never released
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	defer close(h.release)
+	client := &http.Client{Transport: &Transport{Policy: New(WithAttemptTimeout(50 * time.Millisecond))}}
+	resp, err := client.Post(srv.URL, "text/plain", strings.NewReader("order=1"))
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || h.Calls() != 1 {
+		t.Fatalf("err = %v, calls = %d; want context.DeadlineExceeded after 1 call", err, h.Calls())
 	}
 }
