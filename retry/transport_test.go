@@ -333,7 +333,9 @@ func TestTransportPerAttemptTimeout(t *testing.T) {
 		w.Write(bytes.Repeat([]byte("z"), 1<<16))
 	}))
 	defer srv.Close()
-	client := testClient(newFakeClock(), WithAttemptTimeout(200*time.Millisecond))
+	// The timeout must also cover the whole second attempt, body included,
+	// on a loaded machine: 2 s is a wide margin for 64 KiB over loopback.
+	client := testClient(newFakeClock(), WithAttemptTimeout(2*time.Second))
 	resp, err := client.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
