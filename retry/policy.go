@@ -146,7 +146,7 @@ func WithThrottleRetries(on bool) Option {
 
 // WithMaxHint sets the ceiling on a server's Retry-After hint. By default a
 // hint may raise a wait only up to maximum_backoff ([WithMaxBackoff], 32 s),
-// as the seed's min(2^n + r, maximum_backoff) says; a d above that lets a
+// as the schedule min(2^n + r, maximum_backoff) intends; a d above that lets a
 // hint raise the wait further, up to d (a wait still never crosses the
 // deadline). A non-positive d ignores hints altogether.
 func WithMaxHint(d time.Duration) Option {
