@@ -66,7 +66,9 @@ func SafeToRetry(req *http.Request) bool {
 // policy's deadline ([WithDeadline]) only bounds when a retry may start: a
 // request in flight, or a response body still streaming, is never cut by
 // it, so a POST sent once and a long download are limited only by the
-// request's context and the attempt timeout.
+// request's context and the attempt timeout. To bound a request that
+// hangs, set [WithAttemptTimeout] (each attempt) or http.Client.Timeout
+// (the whole call, waits included).
 type Transport struct {
 	// Base sends each attempt. Nil means http.DefaultTransport.
 	Base http.RoundTripper
