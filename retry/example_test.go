@@ -69,7 +69,7 @@ func ExampleDoValue() {
 	// Output: 42 <nil>
 }
 
-// The seed schedule, drawn from a seeded source: 1+r, 2+r, 4+r … seconds,
+// The default schedule, drawn from a seeded source: 1+r, 2+r, 4+r … seconds,
 // capped at 32 s.
 func ExampleExponential() {
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -115,4 +115,21 @@ func ExampleTransport() {
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Println(resp.StatusCode, string(body), "after", hits.Load(), "requests")
 	// Output: 200 hello after 3 requests
+}
+
+// A server's Retry-After lengthens a wait only up to maximum_backoff (32 s
+// by default); WithMaxHint sets a larger ceiling for hints.
+func ExampleWithMaxHint() {
+	throttled := &retry.StatusError{
+		StatusCode: http.StatusTooManyRequests,
+		Header:     http.Header{"Retry-After": {"120"}},
+	}
+	now := time.Now()
+	fmt.Println("default:", retry.New().Wait(0, 0, throttled, now))
+	fmt.Println("WithMaxBackoff(64s):", retry.New(retry.WithMaxBackoff(64*time.Second)).Wait(0, 0, throttled, now))
+	fmt.Println("WithMaxHint(5m):", retry.New(retry.WithMaxHint(5*time.Minute)).Wait(0, 0, throttled, now))
+	// Output:
+	// default: 32s
+	// WithMaxBackoff(64s): 1m4s
+	// WithMaxHint(5m): 2m0s
 }

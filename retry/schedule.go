@@ -16,7 +16,8 @@ type Schedule interface {
 	Delay(n int, prev time.Duration, rnd Rand) time.Duration
 }
 
-// Default parameters of the seed policy.
+// Default parameters of the default policy (truncated exponential backoff
+// with jitter).
 const (
 	// DefaultUnit is the unit of [Exponential]: the wait before retry n is
 	// 2^n units plus a random fraction of a unit.
@@ -32,12 +33,12 @@ const (
 	DefaultMaxHint = DefaultMaxBackoff
 )
 
-// DefaultSchedule returns the seed policy's schedule: 1+r, 2+r, 4+r …
+// DefaultSchedule returns the default policy's schedule: 1+r, 2+r, 4+r …
 // seconds, capped at 32 s.
 func DefaultSchedule() Schedule { return Exponential{Unit: DefaultUnit, Max: DefaultMaxBackoff} }
 
 // Exponential is truncated exponential backoff with additive jitter, the
-// seed policy: the wait before retry n is
+// default policy: the wait before retry n is
 //
 //	min(2^n·Unit + U[0,1)·Unit, Max)
 //

@@ -72,8 +72,8 @@ var _ aws.RetryerV2 = (*Retryer)(nil)
 // not bound them (no deadline, or a schedule whose waits can be 0).
 const DefaultMaxAttempts = 20
 
-// New returns a Retryer for the policy built from opts: by default the seed
-// schedule (1+r, 2+r, 4+r … s, capped at 32 s), a 300 s deadline, no cap on
+// New returns a Retryer for the policy built from opts: by default the
+// exponential schedule (1+r, 2+r, 4+r … s, capped at 32 s), a 300 s deadline, no cap on
 // attempts and no budget. Add retry.WithBudget(retry.DefaultTokenBudget())
 // for the SDK's retry quota.
 func New(opts ...retry.Option) *Retryer {

@@ -17,7 +17,7 @@ import (
 	"github.com/tollgate/tollgate/retry/awsretry"
 )
 
-// An ECS client retries a throttled ListClusters under the seed policy's
+// An ECS client retries a throttled ListClusters under the default policy's
 // rules. The local server throttles the first two requests the way ECS
 // does. The example waits 1 ms between attempts to run fast; without
 // WithSchedule the waits are 1+r, 2+r, 4+r … seconds.
