@@ -530,9 +530,9 @@ func (h *held) Calls() int {
 }
 
 // pastDeadline waits, on the system clock, until a deadline of d counted
-// from start has certainly passed.
-func pastDeadline(start time.Time, d time.Duration) {
-	for time.Since(start) <= d {
+// from any moment before from has certainly passed.
+func pastDeadline(from time.Time, d time.Duration) {
+	for time.Since(from) <= 2*d {
 		time.Sleep(d)
 	}
 }
@@ -545,14 +545,13 @@ func TestTransportBodyStreamsPastDeadline(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	const deadline = time.Millisecond
-	start := time.Now()
 	client := &http.Client{Transport: &Transport{Policy: New(WithDeadline(deadline))}}
 	resp, err := client.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	pastDeadline(start, deadline)
+	pastDeadline(time.Now(), deadline) // the call started before Get returned
 	close(h.release)
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || string(b) != "first,rest" {
@@ -577,11 +576,10 @@ func TestTransportPOSTAnsweredPastDeadline(t *testing.T) {
 	}))
 	defer srv.Close()
 	const deadline = time.Millisecond
-	start := time.Now()
 	client := &http.Client{Transport: &Transport{Policy: New(WithDeadline(deadline))}}
 	go func() {
-		calls.Wait() // the request is at the server
-		pastDeadline(start, deadline)
+		calls.Wait() // the request is at the server, so the call has started
+		pastDeadline(time.Now(), deadline)
 		close(release)
 	}()
 	resp, err := client.Post(srv.URL, "text/plain", strings.NewReader("order=1"))
