@@ -222,9 +222,9 @@ func (p *Policy) Budget() *Budget { return p.budget }
 // attempt included; 0 means no cap other than the deadline.
 func (p *Policy) MaxAttempts() int { return p.maxAttempts }
 
-// Deadline returns the total time allowed for a call by [WithDeadline],
-// counted from its first attempt; 0 means only the context's deadline
-// applies.
+// Deadline returns how long a call may go on retrying, set by
+// [WithDeadline] and counted from its first attempt: no wait that would end
+// past it is started. 0 means only the context's deadline applies.
 func (p *Policy) Deadline() time.Duration { return max(p.deadline, 0) }
 
 // Classify returns the class of err under the policy: the classifier's

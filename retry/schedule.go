@@ -24,7 +24,8 @@ const (
 	DefaultUnit = time.Second
 	// DefaultMaxBackoff is the cap on any single wait of the default schedule.
 	DefaultMaxBackoff = 32 * time.Second
-	// DefaultDeadline bounds the total time spent on a call, retries included.
+	// DefaultDeadline bounds how long a call goes on retrying: no wait that
+	// would end past it is started. It never cuts an attempt in flight.
 	DefaultDeadline = 300 * time.Second
 	// DefaultMaxHint is the ceiling on a server's Retry-After hint under the
 	// default policy: maximum_backoff, so a hint never makes a wait longer
