@@ -872,7 +872,8 @@ func (e *Engine) remove(in *instance) {
 // surplus) are stopped if, after SurplusWindow ready, their utilisation over
 // the last minute is under SurplusUtilisation, or if they have been idle
 // for Config.IdleTimeout, never going under min instances nor to zero while a
-// request is in flight or pending; finally free slots take pending requests.
+// request is in flight or pending or within Config.IdleTimeout of the last
+// request; finally free slots take pending requests.
 func (e *Engine) Tick(now time.Time) Decision {
 	now = e.clock(now)
 	e.ev.reset()
@@ -953,12 +954,16 @@ func (e *Engine) scaleDown(now time.Time) {
 		return
 	}
 	live := len(e.starting) + len(e.ready)
-	active := e.inFlight + e.nPending
+	// The last instance stays while a request runs or waits, and until
+	// the service has had no request for the idle timeout: scale to zero
+	// counts from the last request, however short, not from what the
+	// metric windows read.
+	keepLast := e.inFlight+e.nPending > 0 || now.Sub(e.lastRequest) < e.cfg.IdleTimeout
 	sec := e.second(now)
 	removed := false
 	for i := len(e.ready) - 1; i >= r; i-- {
 		in := e.ready[i]
-		if live-1 < e.cfg.MinInstances || (live == 1 && active > 0) {
+		if live-1 < e.cfg.MinInstances || (live == 1 && keepLast) {
 			break
 		}
 		if in.queued > 0 || !e.stoppable(in, now, sec) {

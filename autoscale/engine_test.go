@@ -533,21 +533,82 @@ func TestScaleToZeroOnlyWithNothingInFlight(t *testing.T) {
 		}
 	}
 	e.RequestDone(sec(1200), r.Request)
-	// The surplus rule stops it once nothing is in flight.
-	if d := e.Tick(sec(1201)); d.Count != 0 || len(d.Stopped) != 1 {
-		t.Fatalf("nothing in flight: %+v, want scaled to zero", d)
+	// Idle retention counts from that last request: the instance is
+	// spare capacity (not recommended) for 15 minutes, then it goes.
+	for s := 1201; s < 2100; s++ {
+		if d := e.Tick(sec(float64(s))); len(d.Stopped)+len(d.Draining) != 0 || e.Stats().Ready != 1 {
+			t.Fatalf("second %d, %d s after the last request: %+v, want the instance kept", s, s-1200, d)
+		}
+	}
+	if d := e.Tick(sec(2100)); d.Count != 0 || len(d.Stopped) != 1 {
+		t.Fatalf("15 minutes after the last request: %+v, want scaled to zero", d)
 	}
 	// A pending request also holds the count at 1.
 	e2 := newEngine(t, Config{})
-	r2 := e2.Route(sec(0))
+	e2.Route(sec(0))
 	if d := e2.Tick(sec(1)); d.Count != 1 {
 		t.Fatalf("pending request: %+v, want 1", d)
 	}
-	_ = r2
+}
+
+func TestSubMillisecondRequestsHoldTheLastInstance(t *testing.T) {
+	e := newEngine(t, Config{})
+	first := e.Route(sec(0))
+	id := first.Instance
+	e.InstanceReady(sec(1), id)
+	e.RequestDone(sec(1.0005), first.Request)
+	// Two minutes of one 0.5 ms request a second: concurrency 0.0005
+	// reads 0 in the windows' thousandths, CPU reads 0 (as the simulator
+	// reports an instance without CPU work), the policy recommends 0, yet
+	// the instance serves and must stay.
+	last := 1.0005
+	for s := 2; s <= 120; s++ {
+		r := e.Route(sec(float64(s)))
+		if r.Outcome != Served || r.Instance != id {
+			t.Fatalf("second %d: %+v, want served on %d", s, r, id)
+		}
+		last = float64(s) + 0.0005
+		e.RequestDone(sec(last), r.Request)
+		e.Observe(sec(float64(s)), id, 0, 0.0005)
+		if d := e.Tick(sec(float64(s) + 0.5)); len(d.Stopped)+len(d.Draining) != 0 {
+			t.Fatalf("second %d: %+v, stopped while serving", s, d.Events)
+		}
+	}
+	for s := 121; float64(s) < last+900; s++ {
+		e.Observe(sec(float64(s)), id, 0, 0)
+		if d := e.Tick(sec(float64(s))); len(d.Stopped) != 0 {
+			t.Fatalf("stopped at second %d, %.4f s after the last request", s, float64(s)-last)
+		}
+	}
+	if d := e.Tick(sec(last + 900)); len(d.Stopped) != 1 || d.Count != 0 {
+		t.Fatalf("15 minutes after the last request: %+v, want scaled to zero", d)
+	}
+}
+
+func TestLastInstanceOutlivesTheTenMinuteAverage(t *testing.T) {
+	e := newEngine(t, Config{})
+	r := e.Route(sec(0))
+	e.InstanceReady(sec(1), r.Instance)
+	for s := 1; s < 60; s++ {
+		e.Observe(sec(float64(s)), r.Instance, 0, 1) // idle CPU reads 0
+		e.Tick(sec(float64(s)))
+	}
+	e.RequestDone(sec(60), r.Request)
+	// The 10-minute concurrency average drains at 670 s; the instance
+	// stays until 15 minutes after the last request (960 s).
+	for s := 61; s < 960; s++ {
+		e.Observe(sec(float64(s)), r.Instance, 0, 0)
+		if d := e.Tick(sec(float64(s))); len(d.Stopped) != 0 {
+			t.Fatalf("stopped at second %d, %d s after the last request", s, s-60)
+		}
+	}
+	if d := e.Tick(sec(960)); len(d.Stopped) != 1 {
+		t.Fatalf("15 minutes after the last request: %+v, want stopped", d)
+	}
 }
 
 func TestScaleFromZeroOnlyOnRequest(t *testing.T) {
-	e := newEngine(t, Config{})
+	e := newEngine(t, Config{IdleTimeout: time.Minute})
 	r := e.Route(sec(0))
 	e.InstanceReady(sec(1), r.Instance)
 	for s := 1; s < 30; s++ {
@@ -557,9 +618,10 @@ func TestScaleFromZeroOnlyOnRequest(t *testing.T) {
 		}
 	}
 	e.RequestDone(sec(30), r.Request)
-	// Stop it while the 10-minute concurrency average is still high.
+	// Stop it, a minute after its last request, while the 10-minute
+	// concurrency average is still high.
 	e.rec.Count = 0
-	e.scaleDown(sec(100))
+	e.scaleDown(sec(90))
 	if st := e.Stats(); st.Ready+st.Starting != 0 {
 		t.Fatalf("not scaled to zero: %+v", e.Stats())
 	}
