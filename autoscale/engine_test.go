@@ -819,3 +819,75 @@ func TestInstanceExitedWhileDraining(t *testing.T) {
 	}
 	checkInvariants(t, e)
 }
+
+// stepLoad runs 18 ready instances through a minute of light load (two
+// instances at 5 concurrent requests) and then a step to 84 concurrent
+// requests (in flight from then on) on 14 instances, as the simulator's autoscale-step
+// study does, and returns the fewest ready instances seen after the step.
+func stepLoad(t *testing.T, literal bool) (fewest int) {
+	t.Helper()
+	e := newEngine(t, Config{MaxConcurrency: 10, LiteralSurplusStop: literal})
+	ids := readyInstances(t, e, sec(0), 18)
+	e.Route(sec(0)) // a request in flight: the service is not idle
+	for s := 0; s < 60; s++ {
+		for i, id := range ids {
+			if i < 2 {
+				e.Observe(sec(float64(s)), id, 0.5, 5)
+			} else {
+				e.Observe(sec(float64(s)), id, 0, 0)
+			}
+		}
+		e.Tick(sec(float64(s)))
+	}
+	fewest = len(ids)
+	for range 84 {
+		e.Route(sec(60))
+	}
+	for s := 60; s < 80; s++ {
+		for _, id := range ids[:14] {
+			if err := e.Observe(sec(float64(s)), id, 0.6, 6); err != nil && !errors.Is(err, ErrUnknownInstance) {
+				t.Fatal(err)
+			}
+		}
+		e.Tick(sec(float64(s) + 0.5))
+		fewest = min(fewest, e.Stats().Ready)
+	}
+	return fewest
+}
+
+func TestSurplusNeededByRecentDemandIsKept(t *testing.T) {
+	// The 1-minute averages recommend far fewer than 14 instances for
+	// seconds after the step; the last 6 seconds need 14 (84 requests at
+	// 60 % of 10), so the 14 busy instances stay.
+	if fewest := stepLoad(t, false); fewest < 14 {
+		t.Fatalf("ready instances fell to %d after the step, want at least the 14 the last seconds need", fewest)
+	}
+	// The literal rule stops every underused surplus instance.
+	if fewest := stepLoad(t, true); fewest >= 14 {
+		t.Fatalf("literal rule: ready instances stayed at %d, want the surplus stopped", fewest)
+	}
+}
+
+func TestSurplusIsKeptWhileRequestsArePending(t *testing.T) {
+	// One slot on each of 3 instances at max: the fourth request waits. The
+	// instances report no usage at all, so only the pending request (and
+	// the requests in flight) keep them.
+	for _, literal := range []bool{false, true} {
+		e := newEngine(t, Config{MaxInstances: 3, MaxConcurrency: 1, ConcurrencyTarget: 1, CPUTarget: 1, LiteralSurplusStop: literal})
+		readyInstances(t, e, sec(0), 3)
+		for range 4 {
+			e.Route(sec(60))
+		}
+		stopped := 0
+		for s := 61; s < 70; s++ { // ready for a minute; the wait ends at 70 s
+			d := e.Tick(sec(float64(s)))
+			stopped += len(d.Stopped) + len(d.Draining)
+			if e.Stats().Pending != 1 {
+				t.Fatalf("second %d: %+v, want the request still pending", s, e.Stats())
+			}
+		}
+		if (stopped == 0) == literal {
+			t.Errorf("literal %v: %d instances stopped or drained with a request pending", literal, stopped)
+		}
+	}
+}

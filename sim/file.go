@@ -118,19 +118,21 @@ type fileRun struct {
 	} `yaml:"clients"`
 	Retry   *fileRetry `yaml:"retry"`
 	Backend *struct {
-		None              bool          `yaml:"none"`
-		ServiceTime       time.Duration `yaml:"service_time"`
-		Distribution      string        `yaml:"distribution"`
-		CPUPerRequest     float64       `yaml:"cpu_per_request"`
-		ColdStart         time.Duration `yaml:"cold_start"`
-		Policy            string        `yaml:"policy"`
-		MinInstances      int           `yaml:"min_instances"`
-		MaxInstances      int           `yaml:"max_instances"`
-		MaxConcurrency    int           `yaml:"max_concurrency"`
-		CPUTarget         float64       `yaml:"cpu_target"`
-		ConcurrencyTarget float64       `yaml:"concurrency_target"`
-		CPUsPerInstance   float64       `yaml:"cpus_per_instance"`
-		InitialColdStart  time.Duration `yaml:"initial_cold_start"`
+		None               bool          `yaml:"none"`
+		ServiceTime        time.Duration `yaml:"service_time"`
+		Distribution       string        `yaml:"distribution"`
+		CPUPerRequest      float64       `yaml:"cpu_per_request"`
+		ColdStart          time.Duration `yaml:"cold_start"`
+		Policy             string        `yaml:"policy"`
+		MinInstances       int           `yaml:"min_instances"`
+		MaxInstances       int           `yaml:"max_instances"`
+		MaxConcurrency     int           `yaml:"max_concurrency"`
+		CPUTarget          float64       `yaml:"cpu_target"`
+		ConcurrencyTarget  float64       `yaml:"concurrency_target"`
+		CPUsPerInstance    float64       `yaml:"cpus_per_instance"`
+		InitialColdStart   time.Duration `yaml:"initial_cold_start"`
+		IdleTimeout        time.Duration `yaml:"idle_timeout"`
+		LiteralSurplusStop bool          `yaml:"literal_surplus_stop"`
 	} `yaml:"backend"`
 }
 
@@ -376,13 +378,15 @@ func (f fileRun) scenario() (Scenario, error) {
 			ColdStart:     b.ColdStart,
 			Policy:        PolicyName(b.Policy),
 			Autoscale: autoscale.Config{
-				CPUTarget:         b.CPUTarget,
-				ConcurrencyTarget: b.ConcurrencyTarget,
-				MaxConcurrency:    b.MaxConcurrency,
-				CPUsPerInstance:   b.CPUsPerInstance,
-				MinInstances:      b.MinInstances,
-				MaxInstances:      b.MaxInstances,
-				InitialColdStart:  b.InitialColdStart,
+				CPUTarget:          b.CPUTarget,
+				ConcurrencyTarget:  b.ConcurrencyTarget,
+				MaxConcurrency:     b.MaxConcurrency,
+				CPUsPerInstance:    b.CPUsPerInstance,
+				MinInstances:       b.MinInstances,
+				MaxInstances:       b.MaxInstances,
+				InitialColdStart:   b.InitialColdStart,
+				IdleTimeout:        b.IdleTimeout,
+				LiteralSurplusStop: b.LiteralSurplusStop,
 			},
 		}
 	}
