@@ -21,7 +21,7 @@ func TestPresetsParseAndDescribeThemselves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Name != n || st.Description == "" || len(st.Runs) != 3 {
+		if st.Name != n || st.Description == "" || len(st.Runs) < 3 {
 			t.Errorf("%s: name %q, %d runs", n, st.Name, len(st.Runs))
 		}
 	}

@@ -15,7 +15,7 @@ func TestSimPresetPrintsSummaryAndWritesFiles(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"thundering-herd:", "no-jitter", "seed-jitter", "full-jitter", "throttled", "wrote 7 files to " + dir} {
+	for _, want := range []string{"thundering-herd:", "no-jitter", "additive-jitter", "full-jitter", "throttled", "wrote 7 files to " + dir} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
