@@ -247,7 +247,8 @@ func TestReferenceFileHasEveryField(t *testing.T) {
 	}
 	a := st.Runs[0]
 	if len(st.Runs) != 2 || a.Limit.String() != "100/40" || len(a.Clients) != 2 || a.Clients[1].Action != "ListClusters" ||
-		a.Retry.Budget.Kind != RatioBudget || a.Backend.Autoscale.MaxConcurrency != 80 {
+		a.Retry.Budget.Kind != RatioBudget || a.Backend.Autoscale.MaxConcurrency != 80 ||
+		a.Backend.Autoscale.IdleTimeout != 15*time.Minute {
 		t.Fatalf("%+v", st)
 	}
 	res, err := st.Run()
