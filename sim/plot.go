@@ -47,6 +47,19 @@ type panel struct {
 type series struct {
 	name string
 	ys   []float64
+	// gaps, when set, marks the seconds that have no value (no call
+	// completed, so no latency): the line breaks there instead of
+	// dropping to zero.
+	gaps []bool
+}
+
+// noCompletions marks the seconds of r in which no call completed.
+func noCompletions(r *Result) []bool {
+	gaps := make([]bool, len(r.Seconds))
+	for i, s := range r.Seconds {
+		gaps[i] = s.Completed == 0
+	}
+	return gaps
 }
 
 // mark is a labelled reference line at at (seconds on a vertical mark,
@@ -115,11 +128,11 @@ func WritePlot(w io.Writer, r *Result, f Format) error {
 		marks:  marks,
 		level:  refillLevel(r),
 		lines: []series{
-			{"first attempts", column(r, func(s Second) float64 { return float64(s.FirstAttempts) })},
-			{"retries", column(r, func(s Second) float64 { return float64(s.Retries) })},
-			{"admitted", column(r, func(s Second) float64 { return float64(s.Admitted) })},
-			{"throttled", column(r, func(s Second) float64 { return float64(s.Throttled) })},
-			{"429", column(r, func(s Second) float64 { return float64(s.Rejected) })},
+			{"first attempts", column(r, func(s Second) float64 { return float64(s.FirstAttempts) }), nil},
+			{"retries", column(r, func(s Second) float64 { return float64(s.Retries) }), nil},
+			{"admitted", column(r, func(s Second) float64 { return float64(s.Admitted) }), nil},
+			{"throttled", column(r, func(s Second) float64 { return float64(s.Throttled) }), nil},
+			{"429", column(r, func(s Second) float64 { return float64(s.Rejected) }), nil},
 		},
 	}}
 	if !r.Scenario.Backend.None {
@@ -130,19 +143,19 @@ func WritePlot(w io.Writer, r *Result, f Format) error {
 			marks:  marks,
 			level:  maxInstancesLevel(r),
 			lines: []series{
-				{"ready", column(r, func(s Second) float64 { return float64(s.Ready) })},
-				{"starting", column(r, func(s Second) float64 { return float64(s.Starting) })},
-				{"recommended", column(r, func(s Second) float64 { return float64(s.Recommended) })},
+				{"ready", column(r, func(s Second) float64 { return float64(s.Ready) }), nil},
+				{"starting", column(r, func(s Second) float64 { return float64(s.Starting) }), nil},
+				{"recommended", column(r, func(s Second) float64 { return float64(s.Recommended) }), nil},
 			},
 		})
 	}
 	panels = append(panels, panel{
-		title:  "end-to-end latency of completed calls",
+		title:  "end-to-end latency of the calls completed each second (blank: none completed)",
 		ylabel: "seconds",
 		marks:  marks,
 		lines: []series{
-			{"p50", column(r, func(s Second) float64 { return seconds(s.P50) })},
-			{"p99", column(r, func(s Second) float64 { return seconds(s.P99) })},
+			{"p50", column(r, func(s Second) float64 { return seconds(s.P50) }), noCompletions(r)},
+			{"p99", column(r, func(s Second) float64 { return seconds(s.P99) }), noCompletions(r)},
 		},
 	})
 	return drawFigure(w, panels, f)
@@ -173,7 +186,11 @@ func WriteComparisonPlot(w io.Writer, results []*Result, f Format) error {
 	metric := func(title, ylabel string, counts bool, level mark, fn func(Second) float64) panel {
 		p := panel{title: title, ylabel: ylabel, counts: counts, marks: marks, level: level}
 		for _, r := range results {
-			p.lines = append(p.lines, series{r.Scenario.Name, column(r, fn)})
+			var gaps []bool
+			if !counts {
+				gaps = noCompletions(r)
+			}
+			p.lines = append(p.lines, series{r.Scenario.Name, column(r, fn), gaps})
 		}
 		return p
 	}
@@ -182,9 +199,29 @@ func WriteComparisonPlot(w io.Writer, results []*Result, f Format) error {
 		metric("throttled calls per second", "calls/s", true, mark{}, func(s Second) float64 { return float64(s.Throttled) }),
 		metric("retries per second", "calls/s", true, mark{}, func(s Second) float64 { return float64(s.Retries) }),
 		metric("ready instances", "instances", true, maxInst, func(s Second) float64 { return float64(s.Ready) }),
-		metric("p99 end-to-end latency", "seconds", false, mark{}, func(s Second) float64 { return seconds(s.P99) }),
+		metric("p99 end-to-end latency (blank: no call completed)", "seconds", false, mark{}, func(s Second) float64 { return seconds(s.P99) }),
 	}
 	return drawFigure(w, panels, f)
+}
+
+// segments splits a series into runs of seconds with a value.
+func segments(s series) []plotter.XYs {
+	var segs []plotter.XYs
+	var cur plotter.XYs
+	for k, y := range s.ys {
+		if s.gaps != nil && s.gaps[k] {
+			if len(cur) > 0 {
+				segs = append(segs, cur)
+			}
+			cur = nil
+			continue
+		}
+		cur = append(cur, plotter.XY{X: float64(k), Y: y})
+	}
+	if len(cur) > 0 {
+		segs = append(segs, cur)
+	}
+	return segs
 }
 
 // Figure geometry.
@@ -237,24 +274,40 @@ func drawFigure(w io.Writer, panels []panel, f Format) error {
 		}
 		widths := lineWidths(len(pn.lines))
 		for j, s := range pn.lines {
-			xys := make(plotter.XYs, len(s.ys))
+			style := draw.LineStyle{Color: plotutil.Color(j), Width: widths[j]}
+			var first *plotter.Line
 			zero := true
-			for k, y := range s.ys {
-				xys[k] = plotter.XY{X: float64(k), Y: y}
-				zero = zero && y == 0
+			for _, seg := range segments(s) {
+				l, err := plotter.NewLine(seg)
+				if err != nil {
+					return fmt.Errorf("sim: plot %q: %w", s.name, err)
+				}
+				l.LineStyle = style
+				p.Add(l)
+				if len(seg) == 1 {
+					// A second alone between gaps is a dot, not nothing.
+					sc, err := plotter.NewScatter(seg)
+					if err != nil {
+						return fmt.Errorf("sim: plot %q: %w", s.name, err)
+					}
+					sc.GlyphStyle = draw.GlyphStyle{Color: style.Color, Radius: style.Width, Shape: draw.CircleGlyph{}}
+					p.Add(sc)
+				}
+				if first == nil {
+					first = l
+				}
+				for _, xy := range seg {
+					zero = zero && xy.Y == 0
+				}
 			}
-			l, err := plotter.NewLine(xys)
-			if err != nil {
-				return fmt.Errorf("sim: plot %q: %w", s.name, err)
+			if first == nil {
+				first = &plotter.Line{LineStyle: style}
 			}
-			l.Color = plotutil.Color(j)
-			l.Width = widths[j]
-			p.Add(l)
 			name := s.name
 			if zero {
 				name += " (all 0)"
 			}
-			legends[i].Add(name, l)
+			legends[i].Add(name, first)
 		}
 		if pn.level.label != "" && pn.level.at <= 1.5*max(top, 1) {
 			p.Add(levelLine{pn.level})
