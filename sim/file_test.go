@@ -141,6 +141,7 @@ runs:
     clients: {rate: 5}
     duration: 1s
     duration: 2s
+limit: {capacity: 1.5, refill_per_second: 2}
 `
 	_, err := ParseStudy("typos.yaml", []byte(src))
 	if !errors.Is(err, ErrInvalidScenario) {
@@ -155,6 +156,7 @@ runs:
 		`typos.yaml:19:11: runs[1].seed: want a whole number, not negative, got "-1"`,
 		"typos.yaml:20:14: runs[1].clients: want a list, got a mapping",
 		"typos.yaml:22:5: runs[1].duration: given twice",
+		`typos.yaml:23:19: limit.capacity: want a whole number, got "1.5"`,
 	}
 	lines := strings.Split(err.Error(), "\n")
 	if len(lines) != len(want) {
@@ -207,6 +209,10 @@ func FuzzParseStudy(f *testing.F) {
 		if err != nil {
 			if !errors.Is(err, ErrInvalidScenario) {
 				t.Fatalf("error does not wrap ErrInvalidScenario: %v", err)
+			}
+			// Errors speak of the file's fields, never of Go types.
+			if msg := err.Error(); strings.Contains(msg, "struct {") || strings.Contains(msg, "sim.") {
+				t.Fatalf("error shows Go types: %v", msg)
 			}
 			return
 		}

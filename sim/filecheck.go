@@ -142,7 +142,19 @@ func (c *checker) scalar(n *yaml.Node, t reflect.Type, path []any) {
 		c.errorf(n, path, "want %s, got %s", scalarWant(t), nodeKind(n))
 		return
 	}
-	if err := n.Decode(reflect.New(t).Interface()); err != nil {
+	// The YAML decoder would truncate 1.5 to 1 for a whole-number
+	// field; the value's resolved tag must be what the field holds.
+	tag := n.ShortTag()
+	ok := true
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Uint64:
+		ok = tag == "!!int" || t == durationType
+	case reflect.Float64:
+		ok = tag == "!!int" || tag == "!!float"
+	case reflect.Bool:
+		ok = tag == "!!bool"
+	}
+	if !ok || n.Decode(reflect.New(t).Interface()) != nil {
 		c.errorf(n, path, "want %s, got %s", scalarWant(t), nodeKind(n))
 	}
 }
