@@ -869,12 +869,13 @@ func (e *Engine) remove(in *instance) {
 // instances are started up to the recommended count, unless there are none
 // and nothing asks for one (only a request scales from zero), and up to
 // min instances; then ready instances beyond the recommended count (the
-// surplus) are stopped if, after SurplusWindow ready, their utilisation over
-// the last minute is under SurplusUtilisation (unless a request is pending
-// or the recent need covers them; see Config.LiteralSurplusStop), or if they have been idle
-// for Config.IdleTimeout, never going under min instances nor to zero while a
-// request is in flight or pending or within Config.IdleTimeout of the last
-// request; finally free slots take pending requests.
+// surplus) are stopped if, after SurplusWindow ready, their utilisation
+// over the last minute is under SurplusUtilisation (unless a request is
+// pending or the recent need covers them; see Config.LiteralSurplusStop),
+// or if they have been idle for Config.IdleTimeout, never going under min
+// instances, nor to zero while a request is in flight or pending or within
+// Config.IdleTimeout of the last request; finally free slots take pending
+// requests.
 func (e *Engine) Tick(now time.Time) Decision {
 	now = e.clock(now)
 	e.ev.reset()
@@ -1011,10 +1012,10 @@ func (e *Engine) scaleDown(now time.Time) {
 
 // recentNeed is the number of instances the last seconds' demand needs at
 // the targets: the service's CPU and concurrency averaged over the 6
-// seconds ending at second sec (the span of Knative's
-// panic window), the concurrency raised to the requests in flight now when
-// more, against the ready instances' mean ACT value (the configured
-// maximum when none is ready).
+// seconds ending at second sec (the span of Knative's panic window), the
+// concurrency raised to the requests in flight now when more, against the
+// ready instances' mean ACT value (the configured maximum when none is
+// ready).
 func (e *Engine) recentNeed(sec int64) int {
 	cpu, conc := e.svc.average(0, sec)
 	conc = max(conc, float64(e.inFlight))
@@ -1025,8 +1026,9 @@ func (e *Engine) recentNeed(sec int64) int {
 	return ceilInstances(max(cpu/e.cfg.CPUsPerInstance/e.cfg.CPUTarget, conc/capacity/e.cfg.ConcurrencyTarget))
 }
 
-// underused reports whether surplus instance in, ready for SurplusWindow,
-// used under SurplusUtilisation over the last minute.
+// underused reports whether surplus instance in has been ready for
+// SurplusWindow and used less than SurplusUtilisation over the last
+// minute (the larger of its CPU and concurrency utilisation).
 func (e *Engine) underused(in *instance, now time.Time, sec int64) bool {
 	if now.Sub(in.readyAt) < SurplusWindow {
 		return false
