@@ -30,9 +30,19 @@
 //   - Tick(now) once a second: the recommendation (Decision.Count and
 //     which Driver won), instances to start, drain and stop, pending
 //     requests dispatched or rejected with HTTP 429.
+//   - InstanceExited(now, id) when an instance exits without being told
+//     to (a crash, a failed start, a lost process), in any state. The
+//     engine forgets it; the requests that were running on it come back
+//     in Events.Failed (answer them HTTP 502; no RequestDone for them);
+//     pending requests expected on it are placed again as Route would,
+//     which may dispatch them (Events.Dispatched) or start a replacement
+//     on demand (Events.Started). Replacing lost capacity otherwise is the
+//     next Tick's, as for any shortfall. Backing off a crash-looping
+//     command is the caller's: it may start a Started instance late.
 //
-// Instances go Starting → Ready → (Draining →) Stopped. The engine never
-// stops a starting instance.
+// Instances go Starting → Ready → (Draining →) Stopped, or leave from any
+// state through InstanceExited. The engine never stops a starting
+// instance. Instance and request IDs are never reused.
 //
 // # Metric windows
 //
@@ -63,8 +73,8 @@
 // [MinInstances, MaxInstances], keeps at least one instance while any
 // request is in flight or pending, and drops it to zero (then min) when no
 // instance is running and nothing asks for one, or when the service has had
-// no request for IdleTimeout (CPU alone, which never reads exactly zero,
-// does not hold instances up).
+// no request for Config.IdleTimeout (CPU alone, which never reads exactly
+// zero, does not hold instances up).
 //
 // Two baseline policies implement the same Policy interface from their
 // published behaviour, so a simulator can compare all three on one trace:
@@ -92,8 +102,21 @@
 // utilisation over the last minute (the larger of CPU and concurrency
 // utilisation) is under 10 % is stopped, or drained if requests still run
 // on it. The other surplus instances stay until they have been idle for
-// 15 minutes. The engine never goes below MinInstances and never to zero
-// while a request is in flight or pending.
+// Config.IdleTimeout (default 15 minutes).
+//
+// The 1-minute averages lag a step up in load: read literally, the rule
+// stops the surplus instances that the new load is just starting to use.
+// So, unless Config.LiteralSurplusStop is set, no surplus instance is
+// stopped for low utilisation while a request is pending, nor while it
+// ranks within the recent need: the instances that the last 6 seconds'
+// demand needs at the targets (CPU, and concurrency or the requests in
+// flight now if more, against the mean ACT value), the span of Knative's
+// panic window. Such instances still stop after the idle timeout. The engine never goes below
+// MinInstances, and never to zero while a request is in flight or pending
+// nor before the service has gone Config.IdleTimeout without a request:
+// idle retention counts from the last request that arrived or finished,
+// however short (a 0.5 ms request reads as zero concurrency in the
+// windows, and idle CPU as zero in a simulator, but both count here).
 //
 // MaxInstances is a strict bound on starting, ready and draining instances
 // together. Cloud Run may briefly exceed its maximum during traffic spikes

@@ -3,6 +3,7 @@ package autoscale
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -44,6 +45,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{CPUsPerInstance: -1}, {CPUsPerInstance: math.Inf(1)},
 		{MaxInstances: -3}, {MinInstances: -1}, {MinInstances: 101},
 		{MinInstances: 5, MaxInstances: 4}, {InitialColdStart: -time.Second},
+		{IdleTimeout: -time.Second}, {IdleTimeout: time.Millisecond}, {IdleTimeout: 25 * time.Hour},
 	}
 	for _, cfg := range bad {
 		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
@@ -53,7 +55,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	e := newEngine(t, Config{})
 	c := e.Config()
 	if c.CPUTarget != 0.6 || c.ConcurrencyTarget != 0.6 || c.MaxConcurrency != 80 ||
-		c.CPUsPerInstance != 1 || c.MinInstances != 0 || c.MaxInstances != 100 {
+		c.CPUsPerInstance != 1 || c.MinInstances != 0 || c.MaxInstances != 100 ||
+		c.IdleTimeout != 15*time.Minute {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -473,6 +476,22 @@ func TestLastIdleInstanceWithBackgroundCPUScalesToZeroAfter15Minutes(t *testing.
 	}
 }
 
+func TestIdleTimeoutIsAConfigSetting(t *testing.T) {
+	e := newEngine(t, Config{IdleTimeout: 30 * time.Second})
+	ids := readyInstances(t, e, sec(0), 2)
+	e.Route(sec(0)) // on ids[0]; ids[1] never gets a request
+	// ids[1]'s 20 % background CPU keeps it above the 10 % line: only
+	// the 30-second idle timeout stops it.
+	for s := 0; s <= 30; s++ {
+		e.Observe(sec(float64(s)), ids[0], 0.3, 1)
+		e.Observe(sec(float64(s)), ids[1], 0.2, 0)
+		d := e.Tick(sec(float64(s)))
+		if stopped := len(d.Stopped) == 1 && d.Stopped[0] == ids[1]; stopped != (s == 30) {
+			t.Fatalf("second %d: %+v, want ids[1] stopped at 30 s idle and only then", s, d.Events)
+		}
+	}
+}
+
 func TestMinAndMaxInstancesBound(t *testing.T) {
 	e := newEngine(t, Config{MinInstances: 2, MaxInstances: 3})
 	d := e.Tick(sec(0))
@@ -514,21 +533,82 @@ func TestScaleToZeroOnlyWithNothingInFlight(t *testing.T) {
 		}
 	}
 	e.RequestDone(sec(1200), r.Request)
-	// The surplus rule stops it once nothing is in flight.
-	if d := e.Tick(sec(1201)); d.Count != 0 || len(d.Stopped) != 1 {
-		t.Fatalf("nothing in flight: %+v, want scaled to zero", d)
+	// Idle retention counts from that last request: the instance is
+	// spare capacity (not recommended) for 15 minutes, then it goes.
+	for s := 1201; s < 2100; s++ {
+		if d := e.Tick(sec(float64(s))); len(d.Stopped)+len(d.Draining) != 0 || e.Stats().Ready != 1 {
+			t.Fatalf("second %d, %d s after the last request: %+v, want the instance kept", s, s-1200, d)
+		}
+	}
+	if d := e.Tick(sec(2100)); d.Count != 0 || len(d.Stopped) != 1 {
+		t.Fatalf("15 minutes after the last request: %+v, want scaled to zero", d)
 	}
 	// A pending request also holds the count at 1.
 	e2 := newEngine(t, Config{})
-	r2 := e2.Route(sec(0))
+	e2.Route(sec(0))
 	if d := e2.Tick(sec(1)); d.Count != 1 {
 		t.Fatalf("pending request: %+v, want 1", d)
 	}
-	_ = r2
+}
+
+func TestSubMillisecondRequestsHoldTheLastInstance(t *testing.T) {
+	e := newEngine(t, Config{})
+	first := e.Route(sec(0))
+	id := first.Instance
+	e.InstanceReady(sec(1), id)
+	e.RequestDone(sec(1.0005), first.Request)
+	// Two minutes of one 0.5 ms request a second: concurrency 0.0005
+	// reads 0 in the windows' thousandths, CPU reads 0 (as the simulator
+	// reports an instance without CPU work), the policy recommends 0, yet
+	// the instance serves and must stay.
+	last := 1.0005
+	for s := 2; s <= 120; s++ {
+		r := e.Route(sec(float64(s)))
+		if r.Outcome != Served || r.Instance != id {
+			t.Fatalf("second %d: %+v, want served on %d", s, r, id)
+		}
+		last = float64(s) + 0.0005
+		e.RequestDone(sec(last), r.Request)
+		e.Observe(sec(float64(s)), id, 0, 0.0005)
+		if d := e.Tick(sec(float64(s) + 0.5)); len(d.Stopped)+len(d.Draining) != 0 {
+			t.Fatalf("second %d: %+v, stopped while serving", s, d.Events)
+		}
+	}
+	for s := 121; float64(s) < last+900; s++ {
+		e.Observe(sec(float64(s)), id, 0, 0)
+		if d := e.Tick(sec(float64(s))); len(d.Stopped) != 0 {
+			t.Fatalf("stopped at second %d, %.4f s after the last request", s, float64(s)-last)
+		}
+	}
+	if d := e.Tick(sec(last + 900)); len(d.Stopped) != 1 || d.Count != 0 {
+		t.Fatalf("15 minutes after the last request: %+v, want scaled to zero", d)
+	}
+}
+
+func TestLastInstanceOutlivesTheTenMinuteAverage(t *testing.T) {
+	e := newEngine(t, Config{})
+	r := e.Route(sec(0))
+	e.InstanceReady(sec(1), r.Instance)
+	for s := 1; s < 60; s++ {
+		e.Observe(sec(float64(s)), r.Instance, 0, 1) // idle CPU reads 0
+		e.Tick(sec(float64(s)))
+	}
+	e.RequestDone(sec(60), r.Request)
+	// The 10-minute concurrency average drains at 670 s; the instance
+	// stays until 15 minutes after the last request (960 s).
+	for s := 61; s < 960; s++ {
+		e.Observe(sec(float64(s)), r.Instance, 0, 0)
+		if d := e.Tick(sec(float64(s))); len(d.Stopped) != 0 {
+			t.Fatalf("stopped at second %d, %d s after the last request", s, s-60)
+		}
+	}
+	if d := e.Tick(sec(960)); len(d.Stopped) != 1 {
+		t.Fatalf("15 minutes after the last request: %+v, want stopped", d)
+	}
 }
 
 func TestScaleFromZeroOnlyOnRequest(t *testing.T) {
-	e := newEngine(t, Config{})
+	e := newEngine(t, Config{IdleTimeout: time.Minute})
 	r := e.Route(sec(0))
 	e.InstanceReady(sec(1), r.Instance)
 	for s := 1; s < 30; s++ {
@@ -538,9 +618,10 @@ func TestScaleFromZeroOnlyOnRequest(t *testing.T) {
 		}
 	}
 	e.RequestDone(sec(30), r.Request)
-	// Stop it while the 10-minute concurrency average is still high.
+	// Stop it, a minute after its last request, while the 10-minute
+	// concurrency average is still high.
 	e.rec.Count = 0
-	e.scaleDown(sec(100))
+	e.scaleDown(sec(90))
 	if st := e.Stats(); st.Ready+st.Starting != 0 {
 		t.Fatalf("not scaled to zero: %+v", e.Stats())
 	}
@@ -634,5 +715,179 @@ func TestTickDispatchesPendingAfterACTIncrease(t *testing.T) {
 	d := e.Tick(sec(1))
 	if len(d.Dispatched) != 1 || d.Dispatched[0] != (Dispatch{r.Request, id}) {
 		t.Fatalf("after ACT rose: %+v, want request %d dispatched", d.Events, r.Request)
+	}
+}
+
+func TestInstanceExitedFailsItsRequestsAndReplacesItForPending(t *testing.T) {
+	e := newEngine(t, Config{MaxInstances: 2, MaxConcurrency: 1})
+	ids := readyInstances(t, e, sec(0), 2)
+	e.rec.Count = 2
+	r1 := e.Route(sec(0)) // on ids[0]
+	r2 := e.Route(sec(0)) // on ids[1]
+	r3 := e.Route(sec(0)) // queued: at max instances, expected on ids[0]
+	if r1.Instance != ids[0] || r2.Instance != ids[1] || r3.Outcome != Queued || r3.Instance != ids[0] {
+		t.Fatalf("routes %+v %+v %+v", r1, r2, r3)
+	}
+	ev, err := e.InstanceExited(sec(1), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ev.Failed, []RequestID{r1.Request}) {
+		t.Fatalf("failed %v, want [%d]", ev.Failed, r1.Request)
+	}
+	// Below max instances again: the pending request gets a new instance.
+	if len(ev.Started) != 1 || len(ev.Stopped) != 0 || len(ev.Dispatched) != 0 {
+		t.Fatalf("events %+v, want one instance started for the pending request", ev)
+	}
+	info, ok := e.Instance(ev.Started[0])
+	if !ok || info.State != Starting || info.Queued != 1 {
+		t.Fatalf("replacement %+v %v", info, ok)
+	}
+	if st := e.Stats(); st.Ready != 1 || st.Starting != 1 || st.InFlight != 1 || st.Pending != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if _, ok := e.Instance(ids[0]); ok {
+		t.Fatal("exited instance still known")
+	}
+	if _, err := e.RequestDone(sec(2), r1.Request); !errors.Is(err, ErrUnknownRequest) {
+		t.Fatalf("RequestDone of a failed request: %v, want ErrUnknownRequest", err)
+	}
+	if err := e.Observe(sec(2), ids[0], 0, 0); !errors.Is(err, ErrUnknownInstance) {
+		t.Fatalf("Observe of an exited instance: %v", err)
+	}
+	if _, err := e.InstanceExited(sec(2), ids[0]); !errors.Is(err, ErrUnknownInstance) {
+		t.Fatalf("second exit: %v, want ErrUnknownInstance", err)
+	}
+	ready := ev.Started[0]
+	ev, err = e.InstanceReady(sec(3), ready)
+	if err != nil || len(ev.Dispatched) != 1 || ev.Dispatched[0] != (Dispatch{r3.Request, ready}) {
+		t.Fatalf("replacement ready: %+v %v, want request %d dispatched", ev, err, r3.Request)
+	}
+}
+
+func TestInstanceExitedWhileStartingRequeuesOnAReadyOneWhenSooner(t *testing.T) {
+	e := newEngine(t, Config{MaxInstances: 3, MaxConcurrency: 1})
+	id := readyInstances(t, e, sec(0), 1)[0]
+	e.rec.Count = 1
+	r0 := e.Route(sec(0))
+	e.RequestDone(sec(0.01), r0.Request) // requests take 10 ms
+	r1 := e.Route(sec(1))                // on id
+	s := e.startInstance(sec(1))         // as a Tick would start one
+	r2 := e.Route(sec(1))                // queued on the starting instance
+	if r1.Instance != id || r2.Outcome != Queued || r2.Instance != s.id || r2.Started {
+		t.Fatalf("routes %+v %+v", r1, r2)
+	}
+	ev, err := e.InstanceExited(sec(1.5), s.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A slot on the ready instance is expected in 10 ms, far sooner than a
+	// cold start: no new instance; the request waits for that slot.
+	if len(ev.Failed)+len(ev.Started)+len(ev.Dispatched) != 0 {
+		t.Fatalf("starting instance exited: %+v, want the request requeued on %d", ev, id)
+	}
+	if info, _ := e.Instance(id); info.Queued != 1 {
+		t.Fatalf("ready instance %+v, want the pending request expected on it", info)
+	}
+	ev, _ = e.RequestDone(sec(1.6), r1.Request)
+	if len(ev.Dispatched) != 1 || ev.Dispatched[0] != (Dispatch{r2.Request, id}) {
+		t.Fatalf("slot freed: %+v, want request %d dispatched to %d", ev, r2.Request, id)
+	}
+	checkInvariants(t, e)
+}
+
+func TestInstanceExitedWhileDraining(t *testing.T) {
+	e := newEngine(t, Config{})
+	ids := readyInstances(t, e, sec(0), 2)
+	e.rec.Count = 2
+	e.Route(sec(0))
+	slow := e.Route(sec(0)) // on ids[1]
+	for s := 1; s <= 61; s++ {
+		e.Observe(sec(float64(s)), ids[0], 0.3, 2)
+		e.Observe(sec(float64(s)), ids[1], 0.01, 1)
+		e.Tick(sec(float64(s)))
+	}
+	if info, _ := e.Instance(ids[1]); info.State != Draining {
+		t.Fatalf("ids[1] is %v, want draining", info.State)
+	}
+	ev, err := e.InstanceExited(sec(62), ids[1])
+	if err != nil || !slices.Equal(ev.Failed, []RequestID{slow.Request}) || len(ev.Stopped) != 0 {
+		t.Fatalf("draining instance exited: %+v %v", ev, err)
+	}
+	if st := e.Stats(); st.Draining != 0 || st.Ready != 1 || st.InFlight != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	checkInvariants(t, e)
+}
+
+// stepLoad runs 18 ready instances through a minute of light load (two
+// instances at 5 concurrent requests) and then a step to 84 concurrent
+// requests (in flight from then on) on 14 instances, as the simulator's autoscale-step
+// study does, and returns the fewest ready instances seen after the step.
+func stepLoad(t *testing.T, literal bool) (fewest int) {
+	t.Helper()
+	e := newEngine(t, Config{MaxConcurrency: 10, LiteralSurplusStop: literal})
+	ids := readyInstances(t, e, sec(0), 18)
+	e.Route(sec(0)) // a request in flight: the service is not idle
+	for s := 0; s < 60; s++ {
+		for i, id := range ids {
+			if i < 2 {
+				e.Observe(sec(float64(s)), id, 0.5, 5)
+			} else {
+				e.Observe(sec(float64(s)), id, 0, 0)
+			}
+		}
+		e.Tick(sec(float64(s)))
+	}
+	fewest = len(ids)
+	for range 84 {
+		e.Route(sec(60))
+	}
+	for s := 60; s < 80; s++ {
+		for _, id := range ids[:14] {
+			if err := e.Observe(sec(float64(s)), id, 0.6, 6); err != nil && !errors.Is(err, ErrUnknownInstance) {
+				t.Fatal(err)
+			}
+		}
+		e.Tick(sec(float64(s) + 0.5))
+		fewest = min(fewest, e.Stats().Ready)
+	}
+	return fewest
+}
+
+func TestSurplusNeededByRecentDemandIsKept(t *testing.T) {
+	// The 1-minute averages recommend far fewer than 14 instances for
+	// seconds after the step; the last 6 seconds need 14 (84 requests at
+	// 60 % of 10), so the 14 busy instances stay.
+	if fewest := stepLoad(t, false); fewest < 14 {
+		t.Fatalf("ready instances fell to %d after the step, want at least the 14 the last seconds need", fewest)
+	}
+	// The literal rule stops every underused surplus instance.
+	if fewest := stepLoad(t, true); fewest >= 14 {
+		t.Fatalf("literal rule: ready instances stayed at %d, want the surplus stopped", fewest)
+	}
+}
+
+func TestSurplusIsKeptWhileRequestsArePending(t *testing.T) {
+	// One slot on each of 3 instances at max: the fourth request waits. The
+	// instances report no usage at all, so only the pending request (and
+	// the requests in flight) keep them.
+	for _, literal := range []bool{false, true} {
+		e := newEngine(t, Config{MaxInstances: 3, MaxConcurrency: 1, ConcurrencyTarget: 1, CPUTarget: 1, LiteralSurplusStop: literal})
+		readyInstances(t, e, sec(0), 3)
+		for range 4 {
+			e.Route(sec(60))
+		}
+		stopped := 0
+		for s := 61; s < 70; s++ { // ready for a minute; the wait ends at 70 s
+			d := e.Tick(sec(float64(s)))
+			stopped += len(d.Stopped) + len(d.Draining)
+			if e.Stats().Pending != 1 {
+				t.Fatalf("second %d: %+v, want the request still pending", s, e.Stats())
+			}
+		}
+		if (stopped == 0) == literal {
+			t.Errorf("literal %v: %d instances stopped or drained with a request pending", literal, stopped)
+		}
 	}
 }
