@@ -24,6 +24,16 @@ import (
 	"github.com/tollgate/tollgate/pool/process"
 )
 
+func init() {
+	if os.Getenv(parentEnv) != "" {
+		// Keep the main goroutine on the main thread (the runtime holds
+		// it there during init), so that the goroutine parentMain starts
+		// the instance from runs on another thread, one the runtime ends
+		// when that goroutine exits locked to it.
+		runtime.LockOSThread()
+	}
+}
+
 func TestMain(m *testing.M) {
 	if os.Getenv(parentEnv) != "" {
 		parentMain()
@@ -371,7 +381,17 @@ func parentMain() {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	inst, err := r.Start(context.Background(), pool.InstanceSpec{Service: "orphan", Revision: "orphan-1", ID: "o1"})
+	// Start from a goroutine that exits locked to its thread, so the
+	// runtime ends the thread right after: the instance must not die
+	// with that thread.
+	var inst pool.Instance
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		runtime.LockOSThread()
+		inst, err = r.Start(context.Background(), pool.InstanceSpec{Service: "orphan", Revision: "orphan-1", ID: "o1"})
+	}()
+	<-started
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
