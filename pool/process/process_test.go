@@ -131,7 +131,8 @@ func TestNewRejectsBadCommand(t *testing.T) {
 
 func TestNewResolvesRelativeToDir(t *testing.T) {
 	bin := testservice.Build(t)
-	r, err := process.New(process.Options{Command: "./" + filepath.Base(bin), Dir: filepath.Dir(bin)})
+	log, _ := testLogger(t)
+	r, err := process.New(process.Options{Command: "./" + filepath.Base(bin), Dir: filepath.Dir(bin), Logger: log})
 	if err != nil {
 		t.Fatalf("New(./testservice in its dir) = %v", err)
 	}
@@ -231,7 +232,7 @@ func TestReadyByTCPIgnoresHealthPath(t *testing.T) {
 func TestReadyHTTPTimeoutNamesTheProbe(t *testing.T) {
 	r := newRunner(t, process.Options{
 		Env:       []string{testservice.EnvHealthyAfter + "=1h"},
-		Readiness: process.Readiness{Path: "/healthz", Timeout: time.Second},
+		Readiness: process.Readiness{Path: "/healthz", Timeout: 3 * time.Second},
 	})
 	inst := pooltest.Start(t, r, pooltest.Spec())
 	ctx, cancel := context.WithTimeout(context.Background(), pooltest.Wait)
@@ -375,7 +376,7 @@ const parentEnv = "TOLLGATE_PROCESS_TEST_PARENT"
 // parentMain is the parent program: it starts an instance of the command
 // in parentEnv, prints "pid <pid>" once it is ready and waits to be killed.
 func parentMain() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r, err := process.New(process.Options{Command: os.Getenv(parentEnv), Logger: log})
 	if err != nil {
 		fmt.Println("error", err)
