@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -313,7 +314,8 @@ func groupMembers(pgid int) []int {
 	return out
 }
 
-// waitGone waits up to pooltest.Wait for pids and group pgid to be gone.
+// waitGone waits up to pooltest.Wait for pids and group pgid (unless 0)
+// to be gone.
 func waitGone(t *testing.T, pgid int, pids ...int) {
 	t.Helper()
 	deadline := time.Now().Add(pooltest.Wait)
@@ -324,7 +326,9 @@ func waitGone(t *testing.T, pgid int, pids ...int) {
 				left = append(left, pid)
 			}
 		}
-		left = append(left, groupMembers(pgid)...)
+		if pgid != 0 {
+			left = append(left, groupMembers(pgid)...)
+		}
 		if len(left) == 0 {
 			return
 		}
@@ -371,13 +375,20 @@ func TestChildrenStopWhenInstanceCrashes(t *testing.T) {
 
 // The parent-death test runs this test binary as a "tollgate" that
 // starts one instance and reports its pid, and then SIGKILLs it.
-const parentEnv = "TOLLGATE_PROCESS_TEST_PARENT"
+const (
+	parentEnv         = "TOLLGATE_PROCESS_TEST_PARENT"
+	parentInstanceEnv = "TOLLGATE_PROCESS_TEST_INSTANCE_ENV" // comma-separated
+)
 
 // parentMain is the parent program: it starts an instance of the command
 // in parentEnv, prints "pid <pid>" once it is ready and waits to be killed.
 func parentMain() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r, err := process.New(process.Options{Command: os.Getenv(parentEnv), Logger: log})
+	var env []string
+	if e := os.Getenv(parentInstanceEnv); e != "" {
+		env = strings.Split(e, ",")
+	}
+	r, err := process.New(process.Options{Command: os.Getenv(parentEnv), Env: env, Logger: log})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -414,18 +425,30 @@ func parentMain() {
 		}()
 		<-done
 	}
-	fmt.Printf("pid %d\n", inst.PID())
+	child := 0
+	if resp, err := http.Get("http://" + inst.Addr() + "/pids"); err == nil {
+		var v struct{ Children []int }
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if len(v.Children) > 0 {
+			child = v.Children[0]
+		}
+	}
+	fmt.Printf("pid %d child %d\n", inst.PID(), child)
 	select {}
 }
 
-func TestInstancesDieWithTollgate(t *testing.T) {
-	bin := testservice.Build(t)
+// startParent runs this test binary as a tollgate that starts one
+// instance of the test service with env, and returns the instance's pid,
+// its child's pid (0 without one) and a function that SIGKILLs the parent.
+func startParent(t *testing.T, env ...string) (pid, child int, kill func()) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	parent := exec.Command(self)
-	parent.Env = append(os.Environ(), parentEnv+"="+bin)
+	parent.Env = append(os.Environ(), parentEnv+"="+testservice.Build(t), parentInstanceEnv+"="+strings.Join(env, ","))
 	parent.Stderr = os.Stderr
 	out, err := parent.StdoutPipe()
 	if err != nil {
@@ -436,34 +459,62 @@ func TestInstancesDieWithTollgate(t *testing.T) {
 	}
 	exited := make(chan struct{})
 	go func() { _ = parent.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = parent.Process.Kill(); <-exited })
-
+	kill = func() {
+		_ = parent.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+	t.Cleanup(kill)
 	lines := make(chan string, 1)
 	go func() {
 		var b [256]byte
 		n, _ := out.Read(b[:])
 		lines <- string(b[:n])
 	}()
-	var pid int
 	select {
 	case line := <-lines:
-		if _, err := fmt.Sscanf(line, "pid %d", &pid); err != nil {
+		if _, err := fmt.Sscanf(line, "pid %d child %d", &pid, &child); err != nil {
 			t.Fatalf("parent said %q", line)
 		}
 	case <-time.After(pooltest.Wait):
 		t.Fatal("parent did not start an instance")
 	}
-	// Readiness has passed and the runtime has ended threads since the
-	// fork: the instance must still be alive.
+	return pid, child, kill
+}
+
+func TestInstancesDieWithTollgate(t *testing.T) {
+	pid, _, kill := startParent(t)
+	// Readiness has passed and the runtime has ended the thread the
+	// parent called Start on: the instance must still be alive.
 	time.Sleep(200 * time.Millisecond)
 	if !alive(pid) {
 		t.Fatalf("instance %d died while its parent lives: the parent-death signal fired on a thread exit", pid)
 	}
-	if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
+	kill()
 	waitGone(t, pid, pid)
+}
+
+func TestNextTollgateKillsLeftovers(t *testing.T) {
+	if newRunner(t, process.Options{}).CgroupDir() == "" {
+		t.Skip("no delegated cgroup v2 here: nothing can find what a killed tollgate's instances left")
+	}
+	pid, child, kill := startParent(t, testservice.EnvSpawnChild+"=1")
+	if child == 0 {
+		t.Fatal("the instance has no child")
+	}
+	kill()
+	waitGone(t, 0, pid)
+	// The parent-death signal reached the instance, not its child: the
+	// child is left, in the instance's process group and cgroup.
+	if !alive(child) {
+		t.Skipf("child %d died with its parent here; nothing left to sweep", child)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	// The next tollgate to start removes what the dead one left.
+	pid2, _, _ := startParent(t)
+	waitGone(t, 0, child)
+	if !alive(pid2) {
+		t.Errorf("the new tollgate's own instance %d is gone", pid2)
+	}
 }
 
 func TestCgroupPerInstance(t *testing.T) {
