@@ -62,7 +62,7 @@ func (s *syncBuffer) String() string {
 }
 
 // testLogger logs to t and returns what was logged, as JSON lines.
-func testLogger(t *testing.T) (*slog.Logger, *syncBuffer) {
+func testLogger(testing.TB) (*slog.Logger, *syncBuffer) {
 	buf := &syncBuffer{}
 	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
