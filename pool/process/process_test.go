@@ -463,7 +463,21 @@ func startParent(t *testing.T, env ...string) (pid, child int, kill func()) {
 		_ = parent.Process.Signal(syscall.SIGKILL)
 		<-exited
 	}
-	t.Cleanup(kill)
+	cgroups := newRunner(t, process.Options{}).CgroupDir()
+	t.Cleanup(func() {
+		kill()
+		if cgroups == "" {
+			return
+		}
+		// Remove the dead parent's instance cgroups once empty, rather
+		// than leave them to the next tollgate's sweep.
+		left, _ := filepath.Glob(filepath.Join(cgroups, fmt.Sprintf("tollgate-*-%d-*", parent.Process.Pid)))
+		for _, dir := range left {
+			for deadline := time.Now().Add(pooltest.Wait); os.Remove(dir) != nil && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	})
 	lines := make(chan string, 1)
 	go func() {
 		var b [256]byte
