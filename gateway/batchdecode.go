@@ -42,6 +42,8 @@ type batchDecoder struct {
 	top    rawTake
 	items  []rawTake
 	sawReq bool
+	// maxItems bounds the takes of a batch; 0 means no bound.
+	maxItems int
 
 	// Scratch for serveBatch, kept between requests.
 	body     bytes.Buffer
@@ -72,9 +74,11 @@ var batchDecoders = sync.Pool{New: func() any {
 	return b
 }}
 
-// decode reads a BatchRequest body. On success the arena holds every
-// string, and arenaString gives them as one string.
-func (b *batchDecoder) decode(body []byte) error {
+// decode reads a BatchRequest body of at most maxItems takes (0: no
+// limit). On success the arena holds every string, and request gives the
+// takes. Decoding stops at the first take over the limit.
+func (b *batchDecoder) decode(body []byte, maxItems int) error {
+	b.maxItems = maxItems
 	b.reader.Reset(body)
 	b.dec.Reset(&b.reader)
 	b.arena, b.items, b.top, b.sawReq = b.arena[:0], b.items[:0], rawTake{}, false
@@ -125,6 +129,9 @@ func (b *batchDecoder) requests() error {
 		return err
 	}
 	for b.dec.PeekKind() != ']' {
+		if b.maxItems > 0 && len(b.items) == b.maxItems {
+			return &fieldError{"requests", "more than " + strconv.Itoa(b.maxItems) + " takes: a batch holds at most " + strconv.Itoa(b.maxItems)}
+		}
 		var t rawTake
 		if b.dec.PeekKind() == 'n' { // a null item: a take with nothing set
 			if _, err := b.dec.ReadToken(); err != nil {

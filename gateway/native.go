@@ -264,6 +264,13 @@ func setRateLimitHeaders(h http.Header, r resolved, d bucket.Decision) {
 // serveTake handles POST /v1/take.
 func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	cost := g.bodyCost(r)
+	if !g.inFlight.acquire(cost) {
+		setRetryAfter1(w)
+		writeNativeError(w, http.StatusServiceUnavailable, "", g.overloadedMessage())
+		return
+	}
+	defer g.inFlight.release(cost)
 	body, release, err := g.readBody(w, r)
 	defer release()
 	if err != nil {
@@ -300,9 +307,21 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 
 // serveBatch handles POST /v1/take/batch: every take in one limiter call.
 // The answer is 200 with one result per request; the batch is rejected
-// whole, before any take, if any request is invalid.
+// whole, before any take, if any request is invalid or there are more
+// than the gateway's MaxBatch.
+//
+// Memory: the body counts against the in-flight bound before it is read,
+// and its takes (batchItemCost each) once they are counted; the decoder
+// stops at the first take over MaxBatch.
 func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	cost := g.bodyCost(r)
+	if !g.inFlight.acquire(cost) {
+		setRetryAfter1(w)
+		writeNativeError(w, http.StatusServiceUnavailable, "", g.overloadedMessage())
+		return
+	}
+	defer func() { g.inFlight.release(cost) }()
 	bd := batchDecoders.Get().(*batchDecoder)
 	defer putBatchDecoder(bd)
 	bd.body.Reset()
@@ -310,7 +329,7 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 		writeNativeError(w, bodyErrorStatus(err), "", err.Error())
 		return
 	}
-	if err := bd.decode(bd.body.Bytes()); err != nil {
+	if err := bd.decode(bd.body.Bytes(), g.maxBatch); err != nil {
 		writeFieldError(w, err)
 		return
 	}
@@ -318,8 +337,15 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 		writeNativeError(w, http.StatusBadRequest, "requests", "missing")
 		return
 	}
-	pol := g.policy.Load()
 	n := len(bd.items)
+	itemsCost := int64(n) * batchItemCost
+	if !g.inFlight.acquire(itemsCost) {
+		setRetryAfter1(w)
+		writeNativeError(w, http.StatusServiceUnavailable, "", g.overloadedMessage())
+		return
+	}
+	cost += itemsCost // released with the body's share
+	pol := g.policy.Load()
 	all := string(bd.arena) // every string of the batch, in one allocation
 	items := slices.Grow(bd.resolved[:0], n)[:n]
 	keyEnds := slices.Grow(bd.keyEnds[:0], n)[:n]
