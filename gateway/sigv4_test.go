@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	stdjson "encoding/json"
 	"errors"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 func TestParseAuthorization(t *testing.T) {
@@ -65,13 +69,29 @@ func FuzzParseAuthorization(f *testing.F) {
 	f.Add("AWS4-HMAC-SHA256 Credential=a/b/c/d/e,SignedHeaders=,Signature=")
 	f.Add("AWS4-HMAC-SHA256 ,,,")
 	f.Add("")
+	f.Add("AWS4-HMAC-SHA256 Credential=A/20150830/us-east-1/ecs/aws4_request, Credential =B/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=ab")
+	f.Add("AWS4-HMAC-SHA256 Credential=" + strings.Repeat("A", 300) + "/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=ab")
 	f.Fuzz(func(t *testing.T, header string) {
 		c, err := ParseAuthorization(header)
 		if err != nil {
 			if !errors.Is(err, ErrBadAuth) && !errors.Is(err, ErrMissingAuth) {
 				t.Fatalf("error %v wraps neither ErrBadAuth nor ErrMissingAuth", err)
 			}
+			if len(err.Error()) > 4*maxEcho+100 {
+				t.Fatalf("a %d-byte error quotes too much of the header: %.200s", len(err.Error()), err)
+			}
 			return
+		}
+		// One identity only: an accepted header names each parameter once.
+		_, params, _ := strings.Cut(header, " ")
+		creds := 0
+		for p := range strings.SplitSeq(params, ",") {
+			if name, _, _ := strings.Cut(strings.TrimSpace(p), "="); strings.TrimSpace(name) == "Credential" {
+				creds++
+			}
+		}
+		if creds != 1 {
+			t.Fatalf("accepted %q with %d Credential parameters", header, creds)
 		}
 		// What is accepted is safe to put in a bucket key.
 		if !isWord(c.AccessKeyID, 128) || !isLowerName(c.Region) || !isLowerName(c.Service) || len(c.Date) != 8 {
@@ -87,11 +107,15 @@ func FuzzParseTarget(f *testing.F) {
 	f.Add("AmazonEC2ContainerServiceV20141113.DescribeClusters")
 	f.Add("a.b.c")
 	f.Add(".")
+	f.Add(strings.Repeat("x", 300) + ".Y")
 	f.Fuzz(func(t *testing.T, header string) {
 		prefix, action, err := ParseTarget(header)
 		if err != nil {
 			if !errors.Is(err, ErrBadTarget) {
 				t.Fatalf("error %v does not wrap ErrBadTarget", err)
+			}
+			if len(err.Error()) > 4*maxEcho+100 {
+				t.Fatalf("a %d-byte error quotes too much of the header", len(err.Error()))
 			}
 			return
 		}
@@ -126,6 +150,39 @@ func FuzzNativeAPI(f *testing.F) {
 			}
 		default:
 			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body)
+		}
+	})
+}
+
+// FuzzAWSBody checks the AWS path's body check: what it accepts, every
+// JSON parser reads one way (encoding/json, which lets the last duplicate
+// win and replaces invalid UTF-8, agrees with the strict json v2), and its
+// messages quote little of the body.
+func FuzzAWSBody(f *testing.F) {
+	for _, s := range []string{`{}`, `{"clusters":["a"]}`, `{"a":1,"a":2}`, "{\"a\":\"\xff\"}", `{"a":"\ud800"}`, `[]`, `{} {}`, ` {"a":{"b":[1,2,{"c":null}]}} `, ``, `{"\u0061":1,"a":2}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		msg := checkAWSBody(body)
+		if msg != "" {
+			if len(msg) > 4*maxEcho+100 {
+				t.Fatalf("a %d-byte message for a %d-byte body", len(msg), len(body))
+			}
+			return
+		}
+		if len(body) == 0 {
+			return
+		}
+		var strict map[string]any
+		if err := jsonv2.Unmarshal(body, &strict); err != nil {
+			t.Fatalf("accepted %q, which json v2 rejects: %v", body, err)
+		}
+		var lax map[string]any
+		if err := stdjson.Unmarshal(body, &lax); err != nil {
+			t.Fatalf("accepted %q, which encoding/json rejects: %v", body, err)
+		}
+		if !reflect.DeepEqual(strict, lax) {
+			t.Fatalf("accepted %q, which two parsers read differently: %v and %v", body, strict, lax)
 		}
 	})
 }
