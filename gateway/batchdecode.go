@@ -35,7 +35,6 @@ type rawTake struct {
 // batchDecoder holds the reusable state of one batch request, decoding
 // and answering; get one from batchDecoders.
 type batchDecoder struct {
-	reader bytes.Reader
 	dec    *jsontext.Decoder
 	arena  []byte
 	name   []byte
@@ -56,8 +55,10 @@ type batchDecoder struct {
 }
 
 // maxPooledBytes bounds the scratch a pooled decoder keeps, so one huge
-// batch does not pin its buffers for ever.
-const maxPooledBytes = 1 << 20
+// batch does not pin its buffers for ever. It holds a body of the default
+// 1 MiB limit (plus bytes.MinRead), so that maximum-size batches reuse
+// their buffers rather than allocate them anew.
+const maxPooledBytes = 2 << 20
 
 func putBatchDecoder(b *batchDecoder) {
 	if cap(b.arena) > maxPooledBytes || b.body.Cap() > maxPooledBytes || cap(b.answer) > maxPooledBytes || cap(b.keyBuf) > maxPooledBytes {
@@ -69,9 +70,7 @@ func putBatchDecoder(b *batchDecoder) {
 }
 
 var batchDecoders = sync.Pool{New: func() any {
-	b := &batchDecoder{}
-	b.dec = jsontext.NewDecoder(&b.reader)
-	return b
+	return &batchDecoder{dec: jsontext.NewDecoder(new(bytes.Buffer))}
 }}
 
 // decode reads a BatchRequest body of at most maxItems takes (0: no
@@ -79,8 +78,10 @@ var batchDecoders = sync.Pool{New: func() any {
 // takes. Decoding stops at the first take over the limit.
 func (b *batchDecoder) decode(body []byte, maxItems int) error {
 	b.maxItems = maxItems
-	b.reader.Reset(body)
-	b.dec.Reset(&b.reader)
+	// From a bytes.Buffer the decoder reads the body in place; from any
+	// other reader it would copy it into a buffer of its own, growing to
+	// twice the body.
+	b.dec.Reset(bytes.NewBuffer(body))
 	b.arena, b.items, b.top, b.sawReq = b.arena[:0], b.items[:0], rawTake{}, false
 	if err := b.object(func(name []byte) error {
 		if string(name) == "requests" {

@@ -171,3 +171,29 @@ func BenchmarkBatch100(b *testing.B) {
 	}
 	runPaths(b, c)
 }
+
+// BenchmarkBatchMaxSize: the largest batch the defaults accept, 1,000
+// takes padded with whitespace to the 1 MiB body limit; its B/op is the
+// transient memory of one such request.
+func BenchmarkBatchMaxSize(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"service":"ecs","region":"us-east-1","requests":[`)
+	for j := range DefaultMaxBatch {
+		if j > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"account":"%s","action":"ListClusters"}`, benchAccount(j))
+	}
+	for sb.Len()+2 < DefaultMaxBodyBytes {
+		sb.WriteByte(' ')
+	}
+	sb.WriteString("]}")
+	c := benchCase{perReq: DefaultMaxBatch, advance: time.Second}
+	for range 4 {
+		c.reqs = append(c.reqs, httptest.NewRequest("POST", "/v1/take/batch", strings.NewReader(sb.String())))
+	}
+	for j := range DefaultMaxBatch {
+		c.drain = append(c.drain, benchAccount(j))
+	}
+	runPaths(b, c)
+}

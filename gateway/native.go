@@ -349,7 +349,7 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	all := string(bd.arena) // every string of the batch, in one allocation
 	items := slices.Grow(bd.resolved[:0], n)[:n]
 	keyEnds := slices.Grow(bd.keyEnds[:0], n)[:n]
-	keyBuf := bd.keyBuf[:0]
+	keyBuf := slices.Grow(bd.keyBuf[:0], n*48) // a key is about 45 bytes
 	for i := range bd.items {
 		req := bd.request(all, &bd.items[i])
 		res, err := resolve(pol.cfg, &req)
@@ -388,7 +388,8 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 		writeNativeError(w, http.StatusServiceUnavailable, "", "throttling store unavailable: "+err.Error())
 		return
 	}
-	answer := append(bd.answer[:0], `{"results":[`...)
+	// A result is about 200 bytes: grow once, not by doubling.
+	answer := append(slices.Grow(bd.answer[:0], n*224+16), `{"results":[`...)
 	for i, res := range items {
 		pol.counters[res.cat].count(out[i].Allowed)
 		if i > 0 {
