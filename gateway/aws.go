@@ -102,7 +102,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	}
 	cost := g.bodyCost(r)
 	if !g.inFlight.acquire(cost) {
-		setRetryAfter1(w)
+		g.shed(w, r)
 		writeAWSError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", g.overloadedMessage())
 		return
 	}

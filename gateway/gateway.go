@@ -429,8 +429,15 @@ func (g *Gateway) overloadedMessage() string {
 	return fmt.Sprintf("overloaded: requests in flight hold more than %d bytes; retry after 1 s", g.inFlight.max)
 }
 
-// setRetryAfter1 is the Retry-After of an overloaded answer.
-func setRetryAfter1(w http.ResponseWriter) { w.Header()["Retry-After"] = []string{"1"} }
+// shed prepares the answer to a request refused by the in-flight bound:
+// Retry-After: 1, and the body read and thrown away (up to the body
+// limit, through a small buffer), so that the client, which may still be
+// sending it, gets the 503 on a connection that stays open rather than a
+// reset (net/http closes a connection with more than 256 KiB unread).
+func (g *Gateway) shed(w http.ResponseWriter, r *http.Request) {
+	w.Header()["Retry-After"] = []string{"1"}
+	io.Copy(io.Discard, io.LimitReader(r.Body, g.maxBody))
+}
 
 // bodyErrorStatus is the status for a body that could not be read: 413 when
 // it was too large, else 400.

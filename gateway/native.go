@@ -266,7 +266,7 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	cost := g.bodyCost(r)
 	if !g.inFlight.acquire(cost) {
-		setRetryAfter1(w)
+		g.shed(w, r)
 		writeNativeError(w, http.StatusServiceUnavailable, "", g.overloadedMessage())
 		return
 	}
@@ -317,7 +317,7 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	cost := g.bodyCost(r)
 	if !g.inFlight.acquire(cost) {
-		setRetryAfter1(w)
+		g.shed(w, r)
 		writeNativeError(w, http.StatusServiceUnavailable, "", g.overloadedMessage())
 		return
 	}
@@ -340,7 +340,7 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	n := len(bd.items)
 	itemsCost := int64(n) * batchItemCost
 	if !g.inFlight.acquire(itemsCost) {
-		setRetryAfter1(w)
+		g.shed(w, r)
 		writeNativeError(w, http.StatusServiceUnavailable, "", g.overloadedMessage())
 		return
 	}

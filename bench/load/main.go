@@ -217,7 +217,6 @@ func worker(ctx context.Context, client *http.Client, o options, id int, interva
 	var r result
 	r.latencies = make([]time.Duration, 0, 1<<16)
 	next := time.Now()
-	var body bytes.Buffer
 	for ctx.Err() == nil {
 		if interval > 0 {
 			next = next.Add(interval)
@@ -229,8 +228,9 @@ func worker(ctx context.Context, client *http.Client, o options, id int, interva
 				}
 			}
 		}
-		body.Reset()
-		req := buildRequest(ctx, o, rng, &body)
+		// A new body per request: the transport may still read the last
+		// one (an early answer, or a retry through GetBody) after Do returns.
+		req := buildRequest(ctx, o, rng, new(bytes.Buffer))
 		// Paced, latency counts from when the request was due, not when
 		// it went out: a server that falls behind delays the next send,
 		// and that wait is latency too (no coordinated omission).
