@@ -157,6 +157,10 @@ func New(opts Options) (*Gateway, error) {
 		reg = prometheus.NewRegistry()
 	}
 	g.metrics = newMetrics(reg, g.limiter)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tollgate_in_flight_bytes",
+		Help: "Request bytes counted against --max-in-flight-bytes now (bodies, plus 640 per batch take).",
+	}, func() float64 { return float64(g.inFlight.n.Load()) }))
 	cfg := opts.Config
 	if cfg == nil {
 		cfg = quota.Default()

@@ -104,6 +104,10 @@ func TestInFlightBoundAnswers503WithRetryAfter(t *testing.T) {
 	if aws.StatusCode != 503 || aws.Header.Get("X-Amzn-ErrorType") != "ServiceUnavailableException" || aws.Header.Get("Retry-After") != "1" {
 		t.Errorf("padded AWS request: %d %q Retry-After %q", aws.StatusCode, aws.Header.Get("X-Amzn-ErrorType"), aws.Header.Get("Retry-After"))
 	}
+	_, metrics := adminRequest(t, "GET", srv.URL+"/metrics", "")
+	if want := fmt.Sprintf("tollgate_in_flight_bytes %d\n", len(held)+2*batchItemCost); !strings.Contains(metrics, want) {
+		t.Errorf("/metrics lacks %q while one batch is held", want)
+	}
 	// A small take still fits beside the batch.
 	if status, body := postJSON(t, srv.URL+"/v1/take", `{"service":"ecs","account":"1","region":"us-east-1","action":"ListClusters"}`); status != 200 {
 		t.Errorf("small take beside the batch: %d %s", status, body)
