@@ -233,12 +233,12 @@ func (b *batchDecoder) syntax(err error) error {
 	}
 	var synErr *jsontext.SyntacticError
 	if errors.As(err, &synErr) {
-		return &fieldError{pointerField(synErr.JSONPointer), "malformed JSON at byte " + strconv.FormatInt(synErr.ByteOffset, 10) + ": " + synErr.Err.Error()}
+		return &fieldError{pointerField(synErr.JSONPointer), "malformed JSON at byte " + strconv.FormatInt(synErr.ByteOffset, 10) + ": " + clipMessage(synErr.Err.Error())}
 	}
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return &fieldError{pointerField(b.dec.StackPointer()), "malformed JSON: unexpected end of input"}
 	}
-	return &fieldError{"", "malformed JSON: " + err.Error()}
+	return &fieldError{"", "malformed JSON: " + clipMessage(err.Error())}
 }
 
 // request returns item i as a TakeRequest, its strings substrings of all

@@ -239,3 +239,25 @@ func TestErrorsEchoOnlyAShortPrefix(t *testing.T) {
 		t.Errorf("duplicate 60 KB member: %d, %d-byte answer", resp.StatusCode, len(body))
 	}
 }
+
+func TestNativeErrorsEchoOnlyAShortPrefix(t *testing.T) {
+	_, srv := newTestServer(t, limitertest.NewClock(), Options{})
+	huge := strings.Repeat("B", 60<<10)
+	for name, body := range map[string]string{
+		"service":        `{"service":"` + huge + `","account":"1","region":"us-east-1","action":"ListClusters"}`,
+		"action":         `{"service":"ecs","account":"1","region":"us-east-1","action":"` + huge + `"}`,
+		"unknown member": `{"` + huge + `":1}`,
+		"duplicate":      `{"` + huge + `":1,"` + huge + `":2}`,
+		"syntax":         `{"service":"ecs",` + huge + `}`,
+	} {
+		for _, path := range []string{"/v1/take", "/v1/take/batch"} {
+			if path == "/v1/take/batch" {
+				body = `{"requests":[` + body + `]}`
+			}
+			status, answer := postJSON(t, srv.URL+path, body)
+			if status != 400 || len(answer) > 1024 {
+				t.Errorf("%s %s of 60 KB: %d, %d-byte answer; want 400 quoting a short prefix: %.300s", path, name, status, len(answer), answer)
+			}
+		}
+	}
+}

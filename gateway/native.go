@@ -138,14 +138,19 @@ func decodeStrict(body []byte, v any) error {
 	case errors.As(err, &semErr) && semErr.GoType != nil:
 		return &fieldError{pointerField(semErr.JSONPointer), fmt.Sprintf("want %s, got JSON %s", jsonKind(semErr.GoType), semErr.JSONKind)}
 	case errors.As(err, &synErr):
-		return &fieldError{pointerField(synErr.JSONPointer), fmt.Sprintf("malformed JSON at byte %d: %v", synErr.ByteOffset, synErr.Err)}
+		return &fieldError{pointerField(synErr.JSONPointer), fmt.Sprintf("malformed JSON at byte %d: %s", synErr.ByteOffset, clipMessage(synErr.Err.Error()))}
 	}
-	return &fieldError{"", "malformed JSON: " + err.Error()}
+	return &fieldError{"", "malformed JSON: " + clipMessage(err.Error())}
 }
 
 // pointerField turns a JSON pointer, /requests/3/tokens, into the field
-// path the API's errors use, requests[3].tokens.
+// path the API's errors use, requests[3].tokens, cut short if a client's
+// member name makes it long.
 func pointerField(p jsontext.Pointer) string {
+	return clipMessage(pointerPath(p))
+}
+
+func pointerPath(p jsontext.Pointer) string {
 	var b strings.Builder
 	for tok := range p.Tokens() {
 		if _, err := strconv.ParseUint(tok, 10, 64); err == nil {
@@ -192,7 +197,7 @@ func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 	}
 	svc, ok := cfg.Service(req.Service)
 	if !ok {
-		return r, &fieldError{"service", "unknown service " + strconv.Quote(req.Service)}
+		return r, &fieldError{"service", "unknown service " + clip(req.Service)}
 	}
 	if !quota.ValidAccount(req.Account) {
 		return r, &fieldError{"account", "missing or not 1-128 letters, digits, '.', '_' or '-'"}
@@ -205,11 +210,11 @@ func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 		return r, &fieldError{"action", "give action or category, not both"}
 	case req.Action != "":
 		if r.cat, ok = svc.CategoryOf(req.Action); !ok {
-			return r, &fieldError{"action", "unknown action " + strconv.Quote(req.Action) + " of service " + svc.Name}
+			return r, &fieldError{"action", "unknown action " + clip(req.Action) + " of service " + svc.Name}
 		}
 	case req.Category != "":
 		if r.cat, ok = svc.CategoryNamed(req.Category); !ok {
-			return r, &fieldError{"category", "unknown category " + strconv.Quote(req.Category) + " of service " + svc.Name}
+			return r, &fieldError{"category", "unknown category " + clip(req.Category) + " of service " + svc.Name}
 		}
 	default:
 		return r, &fieldError{"action", "missing: give action or category"}
