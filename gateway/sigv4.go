@@ -54,9 +54,14 @@ func ParseAuthorization(header string) (Credential, error) {
 		if !ok {
 			return Credential{}, fmt.Errorf("%w: parameter %s is not name=value", ErrBadAuth, clip(p))
 		}
+		if name = strings.TrimSpace(name); !isWord(name, 64) {
+			// Such as "AWS4-HMAC-SHA256 Credential": two headers joined
+			// with a comma by a proxy.
+			return Credential{}, fmt.Errorf("%w: parameter name %s is not a word", ErrBadAuth, clip(name))
+		}
 		var dst *string
 		var i int
-		switch name = strings.TrimSpace(name); name {
+		switch name {
 		case "Credential":
 			dst, i = &cred, 0
 		case "SignedHeaders":

@@ -42,6 +42,11 @@ func TestParseAuthorization(t *testing.T) {
 		{"AWS4-HMAC-SHA256 Credential=AKID/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature", ErrBadAuth},          // not name=value
 		{"AWS4-HMAC-SHA256 Credential=AKID/20150830/us-east-1/ecs/aws4_request/x, SignedHeaders=host, Signature=ab", ErrBadAuth},     // long scope
 		{"AWS4-ECDSA-P256-SHA256 Credential=AKID/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=ab", ErrBadAuth}, // SigV4A
+		// Parser differentials: two identities in one header.
+		{"AWS4-HMAC-SHA256 Credential=A/20150830/us-east-1/ecs/aws4_request, Credential=B/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=ab", ErrBadAuth},
+		{"AWS4-HMAC-SHA256 Credential=A/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=ab, Signature=cd", ErrBadAuth},
+		{"AWS4-HMAC-SHA256 Credential=A/20150830/us-east-1/ecs/aws4_request, Credential =B/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=ab", ErrBadAuth},
+		{"AWS4-HMAC-SHA256 Credential=A/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=ab, AWS4-HMAC-SHA256 Credential=B/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=ab", ErrBadAuth}, // two headers joined
 	} {
 		if _, err := ParseAuthorization(tc.header); !errors.Is(err, tc.want) {
 			t.Errorf("ParseAuthorization(%q) error = %v, want %v", tc.header, err, tc.want)
