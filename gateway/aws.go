@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -51,6 +53,16 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			"AWS JSON requests are POSTs; "+r.Method+" "+r.URL.Path+" is not a tollgate endpoint")
 		return
 	}
+	// One header each: with two, a proxy in front and tollgate could read
+	// different operations or identities from one request.
+	if len(r.Header["X-Amz-Target"]) > 1 {
+		writeAWSError(w, http.StatusBadRequest, "UnknownOperationException", "more than one X-Amz-Target header")
+		return
+	}
+	if len(r.Header["Authorization"]) > 1 {
+		writeAWSError(w, http.StatusBadRequest, "IncompleteSignatureException", "more than one Authorization header")
+		return
+	}
 	pol := g.policy.Load()
 	prefix, action, err := ParseTarget(r.Header.Get("X-Amz-Target"))
 	if err != nil {
@@ -60,7 +72,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	svc, ok := pol.cfg.ServiceByTargetPrefix(prefix)
 	if !ok {
 		writeAWSError(w, http.StatusBadRequest, "UnknownOperationException",
-			"unknown X-Amz-Target prefix "+strconv.Quote(prefix))
+			"unknown X-Amz-Target prefix "+clip(prefix))
 		return
 	}
 	cat, ok := svc.CategoryOf(action)
@@ -71,7 +83,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if ct := r.Header.Get("Content-Type"); !isAWSJSON(ct) {
 		writeAWSError(w, http.StatusBadRequest, "SerializationException",
-			"Content-Type must be "+contentTypeAWSJSON+", got "+strconv.Quote(ct))
+			"Content-Type must be "+contentTypeAWSJSON+", got "+clip(ct))
 		return
 	}
 	cred, err := ParseAuthorization(r.Header.Get("Authorization"))
@@ -85,17 +97,24 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if svc.SigningName != "" && cred.Service != svc.SigningName {
 		writeAWSError(w, http.StatusBadRequest, "IncompleteSignatureException",
-			"credential scope service "+strconv.Quote(cred.Service)+" does not match "+strconv.Quote(svc.SigningName))
+			"credential scope service "+clip(cred.Service)+" does not match "+strconv.Quote(svc.SigningName))
 		return
 	}
+	cost := g.bodyCost(r)
+	if !g.inFlight.acquire(cost) {
+		g.shed(w, r)
+		writeAWSError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", g.overloadedMessage())
+		return
+	}
+	defer g.inFlight.release(cost)
 	body, release, err := g.readBody(w, r)
 	defer release()
 	if err != nil {
 		writeAWSError(w, bodyErrorStatus(err), "SerializationException", err.Error())
 		return
 	}
-	if len(body) > 0 && (!json.Valid(body) || bytes.TrimLeft(body, " \t\r\n")[0] != '{') {
-		writeAWSError(w, http.StatusBadRequest, "SerializationException", "request body is not a JSON object")
+	if msg := checkAWSBody(body); msg != "" {
+		writeAWSError(w, http.StatusBadRequest, "SerializationException", msg)
 		return
 	}
 
@@ -133,6 +152,46 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	h["Content-Length"] = contentLength2
 	w.WriteHeader(http.StatusOK)
 	w.Write(emptyJSON)
+}
+
+// checkAWSBody returns why an AWS JSON 1.1 body is unacceptable, or "".
+// The body must be empty or one JSON object under RFC 7493 (I-JSON): no
+// duplicate member names and no invalid UTF-8, which parsers resolve
+// differently (first or last wins, replacement characters), so the
+// upstream could act on another request than the one tollgate judged.
+func checkAWSBody(body []byte) string {
+	if len(body) == 0 {
+		return ""
+	}
+	if jsontext.Value(body).IsValid() {
+		if bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
+			return "request body is not a JSON object"
+		}
+		return ""
+	}
+	// The slow path, for the message only.
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	_, err := dec.ReadValue()
+	if err == nil {
+		_, err = dec.ReadToken()
+		if err == nil || err == io.EOF {
+			return "request body is more than one JSON value"
+		}
+	}
+	var synErr *jsontext.SyntacticError
+	if errors.As(err, &synErr) {
+		return "request body is not valid JSON at byte " + strconv.FormatInt(synErr.ByteOffset, 10) + ": " + clipMessage(synErr.Err.Error())
+	}
+	return "request body is not valid JSON: " + clipMessage(err.Error())
+}
+
+// clipMessage shortens an error text that may quote client input.
+func clipMessage(s string) string {
+	const max = 2 * maxEcho
+	if len(s) <= max {
+		return s
+	}
+	return strings.ToValidUTF8(s[:max], "") + "…"
 }
 
 // isAWSJSON reports whether a Content-Type is AWS JSON 1.1, parameters

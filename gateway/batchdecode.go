@@ -35,13 +35,14 @@ type rawTake struct {
 // batchDecoder holds the reusable state of one batch request, decoding
 // and answering; get one from batchDecoders.
 type batchDecoder struct {
-	reader bytes.Reader
 	dec    *jsontext.Decoder
 	arena  []byte
 	name   []byte
 	top    rawTake
 	items  []rawTake
 	sawReq bool
+	// maxItems bounds the takes of a batch; 0 means no bound.
+	maxItems int
 
 	// Scratch for serveBatch, kept between requests.
 	body     bytes.Buffer
@@ -54,8 +55,10 @@ type batchDecoder struct {
 }
 
 // maxPooledBytes bounds the scratch a pooled decoder keeps, so one huge
-// batch does not pin its buffers for ever.
-const maxPooledBytes = 1 << 20
+// batch does not pin its buffers for ever. It holds a body of the default
+// 1 MiB limit (plus bytes.MinRead), so that maximum-size batches reuse
+// their buffers rather than allocate them anew.
+const maxPooledBytes = 2 << 20
 
 func putBatchDecoder(b *batchDecoder) {
 	if cap(b.arena) > maxPooledBytes || b.body.Cap() > maxPooledBytes || cap(b.answer) > maxPooledBytes || cap(b.keyBuf) > maxPooledBytes {
@@ -67,16 +70,18 @@ func putBatchDecoder(b *batchDecoder) {
 }
 
 var batchDecoders = sync.Pool{New: func() any {
-	b := &batchDecoder{}
-	b.dec = jsontext.NewDecoder(&b.reader)
-	return b
+	return &batchDecoder{dec: jsontext.NewDecoder(new(bytes.Buffer))}
 }}
 
-// decode reads a BatchRequest body. On success the arena holds every
-// string, and arenaString gives them as one string.
-func (b *batchDecoder) decode(body []byte) error {
-	b.reader.Reset(body)
-	b.dec.Reset(&b.reader)
+// decode reads a BatchRequest body of at most maxItems takes (0: no
+// limit). On success the arena holds every string, and request gives the
+// takes. Decoding stops at the first take over the limit.
+func (b *batchDecoder) decode(body []byte, maxItems int) error {
+	b.maxItems = maxItems
+	// From a bytes.Buffer the decoder reads the body in place; from any
+	// other reader it would copy it into a buffer of its own, growing to
+	// twice the body.
+	b.dec.Reset(bytes.NewBuffer(body))
 	b.arena, b.items, b.top, b.sawReq = b.arena[:0], b.items[:0], rawTake{}, false
 	if err := b.object(func(name []byte) error {
 		if string(name) == "requests" {
@@ -125,6 +130,9 @@ func (b *batchDecoder) requests() error {
 		return err
 	}
 	for b.dec.PeekKind() != ']' {
+		if b.maxItems > 0 && len(b.items) == b.maxItems {
+			return &fieldError{"requests", "more than " + strconv.Itoa(b.maxItems) + " takes: a batch holds at most " + strconv.Itoa(b.maxItems)}
+		}
 		var t rawTake
 		if b.dec.PeekKind() == 'n' { // a null item: a take with nothing set
 			if _, err := b.dec.ReadToken(); err != nil {
@@ -225,12 +233,12 @@ func (b *batchDecoder) syntax(err error) error {
 	}
 	var synErr *jsontext.SyntacticError
 	if errors.As(err, &synErr) {
-		return &fieldError{pointerField(synErr.JSONPointer), "malformed JSON at byte " + strconv.FormatInt(synErr.ByteOffset, 10) + ": " + synErr.Err.Error()}
+		return &fieldError{pointerField(synErr.JSONPointer), "malformed JSON at byte " + strconv.FormatInt(synErr.ByteOffset, 10) + ": " + clipMessage(synErr.Err.Error())}
 	}
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return &fieldError{pointerField(b.dec.StackPointer()), "malformed JSON: unexpected end of input"}
 	}
-	return &fieldError{"", "malformed JSON: " + err.Error()}
+	return &fieldError{"", "malformed JSON: " + clipMessage(err.Error())}
 }
 
 // request returns item i as a TakeRequest, its strings substrings of all

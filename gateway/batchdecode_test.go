@@ -36,7 +36,7 @@ func FuzzBatchDecoder(f *testing.F) {
 
 		bd := batchDecoders.Get().(*batchDecoder)
 		defer putBatchDecoder(bd)
-		gotErr := bd.decode(data)
+		gotErr := bd.decode(data, 0)
 
 		if (wantErr == nil) != (gotErr == nil) {
 			t.Fatalf("%q: plain decoder error %v, streaming decoder error %v", data, wantErr, gotErr)

@@ -1,10 +1,13 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 
 	"github.com/tollgate/tollgate/gateway"
@@ -41,4 +44,32 @@ func Example() {
 	// Output:
 	// 200 allowed "cluster-read";q=50;w=3
 	// 429 throttled, Retry-After 1 "cluster-read";q=50;w=3
+}
+
+// A reverse proxy of its own (an instance pool's, say) answers and logs
+// upstream failures as the gateway's proxies do: a client that went away is
+// routine, a refused connection is a 503 and a timeout a 504, in the AWS
+// error shape.
+func ExampleClassifyUpstreamError() {
+	upstream, _ := url.Parse("http://127.0.0.1:1") // nothing listens on port 1
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(upstream) },
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			f := gateway.ClassifyUpstreamError(r, err)
+			fmt.Println(f.Level, f.Reason) // in a server: log.Log(ctx, f.Level, …)
+			w.Header().Set("X-Amzn-ErrorType", f.Code)
+			http.Error(w, f.Message, f.Status)
+		},
+	}
+	w := httptest.NewRecorder()
+	proxy.ServeHTTP(w, httptest.NewRequest("POST", "/", nil))
+	fmt.Println(w.Code, w.Header().Get("X-Amzn-ErrorType"))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the client is gone before the upstream answers
+	proxy.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/", nil).WithContext(ctx))
+	// Output:
+	// WARN refused
+	// 503 ServiceUnavailableException
+	// DEBUG client_gone
 }

@@ -47,6 +47,19 @@ import (
 // Options.MaxBodyBytes is 0.
 const DefaultMaxBodyBytes = 1 << 20
 
+// DefaultMaxBatch is the most takes one batch request may hold when
+// Options.MaxBatch is 0: 1,000, as gubernator allows.
+const DefaultMaxBatch = 1000
+
+// DefaultMaxInFlightBytes is the bound on request bytes being served at
+// once when Options.MaxInFlightBytes is 0: 32 MiB.
+const DefaultMaxInFlightBytes = 32 << 20
+
+// batchItemCost is what one take of a batch counts against the in-flight
+// bound on top of the body: its share of the decoder's, the resolver's and
+// the answer's working memory (about 600 bytes measured), rounded up.
+const batchItemCost = 640
+
 // Options configure a Gateway. The zero value serves the built-in ecs and
 // cloudmap presets from an in-memory store.
 type Options struct {
@@ -67,6 +80,18 @@ type Options struct {
 	Reload func() (*quota.Config, error)
 	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxBatch bounds the takes in one POST /v1/take/batch; a larger batch
+	// is answered 400 naming the limit, before any take. 0 means
+	// DefaultMaxBatch.
+	MaxBatch int
+	// MaxInFlightBytes bounds the memory that requests being served may
+	// hold at once. A request counts its body (its Content-Length, or
+	// MaxBodyBytes when it declares none) and a batch 640 bytes more per
+	// take. A request that would go over the bound is answered at once
+	// with 503 and Retry-After: 1, never queued; one request larger than
+	// the bound is served when it is alone. 0 means
+	// DefaultMaxInFlightBytes; negative means no bound.
+	MaxInFlightBytes int64
 }
 
 // Gateway is an http.Handler serving every tollgate endpoint. It is safe
@@ -79,6 +104,8 @@ type Gateway struct {
 	reload      func() (*quota.Config, error)
 	reloadMu    sync.Mutex // one reload at a time, so the newest file wins
 	maxBody     int64
+	maxBatch    int
+	inFlight    inFlight
 	policy      atomic.Pointer[policy]
 	ready       atomic.Bool
 	metrics     *metrics
@@ -107,6 +134,14 @@ func New(opts Options) (*Gateway, error) {
 		adminDigest: sha256.Sum256([]byte(opts.AdminToken)),
 		reload:      opts.Reload,
 		maxBody:     opts.MaxBodyBytes,
+		maxBatch:    opts.MaxBatch,
+		inFlight:    inFlight{max: opts.MaxInFlightBytes},
+	}
+	if g.maxBatch <= 0 {
+		g.maxBatch = DefaultMaxBatch
+	}
+	if g.inFlight.max == 0 {
+		g.inFlight.max = DefaultMaxInFlightBytes
 	}
 	if g.limiter == nil {
 		g.limiter = memory.New(memory.Options{})
@@ -122,6 +157,10 @@ func New(opts Options) (*Gateway, error) {
 		reg = prometheus.NewRegistry()
 	}
 	g.metrics = newMetrics(reg, g.limiter)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tollgate_in_flight_bytes",
+		Help: "Request bytes counted against --max-in-flight-bytes now (bodies, plus 640 per batch take).",
+	}, func() float64 { return float64(g.inFlight.n.Load()) }))
 	cfg := opts.Config
 	if cfg == nil {
 		cfg = quota.Default()
@@ -262,10 +301,17 @@ func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
 			}
 			return nil
 		},
+		// No upstream answer: tollgate's request id goes on the answer
+		// (serveAWS took it off for ModifyResponse) and in the log line.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			g.log.Warn("upstream failed", "service", service, "upstream", u.String(), "error", err,
-				"request_id", w.Header().Get(headerRequestID))
-			writeAWSError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", "upstream unavailable")
+			id, _ := r.Context().Value(requestIDKey{}).(string)
+			f := ClassifyUpstreamError(r, err)
+			g.log.Log(r.Context(), f.Level, "upstream failed", "request_id", id, "service", service,
+				"upstream", u.Redacted(), "reason", f.Reason, "error", err)
+			if id != "" {
+				w.Header()[headerRequestID] = []string{id}
+			}
+			writeAWSError(w, f.Status, f.Code, f.Message)
 		},
 	}
 }
@@ -326,7 +372,9 @@ func (g *Gateway) readBodyInto(w http.ResponseWriter, r *http.Request, buf *byte
 		return fmt.Errorf("%w: %d bytes, limit %d", errBodyTooLarge, r.ContentLength, g.maxBody)
 	}
 	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+		// Room for the body and for ReadFrom's last read, which finds
+		// EOF: without the MinRead the buffer would double at the end.
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, g.maxBody))
 	var tooLarge *http.MaxBytesError
@@ -340,6 +388,60 @@ func (g *Gateway) readBodyInto(w http.ResponseWriter, r *http.Request, buf *byte
 }
 
 var errBodyTooLarge = errors.New("request body too large")
+
+// inFlight counts the bytes that requests being served hold, against a
+// bound. It never queues: a request that does not fit is refused.
+type inFlight struct {
+	max int64 // < 0: no bound
+	n   atomic.Int64
+}
+
+// acquire reserves n bytes, or returns false if that would pass the
+// bound. n is capped at the bound, so one request larger than the bound
+// is served when nothing else is in flight. Two requests racing for the
+// last bytes may both be refused; neither is ever admitted over the bound.
+func (f *inFlight) acquire(n int64) bool {
+	if f.max < 0 {
+		return true
+	}
+	n = min(n, f.max)
+	if f.n.Add(n) > f.max {
+		f.n.Add(-n)
+		return false
+	}
+	return true
+}
+
+// release returns what acquire(n) reserved.
+func (f *inFlight) release(n int64) {
+	if f.max >= 0 {
+		f.n.Add(-min(n, f.max))
+	}
+}
+
+// bodyCost is what a request's body counts against the in-flight bound
+// before it is read: its declared length, or the most it may be.
+func (g *Gateway) bodyCost(r *http.Request) int64 {
+	if r.ContentLength >= 0 && r.ContentLength <= g.maxBody {
+		return r.ContentLength
+	}
+	return g.maxBody
+}
+
+// overloadedMessage explains a 503 for the in-flight bound.
+func (g *Gateway) overloadedMessage() string {
+	return fmt.Sprintf("overloaded: requests in flight hold more than %d bytes; retry after 1 s", g.inFlight.max)
+}
+
+// shed prepares the answer to a request refused by the in-flight bound:
+// Retry-After: 1, and the body read and thrown away (up to the body
+// limit, through a small buffer), so that the client, which may still be
+// sending it, gets the 503 on a connection that stays open rather than a
+// reset (net/http closes a connection with more than 256 KiB unread).
+func (g *Gateway) shed(w http.ResponseWriter, r *http.Request) {
+	w.Header()["Retry-After"] = []string{"1"}
+	io.Copy(io.Discard, io.LimitReader(r.Body, g.maxBody))
+}
 
 // bodyErrorStatus is the status for a body that could not be read: 413 when
 // it was too large, else 400.

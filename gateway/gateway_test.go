@@ -160,6 +160,17 @@ func TestBadAWSRequestsGet4xxAndConsumeNothing(t *testing.T) {
 		{"JSON that is not an object", ecsTarget + "DescribeClusters", good, ` [1,2]`, nil, 400, "SerializationException"},
 		{"wrong content type", ecsTarget + "DescribeClusters", good, "{}", func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }, 400, "SerializationException"},
 		{"JSON 1.0 content type", ecsTarget + "DescribeClusters", good, "{}", func(r *http.Request) { r.Header.Set("Content-Type", "application/x-amz-json-1.0") }, 400, "SerializationException"},
+		// Parser differentials: input two parsers could read two ways.
+		{"two Credential parameters", ecsTarget + "DescribeClusters",
+			"AWS4-HMAC-SHA256 Credential=AKIDBAD/20261129/us-east-1/ecs/aws4_request, Credential=AKIDOTHER/20261129/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=ab",
+			"{}", nil, 400, "IncompleteSignatureException"},
+		{"two Authorization headers", ecsTarget + "DescribeClusters", good, "{}",
+			func(r *http.Request) { r.Header.Add("Authorization", sigv4("AKIDOTHER", "us-east-1", "ecs")) }, 400, "IncompleteSignatureException"},
+		{"two X-Amz-Target headers", ecsTarget + "DescribeClusters", good, "{}",
+			func(r *http.Request) { r.Header.Add("X-Amz-Target", ecsTarget+"ListClusters") }, 400, "UnknownOperationException"},
+		{"duplicate JSON member", ecsTarget + "DescribeClusters", good, `{"clusters":["a"],"clusters":["b"]}`, nil, 400, "SerializationException"},
+		{"invalid UTF-8 in JSON", ecsTarget + "DescribeClusters", good, "{\"clusters\":[\"\xff\"]}", nil, 400, "SerializationException"},
+		{"two JSON values", ecsTarget + "DescribeClusters", good, `{} {}`, nil, 400, "SerializationException"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mutate []func(*http.Request)
@@ -177,8 +188,10 @@ func TestBadAWSRequestsGet4xxAndConsumeNothing(t *testing.T) {
 			}
 		})
 	}
-	if got := remaining(t, srv.URL, "AKIDBAD", "us-east-1"); got != 50 {
-		t.Fatalf("bad requests consumed tokens: %d of 50 left", got)
+	for _, akid := range []string{"AKIDBAD", "AKIDOTHER"} {
+		if got := remaining(t, srv.URL, akid, "us-east-1"); got != 50 {
+			t.Fatalf("bad requests consumed tokens of %s: %d of 50 left", akid, got)
+		}
 	}
 	resp, err := http.Get(srv.URL + "/")
 	if err != nil {

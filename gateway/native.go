@@ -138,14 +138,19 @@ func decodeStrict(body []byte, v any) error {
 	case errors.As(err, &semErr) && semErr.GoType != nil:
 		return &fieldError{pointerField(semErr.JSONPointer), fmt.Sprintf("want %s, got JSON %s", jsonKind(semErr.GoType), semErr.JSONKind)}
 	case errors.As(err, &synErr):
-		return &fieldError{pointerField(synErr.JSONPointer), fmt.Sprintf("malformed JSON at byte %d: %v", synErr.ByteOffset, synErr.Err)}
+		return &fieldError{pointerField(synErr.JSONPointer), fmt.Sprintf("malformed JSON at byte %d: %s", synErr.ByteOffset, clipMessage(synErr.Err.Error()))}
 	}
-	return &fieldError{"", "malformed JSON: " + err.Error()}
+	return &fieldError{"", "malformed JSON: " + clipMessage(err.Error())}
 }
 
 // pointerField turns a JSON pointer, /requests/3/tokens, into the field
-// path the API's errors use, requests[3].tokens.
+// path the API's errors use, requests[3].tokens, cut short if a client's
+// member name makes it long.
 func pointerField(p jsontext.Pointer) string {
+	return clipMessage(pointerPath(p))
+}
+
+func pointerPath(p jsontext.Pointer) string {
 	var b strings.Builder
 	for tok := range p.Tokens() {
 		if _, err := strconv.ParseUint(tok, 10, 64); err == nil {
@@ -192,7 +197,7 @@ func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 	}
 	svc, ok := cfg.Service(req.Service)
 	if !ok {
-		return r, &fieldError{"service", "unknown service " + strconv.Quote(req.Service)}
+		return r, &fieldError{"service", "unknown service " + clip(req.Service)}
 	}
 	if !quota.ValidAccount(req.Account) {
 		return r, &fieldError{"account", "missing or not 1-128 letters, digits, '.', '_' or '-'"}
@@ -205,11 +210,11 @@ func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 		return r, &fieldError{"action", "give action or category, not both"}
 	case req.Action != "":
 		if r.cat, ok = svc.CategoryOf(req.Action); !ok {
-			return r, &fieldError{"action", "unknown action " + strconv.Quote(req.Action) + " of service " + svc.Name}
+			return r, &fieldError{"action", "unknown action " + clip(req.Action) + " of service " + svc.Name}
 		}
 	case req.Category != "":
 		if r.cat, ok = svc.CategoryNamed(req.Category); !ok {
-			return r, &fieldError{"category", "unknown category " + strconv.Quote(req.Category) + " of service " + svc.Name}
+			return r, &fieldError{"category", "unknown category " + clip(req.Category) + " of service " + svc.Name}
 		}
 	default:
 		return r, &fieldError{"action", "missing: give action or category"}
@@ -264,6 +269,13 @@ func setRateLimitHeaders(h http.Header, r resolved, d bucket.Decision) {
 // serveTake handles POST /v1/take.
 func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	cost := g.bodyCost(r)
+	if !g.inFlight.acquire(cost) {
+		g.shed(w, r)
+		writeNativeError(w, http.StatusServiceUnavailable, "", g.overloadedMessage())
+		return
+	}
+	defer g.inFlight.release(cost)
 	body, release, err := g.readBody(w, r)
 	defer release()
 	if err != nil {
@@ -300,9 +312,21 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 
 // serveBatch handles POST /v1/take/batch: every take in one limiter call.
 // The answer is 200 with one result per request; the batch is rejected
-// whole, before any take, if any request is invalid.
+// whole, before any take, if any request is invalid or there are more
+// than the gateway's MaxBatch.
+//
+// Memory: the body counts against the in-flight bound before it is read,
+// and its takes (batchItemCost each) once they are counted; the decoder
+// stops at the first take over MaxBatch.
 func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	cost := g.bodyCost(r)
+	if !g.inFlight.acquire(cost) {
+		g.shed(w, r)
+		writeNativeError(w, http.StatusServiceUnavailable, "", g.overloadedMessage())
+		return
+	}
+	defer func() { g.inFlight.release(cost) }()
 	bd := batchDecoders.Get().(*batchDecoder)
 	defer putBatchDecoder(bd)
 	bd.body.Reset()
@@ -310,7 +334,7 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 		writeNativeError(w, bodyErrorStatus(err), "", err.Error())
 		return
 	}
-	if err := bd.decode(bd.body.Bytes()); err != nil {
+	if err := bd.decode(bd.body.Bytes(), g.maxBatch); err != nil {
 		writeFieldError(w, err)
 		return
 	}
@@ -318,12 +342,19 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 		writeNativeError(w, http.StatusBadRequest, "requests", "missing")
 		return
 	}
-	pol := g.policy.Load()
 	n := len(bd.items)
+	itemsCost := int64(n) * batchItemCost
+	if !g.inFlight.acquire(itemsCost) {
+		g.shed(w, r)
+		writeNativeError(w, http.StatusServiceUnavailable, "", g.overloadedMessage())
+		return
+	}
+	cost += itemsCost // released with the body's share
+	pol := g.policy.Load()
 	all := string(bd.arena) // every string of the batch, in one allocation
 	items := slices.Grow(bd.resolved[:0], n)[:n]
 	keyEnds := slices.Grow(bd.keyEnds[:0], n)[:n]
-	keyBuf := bd.keyBuf[:0]
+	keyBuf := slices.Grow(bd.keyBuf[:0], n*48) // a key is about 45 bytes
 	for i := range bd.items {
 		req := bd.request(all, &bd.items[i])
 		res, err := resolve(pol.cfg, &req)
@@ -362,7 +393,8 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 		writeNativeError(w, http.StatusServiceUnavailable, "", "throttling store unavailable: "+err.Error())
 		return
 	}
-	answer := append(bd.answer[:0], `{"results":[`...)
+	// A result is about 200 bytes: grow once, not by doubling.
+	answer := append(slices.Grow(bd.answer[:0], n*224+16), `{"results":[`...)
 	for i, res := range items {
 		pol.counters[res.cat].count(out[i].Allowed)
 		if i > 0 {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -34,8 +35,10 @@ const sigv4Algorithm = "AWS4-HMAC-SHA256"
 //
 //	AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host;x-amz-date, Signature=…
 //
-// It checks the shape of the header, not the signature. Errors wrap
-// [ErrMissingAuth] or [ErrBadAuth].
+// It checks the shape of the header, not the signature. A parameter given
+// twice is an error, as it would let two parsers read two identities from
+// one header. Errors wrap [ErrMissingAuth] or [ErrBadAuth], and quote at
+// most a short prefix of the header.
 func ParseAuthorization(header string) (Credential, error) {
 	if header == "" {
 		return Credential{}, ErrMissingAuth
@@ -45,19 +48,33 @@ func ParseAuthorization(header string) (Credential, error) {
 		return Credential{}, fmt.Errorf("%w: want algorithm %s", ErrBadAuth, sigv4Algorithm)
 	}
 	var cred, signedHeaders, signature string
+	var seen [3]bool
 	for p := range strings.SplitSeq(params, ",") {
 		name, value, ok := strings.Cut(strings.TrimSpace(p), "=")
 		if !ok {
-			return Credential{}, fmt.Errorf("%w: parameter %q is not name=value", ErrBadAuth, p)
+			return Credential{}, fmt.Errorf("%w: parameter %s is not name=value", ErrBadAuth, clip(p))
 		}
+		if name = strings.TrimSpace(name); !isWord(name, 64) {
+			// Such as "AWS4-HMAC-SHA256 Credential": two headers joined
+			// with a comma by a proxy.
+			return Credential{}, fmt.Errorf("%w: parameter name %s is not a word", ErrBadAuth, clip(name))
+		}
+		var dst *string
+		var i int
 		switch name {
 		case "Credential":
-			cred = value
+			dst, i = &cred, 0
 		case "SignedHeaders":
-			signedHeaders = value
+			dst, i = &signedHeaders, 1
 		case "Signature":
-			signature = value
+			dst, i = &signature, 2
+		default:
+			continue
 		}
+		if seen[i] {
+			return Credential{}, fmt.Errorf("%w: more than one %s parameter", ErrBadAuth, name)
+		}
+		seen[i], *dst = true, value
 	}
 	switch {
 	case cred == "":
@@ -69,18 +86,18 @@ func ParseAuthorization(header string) (Credential, error) {
 	}
 	parts := strings.Split(cred, "/")
 	if len(parts) != 5 || parts[4] != "aws4_request" {
-		return Credential{}, fmt.Errorf("%w: Credential %q is not AccessKeyID/Date/Region/Service/aws4_request", ErrBadAuth, cred)
+		return Credential{}, fmt.Errorf("%w: Credential %s is not AccessKeyID/Date/Region/Service/aws4_request", ErrBadAuth, clip(cred))
 	}
 	c := Credential{AccessKeyID: parts[0], Date: parts[1], Region: parts[2], Service: parts[3]}
 	switch {
 	case !isWord(c.AccessKeyID, 128):
-		return Credential{}, fmt.Errorf("%w: access key id %q", ErrBadAuth, c.AccessKeyID)
+		return Credential{}, fmt.Errorf("%w: access key id %s", ErrBadAuth, clip(c.AccessKeyID))
 	case len(c.Date) != 8 || !isDigits(c.Date):
-		return Credential{}, fmt.Errorf("%w: credential date %q is not yyyymmdd", ErrBadAuth, c.Date)
+		return Credential{}, fmt.Errorf("%w: credential date %s is not yyyymmdd", ErrBadAuth, clip(c.Date))
 	case !isLowerName(c.Region):
-		return Credential{}, fmt.Errorf("%w: region %q", ErrBadAuth, c.Region)
+		return Credential{}, fmt.Errorf("%w: region %s", ErrBadAuth, clip(c.Region))
 	case !isLowerName(c.Service):
-		return Credential{}, fmt.Errorf("%w: service %q", ErrBadAuth, c.Service)
+		return Credential{}, fmt.Errorf("%w: service %s", ErrBadAuth, clip(c.Service))
 	}
 	return c, nil
 }
@@ -94,11 +111,11 @@ func ParseTarget(header string) (prefix, action string, err error) {
 	}
 	i := strings.LastIndexByte(header, '.')
 	if i < 0 {
-		return "", "", fmt.Errorf("%w: %q is not Prefix.Action", ErrBadTarget, header)
+		return "", "", fmt.Errorf("%w: %s is not Prefix.Action", ErrBadTarget, clip(header))
 	}
 	prefix, action = header[:i], header[i+1:]
 	if !isWord(prefix, 128) || !isWord(action, 128) {
-		return "", "", fmt.Errorf("%w: %q is not Prefix.Action", ErrBadTarget, header)
+		return "", "", fmt.Errorf("%w: %s is not Prefix.Action", ErrBadTarget, clip(header))
 	}
 	return prefix, action, nil
 }
@@ -139,4 +156,16 @@ func isLowerName(s string) bool {
 		}
 	}
 	return true
+}
+
+// maxEcho is the most of a client's input an error message quotes.
+const maxEcho = 64
+
+// clip quotes s for an error message: whole when short, else its first
+// maxEcho bytes and its length, so that a huge header is never echoed back.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:maxEcho]) + "… (" + strconv.Itoa(len(s)) + " bytes)"
 }

@@ -8,6 +8,12 @@
 //	go build -o /tmp/tollgate ./cmd/tollgate
 //	go run ./bench/load -spawn /tmp/tollgate -mode take -c 16 -d 10s
 //	go run ./bench/load -url http://127.0.0.1:8080 -pid 1234 -mode batch -batch 100 -c 64
+//	go run ./bench/load -spawn /tmp/tollgate -mode batch -batch 1000 -pad-body 1048576 -c 64
+//
+// The last sends maximum-size batches (1,000 takes, padded with
+// whitespace to the default --max-body of 1 MiB); with a known server
+// process the report ends with the server's peak and final RSS. Answers
+// 503 (the server's in-flight bound) are counted as shed, not errors.
 //
 // With -spawn it starts the server itself on a free loopback port and
 // stops it at the end; with -url and -pid it measures a running one.
@@ -47,6 +53,7 @@ type options struct {
 	keys     int
 	store    string
 	extra    string
+	padBody  int
 }
 
 func main() {
@@ -63,6 +70,7 @@ func main() {
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before it")
 	flag.Float64Var(&o.rate, "rate", 0, "total requests per second, paced; 0 = closed loop as fast as answers come")
 	flag.IntVar(&o.keys, "keys", 10000, "distinct accounts the takes spread over")
+	flag.IntVar(&o.padBody, "pad-body", 0, "in -mode batch, pad each body with whitespace to this many bytes (e.g. 1048576, the default --max-body)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
@@ -119,7 +127,7 @@ func run(o options) error {
 	// CPU times in /proc/PID/stat are in clock ticks: 100 per second on
 	// Linux (USER_HZ).
 	fmt.Printf("mode=%s batch=%d c=%d rate=%g keys=%d duration=%v\n", o.mode, perReq, o.c, o.rate, o.keys, elapsed.Round(time.Millisecond))
-	fmt.Printf("requests=%d errors=%d decisions=%d (allowed=%d throttled=%d)\n", res.ok, res.errs, int(decisions), res.allowed, res.throttled)
+	fmt.Printf("requests=%d errors=%d shed=%d decisions=%d (allowed=%d throttled=%d)\n", res.ok, res.errs, res.shed, int(decisions), res.allowed, res.throttled)
 	fmt.Printf("requests/s=%.0f decisions/s=%.0f\n", float64(res.ok)/elapsed.Seconds(), decisions/elapsed.Seconds())
 	if len(lat) > 0 {
 		fmt.Printf("latency p50=%v p90=%v p99=%v p99.9=%v max=%v\n",
@@ -129,14 +137,43 @@ func run(o options) error {
 		cpu := cpu1 - cpu0
 		fmt.Printf("server_cpu_seconds=%.2f decisions_per_server_cpu_second=%.0f\n", cpu, decisions/cpu)
 	}
+	if hwm, rss, err := memoryKB(o.pid); err == nil {
+		fmt.Printf("server_peak_rss_mb=%.1f server_rss_mb=%.1f\n", float64(hwm)/1024, float64(rss)/1024)
+	}
 	if res.firstErr != nil {
 		fmt.Printf("first error: %v\n", res.firstErr)
 	}
 	return nil
 }
 
+// memoryKB reads a process's peak (VmHWM) and current (VmRSS) resident
+// set size from /proc, in KiB.
+func memoryKB(pid int) (hwm, rss int64, err error) {
+	if pid == 0 {
+		return 0, 0, errors.New("no pid")
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		switch name {
+		case "VmHWM":
+			hwm = kb
+		case "VmRSS":
+			rss = kb
+		}
+	}
+	return hwm, rss, nil
+}
+
 type result struct {
-	ok, errs           int
+	ok, errs, shed     int
 	allowed, throttled int
 	latencies          []time.Duration
 	firstErr           error
@@ -159,6 +196,7 @@ func drive(ctx context.Context, client *http.Client, o options) result {
 			mu.Lock()
 			total.ok += r.ok
 			total.errs += r.errs
+			total.shed += r.shed
 			total.allowed += r.allowed
 			total.throttled += r.throttled
 			total.latencies = append(total.latencies, r.latencies...)
@@ -179,7 +217,6 @@ func worker(ctx context.Context, client *http.Client, o options, id int, interva
 	var r result
 	r.latencies = make([]time.Duration, 0, 1<<16)
 	next := time.Now()
-	var body bytes.Buffer
 	for ctx.Err() == nil {
 		if interval > 0 {
 			next = next.Add(interval)
@@ -191,8 +228,9 @@ func worker(ctx context.Context, client *http.Client, o options, id int, interva
 				}
 			}
 		}
-		body.Reset()
-		req := buildRequest(ctx, o, rng, &body)
+		// A new body per request: the transport may still read the last
+		// one (an early answer, or a retry through GetBody) after Do returns.
+		req := buildRequest(ctx, o, rng, new(bytes.Buffer))
 		// Paced, latency counts from when the request was due, not when
 		// it went out: a server that falls behind delays the next send,
 		// and that wait is latency too (no coordinated omission).
@@ -226,6 +264,9 @@ func worker(ctx context.Context, client *http.Client, o options, id int, interva
 			r.allowed++
 		case resp.StatusCode == 429 || (o.mode == "aws" && resp.StatusCode == 400 && resp.Header.Get("X-Amzn-ErrorType") == "ThrottlingException"):
 			r.throttled++
+		case resp.StatusCode == 503 && resp.Header.Get("Retry-After") != "":
+			r.shed++ // the server's in-flight bound: refused at once
+			continue
 		default:
 			r.errs++
 			if r.firstErr == nil {
@@ -255,6 +296,9 @@ func buildRequest(ctx context.Context, o options, rng *rand.Rand, body *bytes.Bu
 				body.WriteByte(',')
 			}
 			fmt.Fprintf(body, `{"account":"%s","action":"%s"}`, account(), action())
+		}
+		for body.Len()+2 < o.padBody {
+			body.WriteByte(' ')
 		}
 		body.WriteString("]}")
 		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, o.url+"/v1/take/batch", body)

@@ -43,6 +43,8 @@ type serveFlags struct {
 	logLevel        string
 	adminTokenFile  string
 	maxBody         int64
+	maxBatch        int
+	maxInFlight     int64
 	shutdownTimeout time.Duration
 	store           string
 	storeTimeout    time.Duration
@@ -63,6 +65,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error (debug logs every request)")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`FILE` holding the admin bearer token (else $TOLLGATE_ADMIN_TOKEN; neither: admin endpoints disabled)")
 	fs.Int64Var(&f.maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
+	fs.IntVar(&f.maxBatch, "max-batch", gateway.DefaultMaxBatch, "most takes in one /v1/take/batch request; a larger batch is answered 400")
+	fs.Int64Var(&f.maxInFlight, "max-in-flight-bytes", gateway.DefaultMaxInFlightBytes, "bound on request bytes being served at once (bodies, plus 640 per batch take); over it requests get 503 with Retry-After; -1: no bound")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.StringVar(&f.store, "store", "", "where bucket state lives: memory, or a Redis `URL` (redis://host:port/db, rediss://, redis+cluster://, redis+sentinel://) shared by many nodes; default: the config's store.url, else memory")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 0, "longest wait for Redis per decision before --store-on-failure decides (default: the config's store.timeout, else 50ms)")
@@ -272,7 +276,9 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 			}
 			return next, nil
 		},
-		MaxBodyBytes: f.maxBody,
+		MaxBodyBytes:     f.maxBody,
+		MaxBatch:         f.maxBatch,
+		MaxInFlightBytes: f.maxInFlight,
 	})
 	if err != nil {
 		return err
