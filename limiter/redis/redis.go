@@ -360,9 +360,16 @@ func (s *Store) clock() int64 {
 	return int64(time.Since(s.epoch))
 }
 
+// checkWindow refuses limits whose empty bucket refills in more than
+// MaxWindow, the bound take.lua also applies to the states it reads.
 func checkWindow(limit bucket.Limit) error {
-	if w := time.Duration(limit.Capacity()) * limit.Interval(); w > MaxWindow {
-		return fmt.Errorf("%w: %w: %v refills in %v, more than %v", limiter.ErrInvalidRequest, ErrUnsupportedLimit, limit, w, MaxWindow)
+	iv := limit.Interval()
+	if iv <= 0 {
+		return nil // the zero limit, refused by limiter.Check
+	}
+	if iv > MaxWindow || limit.Capacity() > int64(MaxWindow/iv) {
+		return fmt.Errorf("%w: %w: %v refills in %v, more than %v", limiter.ErrInvalidRequest, ErrUnsupportedLimit, limit,
+			time.Duration(float64(limit.Capacity())*float64(iv)).Round(time.Second), MaxWindow)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func TestBatchIsOneRoundTrip(t *testing.T) {
 	defer client.Close()
 	hook := &roundTrips{}
 	client.AddHook(hook)
-	s := newStore(t, client, Options{})
+	s := newStore(t, client, Options{Timeout: 10 * time.Second})
 	ctx := context.Background()
 	limit := bucket.MustLimit(50, 20)
 	reqs := make([]limiter.Request, 100)

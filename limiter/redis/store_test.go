@@ -65,7 +65,8 @@ func TestKeyLayout(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv)
 	ctx := context.Background()
-	s := newStore(t, client, Options{})
+	// A timeout no loaded machine reaches: every decision is Redis's.
+	s := newStore(t, client, Options{Timeout: 10 * time.Second})
 	if got, want := s.Key(ecsKey), "tg:{ecs/123456789012}:us-east-1:cluster-read"; got != want {
 		t.Fatalf("Key = %q, want %q", got, want)
 	}
@@ -76,13 +77,16 @@ func TestKeyLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A token every 20 s: the bucket stays in debt for the whole test
+	// however slowly the machine runs it.
+	slow := bucket.MustLimit(50, 0.05)
 	for range 50 {
-		if d, err := s.Take(ctx, ecsKey, clusterRead, 1); err != nil || !d.Allowed {
+		if d, err := s.Take(ctx, ecsKey, slow, 1); err != nil || !d.Allowed {
 			t.Fatalf("take: %+v, %v", d, err)
 		}
 	}
-	d, err := s.Take(ctx, ecsKey, clusterRead, 1)
-	if err != nil || d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.RetryAfter > 50*time.Millisecond {
+	d, err := s.Take(ctx, ecsKey, slow, 1)
+	if err != nil || d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.RetryAfter > 20*time.Second {
 		t.Fatalf("51st take on Redis TIME: %+v, %v", d, err)
 	}
 	after, _ := client.Time(ctx).Result()
@@ -94,17 +98,21 @@ func TestKeyLayout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bucket holds %q, not a decimal bucket.State: %v", v, err)
 	}
-	// 50 takes from full: full again 2.5 s after the first take's TIME.
-	lo, hi := before.Add(2500*time.Millisecond).UnixNano(), after.Add(2500*time.Millisecond).UnixNano()
+	// 50 takes from full: full again 1,000 s after the first take's TIME
+	// (later if a token refilled meanwhile, which takes 20 s).
+	lo, hi := before.Add(1000*time.Second).UnixNano(), after.Add(1000*time.Second).UnixNano()
 	if state < lo || state > hi {
-		t.Fatalf("state %d outside [%d, %d]: not Redis TIME + 2.5 s", state, lo, hi)
+		t.Fatalf("state %d outside [%d, %d]: not Redis TIME + 1,000 s", state, lo, hi)
 	}
+	// The key expires at the instant the bucket is full: within 1,000 s
+	// of the last write, which was at most `after`.
 	pttl := client.PTTL(ctx, "tg:"+ecsKey).Val()
-	if pttl <= 2*time.Second || pttl > 2500*time.Millisecond {
-		t.Fatalf("bucket expires in %v, want at the instant it is full (≤ 2.5 s)", pttl)
+	now, _ := client.Time(ctx).Result()
+	if want := time.Duration(state - now.UnixNano()); pttl > want+time.Millisecond || pttl < want-time.Second {
+		t.Fatalf("bucket expires in %v, want at the instant it is full (in %v)", pttl, want)
 	}
 	// A peek of an unused bucket writes nothing.
-	if _, err := s.Take(ctx, ecsKey+"-peek", clusterRead, 0); err != nil {
+	if _, err := s.Take(ctx, ecsKey+"-peek", slow, 0); err != nil {
 		t.Fatal(err)
 	}
 	if n := client.Exists(ctx, "tg:"+ecsKey+"-peek").Val(); n != 0 {
@@ -118,14 +126,16 @@ func TestKeyLayout(t *testing.T) {
 func TestOpenAndPing(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	s, err := Open(srv.URL()+"/3", Options{})
+	s, err := Open(srv.URL()+"/3", Options{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := s.Take(ctx, ecsKey, clusterRead, 1); err != nil || !d.Allowed {
+	// A bucket in debt for an hour: its key exists for the whole test.
+	hourly := bucket.MustLimit(1, 1.0/3600)
+	if d, err := s.Take(ctx, ecsKey, hourly, 1); err != nil || !d.Allowed {
 		t.Fatalf("take: %+v, %v", d, err)
 	}
 	db0 := newClient(t, srv)
@@ -293,7 +303,7 @@ func TestCorruptStateFallsBack(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv)
 	ctx := context.Background()
-	s := newStore(t, client, Options{FailurePolicy: FailClosed, Logger: slog.New(newLogCounter())})
+	s := newStore(t, client, Options{FailurePolicy: FailClosed, Timeout: 10 * time.Second, Logger: slog.New(newLogCounter())})
 	for _, v := range []string{"garbage", "-5", "12345678901234567890123"} {
 		client.Set(ctx, s.Key("bad"), v, 0)
 		if d, err := s.Take(ctx, "bad", clusterRead, 1); err != nil || d.Allowed {
@@ -317,12 +327,13 @@ func TestScriptReloadedAfterFlush(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv)
 	ctx := context.Background()
-	s := newStore(t, client, Options{})
+	s := newStore(t, client, Options{Timeout: 10 * time.Second})
+	slow := bucket.MustLimit(50, 0.01) // no token refills during the test
 	for i := range 3 {
 		if err := client.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if d, err := s.Take(ctx, ecsKey, clusterRead, 1); err != nil || !d.Allowed || d.Remaining != int64(49-i) {
+		if d, err := s.Take(ctx, ecsKey, slow, 1); err != nil || !d.Allowed || d.Remaining != int64(49-i) {
 			t.Fatalf("take %d after SCRIPT FLUSH: %+v, %v", i, d, err)
 		}
 	}
@@ -335,14 +346,14 @@ func TestDenyCacheOnRedisTime(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv)
 	ctx := context.Background()
-	s := newStore(t, client, Options{DenyCache: true})
-	slow := bucket.MustLimit(5, 0.1) // a token every 10 s
+	s := newStore(t, client, Options{DenyCache: true, Timeout: 10 * time.Second})
+	slow := bucket.MustLimit(5, 0.01) // a token every 100 s
 	for range 5 {
 		s.Take(ctx, ecsKey, slow, 1)
 	}
 	for range 10 {
 		d, err := s.Take(ctx, ecsKey, slow, 1)
-		if err != nil || d.Allowed || d.Remaining != 0 || d.RetryAfter <= 9*time.Second || d.RetryAfter > 10*time.Second {
+		if err != nil || d.Allowed || d.Remaining != 0 || d.RetryAfter <= 50*time.Second || d.RetryAfter > 100*time.Second {
 			t.Fatalf("take on an empty bucket: %+v, %v", d, err)
 		}
 	}
@@ -352,7 +363,7 @@ func TestDenyCacheOnRedisTime(t *testing.T) {
 	}
 	// The cache knows the state, not a denial: a limit with room left is
 	// asked of Redis, and so are peeks.
-	bigger := bucket.MustLimit(50, 0.1)
+	bigger := bucket.MustLimit(50, 0.01)
 	if d, err := s.Take(ctx, ecsKey, bigger, 1); err != nil || !d.Allowed {
 		t.Fatalf("take under a larger limit: %+v, %v", d, err)
 	}
