@@ -82,13 +82,13 @@ func ExampleStore_Key() {
 	// tg:{ecs/123456789012}:us-east-1:cluster-modify
 }
 
-// A config file names the failure policy; FailOpen is the zero value.
+// A config file names the failure policy; FailLocal is the zero value.
 func ExampleParseFailurePolicy() {
-	p, err := redis.ParseFailurePolicy("fail-closed")
+	p, err := redis.ParseFailurePolicy("closed")
 	fmt.Println(p, err)
 	var zero redis.FailurePolicy
 	fmt.Println(zero)
 	// Output:
 	// fail-closed <nil>
-	// fail-open
+	// fail-local
 }

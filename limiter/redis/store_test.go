@@ -183,24 +183,38 @@ func TestUnsupportedLimit(t *testing.T) {
 
 func TestFailurePolicyWhenUnreachable(t *testing.T) {
 	addr := closedAddr(t)
-	for _, policy := range []FailurePolicy{FailOpen, FailClosed} {
+	for _, policy := range []FailurePolicy{FailLocal, FailOpen, FailClosed} {
 		t.Run(policy.String(), func(t *testing.T) {
 			client := goredis.NewClient(&goredis.Options{Addr: addr})
 			defer client.Close()
 			logs := newLogCounter()
-			s := New(client, Options{FailurePolicy: policy, Logger: slog.New(logs), LogInterval: time.Hour, Timeout: 10 * time.Millisecond})
+			clock := limitertest.NewClock() // for the local buckets
+			s := New(client, Options{FailurePolicy: policy, Logger: slog.New(logs), LogInterval: time.Hour, Timeout: 10 * time.Millisecond, Now: clock.Now})
 			defer s.Close()
 			ctx := context.Background()
-			for i := range 20 {
+			for i := range 30 {
 				d, err := s.Take(ctx, ecsKey, clusterRead, 2)
 				if err != nil {
 					t.Fatalf("take %d: %v", i, err)
 				}
+				if i == 0 {
+					if n := logs.n(slog.LevelWarn); n != 1 {
+						t.Fatalf("%d warnings after the first decision by policy, want 1 at once", n)
+					}
+				}
 				var want bucket.Decision
-				if policy == FailOpen {
+				switch policy {
+				case FailOpen:
 					want = bucket.Decision{Allowed: true, Limit: clusterRead, Remaining: 48, ResetAfter: 100 * time.Millisecond}
-				} else {
+				case FailClosed:
 					want = bucket.Decision{Limit: clusterRead, RetryAfter: 100 * time.Millisecond, ResetAfter: 2500 * time.Millisecond}
+				case FailLocal:
+					// The node's own bucket: 25 takes of 2, then none.
+					if i < 25 {
+						want = bucket.Decision{Allowed: true, Limit: clusterRead, Remaining: int64(48 - 2*i), ResetAfter: time.Duration(i+1) * 100 * time.Millisecond}
+					} else {
+						want = bucket.Decision{Limit: clusterRead, RetryAfter: 100 * time.Millisecond, ResetAfter: 2500 * time.Millisecond}
+					}
 				}
 				if d != want {
 					t.Fatalf("take %d: %+v, want %+v", i, d, want)
@@ -211,17 +225,17 @@ func TestFailurePolicyWhenUnreachable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out[0].Allowed != (policy == FailOpen) || out[1].Allowed || out[1].RetryAfter != bucket.Never {
+			if out[0].Allowed != (policy != FailClosed) || out[1].Allowed || out[1].RetryAfter != bucket.Never {
 				t.Fatalf("batch: %+v", out)
 			}
 			if d, err := s.Take(ctx, "c", clusterRead, 51); !errors.Is(err, bucket.ErrExceedsCapacity) || d.RetryAfter != bucket.Never {
 				t.Fatalf("oversized take while unreachable: %+v, %v", d, err)
 			}
-			if st := s.Stats(); st.Fallback != 23 || st.Redis != 0 || st.Errors == 0 {
-				t.Fatalf("stats %+v, want 23 fallback decisions and errors counted", st)
+			if st := s.Stats(); st.Fallback != 33 || st.Redis != 0 || st.Errors == 0 {
+				t.Fatalf("stats %+v, want 33 fallback decisions and errors counted", st)
 			}
 			if n := logs.n(slog.LevelWarn); n != 1 {
-				t.Fatalf("%d warnings for 23 fallback decisions within the log interval, want 1", n)
+				t.Fatalf("%d warnings for 33 fallback decisions within the log interval, want 1", n)
 			}
 		})
 	}
@@ -438,7 +452,15 @@ func TestDenyCacheForgetsFullBuckets(t *testing.T) {
 }
 
 func TestParseFailurePolicy(t *testing.T) {
-	for _, p := range []FailurePolicy{FailOpen, FailClosed} {
+	if (Options{}).FailurePolicy != FailLocal {
+		t.Fatal("the zero policy is not FailLocal")
+	}
+	for short, p := range map[string]FailurePolicy{"local": FailLocal, "open": FailOpen, "closed": FailClosed} {
+		if q, err := ParseFailurePolicy(short); err != nil || q != p {
+			t.Fatalf("%s: %v, %v", short, q, err)
+		}
+	}
+	for _, p := range []FailurePolicy{FailLocal, FailOpen, FailClosed} {
 		b, err := p.MarshalText()
 		if err != nil {
 			t.Fatal(err)
@@ -461,7 +483,7 @@ func TestParseFailurePolicy(t *testing.T) {
 }
 
 func FuzzParseFailurePolicy(f *testing.F) {
-	for _, s := range []string{"fail-open", "fail-closed", "", "FAIL-OPEN", "fail-open "} {
+	for _, s := range []string{"fail-open", "fail-closed", "fail-local", "local", "open", "closed", "", "FAIL-OPEN", "fail-open "} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -472,7 +494,7 @@ func FuzzParseFailurePolicy(f *testing.F) {
 			}
 			return
 		}
-		if p.String() != s {
+		if p.String() != s && "fail-"+s != p.String() {
 			t.Fatalf("%q parsed as %v", s, p)
 		}
 	})
