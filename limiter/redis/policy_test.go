@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/internal/redistest"
@@ -250,4 +253,53 @@ func TestClientLogCountsWhatItLeavesOut(t *testing.T) {
 	if got := logs.attr(slog.LevelWarn, "message").String(); got != "failed again" {
 		t.Fatalf("message = %q", got)
 	}
+}
+
+// TestOutageLogsAreThrottled checks the store's outage log on its own: the
+// first outage is logged at its first decision by policy and its end once;
+// an outage beginning within the log interval of a warning (a flapping
+// Redis) is not logged at once, and the next warning counts it.
+func TestOutageLogsAreThrottled(t *testing.T) {
+	logs := newLogCounter()
+	s := newStore(t, goredisClient(t), Options{Logger: slog.New(logs), LogInterval: time.Hour})
+	cause := errors.New("connection refused")
+	s.noteDown(cause)
+	s.noteDown(cause)
+	if n := logs.n(slog.LevelWarn); n != 1 {
+		t.Fatalf("%d warnings at the start of an outage, want 1", n)
+	}
+	s.noteUp()
+	s.noteUp()
+	if n := logs.n(slog.LevelInfo); n != 1 {
+		t.Fatalf("%d lines at the end of a logged outage, want 1", n)
+	}
+	// A second outage within the hour: deferred, and its end not logged.
+	s.noteDown(cause)
+	s.noteUp()
+	s.noteDown(cause) // a third, still within the hour
+	if w, i := logs.n(slog.LevelWarn), logs.n(slog.LevelInfo); w != 1 || i != 1 {
+		t.Fatalf("%d warnings and %d recovery lines for outages within the interval, want 1 and 1", w, i)
+	}
+	s.lastLog.Store(s.lastLog.Load() - int64(time.Hour)) // the hour has passed
+	s.noteDown(cause)
+	if n := logs.n(slog.LevelWarn); n != 2 {
+		t.Fatalf("%d warnings after the interval, want 2", n)
+	}
+	if got := logs.attr(slog.LevelWarn, "outages").Uint64(); got != 2 {
+		t.Fatalf("warning counts %d outages, want the 2 begun since the last one", got)
+	}
+	if got := logs.attr(slog.LevelWarn, "decisions").Uint64(); got != 4 {
+		t.Fatalf("warning counts %d decisions, want the 4 since the last one", got)
+	}
+	s.noteUp()
+	if n := logs.n(slog.LevelInfo); n != 2 {
+		t.Fatalf("%d recovery lines, want 2: the current outage's start was logged", n)
+	}
+}
+
+// goredisClient returns a client of an address nothing listens on.
+func goredisClient(t *testing.T) goredis.UniversalClient {
+	c := goredis.NewClient(&goredis.Options{Addr: closedAddr(t)})
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -98,7 +98,7 @@ func TestConcurrentTakesShareRoundTrips(t *testing.T) {
 	}
 	// Let the takes queue behind the first pipeline (held at the proxy),
 	// then open the gate. Waiting longer than needed changes nothing.
-	for deadline := time.Now().Add(5 * time.Second); len(s.queue) < callers-1 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); len(s.queue) < callers-1 && time.Now().Before(deadline); {
 		runtime.Gosched()
 	}
 	close(gate)
