@@ -177,7 +177,7 @@ func TestServeFollowsTheFailurePolicyAndRecovers(t *testing.T) {
 			s.waitLog(t, "redis store unavailable")
 			waitFor(t, "/readyz 503 with redis down", func() bool {
 				status, body := get(t, "http://"+s.addr+"/readyz")
-				return status == 503 && strings.Contains(body, "store: redis down, deciding fail-closed")
+				return status == 503 && strings.Contains(body, "store: redis down (on failure: fail-closed)")
 			})
 			if mode == "killed" {
 				rs.Restart()
@@ -284,7 +284,7 @@ func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
 		}
 	}
 	status, body := get(t, "http://"+s.addr+"/readyz")
-	if status != 200 || !strings.Contains(body, "store: redis down, deciding fail-local") {
+	if status != 200 || !strings.Contains(body, "store: redis down (on failure: fail-local)") {
 		t.Fatalf("/readyz = %d %q", status, body)
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)

@@ -27,7 +27,9 @@ var _ limiter.HealthReporter = (*Store)(nil)
 // (as [Store.Ping] does) within the store's timeout, reusing a result for
 // a second. While Redis does not answer the store is ready unless its
 // policy is FailClosed, which denies every take. The status says "redis
-// up" or "redis down", the failure policy, and why Redis is down.
+// up" or "redis down" and names the failure policy; it does not say why
+// Redis is down (the answer may be public, and the cause names internal
+// addresses): the store's log does.
 func (s *Store) Health(ctx context.Context) limiter.Health {
 	c := &s.health
 	c.mu.Lock()
@@ -74,6 +76,6 @@ func (s *Store) healthOf(err error) limiter.Health {
 	}
 	return limiter.Health{
 		Ready:  s.policy != FailClosed,
-		Status: "redis down, deciding " + s.policy.String() + ": " + err.Error(),
+		Status: "redis down (on failure: " + s.policy.String() + ")",
 	}
 }

@@ -255,35 +255,38 @@ func TestClientLogCountsWhatItLeavesOut(t *testing.T) {
 	}
 }
 
-// TestOutageLogsAreThrottled checks the store's outage log on its own: the
-// first outage is logged at its first decision by policy and its end once;
-// an outage beginning within the log interval of a warning (a flapping
-// Redis) is not logged at once, and the next warning counts it.
+// TestOutageLogsAreThrottled checks the store's outage log on its own:
+// the start of each of the first outages is logged at its first decision by
+// policy, and its end once; beyond startLogBurst outages within the log
+// interval (a flapping Redis) a start is not logged at once, and the next
+// warning counts it.
 func TestOutageLogsAreThrottled(t *testing.T) {
 	logs := newLogCounter()
 	s := newStore(t, goredisClient(t), Options{Logger: slog.New(logs), LogInterval: time.Hour})
 	cause := errors.New("connection refused")
-	s.noteDown(cause)
-	s.noteDown(cause)
-	if n := logs.n(slog.LevelWarn); n != 1 {
-		t.Fatalf("%d warnings at the start of an outage, want 1", n)
+	for i := range startLogBurst {
+		s.noteDown(cause)
+		s.noteDown(cause)
+		if n := logs.n(slog.LevelWarn); n != i+1 {
+			t.Fatalf("outage %d: %d warnings, want %d: one at the start of each", i, n, i+1)
+		}
+		s.noteUp()
+		s.noteUp()
+		if n := logs.n(slog.LevelInfo); n != i+1 {
+			t.Fatalf("outage %d: %d recovery lines, want %d", i, n, i+1)
+		}
 	}
-	s.noteUp()
-	s.noteUp()
-	if n := logs.n(slog.LevelInfo); n != 1 {
-		t.Fatalf("%d lines at the end of a logged outage, want 1", n)
-	}
-	// A second outage within the hour: deferred, and its end not logged.
+	// One more outage within the hour: deferred, and its end not logged.
 	s.noteDown(cause)
 	s.noteUp()
-	s.noteDown(cause) // a third, still within the hour
-	if w, i := logs.n(slog.LevelWarn), logs.n(slog.LevelInfo); w != 1 || i != 1 {
-		t.Fatalf("%d warnings and %d recovery lines for outages within the interval, want 1 and 1", w, i)
+	s.noteDown(cause) // and another
+	if w, i := logs.n(slog.LevelWarn), logs.n(slog.LevelInfo); w != startLogBurst || i != startLogBurst {
+		t.Fatalf("%d warnings and %d recovery lines after a burst of outages, want %d and %d", w, i, startLogBurst, startLogBurst)
 	}
 	s.lastLog.Store(s.lastLog.Load() - int64(time.Hour)) // the hour has passed
 	s.noteDown(cause)
-	if n := logs.n(slog.LevelWarn); n != 2 {
-		t.Fatalf("%d warnings after the interval, want 2", n)
+	if n := logs.n(slog.LevelWarn); n != startLogBurst+1 {
+		t.Fatalf("%d warnings after the interval, want %d", n, startLogBurst+1)
 	}
 	if got := logs.attr(slog.LevelWarn, "outages").Uint64(); got != 2 {
 		t.Fatalf("warning counts %d outages, want the 2 begun since the last one", got)
@@ -292,8 +295,8 @@ func TestOutageLogsAreThrottled(t *testing.T) {
 		t.Fatalf("warning counts %d decisions, want the 4 since the last one", got)
 	}
 	s.noteUp()
-	if n := logs.n(slog.LevelInfo); n != 2 {
-		t.Fatalf("%d recovery lines, want 2: the current outage's start was logged", n)
+	if n := logs.n(slog.LevelInfo); n != startLogBurst+1 {
+		t.Fatalf("%d recovery lines, want %d: the current outage's start was logged", n, startLogBurst+1)
 	}
 }
 

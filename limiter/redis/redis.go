@@ -51,8 +51,9 @@
 // admits up to the limit on its own) but never all protection; [FailOpen]
 // decides as if the bucket were full, [FailClosed] as if it were empty.
 // Such decisions are counted in [Stats] (for a metric). The first one of an
-// outage logs a warning with its cause at once, and while the outage lasts
-// a warning with the count follows at most once per Options.LogInterval;
+// outage logs a warning with its cause at once (of a Redis that flaps, the
+// first three outages, then one per Options.LogInterval), and while the
+// outage lasts a warning with the count follows at most once per interval;
 // the first decision by Redis after a logged outage logs that Redis is
 // back and how long it was away. Nothing remembers the failure: every take
 // asks Redis again, so decisions come from Redis again as soon as go-redis
@@ -277,6 +278,9 @@ type Store struct {
 	down      atomic.Bool   // the latest call to Redis failed
 	downSince atomic.Int64  // when the current outage began
 	logged    atomic.Bool   // the current outage's start was logged
+
+	startLogMu sync.Mutex
+	startLog   bucket.State // the bucket of outage-start warnings
 
 	health healthCache
 }
@@ -543,23 +547,51 @@ func (s *Store) fallback(key string, limit bucket.Limit, n int64) bucket.Decisio
 	return d
 }
 
+// startLogBurst is how many outages in a row may log their start at once;
+// beyond it, one more per log interval (a flapping Redis).
+const startLogBurst = 3
+
 // noteDown records a fallback decision. The first of an outage begins it
-// and is logged at once; later ones are logged at most once per interval,
-// with their count. A warning within the interval before an outage begins
-// (a flapping Redis) defers its warning to the interval's end.
+// and is logged at once, unless startLogBurst outage starts were logged
+// lately (a flapping Redis): then its warning waits for the log interval.
+// Later decisions are logged at most once per interval, with their count.
 func (s *Store) noteDown(cause error) {
 	s.unlogged.Add(1)
 	now := int64(time.Since(s.epoch))
-	begins := s.down.CompareAndSwap(false, true)
-	if begins {
+	if s.down.CompareAndSwap(false, true) {
 		s.downSince.Store(now)
 		s.logged.Store(false)
 		s.outages.Add(1)
+		if s.startLogAllowed(now) {
+			s.lastLog.Store(now)
+			s.warn(now, cause)
+			return
+		}
 	}
 	last := s.lastLog.Load()
 	if now-last < s.logEvery || !s.lastLog.CompareAndSwap(last, now) {
 		return
 	}
+	s.warn(now, cause)
+}
+
+// startLogAllowed takes a token from the bucket of outage-start warnings:
+// startLogBurst at once, refilled one per log interval.
+func (s *Store) startLogAllowed(now int64) bool {
+	s.startLogMu.Lock()
+	defer s.startLogMu.Unlock()
+	limit, err := bucket.NewLimit(startLogBurst, float64(time.Second)/float64(s.logEvery))
+	if err != nil {
+		return true // an interval too long for a bucket: log every start
+	}
+	next, d := limit.TakeAt(s.startLog, now, 1)
+	s.startLog = next
+	return d.Allowed
+}
+
+// warn logs that Redis is unavailable, with what happened since the last
+// warning.
+func (s *Store) warn(now int64, cause error) {
 	if s.down.Load() {
 		s.logged.Store(true)
 	}
