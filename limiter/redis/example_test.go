@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"time"
 
@@ -91,4 +92,26 @@ func ExampleParseFailurePolicy() {
 	// Output:
 	// fail-closed <nil>
 	// fail-local
+}
+
+// A readiness probe asks the store whether Redis answers. Under FailClosed
+// a node whose Redis is down denies every take, so it is not ready; under
+// FailLocal and FailOpen it is. SetClientLogger sends go-redis's own lines
+// (here, the failed dials) to a slog.Logger instead of standard error.
+func ExampleStore_Health() {
+	redis.SetClientLogger(slog.New(slog.DiscardHandler), 0)
+	client, err := redis.NewClient("redis://127.0.0.1:1") // nothing listens on port 1
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	for _, p := range []redis.FailurePolicy{redis.FailClosed, redis.FailLocal} {
+		store := redis.New(client, redis.Options{FailurePolicy: p, Logger: slog.New(slog.DiscardHandler)})
+		h := store.Health(context.Background())
+		fmt.Println(h.Ready, h.Status)
+		store.Close()
+	}
+	// Output:
+	// false redis down (on failure: fail-closed)
+	// true redis down (on failure: fail-local)
 }
