@@ -128,10 +128,12 @@ func TestFailurePoliciesWhenRedisStopsOrDies(t *testing.T) {
 						t.Fatal("a take of k was not decided by Redis within 20 s")
 					}
 				}
-				if n := logs.n(slog.LevelInfo); n != 1 {
-					t.Fatalf("%d recovery lines, want 1", n)
+				// A take timing out on a loaded machine may begin another
+				// outage later; the first recovery line is this one's.
+				if n := logs.n(slog.LevelInfo); n < 1 {
+					t.Fatal("no recovery line")
 				}
-				outage := logs.attr(slog.LevelInfo, "outage").Duration()
+				outage := logs.firstAttr(slog.LevelInfo, "outage").Duration()
 				if outage < held-time.Millisecond { // rounded to the ms
 					t.Fatalf("logged outage %v, but Redis was away for at least %v", outage, held)
 				}
@@ -160,6 +162,27 @@ func (s *Store) resetHealth() {
 	s.health.mu.Lock()
 	s.health.at = time.Time{}
 	s.health.mu.Unlock()
+}
+
+// firstAttr returns attribute key of the first record at level l.
+func (h *logCounter) firstAttr(l slog.Level, key string) slog.Value {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.all {
+		if r.Level != l {
+			continue
+		}
+		var v slog.Value
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == key {
+				v = a.Value
+				return false
+			}
+			return true
+		})
+		return v
+	}
+	return slog.Value{}
 }
 
 // attr returns attribute key of the last record at level l.

@@ -28,6 +28,7 @@ type logCounter struct {
 	mu    sync.Mutex
 	count map[slog.Level]int
 	last  map[slog.Level]slog.Record
+	all   []slog.Record
 }
 
 func newLogCounter() *logCounter {
@@ -40,6 +41,7 @@ func (h *logCounter) Handle(_ context.Context, r slog.Record) error {
 	defer h.mu.Unlock()
 	h.count[r.Level]++
 	h.last[r.Level] = r
+	h.all = append(h.all, r)
 	return nil
 }
 func (h *logCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
