@@ -190,13 +190,7 @@ func New(opts Options) (*Gateway, error) {
 	handle("GET /healthz", "healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
-	handle("GET /readyz", "readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !g.ready.Load() {
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, "ready\n")
-	})
+	handle("GET /readyz", "readyz", g.serveReady)
 	handle("GET /metrics", "metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}).ServeHTTP)
 	g.mux = mux
 	return g, nil
@@ -237,6 +231,29 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 
 // Config returns the config in force.
 func (g *Gateway) Config() *quota.Config { return g.policy.Load().cfg }
+
+// serveReady answers /readyz: 503 while shutting down, or while the store
+// reports it cannot serve (a Redis store that denies everything while Redis
+// is down); the body's second line is the store's state.
+func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
+	if !g.ready.Load() {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	hr, ok := g.limiter.(limiter.HealthReporter)
+	if !ok {
+		io.WriteString(w, "ready\n")
+		return
+	}
+	h := hr.Health(r.Context())
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if !h.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "not ready\nstore: "+h.Status+"\n")
+		return
+	}
+	io.WriteString(w, "ready\nstore: "+h.Status+"\n")
+}
 
 // SetReady sets what /readyz answers; a server sets it to false when it
 // starts shutting down, so load balancers stop sending traffic.

@@ -88,3 +88,21 @@ func CheckBatch(reqs []Request, out []bucket.Decision) error {
 	}
 	return nil
 }
+
+// Health is a store's answer to a readiness probe.
+type Health struct {
+	// Ready is false when the node should not take traffic because of
+	// its store: the store cannot decide, and its failure policy denies.
+	Ready bool
+	// Status describes the store's state in one line for people, such as
+	// "memory" or "redis up (on failure: fail-local)".
+	Status string
+}
+
+// HealthReporter is implemented by stores that describe their state to
+// readiness probes (a gateway's /readyz).
+type HealthReporter interface {
+	// Health reports the store's state now. It returns within the
+	// store's own timeout, or when ctx ends.
+	Health(ctx context.Context) Health
+}

@@ -129,7 +129,7 @@ var (
 //	store:                           # where bucket state lives (default: memory)
 //	  url: redis://127.0.0.1:6379/0  # shared by every node using it
 //	  timeout: 50ms                  # per call
-//	  on_failure: open               # open (allow) or closed (deny) while down
+//	  on_failure: local              # local (each node's own bucket), open (allow) or closed (deny) while down
 //
 // Every problem is reported, each with its line and field, as
 // [ConfigErrors]; nothing is partially applied.
@@ -405,12 +405,14 @@ func (p *parser) config(root *yaml.Node) *Config {
 						return
 					}
 					switch s {
+					case "local", "fail-local":
+						store.OnFailure = "local"
 					case "open", "fail-open":
 						store.OnFailure = "open"
 					case "closed", "fail-closed":
 						store.OnFailure = "closed"
 					default:
-						p.errorf(v, f, "%q: want open (allow while the store is down) or closed (deny); fail-open and fail-closed also work", s)
+						p.errorf(v, f, "%q: want local (each node decides from its own bucket while the store is down), open (allow) or closed (deny); fail-local, fail-open and fail-closed also work", s)
 					}
 				},
 			})

@@ -169,7 +169,8 @@ type Store struct {
 	// Timeout bounds one call to the store; 0 means the store's default.
 	Timeout time.Duration
 	// OnFailure is what decisions do while the store is unreachable:
-	// "open" (allow), "closed" (deny), or "" for the store's default.
+	// "local" (each node decides from its own in-memory bucket), "open"
+	// (allow), "closed" (deny), or "" for the store's default (local).
 	OnFailure string
 }
 

@@ -340,6 +340,10 @@ func TestStoreSection(t *testing.T) {
 	if Default().Store() != (Store{}) {
 		t.Error("the default config has a store")
 	}
+	c, err = Parse("s.yaml", []byte("services:\n  - preset: ecs\nstore:\n  url: redis://h\n  on_failure: local\n"))
+	if err != nil || c.Store().OnFailure != "local" {
+		t.Fatalf("on_failure local: %+v, %v", c, err)
+	}
 	_, err = Parse("s.yaml", []byte("services:\n  - preset: ecs\nstore:\n  url: etcd://x\n  timeout: soon\n  on_failure: maybe\n  pool: 3\n"))
 	var errs ConfigErrors
 	if !errors.As(err, &errs) || len(errs) != 4 {

@@ -70,7 +70,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.StringVar(&f.store, "store", "", "where bucket state lives: memory, or a Redis `URL` (redis://host:port/db, rediss://, redis+cluster://, redis+sentinel://) shared by many nodes; default: the config's store.url, else memory")
 	fs.DurationVar(&f.storeTimeout, "store-timeout", 0, "longest wait for Redis per decision before --store-on-failure decides (default: the config's store.timeout, else 50ms)")
-	fs.StringVar(&f.storeOnFailure, "store-on-failure", "", "decisions while Redis is unreachable: open (allow) or closed (deny) (default: the config's store.on_failure, else open)")
+	fs.StringVar(&f.storeOnFailure, "store-on-failure", "", "decisions while Redis does not answer: local (each node from its own in-memory bucket at the configured limit), open (allow) or closed (deny, and /readyz answers 503) (default: the config's store.on_failure, else local)")
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
@@ -147,12 +147,14 @@ func storeSettings(f serveFlags, cfg *quota.Config) (quota.Store, error) {
 	}
 	switch f.storeOnFailure {
 	case "":
+	case "local", "fail-local":
+		st.OnFailure = "local"
 	case "open", "fail-open":
 		st.OnFailure = "open"
 	case "closed", "fail-closed":
 		st.OnFailure = "closed"
 	default:
-		return st, fmt.Errorf("--store-on-failure %q: want open or closed", f.storeOnFailure)
+		return st, fmt.Errorf("--store-on-failure %q: want local, open or closed", f.storeOnFailure)
 	}
 	if st.URL == "" {
 		st.URL = "memory"
@@ -166,10 +168,17 @@ func openStore(ctx context.Context, st quota.Store, denyCache bool, pipelines in
 	if st.URL == "memory" {
 		return memory.New(memory.Options{}), func() {}, nil
 	}
-	policy := redisstore.FailOpen
-	if st.OnFailure == "closed" {
-		policy = redisstore.FailClosed
+	policy := redisstore.FailLocal
+	if st.OnFailure != "" {
+		p, err := redisstore.ParseFailurePolicy(st.OnFailure)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--store-on-failure: %w", err)
+		}
+		policy = p
 	}
+	// go-redis's own lines (failed dials) go to the server's log, as
+	// seldom as the store's warnings.
+	redisstore.SetClientLogger(log, 0)
 	store, err := redisstore.Open(st.URL, redisstore.Options{
 		Timeout:       st.Timeout,
 		FailurePolicy: policy,

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,13 +107,36 @@ func (s *Server) Stop() {
 	s.cmd, s.exited = nil, nil
 }
 
+// Pause stops the server with SIGSTOP, as a hung or swapped-out server
+// would: connections are accepted by the kernel, and nothing answers. Its
+// data is kept. Resume continues it; Stop and the test's end kill it
+// paused or not.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.tb.Fatalf("redistest: %v to a stopped server", sig)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.tb.Fatalf("redistest: %v: %v", sig, err)
+	}
+}
+
 // Restart starts a stopped server again on the same port, empty, and waits
 // until it answers PING.
 func (s *Server) Restart() {
 	s.tb.Helper()
 	s.Stop()
 	var err error
-	for range 50 { // the port may linger briefly after the kill
+	// The port may linger briefly after the kill; a loaded machine may
+	// take long to start the server.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		if err = s.start(); err == nil {
 			return
 		}
@@ -141,7 +165,8 @@ func (s *Server) start() error {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(5 * time.Second)
+	// Generous: a machine with a load average of 8 may take seconds.
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
@@ -165,7 +190,7 @@ func (s *Server) start() error {
 	}
 	_ = cmd.Process.Kill()
 	<-exited
-	return errors.New("redis-server on " + s.Addr + " did not answer PING within 5s: " + logs.String())
+	return errors.New("redis-server on " + s.Addr + " did not answer PING within 30s: " + logs.String())
 }
 
 // ping checks that the server at addr answers PING and is process pid,
@@ -215,7 +240,7 @@ func claimSlots(addr string) error {
 	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
 		return fmt.Errorf("claiming cluster slots on %s: %w", addr, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		info, err := c.ClusterInfo(ctx).Result()
 		if err == nil && strings.Contains(info, "cluster_state:ok") {
@@ -223,7 +248,7 @@ func claimSlots(addr string) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return fmt.Errorf("cluster on %s not ok within 5s", addr)
+	return fmt.Errorf("cluster on %s not ok within 30s", addr)
 }
 
 func freePort() (int, error) {

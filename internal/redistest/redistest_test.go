@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -30,6 +31,32 @@ func TestStartStopRestart(t *testing.T) {
 	if n := c.Exists(ctx, "k").Val(); n != 0 {
 		t.Fatal("restarted server kept its data")
 	}
+}
+
+func TestPauseResume(t *testing.T) {
+	s := Start(t)
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Pause()
+	// A paused server accepts nothing into its replies: the command
+	// waits until its context ends.
+	pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	err := c.Get(pctx, "k").Err()
+	cancel()
+	if err == nil {
+		t.Fatal("paused server answered")
+	}
+	s.Resume()
+	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("resumed server: %q, %v; want its data kept", v, err)
+	}
+	// Stop kills a paused server too.
+	s.Pause()
+	s.Stop()
 }
 
 func TestStartCluster(t *testing.T) {

@@ -181,3 +181,9 @@ func (s *Store) Sweep() {
 		sh.mu.Unlock()
 	}
 }
+
+// Health implements [limiter.HealthReporter]: a memory store is always
+// ready.
+func (s *Store) Health(context.Context) limiter.Health {
+	return limiter.Health{Ready: true, Status: "memory"}
+}

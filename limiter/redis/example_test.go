@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"time"
 
@@ -82,13 +83,35 @@ func ExampleStore_Key() {
 	// tg:{ecs/123456789012}:us-east-1:cluster-modify
 }
 
-// A config file names the failure policy; FailOpen is the zero value.
+// A config file names the failure policy; FailLocal is the zero value.
 func ExampleParseFailurePolicy() {
-	p, err := redis.ParseFailurePolicy("fail-closed")
+	p, err := redis.ParseFailurePolicy("closed")
 	fmt.Println(p, err)
 	var zero redis.FailurePolicy
 	fmt.Println(zero)
 	// Output:
 	// fail-closed <nil>
-	// fail-open
+	// fail-local
+}
+
+// A readiness probe asks the store whether Redis answers. Under FailClosed
+// a node whose Redis is down denies every take, so it is not ready; under
+// FailLocal and FailOpen it is. SetClientLogger sends go-redis's own lines
+// (here, the failed dials) to a slog.Logger instead of standard error.
+func ExampleStore_Health() {
+	redis.SetClientLogger(slog.New(slog.DiscardHandler), 0)
+	client, err := redis.NewClient("redis://127.0.0.1:1") // nothing listens on port 1
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	for _, p := range []redis.FailurePolicy{redis.FailClosed, redis.FailLocal} {
+		store := redis.New(client, redis.Options{FailurePolicy: p, Logger: slog.New(slog.DiscardHandler)})
+		h := store.Health(context.Background())
+		fmt.Println(h.Ready, h.Status)
+		store.Close()
+	}
+	// Output:
+	// false redis down (on failure: fail-closed)
+	// true redis down (on failure: fail-local)
 }

@@ -45,14 +45,26 @@
 // # Failures
 //
 // When Redis cannot answer within Options.Timeout (50 ms by default) a
-// decision follows Options.FailurePolicy: [FailOpen] (the default) decides
-// as if the bucket were full, [FailClosed] as if it were empty. Such
-// decisions are counted in [Stats] (for a metric), and a warning with the
-// count and the cause is logged at most once per Options.LogInterval; the
-// first decision by Redis after a warning logs that Redis is back. Nothing
-// remembers the failure: every take asks Redis again, so decisions come
-// from Redis again as soon as go-redis reconnects (it probes a refused
-// server once a second; tests measure 0.2 to 0.5 s after a restart).
+// decision follows Options.FailurePolicy: [FailLocal] (the default) decides
+// from a bucket of the same key and limit in this process's memory (a
+// [memory.Store]), so that an outage costs cross-node exactness (each node
+// admits up to the limit on its own) but never all protection; [FailOpen]
+// decides as if the bucket were full, [FailClosed] as if it were empty.
+// Such decisions are counted in [Stats] (for a metric). The first one of an
+// outage logs a warning with its cause at once (of a Redis that flaps, the
+// first three outages, then one per Options.LogInterval), and while the
+// outage lasts a warning with the count follows at most once per interval;
+// the first decision by Redis after a logged outage logs that Redis is
+// back and how long it was away. Nothing remembers the failure: every take
+// asks Redis again, so decisions come from Redis again as soon as go-redis
+// reconnects (it probes a refused server once a second; tests measure 0.2
+// to 0.5 s after a restart).
+//
+// go-redis writes log lines of its own (failed dials, for instance) to
+// standard error, process-wide; [SetClientLogger] sends them to a
+// [slog.Logger] instead, throttled like the store's warnings.
+//
+// [Store.Health] tells a readiness probe whether Redis answers.
 //
 // Callers get a decision within the timeout whatever the client's own
 // timeouts, but a client that ignores contexts keeps a pipeline goroutine
@@ -93,6 +105,7 @@ import (
 
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/limiter"
+	"github.com/tollgate/tollgate/limiter/memory"
 )
 
 //go:embed take.lua
@@ -116,21 +129,29 @@ var ErrClosed = errors.New("redis: store closed")
 type FailurePolicy int
 
 const (
+	// FailLocal decides from a bucket of the same key and limit kept in
+	// this process's memory, which starts full and is used only while
+	// Redis does not answer. It is the default: during an outage every
+	// node still throttles each key to its limit, so N nodes admit at
+	// most N times the limit, where FailOpen admits everything that fits
+	// the capacity, however often it is asked.
+	FailLocal FailurePolicy = iota
 	// FailOpen decides as if the bucket were full: every take that fits
-	// the capacity is allowed. It is the default because the store guards
-	// an API rather than a budget: a Redis outage then costs throttling
-	// precision for its duration, not the availability of every API behind
-	// the gateway.
-	FailOpen FailurePolicy = iota
+	// the capacity is allowed. A Redis outage (or a slow Redis) then costs
+	// all throttling for its duration, but never the availability of an
+	// API behind the gateway.
+	FailOpen
 	// FailClosed decides as if the bucket were empty: every take of one
 	// token or more is denied, retry after the time its tokens take to
 	// refill.
 	FailClosed
 )
 
-// String returns "fail-open" or "fail-closed".
+// String returns "fail-local", "fail-open" or "fail-closed".
 func (p FailurePolicy) String() string {
 	switch p {
+	case FailLocal:
+		return "fail-local"
 	case FailOpen:
 		return "fail-open"
 	case FailClosed:
@@ -142,28 +163,31 @@ func (p FailurePolicy) String() string {
 // ErrInvalidPolicy is wrapped by the error of [ParseFailurePolicy].
 var ErrInvalidPolicy = errors.New("redis: invalid failure policy")
 
-// ParseFailurePolicy parses "fail-open" or "fail-closed", the forms
-// [FailurePolicy.String] writes.
+// ParseFailurePolicy parses "fail-local", "fail-open" or "fail-closed",
+// the forms [FailurePolicy.String] writes, or the short forms "local",
+// "open" and "closed" that tollgate's flags and config files use.
 func ParseFailurePolicy(s string) (FailurePolicy, error) {
 	switch s {
-	case "fail-open":
+	case "fail-local", "local":
+		return FailLocal, nil
+	case "fail-open", "open":
 		return FailOpen, nil
-	case "fail-closed":
+	case "fail-closed", "closed":
 		return FailClosed, nil
 	}
-	return 0, fmt.Errorf("%w %q: want fail-open or fail-closed", ErrInvalidPolicy, s)
+	return 0, fmt.Errorf("%w %q: want local, open or closed (or fail-local, fail-open, fail-closed)", ErrInvalidPolicy, s)
 }
 
 // MarshalText implements [encoding.TextMarshaler] with [FailurePolicy.String].
 func (p FailurePolicy) MarshalText() ([]byte, error) {
-	if p != FailOpen && p != FailClosed {
+	if p != FailLocal && p != FailOpen && p != FailClosed {
 		return nil, fmt.Errorf("%w: %d", ErrInvalidPolicy, int(p))
 	}
 	return []byte(p.String()), nil
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler] with
-// [ParseFailurePolicy], so config files can say fail-open or fail-closed.
+// [ParseFailurePolicy], so config files can name a policy.
 func (p *FailurePolicy) UnmarshalText(b []byte) error {
 	v, err := ParseFailurePolicy(string(b))
 	if err != nil {
@@ -182,7 +206,8 @@ type Options struct {
 	// included; 0 means 50 ms. Past it the take is decided by
 	// FailurePolicy.
 	Timeout time.Duration
-	// FailurePolicy decides takes Redis cannot answer in time.
+	// FailurePolicy decides takes Redis cannot answer in time; the zero
+	// value is FailLocal.
 	FailurePolicy FailurePolicy
 	// DenyCache denies takes of buckets known to be empty without asking
 	// Redis (see the package documentation).
@@ -190,7 +215,8 @@ type Options struct {
 	// Logger receives the failure warnings; nil means slog.Default().
 	Logger *slog.Logger
 	// LogInterval is the least time between two warnings about Redis
-	// failures; 0 means 10 s.
+	// failures (the first of an outage is logged at once unless one was
+	// logged within the interval); 0 means 10 s.
 	LogInterval time.Duration
 	// Pipelines is the number of pipelines in flight at once; 0 means 2.
 	// More pipelines help when Redis is far away (a long round trip); on
@@ -210,7 +236,8 @@ type Stats struct {
 	// Cached counts the takes denied locally by the deny cache.
 	Cached uint64
 	// Fallback counts the decisions made by the failure policy because
-	// Redis could not answer in time.
+	// Redis could not answer in time (under FailLocal, by the local
+	// buckets).
 	Fallback uint64
 	// Errors counts the script calls that failed: Redis refused or did
 	// not answer before the pipeline's deadline, or answered an error. One
@@ -234,6 +261,7 @@ type Store struct {
 	byTag    bool // group script calls by hash tag (Cluster, Ring)
 	braces   bool // the prefix has braces: hash tags come from prefix+key
 	deny     *denyCache
+	local    *memory.Store // FailLocal's buckets
 
 	queue chan *call
 	quit  chan struct{}
@@ -244,10 +272,17 @@ type Store struct {
 	redisN, cachedN, fallbackN, errorsN atomic.Uint64
 
 	// failure log state, on the real monotonic clock
-	lastLog   atomic.Int64
-	unlogged  atomic.Uint64
-	down      atomic.Bool
-	downSince atomic.Int64
+	lastLog   atomic.Int64  // when the last warning was logged
+	unlogged  atomic.Uint64 // fallback decisions since the last warning
+	outages   atomic.Uint64 // outages begun since the last warning
+	down      atomic.Bool   // the latest call to Redis failed
+	downSince atomic.Int64  // when the current outage began
+	logged    atomic.Bool   // the current outage's start was logged
+
+	startLogMu sync.Mutex
+	startLog   bucket.State // the bucket of outage-start warnings
+
+	health healthCache
 }
 
 var _ limiter.Limiter = (*Store)(nil)
@@ -283,6 +318,9 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 	s.lastLog.Store(-s.logEvery)
 	if opts.DenyCache {
 		s.deny = newDenyCache()
+	}
+	if s.policy == FailLocal {
+		s.local = memory.New(memory.Options{Now: opts.Now})
 	}
 	switch client.(type) {
 	case *goredis.Client:
@@ -360,9 +398,16 @@ func (s *Store) clock() int64 {
 	return int64(time.Since(s.epoch))
 }
 
+// checkWindow refuses limits whose empty bucket refills in more than
+// MaxWindow, the bound take.lua also applies to the states it reads.
 func checkWindow(limit bucket.Limit) error {
-	if w := time.Duration(limit.Capacity()) * limit.Interval(); w > MaxWindow {
-		return fmt.Errorf("%w: %w: %v refills in %v, more than %v", limiter.ErrInvalidRequest, ErrUnsupportedLimit, limit, w, MaxWindow)
+	iv := limit.Interval()
+	if iv <= 0 {
+		return nil // the zero limit, refused by limiter.Check
+	}
+	if iv > MaxWindow || limit.Capacity() > int64(MaxWindow/iv) {
+		return fmt.Errorf("%w: %w: %v refills in %v, more than %v", limiter.ErrInvalidRequest, ErrUnsupportedLimit, limit,
+			time.Duration(float64(limit.Capacity())*float64(iv)).Round(time.Second), MaxWindow)
 	}
 	return nil
 }
@@ -394,7 +439,7 @@ func (s *Store) Take(ctx context.Context, key string, limit bucket.Limit, n int6
 		return bucket.Decision{}, err
 	}
 	if !answered {
-		return s.timedOut(limit, n), check
+		return s.timedOut(key, limit, n), check
 	}
 	d := s.finish(c, 0)
 	s.putCall(c)
@@ -445,7 +490,8 @@ func (s *Store) TakeBatch(ctx context.Context, reqs []limiter.Request, out []buc
 	}
 	if !answered {
 		for j, i := range c.pos {
-			out[i] = s.timedOut(c.reqs[j].Limit, c.reqs[j].Tokens)
+			r := c.reqs[j]
+			out[i] = s.timedOut(r.Key, r.Limit, r.Tokens)
 		}
 		return nil
 	}
@@ -470,22 +516,29 @@ func (s *Store) finish(c *call, j int) bucket.Decision {
 	}
 	s.fallbackN.Add(1)
 	s.noteDown(c.err)
-	return s.fallback(r.Limit, r.Tokens)
+	return s.fallback(r.Key, r.Limit, r.Tokens)
 }
 
 // errTimeout is the logged cause of takes Redis did not answer in time.
 var errTimeout = fmt.Errorf("no answer from redis in time: %w", context.DeadlineExceeded)
 
 // timedOut is the decision of a take Redis did not answer in time.
-func (s *Store) timedOut(limit bucket.Limit, n int64) bucket.Decision {
+func (s *Store) timedOut(key string, limit bucket.Limit, n int64) bucket.Decision {
 	s.fallbackN.Add(1)
 	s.noteDown(errTimeout)
-	return s.fallback(limit, n)
+	return s.fallback(key, limit, n)
 }
 
-// fallback is the decision of the failure policy: that of a full bucket
-// (FailOpen) or of an empty one (FailClosed).
-func (s *Store) fallback(limit bucket.Limit, n int64) bucket.Decision {
+// fallback is the decision of the failure policy: that of the local bucket
+// of key (FailLocal), of a full bucket (FailOpen) or of an empty one
+// (FailClosed).
+func (s *Store) fallback(key string, limit bucket.Limit, n int64) bucket.Decision {
+	if s.local != nil {
+		// The take was checked; the only error left is a take over the
+		// capacity, which comes with its denied decision.
+		d, _ := s.local.Take(context.Background(), key, limit, n)
+		return d
+	}
 	var st bucket.State
 	if s.policy == FailClosed {
 		st = bucket.State(limit.Capacity() * int64(limit.Interval()))
@@ -494,28 +547,69 @@ func (s *Store) fallback(limit bucket.Limit, n int64) bucket.Decision {
 	return d
 }
 
-// noteDown records a fallback decision and logs it, at most once per
-// interval. An outage is what follows a warning: its end is logged once.
+// startLogBurst is how many outages in a row may log their start at once;
+// beyond it, one more per log interval (a flapping Redis).
+const startLogBurst = 3
+
+// noteDown records a fallback decision. The first of an outage begins it
+// and is logged at once, unless startLogBurst outage starts were logged
+// lately (a flapping Redis): then its warning waits for the log interval.
+// Later decisions are logged at most once per interval, with their count.
 func (s *Store) noteDown(cause error) {
 	s.unlogged.Add(1)
 	now := int64(time.Since(s.epoch))
+	if s.down.CompareAndSwap(false, true) {
+		s.downSince.Store(now)
+		s.logged.Store(false)
+		s.outages.Add(1)
+		if s.startLogAllowed(now) {
+			s.lastLog.Store(now)
+			s.warn(now, cause)
+			return
+		}
+	}
 	last := s.lastLog.Load()
 	if now-last < s.logEvery || !s.lastLog.CompareAndSwap(last, now) {
 		return
 	}
-	if s.down.CompareAndSwap(false, true) {
-		s.downSince.Store(now)
+	s.warn(now, cause)
+}
+
+// startLogAllowed takes a token from the bucket of outage-start warnings:
+// startLogBurst at once, refilled one per log interval.
+func (s *Store) startLogAllowed(now int64) bool {
+	s.startLogMu.Lock()
+	defer s.startLogMu.Unlock()
+	limit, err := bucket.NewLimit(startLogBurst, float64(time.Second)/float64(s.logEvery))
+	if err != nil {
+		return true // an interval too long for a bucket: log every start
+	}
+	next, d := limit.TakeAt(s.startLog, now, 1)
+	s.startLog = next
+	return d.Allowed
+}
+
+// warn logs that Redis is unavailable, with what happened since the last
+// warning.
+func (s *Store) warn(now int64, cause error) {
+	if s.down.Load() {
+		s.logged.Store(true)
 	}
 	s.log.Warn("redis store unavailable, deciding by failure policy",
 		"policy", s.policy.String(),
 		"decisions", s.unlogged.Swap(0),
+		"outages", s.outages.Swap(0),
+		"down_for", time.Duration(now-s.downSince.Load()).Round(time.Millisecond),
 		"timeout", s.timeout,
 		"error", cause)
 }
 
-// noteUp logs the end of an outage.
+// noteUp ends an outage, and logs its end if its start was logged.
 func (s *Store) noteUp() {
 	if !s.down.Load() || !s.down.CompareAndSwap(true, false) {
+		return
+	}
+	if !s.logged.Swap(false) {
 		return
 	}
 	s.log.Info("redis store available again",

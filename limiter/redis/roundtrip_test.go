@@ -49,7 +49,7 @@ func TestBatchIsOneRoundTrip(t *testing.T) {
 	defer client.Close()
 	hook := &roundTrips{}
 	client.AddHook(hook)
-	s := newStore(t, client, Options{})
+	s := newStore(t, client, Options{Timeout: 10 * time.Second})
 	ctx := context.Background()
 	limit := bucket.MustLimit(50, 20)
 	reqs := make([]limiter.Request, 100)
@@ -98,7 +98,7 @@ func TestConcurrentTakesShareRoundTrips(t *testing.T) {
 	}
 	// Let the takes queue behind the first pipeline (held at the proxy),
 	// then open the gate. Waiting longer than needed changes nothing.
-	for deadline := time.Now().Add(5 * time.Second); len(s.queue) < callers-1 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); len(s.queue) < callers-1 && time.Now().Before(deadline); {
 		runtime.Gosched()
 	}
 	close(gate)

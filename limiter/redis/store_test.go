@@ -28,6 +28,7 @@ type logCounter struct {
 	mu    sync.Mutex
 	count map[slog.Level]int
 	last  map[slog.Level]slog.Record
+	all   []slog.Record
 }
 
 func newLogCounter() *logCounter {
@@ -40,6 +41,7 @@ func (h *logCounter) Handle(_ context.Context, r slog.Record) error {
 	defer h.mu.Unlock()
 	h.count[r.Level]++
 	h.last[r.Level] = r
+	h.all = append(h.all, r)
 	return nil
 }
 func (h *logCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
@@ -65,7 +67,8 @@ func TestKeyLayout(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv)
 	ctx := context.Background()
-	s := newStore(t, client, Options{})
+	// A timeout no loaded machine reaches: every decision is Redis's.
+	s := newStore(t, client, Options{Timeout: 10 * time.Second})
 	if got, want := s.Key(ecsKey), "tg:{ecs/123456789012}:us-east-1:cluster-read"; got != want {
 		t.Fatalf("Key = %q, want %q", got, want)
 	}
@@ -76,13 +79,16 @@ func TestKeyLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A token every 20 s: the bucket stays in debt for the whole test
+	// however slowly the machine runs it.
+	slow := bucket.MustLimit(50, 0.05)
 	for range 50 {
-		if d, err := s.Take(ctx, ecsKey, clusterRead, 1); err != nil || !d.Allowed {
+		if d, err := s.Take(ctx, ecsKey, slow, 1); err != nil || !d.Allowed {
 			t.Fatalf("take: %+v, %v", d, err)
 		}
 	}
-	d, err := s.Take(ctx, ecsKey, clusterRead, 1)
-	if err != nil || d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.RetryAfter > 50*time.Millisecond {
+	d, err := s.Take(ctx, ecsKey, slow, 1)
+	if err != nil || d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.RetryAfter > 20*time.Second {
 		t.Fatalf("51st take on Redis TIME: %+v, %v", d, err)
 	}
 	after, _ := client.Time(ctx).Result()
@@ -94,17 +100,21 @@ func TestKeyLayout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bucket holds %q, not a decimal bucket.State: %v", v, err)
 	}
-	// 50 takes from full: full again 2.5 s after the first take's TIME.
-	lo, hi := before.Add(2500*time.Millisecond).UnixNano(), after.Add(2500*time.Millisecond).UnixNano()
+	// 50 takes from full: full again 1,000 s after the first take's TIME
+	// (later if a token refilled meanwhile, which takes 20 s).
+	lo, hi := before.Add(1000*time.Second).UnixNano(), after.Add(1000*time.Second).UnixNano()
 	if state < lo || state > hi {
-		t.Fatalf("state %d outside [%d, %d]: not Redis TIME + 2.5 s", state, lo, hi)
+		t.Fatalf("state %d outside [%d, %d]: not Redis TIME + 1,000 s", state, lo, hi)
 	}
-	pttl := client.PTTL(ctx, "tg:"+ecsKey).Val()
-	if pttl <= 2*time.Second || pttl > 2500*time.Millisecond {
-		t.Fatalf("bucket expires in %v, want at the instant it is full (≤ 2.5 s)", pttl)
+	// The key expires at the instant the bucket is full (its PX is
+	// rounded up to the millisecond).
+	now, _ := client.Time(ctx).Result()
+	pttl := client.PTTL(ctx, "tg:"+ecsKey).Val() // read after now: at most state-now
+	if want := time.Duration(state - now.UnixNano()); pttl > want+time.Millisecond || pttl < want-10*time.Second {
+		t.Fatalf("bucket expires in %v, want at the instant it is full (in %v)", pttl, want)
 	}
 	// A peek of an unused bucket writes nothing.
-	if _, err := s.Take(ctx, ecsKey+"-peek", clusterRead, 0); err != nil {
+	if _, err := s.Take(ctx, ecsKey+"-peek", slow, 0); err != nil {
 		t.Fatal(err)
 	}
 	if n := client.Exists(ctx, "tg:"+ecsKey+"-peek").Val(); n != 0 {
@@ -118,14 +128,16 @@ func TestKeyLayout(t *testing.T) {
 func TestOpenAndPing(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	s, err := Open(srv.URL()+"/3", Options{})
+	s, err := Open(srv.URL()+"/3", Options{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := s.Take(ctx, ecsKey, clusterRead, 1); err != nil || !d.Allowed {
+	// A bucket in debt for an hour: its key exists for the whole test.
+	hourly := bucket.MustLimit(1, 1.0/3600)
+	if d, err := s.Take(ctx, ecsKey, hourly, 1); err != nil || !d.Allowed {
 		t.Fatalf("take: %+v, %v", d, err)
 	}
 	db0 := newClient(t, srv)
@@ -173,24 +185,38 @@ func TestUnsupportedLimit(t *testing.T) {
 
 func TestFailurePolicyWhenUnreachable(t *testing.T) {
 	addr := closedAddr(t)
-	for _, policy := range []FailurePolicy{FailOpen, FailClosed} {
+	for _, policy := range []FailurePolicy{FailLocal, FailOpen, FailClosed} {
 		t.Run(policy.String(), func(t *testing.T) {
 			client := goredis.NewClient(&goredis.Options{Addr: addr})
 			defer client.Close()
 			logs := newLogCounter()
-			s := New(client, Options{FailurePolicy: policy, Logger: slog.New(logs), LogInterval: time.Hour, Timeout: 10 * time.Millisecond})
+			clock := limitertest.NewClock() // for the local buckets
+			s := New(client, Options{FailurePolicy: policy, Logger: slog.New(logs), LogInterval: time.Hour, Timeout: 10 * time.Millisecond, Now: clock.Now})
 			defer s.Close()
 			ctx := context.Background()
-			for i := range 20 {
+			for i := range 30 {
 				d, err := s.Take(ctx, ecsKey, clusterRead, 2)
 				if err != nil {
 					t.Fatalf("take %d: %v", i, err)
 				}
+				if i == 0 {
+					if n := logs.n(slog.LevelWarn); n != 1 {
+						t.Fatalf("%d warnings after the first decision by policy, want 1 at once", n)
+					}
+				}
 				var want bucket.Decision
-				if policy == FailOpen {
+				switch policy {
+				case FailOpen:
 					want = bucket.Decision{Allowed: true, Limit: clusterRead, Remaining: 48, ResetAfter: 100 * time.Millisecond}
-				} else {
+				case FailClosed:
 					want = bucket.Decision{Limit: clusterRead, RetryAfter: 100 * time.Millisecond, ResetAfter: 2500 * time.Millisecond}
+				case FailLocal:
+					// The node's own bucket: 25 takes of 2, then none.
+					if i < 25 {
+						want = bucket.Decision{Allowed: true, Limit: clusterRead, Remaining: int64(48 - 2*i), ResetAfter: time.Duration(i+1) * 100 * time.Millisecond}
+					} else {
+						want = bucket.Decision{Limit: clusterRead, RetryAfter: 100 * time.Millisecond, ResetAfter: 2500 * time.Millisecond}
+					}
 				}
 				if d != want {
 					t.Fatalf("take %d: %+v, want %+v", i, d, want)
@@ -201,17 +227,17 @@ func TestFailurePolicyWhenUnreachable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out[0].Allowed != (policy == FailOpen) || out[1].Allowed || out[1].RetryAfter != bucket.Never {
+			if out[0].Allowed != (policy != FailClosed) || out[1].Allowed || out[1].RetryAfter != bucket.Never {
 				t.Fatalf("batch: %+v", out)
 			}
 			if d, err := s.Take(ctx, "c", clusterRead, 51); !errors.Is(err, bucket.ErrExceedsCapacity) || d.RetryAfter != bucket.Never {
 				t.Fatalf("oversized take while unreachable: %+v, %v", d, err)
 			}
-			if st := s.Stats(); st.Fallback != 23 || st.Redis != 0 || st.Errors == 0 {
-				t.Fatalf("stats %+v, want 23 fallback decisions and errors counted", st)
+			if st := s.Stats(); st.Fallback != 33 || st.Redis != 0 || st.Errors == 0 {
+				t.Fatalf("stats %+v, want 33 fallback decisions and errors counted", st)
 			}
 			if n := logs.n(slog.LevelWarn); n != 1 {
-				t.Fatalf("%d warnings for 23 fallback decisions within the log interval, want 1", n)
+				t.Fatalf("%d warnings for 33 fallback decisions within the log interval, want 1", n)
 			}
 		})
 	}
@@ -293,7 +319,7 @@ func TestCorruptStateFallsBack(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv)
 	ctx := context.Background()
-	s := newStore(t, client, Options{FailurePolicy: FailClosed, Logger: slog.New(newLogCounter())})
+	s := newStore(t, client, Options{FailurePolicy: FailClosed, Timeout: 10 * time.Second, Logger: slog.New(newLogCounter())})
 	for _, v := range []string{"garbage", "-5", "12345678901234567890123"} {
 		client.Set(ctx, s.Key("bad"), v, 0)
 		if d, err := s.Take(ctx, "bad", clusterRead, 1); err != nil || d.Allowed {
@@ -317,12 +343,13 @@ func TestScriptReloadedAfterFlush(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv)
 	ctx := context.Background()
-	s := newStore(t, client, Options{})
+	s := newStore(t, client, Options{Timeout: 10 * time.Second})
+	slow := bucket.MustLimit(50, 0.01) // no token refills during the test
 	for i := range 3 {
 		if err := client.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if d, err := s.Take(ctx, ecsKey, clusterRead, 1); err != nil || !d.Allowed || d.Remaining != int64(49-i) {
+		if d, err := s.Take(ctx, ecsKey, slow, 1); err != nil || !d.Allowed || d.Remaining != int64(49-i) {
 			t.Fatalf("take %d after SCRIPT FLUSH: %+v, %v", i, d, err)
 		}
 	}
@@ -335,14 +362,14 @@ func TestDenyCacheOnRedisTime(t *testing.T) {
 	srv := redistest.Start(t)
 	client := newClient(t, srv)
 	ctx := context.Background()
-	s := newStore(t, client, Options{DenyCache: true})
-	slow := bucket.MustLimit(5, 0.1) // a token every 10 s
+	s := newStore(t, client, Options{DenyCache: true, Timeout: 10 * time.Second})
+	slow := bucket.MustLimit(5, 0.01) // a token every 100 s
 	for range 5 {
 		s.Take(ctx, ecsKey, slow, 1)
 	}
 	for range 10 {
 		d, err := s.Take(ctx, ecsKey, slow, 1)
-		if err != nil || d.Allowed || d.Remaining != 0 || d.RetryAfter <= 9*time.Second || d.RetryAfter > 10*time.Second {
+		if err != nil || d.Allowed || d.Remaining != 0 || d.RetryAfter <= 50*time.Second || d.RetryAfter > 100*time.Second {
 			t.Fatalf("take on an empty bucket: %+v, %v", d, err)
 		}
 	}
@@ -352,7 +379,7 @@ func TestDenyCacheOnRedisTime(t *testing.T) {
 	}
 	// The cache knows the state, not a denial: a limit with room left is
 	// asked of Redis, and so are peeks.
-	bigger := bucket.MustLimit(50, 0.1)
+	bigger := bucket.MustLimit(50, 0.01)
 	if d, err := s.Take(ctx, ecsKey, bigger, 1); err != nil || !d.Allowed {
 		t.Fatalf("take under a larger limit: %+v, %v", d, err)
 	}
@@ -427,7 +454,15 @@ func TestDenyCacheForgetsFullBuckets(t *testing.T) {
 }
 
 func TestParseFailurePolicy(t *testing.T) {
-	for _, p := range []FailurePolicy{FailOpen, FailClosed} {
+	if (Options{}).FailurePolicy != FailLocal {
+		t.Fatal("the zero policy is not FailLocal")
+	}
+	for short, p := range map[string]FailurePolicy{"local": FailLocal, "open": FailOpen, "closed": FailClosed} {
+		if q, err := ParseFailurePolicy(short); err != nil || q != p {
+			t.Fatalf("%s: %v, %v", short, q, err)
+		}
+	}
+	for _, p := range []FailurePolicy{FailLocal, FailOpen, FailClosed} {
 		b, err := p.MarshalText()
 		if err != nil {
 			t.Fatal(err)
@@ -450,7 +485,7 @@ func TestParseFailurePolicy(t *testing.T) {
 }
 
 func FuzzParseFailurePolicy(f *testing.F) {
-	for _, s := range []string{"fail-open", "fail-closed", "", "FAIL-OPEN", "fail-open "} {
+	for _, s := range []string{"fail-open", "fail-closed", "fail-local", "local", "open", "closed", "", "FAIL-OPEN", "fail-open "} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -461,7 +496,7 @@ func FuzzParseFailurePolicy(f *testing.F) {
 			}
 			return
 		}
-		if p.String() != s {
+		if p.String() != s && "fail-"+s != p.String() {
 			t.Fatalf("%q parsed as %v", s, p)
 		}
 	})

@@ -2,7 +2,8 @@
 -- bucket.Limit.TakeAt (Go package github.com/tollgate/tollgate/bucket).
 --
 -- KEYS    the buckets of this call, each named once.
--- ARGV[1] the current time in Unix nanoseconds as a decimal integer, or
+-- ARGV[1] the current time in Unix nanoseconds as a decimal integer (tests
+--         on a fake clock: keys then expire FAKE_CLOCK_GRACE_MS late), or
 --         the empty string to read the time from Redis TIME (production).
 -- then four arguments per take, in order:
 --         key index into KEYS (1-based), capacity, interval (whole
@@ -21,9 +22,22 @@
 -- nanoseconds are about 1.8e18. So instants are split into seconds and
 -- nanoseconds, and all arithmetic is on times relative to now, which the
 -- caller keeps below 2^53 by refusing limits whose capacity x interval
--- exceeds 2^52 ns (about 52 days).
+-- exceeds 2^52 ns (about 52 days): a state is at most MAXREL ahead of now.
 
 local E9 = 1000000000
+-- The farthest a state may be ahead of now: 2^52 ns, the longest refill
+-- window the store accepts (Go: redis.MaxWindow). The store never writes a
+-- state farther ahead; one that is, is not the store's and is an error.
+local MAXREL = 4503599627370496
+-- Whole seconds ahead past which a state is surely farther than MAXREL;
+-- up to it, ds * E9 + (ns - nsec) is exact and compared with MAXREL.
+local MAXSEC = 4503600
+-- With an explicit time (tests on a fake clock) keys are kept this many ms
+-- longer than their state needs: the fake clock does not move with Redis's,
+-- and an expiry on Redis's clock would reset a bucket the fake clock still
+-- holds in debt. Decisions are the same either way: a state in the past
+-- reads as a full bucket.
+local FAKE_CLOCK_GRACE_MS = 60000
 
 -- Truncated integer division, exact for integers below 2^53 in magnitude
 -- (fmod is exact; the quotient of a multiple is exact).
@@ -44,6 +58,7 @@ local function split(v)
 end
 
 local sec, nsec
+local grace = 0
 if ARGV[1] == '' then
   local t = redis.call('TIME')
   sec, nsec = tonumber(t[1]), tonumber(t[2]) * 1000
@@ -52,6 +67,7 @@ else
   if sec == nil then
     return redis.error_reply('ERR tollgate: bad time argument')
   end
+  grace = FAKE_CLOCK_GRACE_MS
 end
 
 local rel = {}   -- per key index: state - now in ns, at least 0
@@ -76,11 +92,14 @@ for i = 2, #ARGV, 4 do
         return redis.error_reply('ERR tollgate: key ' .. KEYS[k] .. ' does not hold a bucket state')
       end
       local ds = s - sec
-      if ds > 4503599 then
+      if ds > MAXSEC then
         return redis.error_reply('ERR tollgate: state of ' .. KEYS[k] .. ' is too far ahead of now')
       end
-      if ds > -4503599 then
+      if ds > -MAXSEC then
         tat = ds * E9 + (ns - nsec)
+      end
+      if tat > MAXREL then
+        return redis.error_reply('ERR tollgate: state of ' .. KEYS[k] .. ' is too far ahead of now')
       end
       if tat < 0 then
         tat = 0 -- full: tokens that arrived while full were discarded
@@ -124,7 +143,7 @@ for k in pairs(dirty) do
   else
     v = string.format('%d', ns)
   end
-  redis.call('SET', KEYS[k], v, 'PX', div(r + 999999, 1000000))
+  redis.call('SET', KEYS[k], v, 'PX', div(r + 999999, 1000000) + grace)
 end
 
 return out
