@@ -142,7 +142,7 @@ func (s *Server) decide(ctx context.Context, req *rlspb.RateLimitRequest, slots 
 	)
 	for i := range slots {
 		sl := &slots[i]
-		st, over := s.status(sl, out)
+		st := s.status(sl, out)
 		resp.Statuses[i] = st
 		if s.headers && st.CurrentLimit != nil && st.LimitRemaining < minRemaining {
 			minimum, minRemaining = st, st.LimitRemaining
@@ -150,7 +150,7 @@ func (s *Server) decide(ctx context.Context, req *rlspb.RateLimitRequest, slots 
 		if sl.unlimited {
 			continue
 		}
-		if over {
+		if st.Code == rlspb.RateLimitResponse_OVER_LIMIT { // not in shadow mode
 			if sl.quota {
 				failedQuota++
 			} else {
@@ -180,17 +180,17 @@ func (s *Server) decide(ctx context.Context, req *rlspb.RateLimitRequest, slots 
 	return resp, nil
 }
 
-// status is one descriptor's answer, counted; over reports whether it was
-// over its limit (in shadow mode too: the code is then OK).
-func (s *Server) status(sl *slot, out []bucket.Decision) (st *rlspb.RateLimitResponse_DescriptorStatus, over bool) {
+// status is one descriptor's answer, counted. A shadow-mode rule's answer
+// over its limit is counted as over but has the code OK.
+func (s *Server) status(sl *slot, out []bucket.Decision) *rlspb.RateLimitResponse_DescriptorStatus {
 	switch {
 	case sl.unlimited:
-		return &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}, false
+		return &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
 	case sl.rule == nil:
-		return &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}, false
+		return &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
 	}
 	var used, capacity uint64
-	st = &rlspb.RateLimitResponse_DescriptorStatus{CurrentLimit: sl.current}
+	st := &rlspb.RateLimitResponse_DescriptorStatus{CurrentLimit: sl.current}
 	if sl.batch < 0 { // 0 requests per unit: every hit is over, no bucket
 		st.DurationUntilReset = durationpb.New(sl.window)
 	} else {
@@ -204,7 +204,7 @@ func (s *Server) status(sl *slot, out []bucket.Decision) (st *rlspb.RateLimitRes
 		st.LimitRemaining = uint32(min(remaining, math.MaxUint32))
 		st.DurationUntilReset = durationpb.New(d.ResetAfter)
 	}
-	over = sl.counters.count(used, sl.hits, capacity, s.nearRatio)
+	over := sl.counters.count(used, sl.hits, capacity, s.nearRatio)
 	st.Code = rlspb.RateLimitResponse_OK
 	if over {
 		st.Code = rlspb.RateLimitResponse_OVER_LIMIT
@@ -214,7 +214,7 @@ func (s *Server) status(sl *slot, out []bucket.Decision) (st *rlspb.RateLimitRes
 			s.logShadow(sl)
 		}
 	}
-	return st, over
+	return st
 }
 
 // logShadow logs a shadow-mode rule's over-limit decision, at most once per
