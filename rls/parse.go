@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,6 +30,10 @@ const MaxFileBytes = 16 << 20
 // maxNodes bounds the YAML nodes walked per file, aliases expanded, so that
 // a file of nested aliases cannot make the walk exponential.
 const maxNodes = 1 << 20
+
+// maxDepth bounds the nesting of descriptor lists; a request can have no
+// more entries than MaxEntries, so deeper rules could never match.
+const maxDepth = MaxEntries
 
 // LoadOptions tune [Load] and [Parse]. The zero value accepts what envoy
 // ratelimit accepts with its default settings.
@@ -363,23 +368,27 @@ func (p *parser) root(n *yaml.Node) {
 		p.domainAt[domain] = fmt.Sprintf("%s:%d", p.name, domainNode.Line)
 	}
 	if descs != nil {
-		p.descriptors(lvl, domain, "", descs, "descriptors")
+		p.descriptors(lvl, domain, "", descs, "descriptors", 1)
 	}
 }
 
 // descriptors loads one descriptor list into lvl. parentKey is the
 // composite key path above it ("" at the top).
-func (p *parser) descriptors(lvl *level, domain, parentKey string, n *yaml.Node, field string) {
+func (p *parser) descriptors(lvl *level, domain, parentKey string, n *yaml.Node, field string, depth int) {
+	if depth > maxDepth {
+		p.errorf(n, field, "descriptors nested deeper than %d levels", maxDepth)
+		return
+	}
 	firstAt := map[string]int{} // composite key -> line, within this file's list
 	for i, d := range p.list(n, field) {
 		if d = p.resolve(d); d == nil {
 			return
 		}
-		p.descriptor(lvl, domain, parentKey, d, fmt.Sprintf("%s[%d]", field, i), firstAt)
+		p.descriptor(lvl, domain, parentKey, d, fmt.Sprintf("%s[%d]", field, i), firstAt, depth)
 	}
 }
 
-func (p *parser) descriptor(parent *level, domain, parentKey string, n *yaml.Node, path string, firstAt map[string]int) {
+func (p *parser) descriptor(parent *level, domain, parentKey string, n *yaml.Node, path string, firstAt map[string]int, depth int) {
 	var (
 		key, value                string
 		keyNode, rateNode, nested *yaml.Node
@@ -459,7 +468,7 @@ func (p *parser) descriptor(parent *level, domain, parentKey string, n *yaml.Nod
 	}
 	parent.children[composite] = lvl
 	if nested != nil {
-		p.descriptors(lvl, domain, fullKey, nested, path+".descriptors")
+		p.descriptors(lvl, domain, fullKey, nested, path+".descriptors", depth+1)
 	}
 }
 
@@ -546,8 +555,8 @@ func (p *parser) rateLimit(n *yaml.Node, path string, r *Rule) *Rule {
 		}
 		if !lim.IsZero() && p.opts.MaxWindow > 0 {
 			if w := time.Duration(lim.Capacity()) * lim.Interval(); w > p.opts.MaxWindow || w < 0 || lim.Interval() > p.opts.MaxWindow {
-				p.errorf(unitNode, path+".unit", "%d per %s refills over %v, longer than the store holds (%v); use the memory store or a shorter unit",
-					rpu, strings.ToLower(r.Unit.String()), window, p.opts.MaxWindow)
+				p.errorf(unitNode, path+".unit", "%d per %s refills over %s, longer than the %s the store holds; use the memory store or a shorter unit",
+					rpu, strings.ToLower(r.Unit.String()), days(window), days(p.opts.MaxWindow))
 				return nil
 			}
 		}
@@ -555,4 +564,13 @@ func (p *parser) rateLimit(n *yaml.Node, path string, r *Rule) *Rule {
 	}
 	p.cfg.rules = append(p.cfg.rules, r)
 	return r
+}
+
+// days formats a long duration in days, to a tenth ("365 days", "52.1
+// days").
+func days(d time.Duration) string {
+	if d < 48*time.Hour {
+		return d.String()
+	}
+	return strconv.FormatFloat(math.Round(d.Hours()/2.4)/10, 'f', -1, 64) + " days"
 }
