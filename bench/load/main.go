@@ -51,6 +51,7 @@ type options struct {
 	extra    string
 	grpc     string
 	conns    int
+	storePid int
 }
 
 func main() {
@@ -64,6 +65,7 @@ func main() {
 	flag.IntVar(&o.batch, "batch", 100, "takes per batch request in -mode batch; descriptors per call in -mode rls (default 1 there)")
 	flag.StringVar(&o.grpc, "grpc", "", "host:port of an Envoy rate limit service for -mode rls (tollgate's or envoy ratelimit's)")
 	flag.IntVar(&o.conns, "grpc-conns", 4, "gRPC connections the workers share in -mode rls")
+	flag.IntVar(&o.storePid, "store-pid", 0, "process id of the server's store (redis-server), to report its CPU time over the measured window too")
 	flag.IntVar(&o.c, "c", 16, "concurrent workers (connections)")
 	flag.DurationVar(&o.duration, "d", 10*time.Second, "measured duration")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before it")
@@ -119,12 +121,14 @@ func run(o options) error {
 		cancel()
 	}
 	cpu0, _ := cpuSeconds(o.pid)
+	store0, _ := cpuSeconds(o.storePid)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
 	res := drive(ctx, client, o)
 	cancel()
 	elapsed := time.Since(start)
 	cpu1, cpuErr := cpuSeconds(o.pid)
+	store1, storeErr := cpuSeconds(o.storePid)
 
 	lat := res.latencies
 	slices.Sort(lat)
@@ -145,6 +149,9 @@ func run(o options) error {
 	if o.pid != 0 && cpuErr == nil {
 		cpu := cpu1 - cpu0
 		fmt.Printf("server_cpu_seconds=%.2f decisions_per_server_cpu_second=%.0f\n", cpu, decisions/cpu)
+	}
+	if o.storePid != 0 && storeErr == nil {
+		fmt.Printf("store_cpu_seconds=%.2f\n", store1-store0)
 	}
 	if res.firstErr != nil {
 		fmt.Printf("first error: %v\n", res.firstErr)
