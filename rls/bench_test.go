@@ -18,7 +18,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	for i := range reqs {
 		n := strconv.Itoa(i)
 		reqs[i] = &rlspb.RateLimitRequest{Domain: "messaging", Descriptors: []*ratelimitv3.RateLimitDescriptor{
-			desc("message_type=marketing", "to_number="+n), desc("to_number="+n),
+			desc("message_type=marketing", "to_number="+n), desc("to_number=" + n),
 		}}
 	}
 	ctx := context.Background()
