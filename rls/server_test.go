@@ -1,11 +1,14 @@
 package rls
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -408,4 +411,45 @@ func TestHealthAndReflection(t *testing.T) {
 	if r := ts.call(t, "any", desc("k=v")); r.OverallCode != codeOK || r.Statuses[0].CurrentLimit != nil {
 		t.Errorf("empty config: %v", r)
 	}
+}
+
+func TestShadowModeLogs(t *testing.T) {
+	var buf syncBuffer
+	ts := start(t, Options{Logger: slog.New(slog.NewTextHandler(&buf, nil)), Config: mustParse(t, `
+domain: s
+descriptors:
+  - key: k
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`)})
+	for range 5 {
+		if r := ts.call(t, "s", desc("k=a")); r.OverallCode != codeOK {
+			t.Fatalf("shadow mode answered %v", r)
+		}
+	}
+	// Four over-limit decisions, one line: at most one per rule per 10 s.
+	if got := strings.Count(buf.String(), "shadow mode: over the limit"); got != 1 {
+		t.Errorf("%d shadow-mode log lines, want 1:\n%s", got, buf.String())
+	}
+	if !strings.Contains(buf.String(), "key=k") || !strings.Contains(buf.String(), "domain=s") {
+		t.Errorf("log line lacks the rule: %s", buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
