@@ -16,6 +16,10 @@ import (
 // MaxMessageBytes bounds one gRPC request message.
 const MaxMessageBytes = 1 << 20
 
+// streamWorkers is the number of goroutines that run calls; calls beyond
+// it get a goroutine of their own, as without workers.
+const streamWorkers = 64
+
 // serviceName is the full name of envoy's rate limit service, which the
 // health service also reports on.
 const serviceName = "envoy.service.ratelimit.v3.RateLimitService"
@@ -45,6 +49,10 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	gs := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(s.UnaryInterceptor),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		// Calls run on long-lived goroutines whose stacks have already
+		// grown, instead of a new goroutine per call (about 8 % of the
+		// server's CPU went to growing fresh stacks).
+		grpc.NumStreamWorkers(streamWorkers),
 	)
 	s.Register(gs)
 	hs := health.NewServer()
