@@ -101,6 +101,7 @@ func newLimit(n uint32, window time.Duration) (bucket.Limit, error) {
 // with no limit.
 type Config struct {
 	domains map[string]*level
+	order   []string // domains in load order
 	rules   []*Rule
 	files   []string
 }
@@ -125,21 +126,7 @@ func (c *Config) Domains() []string {
 	if c == nil {
 		return nil
 	}
-	seen := map[string]bool{}
-	var out []string
-	for _, r := range c.rules {
-		if !seen[r.Domain] {
-			seen[r.Domain] = true
-			out = append(out, r.Domain)
-		}
-	}
-	for d := range c.domains { // domains with no rule at all
-		if !seen[d] {
-			seen[d] = true
-			out = append(out, d)
-		}
-	}
-	return out
+	return c.order
 }
 
 // Rules lists every rule, in file order.

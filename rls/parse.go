@@ -365,6 +365,7 @@ func (p *parser) root(n *yaml.Node) {
 	if lvl == nil {
 		lvl = &level{children: map[string]*level{}}
 		p.cfg.domains[domain] = lvl
+		p.cfg.order = append(p.cfg.order, domain)
 		p.domainAt[domain] = fmt.Sprintf("%s:%d", p.name, domainNode.Line)
 	}
 	if descs != nil {

@@ -20,7 +20,10 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/tollgate/tollgate/limiter/memory"
 )
 
 const perMinute = `
@@ -452,4 +455,36 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Whatever a client sends, the server answers or refuses it with
+// INVALID_ARGUMENT; it never panics.
+func FuzzShouldRateLimit(f *testing.F) {
+	s := New(Options{Config: mustParse(f, example2, perMinute), Limiter: memory.New(memory.Options{Now: newFakeClock().Now})})
+	for _, r := range []*rlspb.RateLimitRequest{
+		{Domain: "messaging", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("message_type=marketing", "to_number=1"), desc("to_number=1")}, HitsAddend: 3},
+		{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{withHits(desc("k=a"), 1<<62), {Entries: desc("q=1").Entries, Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 7, Unit: typev3.RateLimitUnit_DAY, UnitMultiplier: wrapperspb.UInt32(1 << 31)}}}},
+	} {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req rlspb.RateLimitRequest
+		if proto.Unmarshal(data, &req) != nil {
+			return
+		}
+		resp, err := s.ShouldRateLimit(context.Background(), &req)
+		if err != nil {
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("%v for %v", err, &req)
+			}
+			return
+		}
+		if len(resp.Statuses) != len(req.Descriptors) {
+			t.Fatalf("%d statuses for %d descriptors", len(resp.Statuses), len(req.Descriptors))
+		}
+	})
 }
