@@ -157,4 +157,3 @@ func (p *parser) list(n *yaml.Node, field string) []*yaml.Node {
 	}
 	return n.Content
 }
-
