@@ -22,7 +22,7 @@ func buildRLS(f serveFlags, st quota.Store, store limiter.Limiter, log *slog.Log
 	if f.rlsConfig == "" {
 		return nil, nil, nil
 	}
-	opts := rls.LoadOptions{}
+	opts := rls.LoadOptions{MergeDomains: f.rlsMerge}
 	if st.URL != "memory" {
 		opts.MaxWindow = redisstore.MaxWindow // what the Redis script holds exactly
 	}
@@ -32,14 +32,15 @@ func buildRLS(f serveFlags, st quota.Store, store limiter.Limiter, log *slog.Log
 		return nil, nil, fmt.Errorf("--rls-config: %w", err)
 	}
 	srv := rls.New(rls.Options{
-		Config:          cfg,
-		Limiter:         store,
-		MaxWindow:       opts.MaxWindow,
-		Reload:          load,
-		Logger:          log.With("component", "rls"),
-		Registry:        reg,
-		ResponseHeaders: f.rlsHeaders,
-		ShutdownTimeout: f.shutdownTimeout,
+		Config:           cfg,
+		Limiter:          store,
+		MaxWindow:        opts.MaxWindow,
+		Reload:           load,
+		Logger:           log.With("component", "rls"),
+		Registry:         reg,
+		ResponseHeaders:  f.rlsHeaders,
+		GlobalShadowMode: f.rlsShadow,
+		ShutdownTimeout:  f.shutdownTimeout,
 	})
 	ln, err := net.Listen("tcp", f.grpcListen)
 	if err != nil {

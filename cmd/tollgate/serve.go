@@ -54,6 +54,8 @@ type serveFlags struct {
 	grpcListen      string
 	rlsConfig       string
 	rlsHeaders      bool
+	rlsMerge        bool
+	rlsShadow       bool
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -75,6 +77,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "127.0.0.1:8081", "address of the Envoy rate limit service (gRPC), served when --rls-config is given")
 	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (its *.yaml files, read as is) for the Envoy rate limit service; reloaded on SIGHUP")
+	fs.BoolVar(&f.rlsMerge, "rls-merge-domains", false, "let several --rls-config files add to one domain (envoy ratelimit's MERGE_DOMAIN_CONFIG)")
+	fs.BoolVar(&f.rlsShadow, "rls-shadow-mode", false, "decide and count every Envoy rate limit request but answer OK (envoy ratelimit's SHADOW_MODE), e.g. while migrating")
 	fs.BoolVar(&f.rlsHeaders, "rls-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to Envoy rate limit answers (envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
 	if err := fs.Parse(args); err != nil {
