@@ -37,6 +37,9 @@ import (
 )
 
 type options struct {
+	grpc     string // -mode rls
+	conns    int
+	storePid int
 	url      string
 	pid      int
 	spawn    string
@@ -49,9 +52,6 @@ type options struct {
 	keys     int
 	store    string
 	extra    string
-	grpc     string
-	conns    int
-	storePid int
 }
 
 func main() {
@@ -146,12 +146,12 @@ func run(o options) error {
 		fmt.Printf("latency p50=%v p90=%v p99=%v p99.9=%v max=%v\n",
 			pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 99.9), lat[len(lat)-1])
 	}
+	if o.storePid != 0 && storeErr == nil {
+		fmt.Printf("store_cpu_seconds=%.2f\n", store1-store0)
+	}
 	if o.pid != 0 && cpuErr == nil {
 		cpu := cpu1 - cpu0
 		fmt.Printf("server_cpu_seconds=%.2f decisions_per_server_cpu_second=%.0f\n", cpu, decisions/cpu)
-	}
-	if o.storePid != 0 && storeErr == nil {
-		fmt.Printf("store_cpu_seconds=%.2f\n", store1-store0)
 	}
 	if res.firstErr != nil {
 		fmt.Printf("first error: %v\n", res.firstErr)
