@@ -89,8 +89,8 @@ func (s *Server) override(sl *slot, i int, o *ratelimitv3.RateLimitDescriptor_Ra
 	}
 	if !lim.IsZero() && s.maxWindow > 0 {
 		if w := time.Duration(lim.Capacity()) * lim.Interval(); w > s.maxWindow || w < 0 {
-			return status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %d per %v refills over %v, longer than the store holds (%v)",
-				i, o.GetRequestsPerUnit(), window, window, s.maxWindow)
+			return status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %d per %s refills over longer than the %s the store holds",
+				i, o.GetRequestsPerUnit(), days(window), days(s.maxWindow))
 		}
 	}
 	sl.limit, sl.current, sl.window = lim, current, window

@@ -120,6 +120,9 @@ func TestLimitOverride(t *testing.T) {
 		if status.Code(err) != codes.InvalidArgument {
 			t.Errorf("override unit %v: %v, want InvalidArgument", u, err)
 		}
+		if u == typev3.RateLimitUnit_YEAR && !strings.Contains(err.Error(), "3 per 365 days refills over longer than the 52 days the store holds") {
+			t.Errorf("override of a year: %v", err)
+		}
 	}
 	// unit_multiplier stretches the window: 2 per 2 seconds.
 	d := desc("k=m")
