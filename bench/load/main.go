@@ -1,5 +1,7 @@
 // Command load is tollgate's load generator. It drives a `tollgate serve`
-// through the native API, its batch endpoint or the AWS JSON path, closed
+// through the native API, its batch endpoint, the AWS JSON path or Envoy's
+// rate limit protocol over gRPC (-mode rls, which drives envoy ratelimit
+// just as well: -grpc ADDR -pid PID), closed
 // loop (each of c workers sends its next request when the last one is
 // answered) or paced at a fixed total rate, and reports decisions per
 // second, latency percentiles and, when it knows the server's process,
@@ -41,6 +43,9 @@ import (
 )
 
 type options struct {
+	grpc     string // -mode rls
+	conns    int
+	storePid int
 	url      string
 	pid      int
 	spawn    string
@@ -63,8 +68,11 @@ func main() {
 	flag.StringVar(&o.spawn, "spawn", "", "path of a tollgate binary to start on a free port")
 	flag.StringVar(&o.store, "store", "memory", "--store for a spawned server")
 	flag.StringVar(&o.extra, "serve-args", "", "more flags for a spawned server, space-separated (e.g. \"--store-pipelines 1\")")
-	flag.StringVar(&o.mode, "mode", "take", "take (POST /v1/take), batch (POST /v1/take/batch) or aws (AWS JSON 1.1 at /)")
-	flag.IntVar(&o.batch, "batch", 100, "takes per batch request in -mode batch")
+	flag.StringVar(&o.mode, "mode", "take", "take (POST /v1/take), batch (POST /v1/take/batch), aws (AWS JSON 1.1 at /) or rls (Envoy's ShouldRateLimit over gRPC)")
+	flag.IntVar(&o.batch, "batch", 100, "takes per batch request in -mode batch; descriptors per call in -mode rls (default 1 there)")
+	flag.StringVar(&o.grpc, "grpc", "", "host:port of an Envoy rate limit service for -mode rls (tollgate's or envoy ratelimit's)")
+	flag.IntVar(&o.conns, "grpc-conns", 4, "gRPC connections the workers share in -mode rls")
+	flag.IntVar(&o.storePid, "store-pid", 0, "process id of the server's store (redis-server), to report its CPU time over the measured window too")
 	flag.IntVar(&o.c, "c", 16, "concurrent workers (connections)")
 	flag.DurationVar(&o.duration, "d", 10*time.Second, "measured duration")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before it")
@@ -72,6 +80,11 @@ func main() {
 	flag.IntVar(&o.keys, "keys", 10000, "distinct accounts the takes spread over")
 	flag.IntVar(&o.padBody, "pad-body", 0, "in -mode batch, pad each body with whitespace to this many bytes (e.g. 1048576, the default --max-body)")
 	flag.Parse()
+	batchSet := false
+	flag.Visit(func(f *flag.Flag) { batchSet = batchSet || f.Name == "batch" })
+	if o.mode == "rls" && !batchSet {
+		o.batch = 1
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
@@ -83,9 +96,9 @@ func run(o options) error {
 		return errors.New("-c, -keys, -batch and -d must be positive")
 	}
 	switch o.mode {
-	case "take", "batch", "aws":
+	case "take", "batch", "aws", "rls":
 	default:
-		return fmt.Errorf("-mode %q: want take, batch or aws", o.mode)
+		return fmt.Errorf("-mode %q: want take, batch, aws or rls", o.mode)
 	}
 	if o.spawn != "" {
 		stop, err := spawn(&o)
@@ -94,7 +107,13 @@ func run(o options) error {
 		}
 		defer stop()
 	}
-	if o.url == "" {
+	if o.mode == "rls" {
+		closeConns, err := dialRLS(o.grpc, o.conns)
+		if err != nil {
+			return err
+		}
+		defer closeConns()
+	} else if o.url == "" {
 		return errors.New("give -url or -spawn")
 	}
 	client := &http.Client{Transport: &http.Transport{
@@ -110,17 +129,19 @@ func run(o options) error {
 		cancel()
 	}
 	cpu0, _ := cpuSeconds(o.pid)
+	store0, _ := cpuSeconds(o.storePid)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
 	res := drive(ctx, client, o)
 	cancel()
 	elapsed := time.Since(start)
 	cpu1, cpuErr := cpuSeconds(o.pid)
+	store1, storeErr := cpuSeconds(o.storePid)
 
 	lat := res.latencies
 	slices.Sort(lat)
 	perReq := 1
-	if o.mode == "batch" {
+	if o.mode == "batch" || o.mode == "rls" {
 		perReq = o.batch
 	}
 	decisions := float64(res.ok * perReq)
@@ -132,6 +153,9 @@ func run(o options) error {
 	if len(lat) > 0 {
 		fmt.Printf("latency p50=%v p90=%v p99=%v p99.9=%v max=%v\n",
 			pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 99.9), lat[len(lat)-1])
+	}
+	if o.storePid != 0 && storeErr == nil {
+		fmt.Printf("store_cpu_seconds=%.2f\n", store1-store0)
 	}
 	if o.pid != 0 && cpuErr == nil {
 		cpu := cpu1 - cpu0
@@ -192,7 +216,12 @@ func drive(ctx context.Context, client *http.Client, o options) result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := worker(ctx, client, o, w, interval)
+			var r result
+			if o.mode == "rls" {
+				r = rlsWorker(ctx, rlsClients[w%len(rlsClients)], o, w, interval)
+			} else {
+				r = worker(ctx, client, o, w, interval)
+			}
 			mu.Lock()
 			total.ok += r.ok
 			total.errs += r.errs
@@ -343,6 +372,12 @@ func cpuSeconds(pid int) (float64, error) {
 // o.pid; the returned function stops it.
 func spawn(o *options) (func(), error) {
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", o.store}, strings.Fields(o.extra)...)
+	if o.mode == "rls" {
+		args = append(args, "--grpc-listen", "127.0.0.1:0")
+		if !strings.Contains(o.extra, "--rls-config") {
+			args = append(args, "--rls-config", "bench/rls") // run from the repository's root
+		}
+	}
 	cmd := exec.Command(o.spawn, args...)
 	cmd.Stdout = os.Stderr
 	stderr, err := cmd.StderrPipe()
@@ -352,7 +387,10 @@ func spawn(o *options) (func(), error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	addrRe := regexp.MustCompile(`addr=(\S+)`)
+	addrRe := regexp.MustCompile(`msg=listening addr=(\S+)`)
+	if o.mode == "rls" {
+		addrRe = regexp.MustCompile(`msg="envoy rate limit service listening" addr=(\S+)`)
+	}
 	sc := bufio.NewScanner(stderr)
 	found := make(chan string, 1)
 	go func() {
@@ -368,6 +406,9 @@ func spawn(o *options) (func(), error) {
 	select {
 	case addr := <-found:
 		o.url = "http://" + addr
+		if o.mode == "rls" {
+			o.grpc, o.url = addr, ""
+		}
 		o.pid = cmd.Process.Pid
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()

@@ -53,6 +53,11 @@ type serveFlags struct {
 	storePipelines  int
 	drainDelay      time.Duration
 	cpuProfile      string
+	grpcListen      string
+	rlsConfig       string
+	rlsHeaders      bool
+	rlsMerge        bool
+	rlsShadow       bool
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -74,6 +79,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
+	fs.StringVar(&f.grpcListen, "grpc-listen", "127.0.0.1:8081", "address of the Envoy rate limit service (gRPC), served when --rls-config is given")
+	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (its *.yaml files, read as is) for the Envoy rate limit service; reloaded on SIGHUP")
+	fs.BoolVar(&f.rlsMerge, "rls-merge-domains", false, "let several --rls-config files add to one domain (envoy ratelimit's MERGE_DOMAIN_CONFIG)")
+	fs.BoolVar(&f.rlsShadow, "rls-shadow-mode", false, "decide and count every Envoy rate limit request but answer OK (envoy ratelimit's SHADOW_MODE), e.g. while migrating")
+	fs.BoolVar(&f.rlsHeaders, "rls-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to Envoy rate limit answers (envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -292,6 +302,11 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 	if err != nil {
 		return err
 	}
+	rlsSrv, rlsLn, err := buildRLS(f, st, store, log, reg)
+	if err != nil {
+		return err
+	}
+	defer runRLS(ctx, rlsSrv, rlsLn, log)()
 	srv := &http.Server{
 		Handler:           g,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -320,6 +335,9 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 		case <-hup:
 			log.Info("SIGHUP: reloading config", "config", configName)
 			g.Reload() // logs its own outcome; a bad config keeps the old one
+			if rlsSrv != nil {
+				rlsSrv.Reload() // the same
+			}
 		case <-ctx.Done():
 			stopSignals() // a second SIGTERM or SIGINT now kills the process
 			g.SetReady(false)

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Side by side: tollgate's Envoy rate limit service and envoy ratelimit's,
+# in one run, on one throwaway redis-server, with the same config
+# (bench/rls/load.yaml: 50/s per account, 10,000 accounts) and the same
+# client (bench/load -mode rls), closed loop at c = 16 and 64. Reports
+# decisions/s, latency, decisions per server CPU-second, and the CPU of
+# Redis over the same window.
+#
+#   PEER=/path/to/ratelimit bash bench/rls.sh
+#
+# PEER is envoy ratelimit built from its public source (not kept in this
+# repository):  git clone https://github.com/envoyproxy/ratelimit &&
+#               (cd ratelimit && go build -o /tmp/ratelimit ./src/service_cmd)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+D=${D:-10s}
+: "${PEER:?set PEER to an envoy ratelimit binary}"
+tmp=$(mktemp -d)
+go build -o "$tmp/tollgate" ./cmd/tollgate
+go build -o "$tmp/load" ./bench/load
+free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; return 1; }
+
+rport=$(free)
+redis-server --bind 127.0.0.1 --port "$rport" --save "" --appendonly no >/dev/null &
+rpid=$!
+pids=("$rpid")
+trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
+wait_port "$rport"
+
+# envoy ratelimit reads RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config/*.yaml.
+mkdir -p "$tmp/runtime/ratelimit/config"
+cp bench/rls/load.yaml "$tmp/runtime/ratelimit/config/"
+
+measure() { # name grpc-port server-pid c
+  echo "## $1 c=$4"
+  "$tmp/load" -mode rls -grpc "127.0.0.1:$2" -pid "$3" -store-pid "$rpid" -c "$4" -d "$D" | grep -v '^first error' || true
+  echo
+}
+
+for c in 16 64; do
+  gport=$(free)
+  "$tmp/tollgate" serve --listen "127.0.0.1:$(free)" --store "redis://127.0.0.1:$rport/0" \
+    --rls-config bench/rls --grpc-listen "127.0.0.1:$gport" --log-level warn &
+  tpid=$!; pids+=("$tpid")
+  wait_port "$gport"
+  measure tollgate "$gport" "$tpid" "$c"
+  kill "$tpid"; wait "$tpid" 2>/dev/null || true
+
+  gport=$(free)
+  env USE_STATSD=false LOG_LEVEL=warn BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" \
+    RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
+    HOST=127.0.0.1 PORT="$(free)" DEBUG_HOST=127.0.0.1 DEBUG_PORT="$(free)" GRPC_HOST=127.0.0.1 GRPC_PORT="$gport" \
+    "$PEER" >"$tmp/peer.log" 2>&1 &
+  ppid_=$!; pids+=("$ppid_")
+  wait_port "$gport"
+  measure "envoy ratelimit" "$gport" "$ppid_" "$c"
+  kill "$ppid_"; wait "$ppid_" 2>/dev/null || true
+done
