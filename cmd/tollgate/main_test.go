@@ -116,7 +116,7 @@ func TestMain(m *testing.M) {
 }
 
 // server is a `tollgate serve` process under test.
-type server struct {
+type serveProc struct {
 	cmd  *exec.Cmd
 	addr string
 	logs chan string
@@ -124,13 +124,13 @@ type server struct {
 
 // startServer starts `tollgate serve` on a random port and waits for its
 // "listening" log line.
-func startServer(t *testing.T, args ...string) *server {
+func startServer(t *testing.T, args ...string) *serveProc {
 	t.Helper()
 	return startServerEnv(t, nil, args...)
 }
 
 // startServerEnv is startServer with extra environment variables.
-func startServerEnv(t *testing.T, env []string, args ...string) *server {
+func startServerEnv(t *testing.T, env []string, args ...string) *serveProc {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
@@ -141,7 +141,7 @@ func startServerEnv(t *testing.T, env []string, args ...string) *server {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, logs: make(chan string, 100)}
+	s := &serveProc{cmd: cmd, logs: make(chan string, 100)}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	sc := bufio.NewScanner(stderr)
 	addrRe := regexp.MustCompile(`msg=listening addr=(\S+)`)
@@ -169,7 +169,7 @@ func startServerEnv(t *testing.T, env []string, args ...string) *server {
 }
 
 // waitLog waits for a log line containing substr.
-func (s *server) waitLog(t *testing.T, substr string) string {
+func (s *serveProc) waitLog(t *testing.T, substr string) string {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {

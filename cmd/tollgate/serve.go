@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/gateway"
@@ -35,7 +36,8 @@ func serveCommand() command {
 	}
 }
 
-// serveFlags are the settings of `tollgate serve`.
+// serveFlags are the settings of `tollgate serve`. Every flag is declared
+// here and registered in define, nowhere else.
 type serveFlags struct {
 	listen          string
 	configPath      string
@@ -53,10 +55,8 @@ type serveFlags struct {
 	cpuProfile      string
 }
 
-func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f serveFlags
+// define registers every flag of `tollgate serve` on fs, with its default.
+func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&f.configPath, "config", "", "quota config `FILE` (YAML); default: the built-in ecs and cloudmap presets")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
@@ -71,6 +71,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
+}
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f serveFlags
+	f.define(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -78,12 +85,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	if err := serve(ctx, stop, f, hup, stderr); err != nil {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	// After the first SIGTERM or SIGINT, a second one kills the process.
+	stopSignals := func() { signal.Reset(syscall.SIGTERM, syscall.SIGINT) }
+	if err := serve(context.Background(), f, sigs, stopSignals, stderr); err != nil {
 		fmt.Fprintln(stderr, "tollgate serve:", err)
 		return 1
 	}
@@ -103,14 +110,6 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
-}
-
-// loadConfig reads the config file, or returns the built-in defaults.
-func loadConfig(path string) (*quota.Config, error) {
-	if path == "" {
-		return quota.Default(), nil
-	}
-	return quota.Load(path)
 }
 
 func adminToken(file string) (string, error) {
@@ -206,9 +205,12 @@ func openStore(ctx context.Context, st quota.Store, denyCache bool, pipelines in
 	return store, func() { store.Close() }, nil
 }
 
-// serve runs the server until ctx ends, then shuts down gracefully.
-// Each value on hup reloads the config.
-func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.Signal, logOut io.Writer) error {
+// serve builds the server from f and runs it until a SIGTERM or SIGINT
+// arrives on sigs (or ctx ends), then shuts it down in two phases. A
+// SIGHUP on sigs reloads the config. stopSignals is called when shutdown
+// starts, so that a second signal kills the process. serve returns only
+// once every goroutine it started has stopped.
+func serve(ctx context.Context, f serveFlags, sigs <-chan os.Signal, stopSignals func(), logOut io.Writer) error {
 	log, err := newLogger(logOut, f.logFormat, f.logLevel)
 	if err != nil {
 		return err
@@ -223,43 +225,76 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 		}
 		defer func() { pprof.StopCPUProfile(); pf.Close() }()
 	}
-	cfg, err := loadConfig(f.configPath)
+	// stopping ends when shutdown starts; config reads in progress end
+	// with it.
+	stopping, startShutdown := context.WithCancel(ctx)
+	defer startShutdown()
+	s, err := build(stopping, f, log)
 	if err != nil {
 		return err
 	}
+	defer s.close()
+	return s.run(stopping, startShutdown, sigs, stopSignals)
+}
+
+// server is a built `tollgate serve`: config, store, gateway and listener,
+// ready to run.
+type server struct {
+	f          serveFlags
+	log        *slog.Logger
+	gw         *gateway.Gateway
+	srv        *http.Server
+	ln         net.Listener
+	sweep      *memory.Store // the memory store to sweep; nil with Redis
+	configName string
+	close      func() // closes the store, after run has returned
+}
+
+// build loads the config, opens the store, and makes the gateway and the
+// listener. ctx bounds the config reads of later reloads.
+func build(ctx context.Context, f serveFlags, log *slog.Logger) (*server, error) {
+	cfg, err := loadConfig(ctx, f.configPath)
+	if err != nil {
+		return nil, err
+	}
 	token, err := adminToken(f.adminTokenFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	st, err := storeSettings(f, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := fitsStore(cfg, st); err != nil {
-		return err
+		return nil, err
 	}
 	if f.storePipelines < 0 {
-		return fmt.Errorf("--store-pipelines %d must not be negative", f.storePipelines)
+		return nil, fmt.Errorf("--store-pipelines %d must not be negative", f.storePipelines)
 	}
 	store, closeStore, err := openStore(ctx, st, f.denyCache, f.storePipelines, log, reg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer closeStore()
-	lastStore := cfg.Store()
+	s := &server{f: f, log: log, close: closeStore, configName: f.configPath}
+	if s.configName == "" {
+		s.configName = "built-in presets"
+	}
 	if ms, ok := store.(*memory.Store); ok {
-		go sweepEvery(ctx, ms, 10*time.Second)
+		s.sweep = ms
 	}
-	g, err := gateway.New(gateway.Options{
+	lastStore := cfg.Store()
+	s.gw, err = gateway.New(gateway.Options{
 		Config:     cfg,
 		Limiter:    store,
 		Logger:     log,
 		Registry:   reg,
 		AdminToken: token,
+		// Reload serves SIGHUP and /v1/admin/reload; the gateway runs one
+		// at a time.
 		Reload: func() (*quota.Config, error) {
-			next, err := loadConfig(f.configPath)
+			next, err := loadConfig(ctx, f.configPath)
 			if err != nil {
 				return nil, err
 			}
@@ -275,10 +310,11 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 		MaxBodyBytes: f.maxBody,
 	})
 	if err != nil {
-		return err
+		closeStore()
+		return nil, err
 	}
-	srv := &http.Server{
-		Handler:           g,
+	s.srv = &http.Server{
+		Handler:           s.gw,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -286,47 +322,112 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return err
+	if s.ln, err = net.Listen("tcp", f.listen); err != nil {
+		closeStore()
+		return nil, err
 	}
-	configName := f.configPath
-	if configName == "" {
-		configName = "built-in presets"
-	}
-	log.Info("listening", "addr", ln.Addr().String(), "config", configName, "store", redactURL(st.URL), "admin", token != "")
+	log.Info("listening", "addr", s.ln.Addr().String(), "config", s.configName, "store", redactURL(st.URL), "admin", token != "")
+	return s, nil
+}
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	for {
-		select {
-		case err := <-errc:
-			return err
-		case <-hup:
-			log.Info("SIGHUP: reloading config", "config", configName)
-			g.Reload() // logs its own outcome; a bad config keeps the old one
-		case <-ctx.Done():
-			stopSignals() // a second SIGTERM or SIGINT now kills the process
-			g.SetReady(false)
-			if f.drainDelay > 0 {
-				log.Info("draining: /readyz answers 503", "delay", f.drainDelay)
-				time.Sleep(f.drainDelay)
+// run serves until stopping ends (startShutdown ends it on SIGTERM or
+// SIGINT) or a goroutine fails, then shuts down in two phases:
+//
+//  1. drain: /readyz answers 503 while requests are still served for
+//     --drain-delay, so load balancers stop sending traffic;
+//  2. stop: the listener closes, in-flight requests get up to
+//     --shutdown-timeout to finish, then the background work (sweeper)
+//     stops.
+//
+// Every goroutine (signals, reload worker, sweeper, HTTP server, shutdown)
+// runs in one errgroup; run returns once all have stopped, with the first
+// error. Reloads run in their own worker, never on the signal path, so a
+// reload that hangs cannot delay shutdown.
+func (s *server) run(stopping context.Context, startShutdown context.CancelFunc, sigs <-chan os.Signal, stopSignals func()) error {
+	grp, failed := errgroup.WithContext(stopping)
+	background, stopBackground := context.WithCancel(context.Background())
+	defer stopBackground()
+	reloads := make(chan struct{}, 1)
+	served := make(chan struct{}) // closed when the HTTP server has returned
+
+	grp.Go(func() error { // signals
+		for {
+			select {
+			case <-failed.Done():
+				return nil
+			case sig := <-sigs:
+				if sig == syscall.SIGHUP {
+					select {
+					case reloads <- struct{}{}:
+						s.log.Info("SIGHUP: reloading config", "config", s.configName)
+					default:
+						s.log.Info("SIGHUP: a reload is already pending", "config", s.configName)
+					}
+					continue
+				}
+				s.log.Info("signal received: shutting down", "signal", sig.String())
+				startShutdown()
+				return nil
 			}
-			log.Info("shutting down: finishing in-flight requests", "timeout", f.shutdownTimeout)
-			sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
-			err := srv.Shutdown(sctx)
-			cancel()
-			if errors.Is(err, context.DeadlineExceeded) {
-				srv.Close()
-				return fmt.Errorf("in-flight requests still running after %v; closed them", f.shutdownTimeout)
-			}
-			if err != nil {
-				return err
-			}
-			log.Info("stopped")
-			return nil
 		}
+	})
+	grp.Go(func() error { // reload worker
+		for {
+			select {
+			case <-failed.Done():
+				return nil
+			case <-reloads:
+				s.gw.Reload() // logs its own outcome; a bad config keeps the old one
+			}
+		}
+	})
+	if s.sweep != nil {
+		grp.Go(func() error {
+			sweepEvery(background, s.sweep, 10*time.Second)
+			return nil
+		})
 	}
+	grp.Go(func() error { // HTTP server
+		defer close(served)
+		if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serving: %w", err)
+		}
+		return nil
+	})
+	grp.Go(func() error { // two-phase shutdown
+		defer stopBackground()
+		<-failed.Done()
+		startShutdown() // ends a config read in progress
+		stopSignals()   // a second SIGTERM or SIGINT now kills the process
+		// Phase 1: drain.
+		s.gw.SetReady(false)
+		if s.f.drainDelay > 0 {
+			s.log.Info("draining: /readyz answers 503", "delay", s.f.drainDelay)
+			t := time.NewTimer(s.f.drainDelay)
+			select {
+			case <-t.C:
+			case <-served: // nothing left to drain
+			}
+			t.Stop()
+		}
+		// Phase 2: stop.
+		s.log.Info("shutting down: finishing in-flight requests", "timeout", s.f.shutdownTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), s.f.shutdownTimeout)
+		defer cancel()
+		if err := s.srv.Shutdown(sctx); err != nil {
+			s.srv.Close()
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("in-flight requests still running after %v; closed them", s.f.shutdownTimeout)
+			}
+			return err
+		}
+		return nil
+	})
+	err := grp.Wait()
+	if err == nil {
+		s.log.Info("stopped")
+	}
+	return err
 }
 
 // redactURL hides the passwords of a store URL (its user info and any
