@@ -27,32 +27,30 @@ func loadConfig(ctx context.Context, path string) (*quota.Config, error) {
 	if path == "" {
 		return quota.Default(), nil
 	}
-	data, err := readConfigFile(ctx, path, maxConfigBytes, configReadTimeout)
+	data, err := readBounded(ctx, "config", path, maxConfigBytes, configReadTimeout)
 	if err != nil {
 		return nil, err
 	}
 	return quota.Parse(path, data)
 }
 
-// readConfigFile reads the file at path, refusing one of more than limit
-// bytes and giving up after timeout or when ctx ends. The file is opened
+// readBounded reads the file at path, refusing one of more than limit
+// bytes and giving up after timeout or when ctx ends; what names the file
+// in errors. The file is opened
 // non-blocking, so a FIFO without a writer does not hang the open, and a
 // read from a FIFO or socket ends at the deadline.
-func readConfigFile(ctx context.Context, path string, limit int64, timeout time.Duration) ([]byte, error) {
+func readBounded(ctx context.Context, what, path string, limit int64, timeout time.Duration) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer f.Close()
-	tooLarge := func(what string) error {
-		return fmt.Errorf("config %s: %s, more than the %d MiB a config file may have", path, what, limit>>20)
-	}
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if fi.Mode().IsRegular() && fi.Size() > limit {
-		return nil, tooLarge(fmt.Sprintf("%d bytes", fi.Size()))
+		return nil, fmt.Errorf("%s %s is too large: %d bytes, more than the %s allowed", what, path, fi.Size(), byteSize(limit))
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -66,16 +64,27 @@ func readConfigFile(ctx context.Context, path string, limit int64, timeout time.
 	defer stop()
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if int64(len(data)) > limit {
-		return nil, tooLarge("larger than that")
+		return nil, fmt.Errorf("%s %s is too large: more than the %s allowed", what, path, byteSize(limit))
 	}
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			if parent.Err() != nil {
-				return nil, fmt.Errorf("config %s: reading stopped: shutting down: %w", path, err)
+				return nil, fmt.Errorf("%s %s: reading stopped: shutting down: %w", what, path, err)
 			}
-			return nil, fmt.Errorf("config %s: reading took longer than %v: %w", path, timeout, err)
+			return nil, fmt.Errorf("%s %s: reading took longer than %v: %w", what, path, timeout, err)
 		}
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return data, nil
+}
+
+// byteSize formats n bytes for messages: "4 MiB", "4 KiB", "100 bytes".
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -112,17 +112,32 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-func adminToken(file string) (string, error) {
+// maxTokenBytes bounds the admin token file.
+const maxTokenBytes = 4 << 10
+
+// adminToken returns the admin bearer token from the file, else from
+// $TOLLGATE_ADMIN_TOKEN, with surrounding whitespace (a trailing newline)
+// trimmed from either; "" when neither is set. A token that is empty
+// after trimming is an error: it would lock everyone out without a word.
+func adminToken(ctx context.Context, file string) (string, error) {
 	if file == "" {
-		return os.Getenv("TOLLGATE_ADMIN_TOKEN"), nil
+		env, ok := os.LookupEnv("TOLLGATE_ADMIN_TOKEN")
+		if !ok {
+			return "", nil
+		}
+		tok := strings.TrimSpace(env)
+		if tok == "" {
+			return "", errors.New("TOLLGATE_ADMIN_TOKEN is set but empty (after trimming whitespace); unset it to disable the admin endpoints")
+		}
+		return tok, nil
 	}
-	b, err := os.ReadFile(file)
+	b, err := readBounded(ctx, "--admin-token-file", file, maxTokenBytes, configReadTimeout)
 	if err != nil {
-		return "", fmt.Errorf("--admin-token-file: %w", err)
+		return "", err
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", fmt.Errorf("--admin-token-file %s is empty", file)
+		return "", fmt.Errorf("--admin-token-file %s is empty (after trimming whitespace)", file)
 	}
 	return tok, nil
 }
@@ -257,7 +272,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*server, error)
 	if err != nil {
 		return nil, err
 	}
-	token, err := adminToken(f.adminTokenFile)
+	token, err := adminToken(ctx, f.adminTokenFile)
 	if err != nil {
 		return nil, err
 	}
