@@ -141,7 +141,7 @@ func startServerEnv(t *testing.T, env []string, args ...string) *serveProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &serveProc{cmd: cmd, logs: make(chan string, 100)}
+	s := &serveProc{cmd: cmd, logs: make(chan string, 100_000)} // never full in a test: a dropped line would be a missed one
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	sc := bufio.NewScanner(stderr)
 	addrRe := regexp.MustCompile(`msg=listening addr=(\S+)`)
