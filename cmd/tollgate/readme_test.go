@@ -14,7 +14,6 @@ import (
 // demoStep is one curl command of the README's "Try it" block and the
 // answer the README promises for it (the comment lines that follow it).
 type demoStep struct {
-	headers bool   // curl -i: the promise includes the status line and headers
 	path    string // the URL's path
 	body    string // the -d data
 	promise []string
@@ -48,7 +47,7 @@ func readmeDemo(t *testing.T) []demoStep {
 			if m == nil {
 				t.Fatalf("README curl command not in the form this test runs: %s", line)
 			}
-			steps = append(steps, demoStep{headers: m[1] == "i", path: m[2], body: m[3]})
+			steps = append(steps, demoStep{path: m[2], body: m[3]})
 			inPromise = true
 		case inPromise && strings.HasPrefix(line, "# "):
 			if p := strings.TrimPrefix(line, "# "); p != "…" {

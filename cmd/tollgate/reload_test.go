@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -224,4 +225,120 @@ func httpPost(url, token string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestServeRunsAndStopsInProcess drives serve through its signal channel:
+// a SIGHUP reloads in the worker, a SIGTERM shuts down, stopSignals is
+// called once shutdown starts, and serve returns nil only after the
+// server has stopped (the race detector watches its goroutines).
+func TestServeRunsAndStopsInProcess(t *testing.T) {
+	var f serveFlags
+	fs := newFlagSet("serve")
+	f.define(fs)
+	if err := fs.Parse([]string{"--listen", "127.0.0.1:0", "--config", writeConfig(t, "services:\n  - preset: ecs\n")}); err != nil {
+		t.Fatal(err)
+	}
+	sigs := make(chan os.Signal, 2)
+	var logs syncBuffer
+	stopped := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(context.Background(), f, sigs, func() { close(stopped) }, &logs)
+	}()
+	waitFor(t, &logs, "msg=listening")
+	sigs <- syscall.SIGHUP
+	waitFor(t, &logs, "config reloaded")
+	sigs <- syscall.SIGTERM
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v\n%s", err, logs.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve still running 60 s after SIGTERM:\n%s", logs.String())
+	}
+	select {
+	case <-stopped:
+	default:
+		t.Error("stopSignals was not called")
+	}
+	if !strings.Contains(logs.String(), "msg=stopped") {
+		t.Errorf("no \"stopped\" log line:\n%s", logs.String())
+	}
+}
+
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "tollgate.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitFor polls the logs for substr, for up to 30 s.
+func waitFor(t *testing.T, logs *syncBuffer, substr string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), substr); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the logs within 30 s:\n%s", substr, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestServeRunStopsEverythingWhenTheServerFails: when one goroutine of run
+// fails (here the HTTP server, its listener closed under it), the others
+// stop and run returns that error instead of waiting for a signal.
+func TestServeRunStopsEverythingWhenTheServerFails(t *testing.T) {
+	var f serveFlags
+	fs := newFlagSet("serve")
+	f.define(fs)
+	if err := fs.Parse([]string{"--listen", "127.0.0.1:0", "--drain-delay", "1h"}); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	log, err := newLogger(&logs, "text", "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopping, startShutdown := context.WithCancel(context.Background())
+	defer startShutdown()
+	s, err := build(stopping, f, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	s.ln.Close()
+	done := make(chan error, 1)
+	go func() { done <- s.run(stopping, startShutdown, make(chan os.Signal), func() {}) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "serving:") {
+			t.Fatalf("run: %v; want the server's error", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("run still going 60 s after its server failed (the drain delay must not hold it):\n%s", logs.String())
+	}
+	if stopping.Err() == nil {
+		t.Error("a failed goroutine did not start shutdown")
+	}
 }
