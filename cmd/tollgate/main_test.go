@@ -116,7 +116,7 @@ func TestMain(m *testing.M) {
 }
 
 // server is a `tollgate serve` process under test.
-type serveProc struct {
+type server struct {
 	cmd  *exec.Cmd
 	addr string
 	logs chan string
@@ -124,13 +124,13 @@ type serveProc struct {
 
 // startServer starts `tollgate serve` on a random port and waits for its
 // "listening" log line.
-func startServer(t *testing.T, args ...string) *serveProc {
+func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
 	return startServerEnv(t, nil, args...)
 }
 
 // startServerEnv is startServer with extra environment variables.
-func startServerEnv(t *testing.T, env []string, args ...string) *serveProc {
+func startServerEnv(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(environWithout("TOLLGATE_ADMIN_TOKEN"), env...)
@@ -141,7 +141,7 @@ func startServerEnv(t *testing.T, env []string, args ...string) *serveProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &serveProc{cmd: cmd, logs: make(chan string, 100_000)} // never full in a test: a dropped line would be a missed one
+	s := &server{cmd: cmd, logs: make(chan string, 100_000)} // never full in a test: a dropped line would be a missed one
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	sc := bufio.NewScanner(stderr)
 	addrRe := regexp.MustCompile(`msg=listening addr=(\S+)`)
@@ -169,7 +169,7 @@ func startServerEnv(t *testing.T, env []string, args ...string) *serveProc {
 }
 
 // waitLog waits for a log line containing substr.
-func (s *serveProc) waitLog(t *testing.T, substr string) string {
+func (s *server) waitLog(t *testing.T, substr string) string {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,10 +26,8 @@ import (
 // what one cluster-read bucket admits, 50 plus what refills meanwhile.
 func TestTwoServeNodesShareOneBucket(t *testing.T) {
 	rs := redistest.Start(t)
-	// A wide store timeout: on a loaded machine a 50 ms one fires and the
-	// failure policy, not Redis, decides.
-	a := startServer(t, "--store", rs.URL(), "--store-timeout", "10s")
-	b := startServer(t, "--store", rs.URL(), "--store-timeout", "10s")
+	a := startServer(t, "--store", rs.URL())
+	b := startServer(t, "--store", rs.URL())
 	client := func(addr string) *ecs.Client {
 		return ecs.New(ecs.Options{
 			Region:       "us-east-1",
@@ -65,24 +62,21 @@ func TestTwoServeNodesShareOneBucket(t *testing.T) {
 	}
 }
 
-// TestThreeServeNodesAreGloballyExact hammers one bucket (50 burst, 50
+// TestThreeServeNodesAreGloballyExact hammers one bucket (100 burst, 1,000
 // per second) through three `tollgate serve` processes on one Redis for
 // 3 s: together they admit no more than capacity + rate·T, and at least
-// 95 % of it. The rate is low so that twelve clients keep the bucket
-// empty even on a loaded machine (each needs a round trip under about
-// 150 ms); a token not taken at once waits in the bucket, so slow rounds
-// cost nothing.
+// 95 % of it.
 func TestThreeServeNodesAreGloballyExact(t *testing.T) {
 	rs := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
 	os.WriteFile(cfg, []byte(`services:
   - name: bench
     categories:
-      - {name: hot, capacity: 50, refill_per_second: 50, actions: [Hit]}
+      - {name: hot, capacity: 100, refill_per_second: 1000, actions: [Hit]}
 `), 0o644)
 	var addrs []string
 	for range 3 {
-		addrs = append(addrs, startServer(t, "--config", cfg, "--store", rs.URL(), "--store-timeout", "10s").addr)
+		addrs = append(addrs, startServer(t, "--config", cfg, "--store", rs.URL()).addr)
 	}
 	const body = `{"service":"bench","account":"shared","region":"us-east-1","action":"Hit"}`
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
@@ -130,8 +124,8 @@ func TestThreeServeNodesAreGloballyExact(t *testing.T) {
 	tUpper := end.Sub(start).Seconds()
 	tLower := time.Duration(lastSend.Load() - firstRecv.Load()).Seconds()
 	got := admitted.Load()
-	upper := 50 + 50*tUpper
-	lower := 0.95 * (50 + 50*tLower)
+	upper := 100 + 1000*tUpper
+	lower := 0.95 * (100 + 1000*tLower)
 	t.Logf("admitted %d, denied %d; bound %.0f (T ≤ %.3fs), 95%% floor %.0f (T ≥ %.3fs)", got, denied.Load(), upper, tUpper, lower, tLower)
 	if float64(got) > upper {
 		t.Fatalf("three nodes admitted %d, more than capacity + rate·T = %.1f", got, upper)
@@ -150,7 +144,7 @@ func TestThreeServeNodesAreGloballyExact(t *testing.T) {
 func TestServeFollowsTheFailurePolicyAndRecovers(t *testing.T) {
 	rs := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
-	os.WriteFile(cfg, []byte("services:\n  - preset: ecs\nstore:\n  url: "+rs.URL()+"\n  timeout: 5s\n  on_failure: closed\n"), 0o644)
+	os.WriteFile(cfg, []byte("services:\n  - preset: ecs\nstore:\n  url: "+rs.URL()+"\n  timeout: 20ms\n  on_failure: closed\n"), 0o644)
 	s := startServer(t, "--config", cfg)
 	req := `{"service":"ecs","account":"1","region":"us-east-1","action":"ListClusters"}`
 	if status, body := take(t, s.addr, req); status != 200 {
@@ -162,7 +156,7 @@ func TestServeFollowsTheFailurePolicyAndRecovers(t *testing.T) {
 	}
 	s.waitLog(t, "redis store unavailable")
 	rs.Restart()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		status, _ := take(t, s.addr, req)
 		if status == 200 {
@@ -172,19 +166,14 @@ func TestServeFollowsTheFailurePolicyAndRecovers(t *testing.T) {
 			t.Fatalf("while Redis restarts: status %d", status)
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("decisions did not come back to Redis within 60 s of its restart")
+			t.Fatal("decisions did not come back to Redis within 5 s of its restart")
 		}
 	}
 	s.waitLog(t, "redis store available again")
 	_, metrics := get(t, "http://"+s.addr+"/metrics")
-	// At least the take made while Redis was down (more if one was made
-	// while it restarted).
-	for _, series := range []string{
-		`(?m)^tollgate_store_decisions_total\{source="failure_policy"\} [1-9][0-9]*$`,
-		`(?m)^tollgate_store_decisions_total\{source="redis"\} [1-9][0-9]*$`,
-	} {
-		if !regexp.MustCompile(series).MatchString(metrics) {
-			t.Errorf("/metrics lacks a line matching %s", series)
+	for _, series := range []string{`tollgate_store_decisions_total{source="failure_policy"} 1` + "\n", `tollgate_store_decisions_total{source="redis"}`} {
+		if !strings.Contains(metrics, series) {
+			t.Errorf("/metrics lacks %q", series)
 		}
 	}
 }

@@ -31,7 +31,7 @@ func linkConfig(t *testing.T, link, target string) {
 
 // waitExit waits for the server process to exit; the bound only keeps a
 // hung process from hanging the test run.
-func waitExit(t *testing.T, s *serveProc) error {
+func waitExit(t *testing.T, s *server) error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- s.cmd.Wait() }()
@@ -263,9 +263,9 @@ func TestServeRunsAndStopsInProcess(t *testing.T) {
 	go func() {
 		done <- serve(context.Background(), f, sigs, func() { close(stopped) }, &logs)
 	}()
-	waitFor(t, &logs, "msg=listening")
+	waitForLog(t, &logs, "msg=listening")
 	sigs <- syscall.SIGHUP
-	waitFor(t, &logs, "config reloaded")
+	waitForLog(t, &logs, "config reloaded")
 	sigs <- syscall.SIGTERM
 	select {
 	case err := <-done:
@@ -295,7 +295,7 @@ func writeConfig(t *testing.T, yaml string) string {
 }
 
 // waitFor polls the logs for substr, for up to 30 s.
-func waitFor(t *testing.T, logs *syncBuffer, substr string) {
+func waitForLog(t *testing.T, logs *syncBuffer, substr string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), substr); {
 		if time.Now().After(deadline) {

@@ -258,9 +258,9 @@ func serve(ctx context.Context, f serveFlags, sigs <-chan os.Signal, stopSignals
 	return s.run(stopping, startShutdown, sigs, stopSignals)
 }
 
-// server is a built `tollgate serve`: config, store, gateway and listener,
+// node is a built `tollgate serve`: config, store, gateway and listener,
 // ready to run.
-type server struct {
+type node struct {
 	f          serveFlags
 	log        *slog.Logger
 	gw         *gateway.Gateway
@@ -273,7 +273,7 @@ type server struct {
 
 // build loads the config, opens the store, and makes the gateway and the
 // listener. ctx bounds the config reads of later reloads.
-func build(ctx context.Context, f serveFlags, log *slog.Logger) (*server, error) {
+func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	cfg, err := loadConfig(ctx, f.configPath)
 	if err != nil {
 		return nil, err
@@ -298,7 +298,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*server, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{f: f, log: log, close: closeStore, configName: f.configPath}
+	s := &node{f: f, log: log, close: closeStore, configName: f.configPath}
 	if s.configName == "" {
 		s.configName = "built-in presets"
 	}
@@ -364,7 +364,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*server, error)
 // runs in one errgroup; run returns once all have stopped, with the first
 // error. Reloads run in their own worker, never on the signal path, so a
 // reload that hangs cannot delay shutdown.
-func (s *server) run(stopping context.Context, startShutdown context.CancelFunc, sigs <-chan os.Signal, stopSignals func()) error {
+func (s *node) run(stopping context.Context, startShutdown context.CancelFunc, sigs <-chan os.Signal, stopSignals func()) error {
 	grp, failed := errgroup.WithContext(stopping)
 	background, stopBackground := context.WithCancel(context.Background())
 	defer stopBackground()
