@@ -15,10 +15,15 @@ func checkCommand() command {
 	}
 }
 
+// checkSynopsis is the head of `tollgate check --help`.
+const checkSynopsis = `tollgate check FILE | tollgate check --preset NAME
+
+Validate a quota config and print its table, or print a built-in service's.`
+
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check")
 	preset := fs.String("preset", "", "print a built-in service instead of a file: "+strings.Join(quota.PresetNames(), ", "))
-	if code, ok := parseFlags(fs, "tollgate check FILE | tollgate check --preset NAME\n\nValidate a quota config and print its table, or print a built-in service's.", args, stdout, stderr); !ok {
+	if code, ok := parseFlags(fs, checkSynopsis, args, stdout, stderr); !ok {
 		return code
 	}
 	var cfg *quota.Config

@@ -60,11 +60,24 @@ func printUsage(w io.Writer, fs *flag.FlagSet, synopsis string) {
 	}
 }
 
-// usageError prints a usage error of `tollgate name` to stderr, with a
-// pointer to its help, and returns exit status 2.
+// synopses are the usage lines of the commands, by name.
+var synopses = map[string]string{
+	"serve":   serveSynopsis,
+	"check":   checkSynopsis,
+	"sim":     simSynopsis,
+	"version": versionSynopsis,
+}
+
+// usageError prints a usage error of `tollgate name` to stderr, with the
+// command's usage line and a pointer to its help, and returns exit status
+// 2.
 func usageError(stderr io.Writer, name, format string, args ...any) int {
 	fmt.Fprintf(stderr, "tollgate %s: %s\n", name, fmt.Sprintf(format, args...))
-	fmt.Fprintf(stderr, "run 'tollgate %s --help' for usage\n", name)
+	if syn, ok := synopses[name]; ok {
+		line, _, _ := strings.Cut(syn, "\n")
+		fmt.Fprintf(stderr, "usage: %s\n", line)
+	}
+	fmt.Fprintf(stderr, "run 'tollgate %s --help' for the flags\n", name)
 	return 2
 }
 

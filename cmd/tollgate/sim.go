@@ -23,6 +23,9 @@ func simCommand() command {
 // unsafeFileChars are replaced in run names used as file names.
 var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
+// simSynopsis is the head of `tollgate sim --help`.
+const simSynopsis = "tollgate sim (--scenario FILE | --preset NAME) [--out DIR] [--seed N] [--format png|svg]"
+
 func runSim(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("sim")
 	scenario := fs.String("scenario", "", "scenario `FILE` (YAML) to run")
@@ -30,7 +33,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "`DIR`ectory for plots and CSV (default: a new temporary directory)")
 	seed := fs.Uint64("seed", 0, "seed for every run, replacing the scenario's")
 	format := fs.String("format", "png", "plot format: png or svg")
-	if code, ok := parseFlags(fs, "tollgate sim (--scenario FILE | --preset NAME) [--out DIR] [--seed N] [--format png|svg]", args, stdout, stderr); !ok {
+	if code, ok := parseFlags(fs, simSynopsis, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {

@@ -85,12 +85,12 @@ func TestSimBadInput(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"sim"}, 2, "give one of --scenario FILE or --preset NAME"},
-		{[]string{"sim", "--preset", "ecs-burst", "--scenario", "x.yaml"}, 2, "give one of --scenario FILE or --preset NAME"},
+		{[]string{"sim"}, 2, "usage: tollgate sim"},
+		{[]string{"sim", "--preset", "ecs-burst", "--scenario", "x.yaml"}, 2, "usage: tollgate sim"},
 		{[]string{"sim", "--preset", "nope"}, 2, `unknown preset "nope"`},
 		{[]string{"sim", "--preset", "ecs-burst", "--format", "gif"}, 2, `unknown --format "gif"`},
 		{[]string{"sim", "--seed", "-1", "--preset", "ecs-burst"}, 2, "invalid value"},
-		{[]string{"sim", "--preset", "ecs-burst", "extra"}, 2, "run 'tollgate sim --help' for usage"},
+		{[]string{"sim", "--preset", "ecs-burst", "extra"}, 2, "usage: tollgate sim"},
 		{[]string{"sim", "--scenario", "testdata/sim-bad.yaml"}, 1, "testdata/sim-bad.yaml:4: field burts not found"},
 		{[]string{"sim", "--scenario", "testdata/missing.yaml"}, 1, "no such file"},
 	} {

@@ -45,7 +45,7 @@ func TestUsageErrorsExitTwoNamingTheChoices(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"serve", "--store", "memroy"}, []string{`invalid value "memroy" for flag --store`, "want memory, or a Redis URL", "redis, rediss, unix, redis+cluster, rediss+cluster, redis+sentinel, rediss+sentinel"}},
+		{[]string{"serve", "--store", "memroy"}, []string{`invalid value "memroy" for flag --store`, "want memory, or a Redis URL", "redis, rediss, unix, redis+cluster, rediss+cluster, redis+sentinel, rediss+sentinel", "usage: tollgate serve [flags]", "run 'tollgate serve --help' for the flags"}},
 		{[]string{"serve", "--store", "etcd://x"}, []string{"want memory, or a Redis URL"}},
 		{[]string{"serve", "--store-timeout", "50"}, []string{`invalid value "50" for flag --store-timeout`, "needs a unit, e.g. 50ms"}},
 		{[]string{"serve", "--shutdown-timeout", "soon"}, []string{`"soon" is not a duration`, "e.g. 50ms, 2s"}},

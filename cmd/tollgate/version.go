@@ -14,9 +14,14 @@ func versionCommand() command {
 	}
 }
 
+// versionSynopsis is the head of `tollgate version --help`.
+const versionSynopsis = `tollgate version
+
+Print the module version and VCS revision this binary was built from.`
+
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("version")
-	if code, ok := parseFlags(fs, "tollgate version\n\nPrint the module version and VCS revision this binary was built from.", args, stdout, stderr); !ok {
+	if code, ok := parseFlags(fs, versionSynopsis, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 0 {
