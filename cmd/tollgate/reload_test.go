@@ -69,6 +69,7 @@ func TestServeShutsDownWhileAReloadHangs(t *testing.T) {
 	defer w.Close()
 	s.cmd.Process.Signal(syscall.SIGHUP)
 	s.waitLog(t, "SIGHUP: reloading config")
+	waitOpen(t, s.cmd.Process.Pid, fifo) // the reload now waits for data
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	line := s.waitLog(t, "config reload rejected")
 	if !strings.Contains(line, "reading stopped: shutting down") {
@@ -340,5 +341,26 @@ func TestServeRunStopsEverythingWhenTheServerFails(t *testing.T) {
 	}
 	if stopping.Err() == nil {
 		t.Error("a failed goroutine did not start shutdown")
+	}
+}
+
+// waitOpen waits, for up to 30 s, until process pid has the file at path
+// open.
+func waitOpen(t *testing.T, pid int, path string) {
+	t.Helper()
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			t.Skipf("no /proc: %v", err)
+		}
+		for _, fd := range fds {
+			if target, _ := os.Readlink(filepath.Join(dir, fd.Name())); target == path {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d did not open %s within 30 s", pid, path)
+		}
 	}
 }
