@@ -1,9 +1,9 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/tollgate/tollgate/quota"
 )
@@ -15,24 +15,23 @@ func checkCommand() command {
 	}
 }
 
+// checkSynopsis is the head of `tollgate check --help`.
+const checkSynopsis = `tollgate check FILE | tollgate check --preset NAME
+
+Validate a quota config and print its table, or print a built-in service's.`
+
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	preset := fs.String("preset", "", "print a built-in service instead of a file: "+fmt.Sprint(quota.PresetNames()))
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tollgate check FILE | tollgate check --preset NAME")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := newFlagSet("check")
+	preset := fs.String("preset", "", "print a built-in service instead of a file: "+strings.Join(quota.PresetNames(), ", "))
+	if code, ok := parseFlags(fs, checkSynopsis, args, stdout, stderr); !ok {
+		return code
 	}
 	var cfg *quota.Config
 	switch {
 	case *preset != "" && fs.NArg() == 0:
 		s, err := quota.Preset(*preset)
 		if err != nil {
-			fmt.Fprintln(stderr, "tollgate check:", err)
-			return 2
+			return usageError(stderr, "check", "%v", err)
 		}
 		if cfg, err = quota.NewConfig([]*quota.Service{s}, nil, nil); err != nil {
 			fmt.Fprintln(stderr, "tollgate check:", err)
@@ -44,9 +43,12 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
+	case *preset != "":
+		return usageError(stderr, "check", "give a FILE or --preset, not both")
+	case fs.NArg() == 0:
+		return usageError(stderr, "check", "give a config FILE, or --preset NAME (%s)", strings.Join(quota.PresetNames(), ", "))
 	default:
-		fs.Usage()
-		return 2
+		return usageError(stderr, "check", "one config FILE at a time, not %d", fs.NArg())
 	}
 	if err := cfg.WriteTable(stdout); err != nil {
 		fmt.Fprintln(stderr, "tollgate check:", err)

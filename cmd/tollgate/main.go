@@ -5,6 +5,10 @@
 //	tollgate serve [flags]                  run the throttling server (tollgate serve -h)
 //	tollgate check [--preset NAME | FILE]   validate a quota config and print its table
 //	tollgate sim (--preset NAME | --scenario FILE) [--out DIR]   simulate throttling, retries and autoscaling
+//	tollgate version                        print the module version and VCS revision
+//
+// Every command prints its help with --help (to stdout, exit status 0); a
+// usage error exits with status 2 and names the valid choices.
 package main
 
 import (
@@ -25,19 +29,30 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"check": checkCommand(),
-		"serve": serveCommand(),
-		"sim":   simCommand(),
+		"check":   checkCommand(),
+		"serve":   serveCommand(),
+		"sim":     simCommand(),
+		"version": versionCommand(),
 	}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		usage(stderr, cmds)
-		if len(args) == 0 {
+		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 { // tollgate help serve
+			if c, ok := cmds[args[1]]; ok {
+				return c.run([]string{"--help"}, stdout, stderr)
+			}
+			fmt.Fprintf(stderr, "tollgate: unknown command %q\n", args[1])
+			usage(stderr, cmds)
 			return 2
 		}
+		usage(stdout, cmds)
 		return 0
 	}
 	c, ok := cmds[args[0]]
@@ -49,12 +64,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return c.run(args[1:], stdout, stderr)
 }
 
+// commandOrder is the order of the commands in the usage.
+var commandOrder = []string{"serve", "check", "sim", "version"}
+
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: tollgate <command> [flags]")
-	fmt.Fprintln(w, "commands:")
-	for _, name := range []string{"serve", "check", "sim"} {
+	fmt.Fprintln(w, "\ncommands:")
+	for _, name := range commandOrder {
 		if c, ok := cmds[name]; ok {
-			fmt.Fprintf(w, "  %-7s %s\n", name, c.summary)
+			fmt.Fprintf(w, "  %-8s %s\n", name, c.summary)
 		}
 	}
+	fmt.Fprintln(w, "\nrun 'tollgate <command> --help' for the flags of a command")
 }

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -49,28 +47,4 @@ func buildRLS(f serveFlags, st quota.Store, store limiter.Limiter, log *slog.Log
 	log.Info("envoy rate limit service listening", "addr", ln.Addr().String(), "protocol", "grpc",
 		"rls_config", f.rlsConfig, "domains", len(cfg.Domains()), "rules", len(cfg.Rules()))
 	return srv, ln, nil
-}
-
-// runRLS runs srv on ln until ctx ends or the returned stop is called;
-// stop returns once the server has stopped. With a nil srv it does
-// nothing.
-func runRLS(ctx context.Context, srv *rls.Server, ln net.Listener, log *slog.Logger) (stop func()) {
-	if srv == nil {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Run(ctx, ln); err != nil {
-			log.Error("gRPC server stopped", "error", err)
-		}
-	}()
-	return func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(time.Minute): // Run is bounded by --shutdown-timeout; never hang the exit
-		}
-	}
 }

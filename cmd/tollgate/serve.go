@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/gateway"
@@ -26,6 +27,7 @@ import (
 	"github.com/tollgate/tollgate/limiter/memory"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/rls"
 )
 
 func serveCommand() command {
@@ -35,7 +37,8 @@ func serveCommand() command {
 	}
 }
 
-// serveFlags are the settings of `tollgate serve`.
+// serveFlags are the settings of `tollgate serve`. Every flag is declared
+// here and registered in define, nowhere else.
 type serveFlags struct {
 	listen          string
 	configPath      string
@@ -60,44 +63,55 @@ type serveFlags struct {
 	rlsShadow       bool
 }
 
-func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f serveFlags
+// define registers every flag of `tollgate serve` on fs, with its default.
+func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&f.configPath, "config", "", "quota config `FILE` (YAML); default: the built-in ecs and cloudmap presets")
-	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error (debug logs every request)")
+	choiceVar(fs, &f.logFormat, "log-format", "text", []string{"text", "json"}, "log `FORMAT`: text or json")
+	choiceVar(fs, &f.logLevel, "log-level", "info", []string{"debug", "info", "warn", "error"}, "log `LEVEL`: debug, info, warn or error (debug logs every request)")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`FILE` holding the admin bearer token (else $TOLLGATE_ADMIN_TOKEN; neither: admin endpoints disabled)")
 	fs.Int64Var(&f.maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
 	fs.IntVar(&f.maxBatch, "max-batch", gateway.DefaultMaxBatch, "most takes in one /v1/take/batch request; a larger batch is answered 400")
 	fs.Int64Var(&f.maxInFlight, "max-in-flight-bytes", gateway.DefaultMaxInFlightBytes, "bound on request bytes being served at once (bodies, plus 640 per batch take); over it requests get 503 with Retry-After; -1: no bound")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take to finish on SIGTERM")
-	fs.StringVar(&f.store, "store", "", "where bucket state lives: memory, or a Redis `URL` (redis://host:port/db, rediss://, redis+cluster://, redis+sentinel://) shared by many nodes; default: the config's store.url, else memory")
-	fs.DurationVar(&f.storeTimeout, "store-timeout", 0, "longest wait for Redis per decision before --store-on-failure decides (default: the config's store.timeout, else 50ms)")
-	fs.StringVar(&f.storeOnFailure, "store-on-failure", "", "decisions while Redis does not answer: local (each node from its own in-memory bucket at the configured limit), open (allow) or closed (deny, and /readyz answers 503) (default: the config's store.on_failure, else local)")
+	durationVar(fs, &f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take to finish on SIGTERM")
+	fs.Var(&storeValue{&f.store}, "store", "where bucket state lives: memory, or a Redis `URL` (redis://host:port/db, rediss://, redis+cluster://, redis+sentinel://) shared by many nodes; default: the config's store.url, else memory")
+	durationVar(fs, &f.storeTimeout, "store-timeout", 0, "longest wait for Redis per decision before --store-on-failure decides (default: the config's store.timeout, else 50ms)")
+	choiceVar(fs, &f.storeOnFailure, "store-on-failure", "", []string{"local", "open", "closed", "fail-local", "fail-open", "fail-closed"}, "decisions while Redis does not answer: local (each node from its own in-memory bucket at the configured limit), open (allow) or closed (deny, and /readyz answers 503) (default: the config's store.on_failure, else local)")
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
-	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
+	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "127.0.0.1:8081", "address of the Envoy rate limit service (gRPC), served when --rls-config is given")
 	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (its *.yaml files, read as is) for the Envoy rate limit service; reloaded on SIGHUP")
 	fs.BoolVar(&f.rlsMerge, "rls-merge-domains", false, "let several --rls-config files add to one domain (envoy ratelimit's MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&f.rlsShadow, "rls-shadow-mode", false, "decide and count every Envoy rate limit request but answer OK (envoy ratelimit's SHADOW_MODE), e.g. while migrating")
 	fs.BoolVar(&f.rlsHeaders, "rls-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to Envoy rate limit answers (envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+}
+
+// serveSynopsis is the head of `tollgate serve --help`.
+const serveSynopsis = `tollgate serve [flags]
+
+Run the throttling server: the AWS JSON wire (ECS, Cloud Map) and the
+native /v1/take API on one port, with /healthz, /readyz, /metrics and,
+with a token, /v1/admin. SIGHUP reloads the config; SIGTERM or SIGINT
+shuts down gracefully (a second one kills).`
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve")
+	var f serveFlags
+	f.define(fs)
+	if code, ok := parseFlags(fs, serveSynopsis, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "tollgate serve: unexpected argument %q\n", fs.Arg(0))
-		return 2
+		return usageError(stderr, "serve", "unexpected argument %q", fs.Arg(0))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	if err := serve(ctx, stop, f, hup, stderr); err != nil {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	// After the first SIGTERM or SIGINT, a second one kills the process.
+	stopSignals := func() { signal.Reset(syscall.SIGTERM, syscall.SIGINT) }
+	if err := serve(context.Background(), f, sigs, stopSignals, stderr); err != nil {
 		fmt.Fprintln(stderr, "tollgate serve:", err)
 		return 1
 	}
@@ -119,25 +133,32 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-// loadConfig reads the config file, or returns the built-in defaults.
-func loadConfig(path string) (*quota.Config, error) {
-	if path == "" {
-		return quota.Default(), nil
-	}
-	return quota.Load(path)
-}
+// maxTokenBytes bounds the admin token file.
+const maxTokenBytes = 4 << 10
 
-func adminToken(file string) (string, error) {
+// adminToken returns the admin bearer token from the file, else from
+// $TOLLGATE_ADMIN_TOKEN, with surrounding whitespace (a trailing newline)
+// trimmed from either; "" when neither is set. A token that is empty
+// after trimming is an error: it would lock everyone out without a word.
+func adminToken(ctx context.Context, file string) (string, error) {
 	if file == "" {
-		return os.Getenv("TOLLGATE_ADMIN_TOKEN"), nil
+		env, ok := os.LookupEnv("TOLLGATE_ADMIN_TOKEN")
+		if !ok {
+			return "", nil
+		}
+		tok := strings.TrimSpace(env)
+		if tok == "" {
+			return "", errors.New("TOLLGATE_ADMIN_TOKEN is set but empty (after trimming whitespace); unset it to disable the admin endpoints")
+		}
+		return tok, nil
 	}
-	b, err := os.ReadFile(file)
+	b, err := readBounded(ctx, "--admin-token-file", file, maxTokenBytes, configReadTimeout)
 	if err != nil {
-		return "", fmt.Errorf("--admin-token-file: %w", err)
+		return "", err
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", fmt.Errorf("--admin-token-file %s is empty", file)
+		return "", fmt.Errorf("--admin-token-file %s is empty (after trimming whitespace)", file)
 	}
 	return tok, nil
 }
@@ -229,9 +250,12 @@ func openStore(ctx context.Context, st quota.Store, denyCache bool, pipelines in
 	return store, func() { store.Close() }, nil
 }
 
-// serve runs the server until ctx ends, then shuts down gracefully.
-// Each value on hup reloads the config.
-func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.Signal, logOut io.Writer) error {
+// serve builds the server from f and runs it until a SIGTERM or SIGINT
+// arrives on sigs (or ctx ends), then shuts it down in two phases. A
+// SIGHUP on sigs reloads the config. stopSignals is called when shutdown
+// starts, so that a second signal kills the process. serve returns only
+// once every goroutine it started has stopped.
+func serve(ctx context.Context, f serveFlags, sigs <-chan os.Signal, stopSignals func(), logOut io.Writer) error {
 	log, err := newLogger(logOut, f.logFormat, f.logLevel)
 	if err != nil {
 		return err
@@ -246,43 +270,78 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 		}
 		defer func() { pprof.StopCPUProfile(); pf.Close() }()
 	}
-	cfg, err := loadConfig(f.configPath)
+	// stopping ends when shutdown starts; config reads in progress end
+	// with it.
+	stopping, startShutdown := context.WithCancel(ctx)
+	defer startShutdown()
+	s, err := build(stopping, f, log)
 	if err != nil {
 		return err
 	}
-	token, err := adminToken(f.adminTokenFile)
+	defer s.close()
+	return s.run(stopping, startShutdown, sigs, stopSignals)
+}
+
+// node is a built `tollgate serve`: config, store, gateway and listener,
+// ready to run.
+type node struct {
+	f          serveFlags
+	log        *slog.Logger
+	gw         *gateway.Gateway
+	srv        *http.Server
+	ln         net.Listener
+	sweep      *memory.Store // the memory store to sweep; nil with Redis
+	configName string
+	close      func()       // closes the store, after run has returned
+	rls        *rls.Server  // the Envoy rate limit service; nil without --rls-config
+	rlsLn      net.Listener // its gRPC listener
+}
+
+// build loads the config, opens the store, and makes the gateway and the
+// listener. ctx bounds the config reads of later reloads.
+func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
+	cfg, err := loadConfig(ctx, f.configPath)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	token, err := adminToken(ctx, f.adminTokenFile)
+	if err != nil {
+		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	st, err := storeSettings(f, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := fitsStore(cfg, st); err != nil {
-		return err
+		return nil, err
 	}
 	if f.storePipelines < 0 {
-		return fmt.Errorf("--store-pipelines %d must not be negative", f.storePipelines)
+		return nil, fmt.Errorf("--store-pipelines %d must not be negative", f.storePipelines)
 	}
 	store, closeStore, err := openStore(ctx, st, f.denyCache, f.storePipelines, log, reg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer closeStore()
-	lastStore := cfg.Store()
+	s := &node{f: f, log: log, close: closeStore, configName: f.configPath}
+	if s.configName == "" {
+		s.configName = "built-in presets"
+	}
 	if ms, ok := store.(*memory.Store); ok {
-		go sweepEvery(ctx, ms, 10*time.Second)
+		s.sweep = ms
 	}
-	g, err := gateway.New(gateway.Options{
+	lastStore := cfg.Store()
+	s.gw, err = gateway.New(gateway.Options{
 		Config:     cfg,
 		Limiter:    store,
 		Logger:     log,
 		Registry:   reg,
 		AdminToken: token,
+		// Reload serves SIGHUP and /v1/admin/reload; the gateway runs one
+		// at a time.
 		Reload: func() (*quota.Config, error) {
-			next, err := loadConfig(f.configPath)
+			next, err := loadConfig(ctx, f.configPath)
 			if err != nil {
 				return nil, err
 			}
@@ -300,15 +359,15 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 		MaxInFlightBytes: f.maxInFlight,
 	})
 	if err != nil {
-		return err
+		closeStore()
+		return nil, err
 	}
-	rlsSrv, rlsLn, err := buildRLS(f, st, store, log, reg)
-	if err != nil {
-		return err
+	if s.rls, s.rlsLn, err = buildRLS(f, st, store, log, reg); err != nil {
+		closeStore()
+		return nil, err
 	}
-	defer runRLS(ctx, rlsSrv, rlsLn, log)()
-	srv := &http.Server{
-		Handler:           g,
+	s.srv = &http.Server{
+		Handler:           s.gw,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -316,50 +375,126 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return err
-	}
-	configName := f.configPath
-	if configName == "" {
-		configName = "built-in presets"
-	}
-	log.Info("listening", "addr", ln.Addr().String(), "config", configName, "store", redactURL(st.URL), "admin", token != "")
-
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	for {
-		select {
-		case err := <-errc:
-			return err
-		case <-hup:
-			log.Info("SIGHUP: reloading config", "config", configName)
-			g.Reload() // logs its own outcome; a bad config keeps the old one
-			if rlsSrv != nil {
-				rlsSrv.Reload() // the same
-			}
-		case <-ctx.Done():
-			stopSignals() // a second SIGTERM or SIGINT now kills the process
-			g.SetReady(false)
-			if f.drainDelay > 0 {
-				log.Info("draining: /readyz answers 503", "delay", f.drainDelay)
-				time.Sleep(f.drainDelay)
-			}
-			log.Info("shutting down: finishing in-flight requests", "timeout", f.shutdownTimeout)
-			sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
-			err := srv.Shutdown(sctx)
-			cancel()
-			if errors.Is(err, context.DeadlineExceeded) {
-				srv.Close()
-				return fmt.Errorf("in-flight requests still running after %v; closed them", f.shutdownTimeout)
-			}
-			if err != nil {
-				return err
-			}
-			log.Info("stopped")
-			return nil
+	if s.ln, err = net.Listen("tcp", f.listen); err != nil {
+		if s.rlsLn != nil {
+			s.rlsLn.Close()
 		}
+		closeStore()
+		return nil, err
 	}
+	log.Info("listening", "addr", s.ln.Addr().String(), "config", s.configName, "store", redactURL(st.URL), "admin", token != "")
+	return s, nil
+}
+
+// run serves until stopping ends (startShutdown ends it on SIGTERM or
+// SIGINT) or a goroutine fails, then shuts down in two phases:
+//
+//  1. drain: /readyz answers 503 while requests are still served for
+//     --drain-delay, so load balancers stop sending traffic;
+//  2. stop: the listener closes, in-flight requests get up to
+//     --shutdown-timeout to finish, then the background work (sweeper)
+//     stops.
+//
+// Every goroutine (signals, reload worker, sweeper, HTTP server, shutdown)
+// runs in one errgroup; run returns once all have stopped, with the first
+// error. Reloads run in their own worker, never on the signal path, so a
+// reload that hangs cannot delay shutdown.
+func (s *node) run(stopping context.Context, startShutdown context.CancelFunc, sigs <-chan os.Signal, stopSignals func()) error {
+	grp, failed := errgroup.WithContext(stopping)
+	background, stopBackground := context.WithCancel(context.Background())
+	defer stopBackground()
+	reloads := make(chan struct{}, 1)
+	served := make(chan struct{}) // closed when the HTTP server has returned
+
+	grp.Go(func() error { // signals
+		for {
+			select {
+			case <-failed.Done():
+				return nil
+			case sig := <-sigs:
+				if sig == syscall.SIGHUP {
+					select {
+					case reloads <- struct{}{}:
+						s.log.Info("SIGHUP: reloading config", "config", s.configName)
+					default:
+						s.log.Info("SIGHUP: a reload is already pending", "config", s.configName)
+					}
+					continue
+				}
+				s.log.Info("signal received: shutting down", "signal", sig.String())
+				startShutdown()
+				return nil
+			}
+		}
+	})
+	grp.Go(func() error { // reload worker
+		for {
+			select {
+			case <-failed.Done():
+				return nil
+			case <-reloads:
+				s.gw.Reload() // logs its own outcome; a bad config keeps the old one
+				if s.rls != nil {
+					s.rls.Reload() // the same
+				}
+			}
+		}
+	})
+	if s.sweep != nil {
+		grp.Go(func() error {
+			sweepEvery(background, s.sweep, 10*time.Second)
+			return nil
+		})
+	}
+	if s.rls != nil {
+		grp.Go(func() error { // Envoy rate limit service (gRPC), stopped with the background work
+			if err := s.rls.Run(background, s.rlsLn); err != nil {
+				return fmt.Errorf("envoy rate limit service: %w", err)
+			}
+			return nil
+		})
+	}
+	grp.Go(func() error { // HTTP server
+		defer close(served)
+		if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serving: %w", err)
+		}
+		return nil
+	})
+	grp.Go(func() error { // two-phase shutdown
+		defer stopBackground()
+		<-failed.Done()
+		startShutdown() // ends a config read in progress
+		stopSignals()   // a second SIGTERM or SIGINT now kills the process
+		// Phase 1: drain.
+		s.gw.SetReady(false)
+		if s.f.drainDelay > 0 {
+			s.log.Info("draining: /readyz answers 503", "delay", s.f.drainDelay)
+			t := time.NewTimer(s.f.drainDelay)
+			select {
+			case <-t.C:
+			case <-served: // nothing left to drain
+			}
+			t.Stop()
+		}
+		// Phase 2: stop.
+		s.log.Info("shutting down: finishing in-flight requests", "timeout", s.f.shutdownTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), s.f.shutdownTimeout)
+		defer cancel()
+		if err := s.srv.Shutdown(sctx); err != nil {
+			s.srv.Close()
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("in-flight requests still running after %v; closed them", s.f.shutdownTimeout)
+			}
+			return err
+		}
+		return nil
+	})
+	err := grp.Wait()
+	if err == nil {
+		s.log.Info("stopped")
+	}
+	return err
 }
 
 // redactURL hides the passwords of a store URL (its user info and any

@@ -23,29 +23,28 @@ func simCommand() command {
 // unsafeFileChars are replaced in run names used as file names.
 var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
+// simSynopsis is the head of `tollgate sim --help`.
+const simSynopsis = "tollgate sim (--scenario FILE | --preset NAME) [--out DIR] [--seed N] [--format png|svg]"
+
 func runSim(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("sim")
 	scenario := fs.String("scenario", "", "scenario `FILE` (YAML) to run")
 	preset := fs.String("preset", "", "built-in study to run: "+strings.Join(sim.PresetNames(), ", "))
 	out := fs.String("out", "", "`DIR`ectory for plots and CSV (default: a new temporary directory)")
 	seed := fs.Uint64("seed", 0, "random seed for every run, replacing the scenario's")
 	format := fs.String("format", "png", "plot format: png or svg")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tollgate sim (--scenario FILE | --preset NAME) [--out DIR] [--seed N] [--format png|svg]")
-		fs.PrintDefaults()
+	if code, ok := parseFlags(fs, simSynopsis, args, stdout, stderr); !ok {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if fs.NArg() > 0 {
+		return usageError(stderr, "sim", "unexpected argument %q", fs.Arg(0))
 	}
-	if fs.NArg() > 0 || (*scenario == "") == (*preset == "") {
-		fs.Usage()
-		return 2
+	if (*scenario == "") == (*preset == "") {
+		return usageError(stderr, "sim", "give one of --scenario FILE or --preset NAME (%s)", strings.Join(sim.PresetNames(), ", "))
 	}
 	f := sim.Format(*format)
 	if f != sim.PNG && f != sim.SVG {
-		fmt.Fprintf(stderr, "tollgate sim: unknown --format %q (want png or svg)\n", *format)
-		return 2
+		return usageError(stderr, "sim", "unknown --format %q: want png or svg", *format)
 	}
 	var (
 		study *sim.Study
@@ -53,8 +52,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	)
 	if *preset != "" {
 		if study, err = sim.Preset(*preset); err != nil {
-			fmt.Fprintln(stderr, "tollgate sim:", err)
-			return 2
+			return usageError(stderr, "sim", "%v", err)
 		}
 	} else if study, err = sim.LoadStudy(*scenario); err != nil {
 		fmt.Fprintln(stderr, err)

@@ -102,9 +102,9 @@ func TestSimBadInput(t *testing.T) {
 }
 
 func TestUsageListsSim(t *testing.T) {
-	_, _, errs := runCmd("help")
-	if !strings.Contains(errs, "sim ") {
-		t.Fatalf("usage lacks sim:\n%s", errs)
+	_, out, _ := runCmd("help")
+	if !strings.Contains(out, "sim ") {
+		t.Fatalf("usage lacks sim:\n%s", out)
 	}
 }
 

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Every subcommand parses its flags the same way: help (-h, --help) goes
+// to stdout with exit status 0; a usage error names the problem, and the
+// valid choices where there are some, on stderr with exit status 2.
+
+// newFlagSet returns an empty flag set for a subcommand, to be parsed by
+// parseFlags.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // parseFlags reports errors and help itself
+	fs.Usage = func() {}
+	return fs
+}
+
+// parseFlags parses args into fs. It returns ok when the command should
+// go on; otherwise it has printed help (exit 0) or a usage error (exit 2)
+// and returns the exit status. synopsis is the usage line(s) after
+// "usage: ".
+func parseFlags(fs *flag.FlagSet, synopsis string, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(stdout, fs, synopsis)
+		return 0, false
+	}
+	if err != nil {
+		// The flag package names flags with one dash; the docs use two.
+		msg := singleDashFlag.ReplaceAllString(err.Error(), "$1--")
+		return usageError(stderr, fs.Name(), "%s", msg), false
+	}
+	return 0, true
+}
+
+// singleDashFlag finds the flag names in the flag package's errors.
+var singleDashFlag = regexp.MustCompile(`(for flag |not defined: )-(?:-)?`)
+
+// printUsage writes a subcommand's usage and flags to w.
+func printUsage(w io.Writer, fs *flag.FlagSet, synopsis string) {
+	fmt.Fprintf(w, "usage: %s\n", synopsis)
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
+		fmt.Fprintln(w, "\nflags:")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+}
+
+// synopses are the usage lines of the commands, by name.
+var synopses = map[string]string{
+	"serve":   serveSynopsis,
+	"check":   checkSynopsis,
+	"sim":     simSynopsis,
+	"version": versionSynopsis,
+}
+
+// usageError prints a usage error of `tollgate name` to stderr, with the
+// command's usage line and a pointer to its help, and returns exit status
+// 2.
+func usageError(stderr io.Writer, name, format string, args ...any) int {
+	fmt.Fprintf(stderr, "tollgate %s: %s\n", name, fmt.Sprintf(format, args...))
+	if syn, ok := synopses[name]; ok {
+		line, _, _ := strings.Cut(syn, "\n")
+		fmt.Fprintf(stderr, "usage: %s\n", line)
+	}
+	fmt.Fprintf(stderr, "run 'tollgate %s --help' for the flags\n", name)
+	return 2
+}
+
+// durationValue is a duration flag whose errors say what a duration looks
+// like: a bare number has no unit.
+type durationValue struct{ p *time.Duration }
+
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var(&durationValue{p}, name, usage)
+}
+
+func (v *durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err == nil {
+		*v.p = d
+		return nil
+	}
+	if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
+		return fmt.Errorf("%s needs a unit, e.g. %sms or %ss (units: ns, us, ms, s, m, h)", s, s, s)
+	}
+	return fmt.Errorf("%q is not a duration: want a number with a unit, e.g. 50ms, 2s or 1m30s", s)
+}
+
+func (v *durationValue) String() string {
+	if v == nil || v.p == nil {
+		return "0s"
+	}
+	return v.p.String()
+}
+
+// choiceValue is a string flag that takes one of a fixed list of words,
+// case-insensitively; errors list them.
+type choiceValue struct {
+	p       *string
+	choices []string
+}
+
+func choiceVar(fs *flag.FlagSet, p *string, name, def string, choices []string, usage string) {
+	*p = def
+	fs.Var(&choiceValue{p, choices}, name, usage)
+}
+
+func (v *choiceValue) Set(s string) error {
+	if i := slices.Index(v.choices, strings.ToLower(s)); i >= 0 {
+		*v.p = v.choices[i]
+		return nil
+	}
+	return fmt.Errorf("%q is not one of: %s", s, strings.Join(v.choices, ", "))
+}
+
+func (v *choiceValue) String() string {
+	if v == nil || v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+// redisSchemes are the URL schemes the Redis store opens
+// (limiter/redis.Open).
+var redisSchemes = []string{"redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"}
+
+// storeValue is the --store flag: memory, or a URL with a Redis scheme.
+// The Redis store checks the rest of the URL when it opens it.
+type storeValue struct{ p *string }
+
+func (v *storeValue) Set(s string) error {
+	if s == "memory" {
+		*v.p = s
+		return nil
+	}
+	if u, err := url.Parse(s); err == nil && slices.Contains(redisSchemes, u.Scheme) {
+		*v.p = s
+		return nil
+	}
+	return fmt.Errorf("%q: want memory, or a Redis URL with one of the schemes %s (e.g. redis://127.0.0.1:6379/0)", s, strings.Join(redisSchemes, ", "))
+}
+
+func (v *storeValue) String() string {
+	if v == nil || v.p == nil {
+		return ""
+	}
+	return *v.p
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// demoStep is one curl command of the README's "Try it" block and the
+// answer the README promises for it (the comment lines that follow it).
+type demoStep struct {
+	path    string // the URL's path
+	body    string // the -d data
+	promise []string
+}
+
+var curlLine = regexp.MustCompile(`^curl -s(i?) localhost:8080(/\S*) -d '([^']*)'$`)
+
+// readmeDemo parses the first sh block under "## Try it" in README.md.
+func readmeDemo(t *testing.T) []demoStep {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Try it\n")
+	if !ok {
+		t.Fatal("README.md has no \"## Try it\" section")
+	}
+	_, block, ok := strings.Cut(section, "```sh\n")
+	if !ok {
+		t.Fatal("the Try it section has no sh block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	// A promise is the run of comment lines right after a curl command.
+	var steps []demoStep
+	inPromise := false
+	for _, line := range strings.Split(block, "\n") {
+		switch {
+		case strings.HasPrefix(line, "curl "):
+			m := curlLine.FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("README curl command not in the form this test runs: %s", line)
+			}
+			steps = append(steps, demoStep{path: m[2], body: m[3]})
+			inPromise = true
+		case inPromise && strings.HasPrefix(line, "# "):
+			if p := strings.TrimPrefix(line, "# "); p != "…" {
+				steps[len(steps)-1].promise = append(steps[len(steps)-1].promise, p)
+			}
+		default:
+			inPromise = false
+		}
+	}
+	return steps
+}
+
+// varying masks what depends on when the request is made: how many tokens
+// have refilled and how long until the rest do.
+var varying = regexp.MustCompile(`("remaining"|"retry_after_ms"|"reset_after_ms"):\d+|;r=\d+;t=\d+|^\d+$`)
+
+// TestReadmeDemoShowsWhatItPromises runs the README's demo requests against
+// a real `tollgate serve`, pasted as one block (no pause) and typed by hand
+// (4 s between commands), and checks each answer against the one the
+// README prints.
+func TestReadmeDemoShowsWhatItPromises(t *testing.T) {
+	steps := readmeDemo(t)
+	if len(steps) < 2 {
+		t.Fatalf("README demo has %d curl commands, want at least 2", len(steps))
+	}
+	for _, tc := range []struct {
+		name  string
+		pause time.Duration
+	}{{"pasted", 0}, {"typed", 4 * time.Second}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t)
+			for i, st := range steps {
+				if i > 0 {
+					time.Sleep(tc.pause)
+				}
+				// What curl -d sends.
+				resp, err := http.Post("http://"+s.addr+st.path, "application/x-www-form-urlencoded", strings.NewReader(st.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				checkPromise(t, i, st, resp, strings.TrimSpace(string(body)))
+			}
+		})
+	}
+}
+
+func checkPromise(t *testing.T, i int, st demoStep, resp *http.Response, body string) {
+	t.Helper()
+	if len(st.promise) == 0 {
+		t.Fatalf("README curl command %d promises no answer", i+1)
+	}
+	status := 200
+	for _, p := range st.promise {
+		switch {
+		case strings.HasPrefix(p, "HTTP/"):
+			f := strings.Fields(p)
+			status, _ = strconv.Atoi(f[1])
+		case strings.HasPrefix(p, "{"):
+			if got, want := varying.ReplaceAllString(body, "$1"), varying.ReplaceAllString(p, "$1"); got != want {
+				t.Errorf("command %d: body\n%s\nthe README promises\n%s", i+1, body, p)
+			}
+		default: // a header line
+			name, value, ok := strings.Cut(p, ": ")
+			if !ok {
+				t.Fatalf("README promise line %q is neither a status, a header nor a body", p)
+			}
+			got := resp.Header.Get(name)
+			if got == "" || varying.ReplaceAllString(got, "") != varying.ReplaceAllString(value, "") {
+				t.Errorf("command %d: header %s is %q; the README promises %q", i+1, name, got, value)
+			}
+		}
+	}
+	if resp.StatusCode != status {
+		t.Errorf("command %d: status %d, the README promises %d (%s)", i+1, resp.StatusCode, status, body)
+	}
+	if status == 429 {
+		// The wait it names is real: more than the pause, at most the refill of the whole bucket.
+		if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 20 {
+			t.Errorf("command %d: Retry-After %q", i+1, resp.Header.Get("Retry-After"))
+		}
+	}
+}
+
+// TestReadmeNeverSpeaksOfTheSeed: users never saw the seed document; the
+// README describes policies for what they are. (--seed, the random seed,
+// is fine.)
+func TestReadmeNeverSpeaksOfTheSeed(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`(?i)\bthe seed\b|seed's|seed[ -]jitter|seed backoff|seed policy`).FindAllString(string(b), -1) {
+		t.Errorf("README.md speaks of %q", m)
+	}
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// TestHelpGoesToStdoutWithExitZero: every command answers --help and -h
+// the same way: its usage and flags on stdout, nothing on stderr, exit 0.
+func TestHelpGoesToStdoutWithExitZero(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"usage: tollgate <command>", "serve", "check", "sim", "version"}},
+		{[]string{"-h"}, []string{"usage: tollgate <command>"}},
+		{[]string{"help"}, []string{"usage: tollgate <command>"}},
+		{[]string{"help", "serve"}, []string{"usage: tollgate serve [flags]", "-store-timeout"}},
+		{[]string{"serve", "--help"}, []string{"usage: tollgate serve [flags]", "-listen", "-store", "-log-level", "(default info)", "(default 10s)"}},
+		{[]string{"serve", "-h"}, []string{"usage: tollgate serve [flags]"}},
+		{[]string{"check", "--help"}, []string{"usage: tollgate check FILE", "-preset"}},
+		{[]string{"sim", "--help"}, []string{"usage: tollgate sim", "-scenario", "-preset"}},
+		{[]string{"version", "--help"}, []string{"usage: tollgate version"}},
+	} {
+		code, out, errs := runCmd(tc.args...)
+		if code != 0 || errs != "" {
+			t.Errorf("%v: exit %d, stderr %q; want 0 and nothing on stderr", tc.args, code, errs)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: stdout lacks %q:\n%s", tc.args, w, out)
+			}
+		}
+	}
+}
+
+// TestUsageErrorsExitTwoNamingTheChoices: a bad flag value exits 2 with a
+// message that names what would have been valid.
+func TestUsageErrorsExitTwoNamingTheChoices(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"serve", "--store", "memroy"}, []string{`invalid value "memroy" for flag --store`, "want memory, or a Redis URL", "redis, rediss, unix, redis+cluster, rediss+cluster, redis+sentinel, rediss+sentinel", "usage: tollgate serve [flags]", "run 'tollgate serve --help' for the flags"}},
+		{[]string{"serve", "--store", "etcd://x"}, []string{"want memory, or a Redis URL"}},
+		{[]string{"serve", "--store-timeout", "50"}, []string{`invalid value "50" for flag --store-timeout`, "needs a unit, e.g. 50ms"}},
+		{[]string{"serve", "--shutdown-timeout", "soon"}, []string{`"soon" is not a duration`, "e.g. 50ms, 2s"}},
+		{[]string{"serve", "--log-level", "loud"}, []string{`"loud" is not one of: debug, info, warn, error`}},
+		{[]string{"serve", "--log-format", "xml"}, []string{`"xml" is not one of: text, json`}},
+		{[]string{"serve", "--nope"}, []string{"flag provided but not defined: --nope"}},
+		{[]string{"serve", "extra"}, []string{`unexpected argument "extra"`}},
+		{[]string{"check"}, []string{"give a config FILE, or --preset NAME (", "ecs"}},
+		{[]string{"check", "--preset", "nope"}, []string{"nope", "ecs", "cloudmap"}},
+		{[]string{"sim"}, []string{"give one of --scenario FILE or --preset NAME (", "thundering-herd"}},
+		{[]string{"sim", "--preset", "thundering-herd", "--format", "gif"}, []string{"want png or svg"}},
+		{[]string{"version", "extra"}, []string{`unexpected argument "extra"`}},
+		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`, "serve", "version"}},
+		{nil, []string{"usage: tollgate <command>"}},
+	} {
+		code, out, errs := runCmd(tc.args...)
+		if code != 2 || out != "" {
+			t.Errorf("%v: exit %d, stdout %q; want 2 and nothing on stdout", tc.args, code, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("%v: stderr lacks %q:\n%s", tc.args, w, errs)
+			}
+		}
+	}
+}
+
+func TestVersionText(t *testing.T) {
+	info := &debug.BuildInfo{
+		GoVersion: "go1.26.8",
+		Main:      debug.Module{Path: "github.com/tollgate/tollgate", Version: "v1.4.0"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs", Value: "git"},
+			{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
+			{Key: "vcs.time", Value: "2026-11-30T12:00:00Z"},
+			{Key: "vcs.modified", Value: "true"},
+		},
+	}
+	want := "tollgate v1.4.0\nmodule   github.com/tollgate/tollgate\nrevision 0123456789abcdef0123456789abcdef01234567 (modified)\ncommit   2026-11-30T12:00:00Z\ngo       go1.26.8\n"
+	if got := versionText(info); got != want {
+		t.Errorf("versionText:\n%s\nwant:\n%s", got, want)
+	}
+	info.Settings = nil
+	info.Main.Version = ""
+	if got := versionText(info); !strings.Contains(got, "tollgate (devel)\n") || !strings.Contains(got, "revision unknown") {
+		t.Errorf("without VCS information:\n%s", got)
+	}
+}
+
+// TestVersionReportsTheRevisionItWasBuiltFrom builds the binary with VCS
+// stamping in a git checkout and checks `tollgate version` names HEAD.
+func TestVersionReportsTheRevisionItWasBuiltFrom(t *testing.T) {
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not in a git checkout (or no git): %v", err)
+	}
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse --show-toplevel: %v", err)
+	}
+	// The go command stamps only when .git is a directory: not in a
+	// `git worktree` checkout, where it is a file.
+	if fi, err := os.Stat(filepath.Join(strings.TrimSpace(string(top)), ".git")); err != nil || !fi.IsDir() {
+		t.Skip("in a git worktree (.git is a file): the go command does not stamp VCS information there")
+	}
+	bin := t.TempDir() + "/tollgate"
+	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build -buildvcs=true: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatalf("tollgate version: %v", err)
+	}
+	// The version is "(devel)" or, from Go 1.24, a pseudo-version naming
+	// the revision.
+	for _, w := range []string{"tollgate ", "module   github.com/tollgate/tollgate\n", "revision " + strings.TrimSpace(string(head)), "go       go1."} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("tollgate version lacks %q:\n%s", w, out)
+		}
+	}
+}
