@@ -31,11 +31,6 @@ const (
 	// down for low utilisation.
 	SurplusWindow = time.Minute
 
-	// IdleTimeout is how long an instance may sit without requests before
-	// it is shut down, and how long a service may go without requests
-	// before CPU alone stops holding instances up.
-	IdleTimeout = 15 * time.Minute
-
 	// MinPendingWait is the shortest time a request waits in the pending
 	// queue before a new instance is started for it or, at max instances,
 	// it fails with HTTP 429.
@@ -65,6 +60,19 @@ const (
 
 	// DefaultInitialColdStart is the default Config.InitialColdStart.
 	DefaultInitialColdStart = 2 * time.Second
+
+	// DefaultIdleTimeout is the default Config.IdleTimeout: Cloud Run keeps
+	// an idle instance up to 15 minutes after its last request.
+	DefaultIdleTimeout = 15 * time.Minute
+)
+
+// The bounds of Config.IdleTimeout. The engine decides once a second, so
+// a shorter timeout would mean nothing.
+const (
+	// MinIdleTimeout is the shortest Config.IdleTimeout.
+	MinIdleTimeout = time.Second
+	// MaxIdleTimeout is the longest Config.IdleTimeout.
+	MaxIdleTimeout = 24 * time.Hour
 )
 
 // MaxInstancesLimit is the largest MaxInstances a Config may set.
@@ -104,6 +112,14 @@ type Config struct {
 	// Default 2 s.
 	InitialColdStart time.Duration
 
+	// IdleTimeout is how long an instance may sit without requests before
+	// it is shut down, and how long the service may go without a request
+	// before its last instance is stopped (scale to zero) and CPU alone
+	// stops holding instances up. It counts from the last request that
+	// arrived or finished, however short. In [MinIdleTimeout,
+	// MaxIdleTimeout]; default DefaultIdleTimeout (15 minutes, SPEC §3).
+	IdleTimeout time.Duration
+
 	// Policy recommends the instance count. Nil means the Cloud Run
 	// recommender, NewCloudRun(c). A Policy keeps state: give every Engine
 	// its own.
@@ -129,6 +145,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.InitialColdStart == 0 {
 		c.InitialColdStart = DefaultInitialColdStart
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
 	}
 	return c
 }
@@ -160,6 +179,9 @@ func (c Config) Validate() error {
 	}
 	if c.InitialColdStart < 0 || c.InitialColdStart > time.Hour {
 		return bad("initial cold start %v not in [0, 1h]", c.InitialColdStart)
+	}
+	if c.IdleTimeout < MinIdleTimeout || c.IdleTimeout > MaxIdleTimeout {
+		return bad("idle timeout %v not in [%v, %v]", c.IdleTimeout, MinIdleTimeout, MaxIdleTimeout)
 	}
 	return nil
 }

@@ -30,9 +30,19 @@
 //   - Tick(now) once a second: the recommendation (Decision.Count and
 //     which Driver won), instances to start, drain and stop, pending
 //     requests dispatched or rejected with HTTP 429.
+//   - InstanceExited(now, id) when an instance exits without being told
+//     to (a crash, a failed start, a lost process), in any state. The
+//     engine forgets it; the requests that were running on it come back
+//     in Events.Failed (answer them HTTP 502; no RequestDone for them);
+//     pending requests expected on it are placed again as Route would,
+//     which may dispatch them (Events.Dispatched) or start a replacement
+//     on demand (Events.Started). Replacing lost capacity otherwise is the
+//     next Tick's, as for any shortfall. Backing off a crash-looping
+//     command is the caller's: it may start a Started instance late.
 //
-// Instances go Starting → Ready → (Draining →) Stopped. The engine never
-// stops a starting instance.
+// Instances go Starting → Ready → (Draining →) Stopped, or leave from any
+// state through InstanceExited. The engine never stops a starting
+// instance. Instance and request IDs are never reused.
 //
 // # Metric windows
 //
@@ -63,8 +73,8 @@
 // [MinInstances, MaxInstances], keeps at least one instance while any
 // request is in flight or pending, and drops it to zero (then min) when no
 // instance is running and nothing asks for one, or when the service has had
-// no request for IdleTimeout (CPU alone, which never reads exactly zero,
-// does not hold instances up).
+// no request for Config.IdleTimeout (CPU alone, which never reads exactly
+// zero, does not hold instances up).
 //
 // Two baseline policies implement the same Policy interface from their
 // published behaviour, so a simulator can compare all three on one trace:
@@ -92,7 +102,7 @@
 // utilisation over the last minute (the larger of CPU and concurrency
 // utilisation) is under 10 % is stopped, or drained if requests still run
 // on it. The other surplus instances stay until they have been idle for
-// 15 minutes. The engine never goes below MinInstances and never to zero
+// Config.IdleTimeout (default 15 minutes). The engine never goes below MinInstances and never to zero
 // while a request is in flight or pending.
 //
 // MaxInstances is a strict bound on starting, ready and draining instances

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -145,6 +146,10 @@ type Events struct {
 	// Rejected are pending requests that waited too long at max
 	// instances: answer them with HTTP 429.
 	Rejected []RequestID
+	// Failed are requests that were running on an instance that exited
+	// on its own (InstanceExited), in ascending ID order: the engine has
+	// forgotten them; answer them with HTTP 502.
+	Failed []RequestID
 }
 
 func (ev *Events) reset() {
@@ -153,6 +158,7 @@ func (ev *Events) reset() {
 	ev.Stopped = ev.Stopped[:0]
 	ev.Dispatched = ev.Dispatched[:0]
 	ev.Rejected = ev.Rejected[:0]
+	ev.Failed = ev.Failed[:0]
 }
 
 // Decision is the result of one Tick.
@@ -160,7 +166,7 @@ type Decision struct {
 	// Recommendation is the policy's answer with the engine's bounds
 	// applied: Count is in [min, max] instances, at least 1 while any
 	// request is in flight or pending, and min when nothing can scale
-	// from zero or the service has been idle for IdleTimeout.
+	// from zero or the service has been idle for Config.IdleTimeout.
 	Recommendation
 	// Events are what the caller must do.
 	Events
@@ -735,6 +741,113 @@ func (e *Engine) RequestDone(now time.Time, id RequestID) (Events, error) {
 	return e.ev, nil
 }
 
+// InstanceExited records that instance id, starting, ready or draining,
+// exited at now without the engine asking (it crashed, failed to start, or
+// was lost). The engine forgets it at once; it is not reported in
+// Events.Stopped. The requests that were running on it are forgotten too
+// and returned in Events.Failed: the caller answers them (HTTP 502) and
+// does not call RequestDone for them. Pending requests that were expected
+// to run on it stay pending with their deadlines and are placed again as
+// Route would place a new request: a free slot if one exists
+// (Events.Dispatched), else a starting instance expected ready no later
+// than a new one, else a ready instance whose slot should free sooner than
+// a cold start, else a new instance started on demand (Events.Started)
+// while below max instances, else the best instance there is. Instances
+// to replace a lost ready one are started by the next Tick, as for any
+// shortfall against the recommended count; with nothing in flight or
+// pending, only a new request starts one from zero.
+//
+// An instance the engine already stopped (reported in Events.Stopped) or
+// never started gives ErrUnknownInstance, which a caller that stops
+// instances itself can ignore.
+func (e *Engine) InstanceExited(now time.Time, id InstanceID) (Events, error) {
+	now = e.clock(now)
+	e.ev.reset()
+	in, ok := e.instances[id]
+	if !ok {
+		return e.ev, fmt.Errorf("instance %d exited: %w", id, ErrUnknownInstance)
+	}
+	switch in.state {
+	case Starting:
+		e.starting = slices.DeleteFunc(e.starting, func(s *instance) bool { return s == in })
+	case Ready:
+		e.ready = slices.DeleteFunc(e.ready, func(r *instance) bool { return r == in })
+		e.actSum -= in.act
+	case Draining:
+		e.draining--
+	}
+	if in.inFlight > 0 {
+		for rid, r := range e.requests {
+			if r.inst == in && !r.pending {
+				e.ev.Failed = append(e.ev.Failed, rid)
+			}
+		}
+		slices.Sort(e.ev.Failed)
+		for _, rid := range e.ev.Failed {
+			delete(e.requests, rid)
+		}
+		e.inFlight -= in.inFlight
+		in.inFlight = 0
+		e.lastRequest = now
+	}
+	if e.nPending > 0 {
+		// Requests expected on it, and any expected on no instance (all
+		// were draining at max instances), are placed again.
+		coldStart := e.ExpectedColdStart()
+		for i := e.pendingHead; i < len(e.pending); i++ {
+			p := &e.pending[i]
+			if p.done {
+				continue
+			}
+			r := e.requests[p.id]
+			if r.inst != in && r.inst != nil {
+				continue
+			}
+			if r.inst != nil {
+				in.queued--
+			}
+			r.inst = e.retarget(now, coldStart)
+			if r.inst != nil {
+				r.inst.queued++
+			}
+			e.requests[p.id] = r
+		}
+	}
+	e.remove(in)
+	if e.nPending > 0 {
+		for _, r := range e.ready {
+			e.dispatch(now, r)
+			if e.nPending == 0 {
+				break
+			}
+		}
+	}
+	return e.ev, nil
+}
+
+// retarget chooses the instance a pending request whose instance exited is
+// expected to run on, in Route's order, starting one on demand below max
+// instances (reported in Events.Started). It returns nil only when there
+// is no instance at all and none may start.
+func (e *Engine) retarget(now time.Time, coldStart time.Duration) *instance {
+	if in := e.starter(now.Add(coldStart)); in != nil {
+		return in
+	}
+	if in, wait := e.shortestWait(); in != nil && wait < coldStart {
+		return in
+	}
+	if e.total() < e.cfg.MaxInstances {
+		in := e.startInstance(now)
+		e.ev.Started = append(e.ev.Started, in.id)
+		return in
+	}
+	if in := e.starter(time.Time{}); in != nil {
+		return in
+	}
+	in, _ := e.shortestWait()
+	return in
+}
+
 // remove forgets a stopped instance and recycles its window.
 func (e *Engine) remove(in *instance) {
 	in.state = Stopped
@@ -758,7 +871,7 @@ func (e *Engine) remove(in *instance) {
 // min instances; then ready instances beyond the recommended count (the
 // surplus) are stopped if, after SurplusWindow ready, their utilisation over
 // the last minute is under SurplusUtilisation, or if they have been idle
-// for IdleTimeout, never going under min instances nor to zero while a
+// for Config.IdleTimeout, never going under min instances nor to zero while a
 // request is in flight or pending; finally free slots take pending requests.
 func (e *Engine) Tick(now time.Time) Decision {
 	now = e.clock(now)
@@ -791,7 +904,7 @@ func (e *Engine) Tick(now time.Time) Decision {
 
 // bound applies the engine's rules to a policy's recommendation.
 func (e *Engine) bound(rec Recommendation, m Metrics) Recommendation {
-	if m.Active == 0 && (m.Live == 0 || m.Now.Sub(e.lastRequest) >= IdleTimeout) {
+	if m.Active == 0 && (m.Live == 0 || m.Now.Sub(e.lastRequest) >= e.cfg.IdleTimeout) {
 		rec.Count = 0
 	}
 	if m.Active > 0 {
@@ -877,7 +990,7 @@ func (e *Engine) scaleDown(now time.Time) {
 
 // stoppable reports whether surplus instance in may be shut down.
 func (e *Engine) stoppable(in *instance, now time.Time, sec int64) bool {
-	if in.inFlight == 0 && now.Sub(in.lastActive) >= IdleTimeout {
+	if in.inFlight == 0 && now.Sub(in.lastActive) >= e.cfg.IdleTimeout {
 		return true
 	}
 	if now.Sub(in.readyAt) < SurplusWindow {

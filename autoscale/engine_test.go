@@ -3,6 +3,7 @@ package autoscale
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -44,6 +45,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{CPUsPerInstance: -1}, {CPUsPerInstance: math.Inf(1)},
 		{MaxInstances: -3}, {MinInstances: -1}, {MinInstances: 101},
 		{MinInstances: 5, MaxInstances: 4}, {InitialColdStart: -time.Second},
+		{IdleTimeout: -time.Second}, {IdleTimeout: time.Millisecond}, {IdleTimeout: 25 * time.Hour},
 	}
 	for _, cfg := range bad {
 		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
@@ -53,7 +55,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	e := newEngine(t, Config{})
 	c := e.Config()
 	if c.CPUTarget != 0.6 || c.ConcurrencyTarget != 0.6 || c.MaxConcurrency != 80 ||
-		c.CPUsPerInstance != 1 || c.MinInstances != 0 || c.MaxInstances != 100 {
+		c.CPUsPerInstance != 1 || c.MinInstances != 0 || c.MaxInstances != 100 ||
+		c.IdleTimeout != 15*time.Minute {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -473,6 +476,22 @@ func TestLastIdleInstanceWithBackgroundCPUScalesToZeroAfter15Minutes(t *testing.
 	}
 }
 
+func TestIdleTimeoutIsAConfigSetting(t *testing.T) {
+	e := newEngine(t, Config{IdleTimeout: 30 * time.Second})
+	ids := readyInstances(t, e, sec(0), 2)
+	e.Route(sec(0)) // on ids[0]; ids[1] never gets a request
+	// ids[1]'s 20 % background CPU keeps it above the 10 % line: only
+	// the 30-second idle timeout stops it.
+	for s := 0; s <= 30; s++ {
+		e.Observe(sec(float64(s)), ids[0], 0.3, 1)
+		e.Observe(sec(float64(s)), ids[1], 0.2, 0)
+		d := e.Tick(sec(float64(s)))
+		if stopped := len(d.Stopped) == 1 && d.Stopped[0] == ids[1]; stopped != (s == 30) {
+			t.Fatalf("second %d: %+v, want ids[1] stopped at 30 s idle and only then", s, d.Events)
+		}
+	}
+}
+
 func TestMinAndMaxInstancesBound(t *testing.T) {
 	e := newEngine(t, Config{MinInstances: 2, MaxInstances: 3})
 	d := e.Tick(sec(0))
@@ -635,4 +654,106 @@ func TestTickDispatchesPendingAfterACTIncrease(t *testing.T) {
 	if len(d.Dispatched) != 1 || d.Dispatched[0] != (Dispatch{r.Request, id}) {
 		t.Fatalf("after ACT rose: %+v, want request %d dispatched", d.Events, r.Request)
 	}
+}
+
+func TestInstanceExitedFailsItsRequestsAndReplacesItForPending(t *testing.T) {
+	e := newEngine(t, Config{MaxInstances: 2, MaxConcurrency: 1})
+	ids := readyInstances(t, e, sec(0), 2)
+	e.rec.Count = 2
+	r1 := e.Route(sec(0)) // on ids[0]
+	r2 := e.Route(sec(0)) // on ids[1]
+	r3 := e.Route(sec(0)) // queued: at max instances, expected on ids[0]
+	if r1.Instance != ids[0] || r2.Instance != ids[1] || r3.Outcome != Queued || r3.Instance != ids[0] {
+		t.Fatalf("routes %+v %+v %+v", r1, r2, r3)
+	}
+	ev, err := e.InstanceExited(sec(1), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ev.Failed, []RequestID{r1.Request}) {
+		t.Fatalf("failed %v, want [%d]", ev.Failed, r1.Request)
+	}
+	// Below max instances again: the pending request gets a new instance.
+	if len(ev.Started) != 1 || len(ev.Stopped) != 0 || len(ev.Dispatched) != 0 {
+		t.Fatalf("events %+v, want one instance started for the pending request", ev)
+	}
+	info, ok := e.Instance(ev.Started[0])
+	if !ok || info.State != Starting || info.Queued != 1 {
+		t.Fatalf("replacement %+v %v", info, ok)
+	}
+	if st := e.Stats(); st.Ready != 1 || st.Starting != 1 || st.InFlight != 1 || st.Pending != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if _, ok := e.Instance(ids[0]); ok {
+		t.Fatal("exited instance still known")
+	}
+	if _, err := e.RequestDone(sec(2), r1.Request); !errors.Is(err, ErrUnknownRequest) {
+		t.Fatalf("RequestDone of a failed request: %v, want ErrUnknownRequest", err)
+	}
+	if err := e.Observe(sec(2), ids[0], 0, 0); !errors.Is(err, ErrUnknownInstance) {
+		t.Fatalf("Observe of an exited instance: %v", err)
+	}
+	if _, err := e.InstanceExited(sec(2), ids[0]); !errors.Is(err, ErrUnknownInstance) {
+		t.Fatalf("second exit: %v, want ErrUnknownInstance", err)
+	}
+	ready := ev.Started[0]
+	ev, err = e.InstanceReady(sec(3), ready)
+	if err != nil || len(ev.Dispatched) != 1 || ev.Dispatched[0] != (Dispatch{r3.Request, ready}) {
+		t.Fatalf("replacement ready: %+v %v, want request %d dispatched", ev, err, r3.Request)
+	}
+}
+
+func TestInstanceExitedWhileStartingRequeuesOnAReadyOneWhenSooner(t *testing.T) {
+	e := newEngine(t, Config{MaxInstances: 3, MaxConcurrency: 1})
+	id := readyInstances(t, e, sec(0), 1)[0]
+	e.rec.Count = 1
+	r0 := e.Route(sec(0))
+	e.RequestDone(sec(0.01), r0.Request) // requests take 10 ms
+	r1 := e.Route(sec(1))                // on id
+	s := e.startInstance(sec(1))         // as a Tick would start one
+	r2 := e.Route(sec(1))                // queued on the starting instance
+	if r1.Instance != id || r2.Outcome != Queued || r2.Instance != s.id || r2.Started {
+		t.Fatalf("routes %+v %+v", r1, r2)
+	}
+	ev, err := e.InstanceExited(sec(1.5), s.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A slot on the ready instance is expected in 10 ms, far sooner than a
+	// cold start: no new instance; the request waits for that slot.
+	if len(ev.Failed)+len(ev.Started)+len(ev.Dispatched) != 0 {
+		t.Fatalf("starting instance exited: %+v, want the request requeued on %d", ev, id)
+	}
+	if info, _ := e.Instance(id); info.Queued != 1 {
+		t.Fatalf("ready instance %+v, want the pending request expected on it", info)
+	}
+	ev, _ = e.RequestDone(sec(1.6), r1.Request)
+	if len(ev.Dispatched) != 1 || ev.Dispatched[0] != (Dispatch{r2.Request, id}) {
+		t.Fatalf("slot freed: %+v, want request %d dispatched to %d", ev, r2.Request, id)
+	}
+	checkInvariants(t, e)
+}
+
+func TestInstanceExitedWhileDraining(t *testing.T) {
+	e := newEngine(t, Config{})
+	ids := readyInstances(t, e, sec(0), 2)
+	e.rec.Count = 2
+	e.Route(sec(0))
+	slow := e.Route(sec(0)) // on ids[1]
+	for s := 1; s <= 61; s++ {
+		e.Observe(sec(float64(s)), ids[0], 0.3, 2)
+		e.Observe(sec(float64(s)), ids[1], 0.01, 1)
+		e.Tick(sec(float64(s)))
+	}
+	if info, _ := e.Instance(ids[1]); info.State != Draining {
+		t.Fatalf("ids[1] is %v, want draining", info.State)
+	}
+	ev, err := e.InstanceExited(sec(62), ids[1])
+	if err != nil || !slices.Equal(ev.Failed, []RequestID{slow.Request}) || len(ev.Stopped) != 0 {
+		t.Fatalf("draining instance exited: %+v %v", ev, err)
+	}
+	if st := e.Stats(); st.Draining != 0 || st.Ready != 1 || st.InFlight != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	checkInvariants(t, e)
 }

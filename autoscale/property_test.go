@@ -114,6 +114,13 @@ func driveEngine(tb testing.TB, ops []byte) {
 			}
 			outstanding = slices.Delete(outstanding, i, i+1)
 		}
+		for _, id := range ev.Failed {
+			i := slices.Index(outstanding, id)
+			if i < 0 {
+				tb.Fatalf("failed unknown request %d", id)
+			}
+			outstanding = slices.Delete(outstanding, i, i+1)
+		}
 	}
 	for len(ops) > 0 {
 		switch op := next() % 8; op {
@@ -181,7 +188,27 @@ func driveEngine(tb testing.TB, ops []byte) {
 				if err := e.Observe(now, live[0], math.NaN(), 0); !errors.Is(err, ErrInvalidSample) {
 					tb.Fatalf("NaN sample: %v", err)
 				}
-			case b < 24 && len(live) > 0:
+			case b < 40 && len(live)+len(starting) > 0:
+				// An instance exits on its own, in whatever state.
+				i := int(next()) % (len(live) + len(starting))
+				var id InstanceID
+				if i < len(live) {
+					id = live[i]
+					live = slices.Delete(live, i, i+1)
+				} else {
+					i -= len(live)
+					id = starting[i]
+					starting = slices.Delete(starting, i, i+1)
+				}
+				ev, err := e.InstanceExited(now, id)
+				if err != nil {
+					tb.Fatalf("instance %d exited: %v", id, err)
+				}
+				apply(ev)
+				if _, err := e.InstanceExited(now, id); !errors.Is(err, ErrUnknownInstance) {
+					tb.Fatalf("instance %d exited twice: %v", id, err)
+				}
+			case b < 48 && len(live) > 0:
 				for _, at := range [2]time.Time{time.Unix(-1<<62, 0), time.Unix(1<<62, 0)} {
 					if err := e.Observe(at, live[0], 1, 1); !errors.Is(err, ErrInvalidSample) {
 						tb.Fatalf("sample at %v: %v, want ErrInvalidSample", at, err)
@@ -201,6 +228,7 @@ func FuzzEngine(f *testing.F) {
 	f.Add([]byte{1, 5, 1, 1, 1, 1, 1, 1, 0, 255, 6, 0, 20, 6, 3, 1, 6})
 	f.Add([]byte{2, 1, 7, 2, 4, 12, 11, 6, 0, 3, 6, 7, 3, 7, 12})
 	f.Add([]byte{0, 2, 3, 0, 0, 1, 3, 0, 7, 20, 4, 5, 3, 6, 0, 9, 7, 23, 6})
+	f.Add([]byte{0, 3, 0, 0, 1, 1, 3, 0, 1, 1, 1, 7, 30, 0, 6, 3, 0, 2, 0, 7, 30, 0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		driveEngine(t, ops)
 	})
