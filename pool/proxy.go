@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"time"
 )
 
 // newProxy returns the revision's one reverse proxy. Rewrite reads the
@@ -33,7 +34,16 @@ func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
 			if r.Context().Err() != nil {
 				level = slog.LevelDebug // the client went away: routine
 			}
-			if in != nil {
+			if status == http.StatusBadGateway && in != nil && in.run != nil && r.Context().Err() == nil {
+				// A dropped connection usually means the instance died;
+				// its exit is noticed a moment later. Wait briefly for it,
+				// so the answer says what happened.
+				t := time.NewTimer(time.Second)
+				select {
+				case <-in.run.Done():
+				case <-t.C:
+				}
+				t.Stop()
 				if exited, why := in.exitedErr(); exited {
 					status = http.StatusBadGateway
 					msg = fmt.Sprintf("instance %s of service %s exited while serving the request (%v)", in.name, rv.service, why)

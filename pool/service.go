@@ -27,6 +27,7 @@ type revision struct {
 	m       *serviceMetrics
 	proxy   *httputil.ReverseProxy
 	wg      sync.WaitGroup // the instance goroutines
+	started chan struct{}  // closed once run has begun
 
 	mu        sync.Mutex
 	eng       *autoscale.Engine
@@ -66,6 +67,7 @@ func newRevision(service, name string, cfg autoscale.Config, runner Runner, grac
 		log:     log.With("service", service, "revision", name),
 		m:       m,
 		eng:     eng,
+		started: make(chan struct{}),
 		insts:   map[autoscale.InstanceID]*instance{},
 		waiters: map[autoscale.RequestID]*waiter{},
 	}
@@ -82,6 +84,7 @@ func (rv *revision) run(ctx context.Context) error {
 	rv.mu.Lock()
 	rv.ctx = ctx
 	rv.mu.Unlock()
+	close(rv.started)
 
 	// Instances below min instances start at once, not a second later.
 	rv.tick(time.Now())
@@ -180,6 +183,11 @@ func (rv *revision) apply(now time.Time, ev autoscale.Events) {
 // ServeHTTP routes, waits and proxies one request. The slot the engine
 // gives it is released by the deferred finish on every path.
 func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select { // a request may come in before the pool runs
+	case <-rv.started:
+	case <-r.Context().Done():
+		return
+	}
 	start := time.Now()
 	rv.mu.Lock()
 	if rv.ctx == nil || rv.ctx.Err() != nil || rv.retiring {
