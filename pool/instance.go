@@ -243,4 +243,3 @@ func (rv *revision) gone(in *instance, run Instance, why error) {
 	rv.log.Warn("instance exited on its own", "instance", in.name, "pid", pid, "reason", reason, "error", why,
 		"requests_failed", failed, "failures_in_a_row", failures, "next_backoff", backoff(failures))
 }
-

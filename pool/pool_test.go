@@ -171,7 +171,9 @@ func TestReloadKeepsInstancesAndNewRevisionRollsOut(t *testing.T) {
 	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r1, Template: "a", Engine: autoscale.Config{MinInstances: 1}})
 	runPool(t, p)
 	h := p.Handler("s")
-	eventually(t, 20*time.Second, "min instance not ready", func() bool { return p.Status()[0].Instances != nil && len(p.Status()[0].Instances) == 1 && p.Status()[0].Instances[0].State == "ready" })
+	eventually(t, 20*time.Second, "min instance not ready", func() bool {
+		return p.Status()[0].Instances != nil && len(p.Status()[0].Instances) == 1 && p.Status()[0].Instances[0].State == "ready"
+	})
 	_, before, _ := get(t, h, "/")
 
 	// Same template, new bounds: same instance.

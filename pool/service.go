@@ -2,7 +2,7 @@ package pool
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -35,7 +35,7 @@ type revision struct {
 	waiters   map[autoscale.RequestID]*waiter
 	nextInst  int // for instance names
 	lastRec   autoscale.Recommendation
-	failures  int       // instance exits in a row without a healthy run
+	failures  int             // instance exits in a row without a healthy run
 	ctx       context.Context // set by run
 	retiring  bool            // no new request is routed here
 	retireBy  time.Time       // stop the instances by then even if busy
