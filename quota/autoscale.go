@@ -287,9 +287,9 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 				},
 			})
 		},
-		"max_concurrency": whole(&cfg.MaxConcurrency, 1, 1000),
-		"cpus":            num(&cfg.CPUsPerInstance, 0, 1000, true),
-		"cpu_target":      num(&cfg.CPUTarget, 0, 1, true),
+		"max_concurrency":    whole(&cfg.MaxConcurrency, 1, 1000),
+		"cpus":               num(&cfg.CPUsPerInstance, 0, 1000, true),
+		"cpu_target":         num(&cfg.CPUTarget, 0, 1, true),
 		"concurrency_target": num(&cfg.ConcurrencyTarget, 0, 1, true),
 		"min_instances": func(k, v *yaml.Node, f string) {
 			minNode = v
