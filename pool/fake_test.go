@@ -130,7 +130,7 @@ func (si *serverInstance) CPUTime() (time.Duration, bool) { return 0, true }
 func (si *serverInstance) PID() int                       { return 0 }
 
 // testLogger logs to the test's output when -v is given.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(_ testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
