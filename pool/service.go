@@ -190,7 +190,9 @@ func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	rv.mu.Lock()
-	if rv.ctx == nil || rv.ctx.Err() != nil || rv.retiring {
+	// A retiring revision still takes the odd request that found it just
+	// before traffic moved: it drains before its instances stop.
+	if rv.ctx == nil || rv.ctx.Err() != nil {
 		rv.mu.Unlock()
 		http.Error(w, "service "+rv.service+" is not running", http.StatusServiceUnavailable)
 		return
@@ -213,9 +215,9 @@ func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if wt != nil {
 		// The engine decides by the deadline (Tick then starts a fresh
-		// instance and extends it once, or rejects); the timer only
-		// bounds the wait should no decision come.
-		limit := time.Until(res.Deadline) + rv.eng.Config().InitialColdStart + 2*autoscale.MinPendingWait
+		// instance and waits for it as long again, or rejects); the timer
+		// only bounds the wait should no decision come.
+		limit := 3*res.Deadline.Sub(start) + autoscale.MinPendingWait
 		timer := time.NewTimer(limit)
 		defer timer.Stop()
 		select {
