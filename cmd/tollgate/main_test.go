@@ -112,6 +112,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	testservice.Remove()
 	os.Exit(code)
 }
 
