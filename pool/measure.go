@@ -2,6 +2,7 @@ package pool
 
 import (
 	"errors"
+	"math"
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
@@ -73,7 +74,13 @@ func (rv *revision) tick(now time.Time) {
 	if dec.Count != before.Count {
 		m := rv.eng.Metrics(now)
 		cpu, conc, act := needs(rv.eng.Config(), m)
-		rv.log.Info("scale", "from", before.Count, "to", dec.Count, "driver", dec.Driver.String(),
+		// The driver's own count before the engine's bounds (min and max
+		// instances, one while requests wait, zero once idle).
+		policy := int(math.Ceil(max(cpu, conc, act) - 1e-9))
+		if dec.Held {
+			policy = before.Count
+		}
+		rv.log.Info("scale", "from", before.Count, "to", dec.Count, "driver", dec.Driver.String(), "driver_count", policy,
 			"cpu_1m", round3(m.CPU1m), "concurrency_1m", round3(m.Concurrency1m), "concurrency_10m", round3(m.Concurrency10m),
 			"act_capacity", round3(m.ACTCapacity), "need_cpu", round3(cpu), "need_concurrency", round3(conc), "need_act", round3(act),
 			"in_flight", m.Active, "ready", m.Ready, "live", m.Live)
