@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -208,7 +209,11 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	fmt.Fprintf(w, "ok %d\n", os.Getpid())
+	// With a Content-Length the flushed answer is complete, even if the
+	// service then crashes before the handler returns.
+	body := fmt.Sprintf("ok %d\n", os.Getpid())
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	_, _ = io.WriteString(w, body)
 	if n := s.served.Add(1); s.cfg.crashAfter > 0 && n >= s.cfg.crashAfter {
 		if f, ok := w.(http.Flusher); ok {
 			f.Flush()
