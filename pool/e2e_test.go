@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/internal/testservice"
 	"github.com/tollgate/tollgate/pool"
@@ -41,6 +43,7 @@ func startPool(t *testing.T, spec pool.ServiceSpec) (*pool.Pool, string, func())
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
+			srv.CloseClientConnections()
 			srv.Close()
 			cancel()
 			select {
@@ -229,7 +232,7 @@ func TestProcessAtMaxInstancesPendingThen429(t *testing.T) {
 func TestProcessCrashedInstanceIsReplaced(t *testing.T) {
 	t.Parallel()
 	r := testRunner(t, testservice.EnvCrashAfter+"=2")
-	p, url, _ := startPool(t, pool.ServiceSpec{Name: "crashy", Runner: r, Engine: autoscale.Config{MaxInstances: 1}})
+	_, url, _ := startPool(t, pool.ServiceSpec{Name: "crashy", Runner: r, Engine: autoscale.Config{MaxInstances: 1}})
 	seen := map[string]bool{}
 	for i := range 5 {
 		code, body := 0, ""
@@ -265,4 +268,55 @@ func TestProcessIgnoringSIGTERMIsKilledAfterGrace(t *testing.T) {
 		t.Fatalf("stopped in %v: the instance ignores SIGTERM, so it should have had its 2 s grace", took)
 	}
 	_ = syscall.SIGTERM
+}
+
+// TestProcessCrashLoopBacksOff: a command that exits at once is restarted
+// with growing waits between attempts, counted in metrics.
+func TestProcessCrashLoopBacksOff(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	p := pool.New(pool.Options{Logger: testLog(t), Registry: reg})
+	if err := p.Apply([]pool.ServiceSpec{{Name: "loop", Runner: testRunner(t, testservice.EnvExit+"=3"), Engine: autoscale.Config{MaxInstances: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	srv := httptest.NewServer(p.Handler("loop"))
+	defer srv.Close()
+	go http.Get(srv.URL + "/") // waits pending while instances fail
+	exits := func() float64 {
+		return metricValue(t, reg, "tollgate_pool_instance_exits_total")
+	}
+	waitFor(t, 60*time.Second, "fewer than 4 failed starts", func() bool { return exits() >= 4 })
+	if b := metricValue(t, reg, "tollgate_pool_restart_backoff_seconds"); b < 1 {
+		t.Fatalf("restart backoff %v s after %v failures in a row", b, exits())
+	}
+	// Backoff bounds the rate: 4 more failures take at least 4+8+16 s
+	// beyond the first waits, so far fewer than one attempt a second.
+	n := exits()
+	time.Sleep(5 * time.Second)
+	if more := exits() - n; more > 3 {
+		t.Fatalf("%v failed starts in 5 s despite the backoff", more)
+	}
+}
+
+// metricValue sums the series of one metric family in reg.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
 }

@@ -183,7 +183,7 @@ func TestServeRejectsMissingCommand(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tollgate.yaml")
 	os.WriteFile(path, []byte("services:\n  - name: svc\n    route: {path_prefix: /t/}\n    autoscale: {command: [./nope]}\n"), 0o644)
 	code, _, stderr := runCmd("serve", "--listen", "127.0.0.1:0", "--config", path)
-	if code != 1 || !strings.Contains(stderr, "tollgate.yaml:4:27: services[0].autoscale.command: \"./nope\" cannot be run") {
+	if code != 1 || !strings.Contains(stderr, "tollgate.yaml:4:26: services[0].autoscale.command: \"./nope\" cannot be run") {
 		t.Fatalf("serve with a missing command: exit %d, %s", code, stderr)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/testservice"
 )
 
 func runCmd(args ...string) (code int, stdout, stderr string) {
