@@ -25,7 +25,7 @@ type ServiceStatus struct {
 type InstanceStatus struct {
 	Name        string  `json:"name"`
 	Revision    string  `json:"revision"`
-	State       string  `json:"state"`
+	State       string  `json:"state"` // starting, ready, draining, stopping
 	PID         int     `json:"pid,omitempty"`
 	Port        int     `json:"port,omitempty"`
 	InFlight    int     `json:"in_flight"`
@@ -69,12 +69,14 @@ func (rv *revision) status() ServiceStatus {
 	}
 	slices.SortFunc(ids, func(a, b *instance) int { return cmp.Compare(a.id, b.id) })
 	for _, in := range ids {
+		// An instance the engine has let go is listed until it has exited.
 		info, ok := rv.eng.Instance(in.id)
-		if !ok {
-			continue
+		state := "stopping"
+		if ok {
+			state = info.State.String()
 		}
 		is := InstanceStatus{
-			Name: in.name, Revision: rv.name, State: info.State.String(),
+			Name: in.name, Revision: rv.name, State: state,
 			Port: in.port, InFlight: info.InFlight, ACT: info.ACT,
 			Concurrency: round3(in.conc), CPU: round3(in.cpu), Recommended: info.Recommended,
 		}
