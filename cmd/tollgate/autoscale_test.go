@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,8 +19,9 @@ import (
 
 // autoscaleConfig writes a config serving the test service under /t/ and
 // returns its path; marker is put in every instance's environment, so the
-// test can find their processes in /proc.
-func autoscaleConfig(t *testing.T, marker string, extra string) string {
+// test can find their processes in /proc. With spawnChild each instance
+// starts a child process of its own.
+func autoscaleConfig(t *testing.T, marker string, spawnChild bool) string {
 	t.Helper()
 	bin := testservice.Build(t)
 	path := filepath.Join(t.TempDir(), "tollgate.yaml")
@@ -28,10 +30,10 @@ func autoscaleConfig(t *testing.T, marker string, extra string) string {
     route: {path_prefix: /t/, strip_prefix: true}
     autoscale:
       command: [%q]
-      env: {TOLLGATE_TEST_MARKER: %q, %s: "1"}
+      env: {TOLLGATE_TEST_MARKER: %q, %s: "%t"}
       max_instances: 2
       termination_grace_period: 3s
-%s`, bin, marker, testservice.EnvSpawnChild, extra)
+`, bin, marker, testservice.EnvSpawnChild, spawnChild)
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +126,7 @@ func listPools(t *testing.T, addr string) adminPools {
 // max instances, and leaves no instance process after SIGTERM.
 func TestServeAutoscaleSIGTERM(t *testing.T) {
 	marker := fmt.Sprintf("term-%d", time.Now().UnixNano())
-	cfgPath := autoscaleConfig(t, marker, "")
+	cfgPath := autoscaleConfig(t, marker, true)
 	s := startServerEnv(t, []string{"TOLLGATE_ADMIN_TOKEN=secret"}, "--config", cfgPath)
 	code, body := getBody(t, "http://"+s.addr+"/t/hello")
 	if code != 200 || !strings.HasPrefix(body, "ok ") {
@@ -164,10 +166,12 @@ func TestServeAutoscaleSIGTERM(t *testing.T) {
 }
 
 // TestServeAutoscaleSIGKILL: when tollgate is killed outright, its
-// instances die with it (parent-death signal).
+// instances die with it (parent-death signal). What an instance started
+// itself is not covered: the parent-death signal reaches only the
+// instance's main process (see package pool/process).
 func TestServeAutoscaleSIGKILL(t *testing.T) {
 	marker := fmt.Sprintf("kill-%d", time.Now().UnixNano())
-	s := startServerEnv(t, []string{"TOLLGATE_ADMIN_TOKEN=secret"}, "--config", autoscaleConfig(t, marker, ""))
+	s := startServerEnv(t, []string{"TOLLGATE_ADMIN_TOKEN=secret"}, "--config", autoscaleConfig(t, marker, false))
 	if code, body := getBody(t, "http://"+s.addr+"/t/"); code != 200 {
 		t.Fatalf("first request: %d %q", code, body)
 	}
@@ -195,4 +199,76 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestServeThrottledServiceOnPool: a preset service with an autoscale
+// section passes throttle → pending queue → instance in one process.
+func TestServeThrottledServiceOnPool(t *testing.T) {
+	marker := fmt.Sprintf("ecs-%d", time.Now().UnixNano())
+	path := filepath.Join(t.TempDir(), "tollgate.yaml")
+	cfg := fmt.Sprintf("services:\n  - preset: ecs\n    autoscale: {command: [%q], env: {TOLLGATE_TEST_MARKER: %q}, max_instances: 1}\n", testservice.Build(t), marker)
+	os.WriteFile(path, []byte(cfg), 0o644)
+	s := startServer(t, "--config", path)
+	send := func() (int, string) {
+		req, _ := http.NewRequest("POST", "http://"+s.addr+"/", strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/x-amz-json-1.1")
+		req.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.ListClusters")
+		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKID/20261129/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=00")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// The cluster-read bucket holds 50 and refills 20 a second: the first
+	// 50 reach the instance (the first one starting it); a burst beyond
+	// that meets the throttle, which answers without the instance.
+	for i := range 50 {
+		if code, body := send(); code != 200 || !strings.HasPrefix(body, "ok ") {
+			t.Fatalf("request %d: %d %q", i, code, body)
+		}
+	}
+	throttled := false
+	for range 500 {
+		code, body := send()
+		if code == 400 && strings.Contains(body, "ThrottlingException") {
+			throttled = true
+			break
+		}
+		if code != 200 {
+			t.Fatalf("in the burst: %d %q", code, body)
+		}
+	}
+	if !throttled {
+		t.Fatal("550 requests in a burst against a 50/20 bucket were never throttled")
+	}
+	if len(markedProcesses(marker)) == 0 {
+		t.Fatal("no instance process behind the throttled service")
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.cmd.Wait()
+	waitNoProcesses(t, marker, "tollgate's SIGTERM")
+}
+
+// TestExampleAutoscale runs examples/autoscale as the README says (from
+// the repository root): the first request under /hello/ starts an
+// instance (with go run) and is answered by it.
+func TestExampleAutoscale(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command: the example runs its service with go run")
+	}
+	root, _ := filepath.Abs("../..")
+	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--config", "examples/autoscale/tollgate.yaml")
+	cmd.Dir = root
+	s := startCmd(t, cmd)
+	code, body := getBody(t, "http://"+s.addr+"/hello/there")
+	if code != 200 || !strings.HasPrefix(body, "Hello from hello (revision hello-00001") || !strings.Contains(body, "path /there") {
+		t.Fatalf("GET /hello/there: %d %q", code, body)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if err := s.cmd.Wait(); err != nil {
+		t.Fatalf("serve exited with %v after SIGTERM", err)
+	}
 }

@@ -137,6 +137,13 @@ func startServerEnv(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
+	return startCmd(t, cmd)
+}
+
+// startCmd starts a prepared `tollgate serve` command and waits for its
+// "listening" log line.
+func startCmd(t *testing.T, cmd *exec.Cmd) *server {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
