@@ -35,19 +35,36 @@ type InstanceStatus struct {
 	Recommended bool    `json:"recommended"`
 }
 
-// Status lists every service and its instances (those of a revision being
-// replaced included), services by name and instances by start.
+// Status lists every service and its instances, services by name and
+// instances by start: those of replaced revisions still draining first,
+// then the current revision's. The counts are the current revision's.
 func (p *Pool) Status() []ServiceStatus {
-	p.mu.RLock()
-	svcs := make([]*service, 0, len(p.services))
-	for _, s := range p.services {
-		svcs = append(svcs, s)
+	type listed struct {
+		*service
+		old []*revision
 	}
-	p.mu.RUnlock()
-	slices.SortFunc(svcs, func(a, b *service) int { return strings.Compare(a.name, b.name) })
+	p.mu.Lock()
+	svcs := make([]listed, 0, len(p.services))
+	for _, s := range p.services {
+		s.old = slices.DeleteFunc(s.old, func(rv *revision) bool {
+			select {
+			case <-rv.finished:
+				return true
+			default:
+				return false
+			}
+		})
+		svcs = append(svcs, listed{s, slices.Clone(s.old)})
+	}
+	p.mu.Unlock()
+	slices.SortFunc(svcs, func(a, b listed) int { return strings.Compare(a.name, b.name) })
 	out := make([]ServiceStatus, 0, len(svcs))
 	for _, s := range svcs {
-		out = append(out, s.cur.Load().status())
+		st := s.cur.Load().status()
+		for _, rv := range s.old {
+			st.Instances = append(rv.status().Instances, st.Instances...)
+		}
+		out = append(out, st)
 	}
 	return out
 }

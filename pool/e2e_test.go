@@ -320,3 +320,57 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return sum
 }
+
+// TestProcessNewRevisionRollsOut: a reload that keeps what runs keeps the
+// instance; one that changes the environment starts a new revision, moves
+// traffic once it is ready and stops the old instance, with every request
+// answered meanwhile.
+func TestProcessNewRevisionRollsOut(t *testing.T) {
+	t.Parallel()
+	spec := pool.ServiceSpec{Name: "rev", Runner: testRunner(t, "GENERATION=1"), Template: "gen1", Engine: autoscale.Config{MinInstances: 1, MaxInstances: 3}}
+	p, url, _ := startPool(t, spec)
+	waitFor(t, 60*time.Second, "min instance not ready", func() bool { return readyCount(p) == 1 })
+	oldPID := pids(p)[0]
+
+	spec.Engine.MaxInstances = 4
+	if err := p.Apply([]pool.ServiceSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pids(p); len(got) != 1 || got[0] != oldPID {
+		t.Fatalf("a bounds reload changed the instances: %v, had %d", got, oldPID)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var bad atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			resp, err := http.Get(url + "/")
+			if err != nil || resp.StatusCode != 200 {
+				bad.Add(1)
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	spec.Runner, spec.Template = testRunner(t, "GENERATION=2"), "gen2"
+	if err := p.Apply([]pool.ServiceSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "traffic never moved to the new revision", func() bool {
+		st := p.Status()[0]
+		return st.Revision == "rev-00002" && len(st.Instances) >= 1
+	})
+	waitFor(t, 60*time.Second, "the old revision's process still runs", func() bool { return !alive(oldPID) })
+	cancel()
+	wg.Wait()
+	if n := bad.Load(); n > 0 {
+		t.Errorf("%d requests failed during the rollout", n)
+	}
+	code, body, _ := fetch(t, url+"/env")
+	if code != 200 || !strings.Contains(body, `"GENERATION":"2"`) || !strings.Contains(body, `"K_REVISION":"rev-00002"`) {
+		t.Fatalf("after the rollout the instance has %d %s", code, body)
+	}
+}

@@ -72,6 +72,7 @@ type service struct {
 	name   string
 	m      *serviceMetrics
 	cur    atomic.Pointer[revision]
+	old    []*revision // replaced revisions, listed until they have stopped; guarded by Pool.mu
 	spec   ServiceSpec
 	number int // revisions made so far
 }
@@ -222,6 +223,9 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 			rv.retire(time.Now())
 			return
 		}
+		p.mu.Lock()
+		svc.old = append(svc.old, old)
+		p.mu.Unlock()
 		p.log.Info("traffic moved to the new revision; draining the previous one", "service", svc.name, "revision", rv.name, "ready", rv.readyCount(), "previous", old.name)
 		old.retire(time.Now().Add(p.drainTimeout))
 		if err := rv.setConfig(cfg, s.StopGrace); err != nil {

@@ -27,7 +27,8 @@ type revision struct {
 	m       *serviceMetrics
 	proxy   *httputil.ReverseProxy
 	wg      sync.WaitGroup // the instance goroutines
-	started chan struct{}  // closed once run has begun
+	started  chan struct{} // closed once run has begun
+	finished chan struct{} // closed once run has returned
 
 	mu        sync.Mutex
 	eng       *autoscale.Engine
@@ -67,7 +68,8 @@ func newRevision(service, name string, cfg autoscale.Config, runner Runner, grac
 		log:     log.With("service", service, "revision", name),
 		m:       m,
 		eng:     eng,
-		started: make(chan struct{}),
+		started:  make(chan struct{}),
+		finished: make(chan struct{}),
 		insts:   map[autoscale.InstanceID]*instance{},
 		waiters: map[autoscale.RequestID]*waiter{},
 	}
@@ -79,6 +81,7 @@ func newRevision(service, name string, cfg autoscale.Config, runner Runner, grac
 // requests have finished; then it stops every instance and returns once
 // they have exited.
 func (rv *revision) run(ctx context.Context) error {
+	defer close(rv.finished)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rv.mu.Lock()
