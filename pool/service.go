@@ -20,15 +20,15 @@ const DefaultStopGrace = 10 * time.Second
 // waiting requests, driven by one loop (run). Every field below mu is
 // guarded by it; no I/O happens while it is held.
 type revision struct {
-	service string
-	name    string // the revision's name: K_REVISION
-	runner  Runner
-	log     *slog.Logger
-	m       *serviceMetrics
-	proxy   *httputil.ReverseProxy
-	wg      sync.WaitGroup // the instance goroutines
-	started  chan struct{} // closed once run has begun
-	finished chan struct{} // closed once run has returned
+	service  string
+	name     string // the revision's name: K_REVISION
+	runner   Runner
+	log      *slog.Logger
+	m        *serviceMetrics
+	proxy    *httputil.ReverseProxy
+	wg       sync.WaitGroup // the instance goroutines
+	started  chan struct{}  // closed once run has begun
+	finished chan struct{}  // closed once run has returned
 
 	mu        sync.Mutex
 	eng       *autoscale.Engine
@@ -61,17 +61,17 @@ func newRevision(service, name string, cfg autoscale.Config, runner Runner, grac
 		grace = DefaultStopGrace
 	}
 	rv := &revision{
-		service: service,
-		name:    name,
-		runner:  runner,
-		grace:   grace,
-		log:     log.With("service", service, "revision", name),
-		m:       m,
-		eng:     eng,
+		service:  service,
+		name:     name,
+		runner:   runner,
+		grace:    grace,
+		log:      log.With("service", service, "revision", name),
+		m:        m,
+		eng:      eng,
 		started:  make(chan struct{}),
 		finished: make(chan struct{}),
-		insts:   map[autoscale.InstanceID]*instance{},
-		waiters: map[autoscale.RequestID]*waiter{},
+		insts:    map[autoscale.InstanceID]*instance{},
+		waiters:  map[autoscale.RequestID]*waiter{},
 	}
 	rv.proxy = newProxy(rv, eng.Config().MaxConcurrency)
 	return rv, nil
