@@ -102,8 +102,21 @@
 // utilisation over the last minute (the larger of CPU and concurrency
 // utilisation) is under 10 % is stopped, or drained if requests still run
 // on it. The other surplus instances stay until they have been idle for
-// Config.IdleTimeout (default 15 minutes). The engine never goes below MinInstances and never to zero
-// while a request is in flight or pending.
+// Config.IdleTimeout (default 15 minutes).
+//
+// The 1-minute averages lag a step up in load: read literally, the rule
+// stops the surplus instances that the new load is just starting to use.
+// So, unless Config.LiteralSurplusStop is set, no surplus instance is
+// stopped for low utilisation while a request is pending, nor while it
+// ranks within the recent need: the instances that the last 6 seconds'
+// demand needs at the targets (CPU, and concurrency or the requests in
+// flight now if more, against the mean ACT value), the span of Knative's
+// panic window. Such instances still stop after the idle timeout. The engine never goes below
+// MinInstances, and never to zero while a request is in flight or pending
+// nor before the service has gone Config.IdleTimeout without a request:
+// idle retention counts from the last request that arrived or finished,
+// however short (a 0.5 ms request reads as zero concurrency in the
+// windows, and idle CPU as zero in a simulator, but both count here).
 //
 // MaxInstances is a strict bound on starting, ready and draining instances
 // together. Cloud Run may briefly exceed its maximum during traffic spikes

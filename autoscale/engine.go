@@ -869,10 +869,13 @@ func (e *Engine) remove(in *instance) {
 // instances are started up to the recommended count, unless there are none
 // and nothing asks for one (only a request scales from zero), and up to
 // min instances; then ready instances beyond the recommended count (the
-// surplus) are stopped if, after SurplusWindow ready, their utilisation over
-// the last minute is under SurplusUtilisation, or if they have been idle
-// for Config.IdleTimeout, never going under min instances nor to zero while a
-// request is in flight or pending; finally free slots take pending requests.
+// surplus) are stopped if, after SurplusWindow ready, their utilisation
+// over the last minute is under SurplusUtilisation (unless a request is
+// pending or the recent need covers them; see Config.LiteralSurplusStop),
+// or if they have been idle for Config.IdleTimeout, never going under min
+// instances, nor to zero while a request is in flight or pending or within
+// Config.IdleTimeout of the last request; finally free slots take pending
+// requests.
 func (e *Engine) Tick(now time.Time) Decision {
 	now = e.clock(now)
 	e.ev.reset()
@@ -952,16 +955,35 @@ func (e *Engine) scaleDown(now time.Time) {
 	if r == len(e.ready) {
 		return
 	}
-	live := len(e.starting) + len(e.ready)
-	active := e.inFlight + e.nPending
 	sec := e.second(now)
+	// Surplus instances ranked below protect are stopped only for the
+	// idle timeout, not for low utilisation: all of them while a request
+	// is pending, else those the recent demand needs.
+	protect := r
+	if !e.cfg.LiteralSurplusStop {
+		if e.nPending > 0 {
+			protect = len(e.ready)
+		} else {
+			protect = max(r, min(e.recentNeed(sec), len(e.ready)))
+		}
+	}
+	live := len(e.starting) + len(e.ready)
+	// The last instance stays while a request runs or waits, and until
+	// the service has had no request for the idle timeout: scale to zero
+	// counts from the last request, however short, not from what the
+	// metric windows read.
+	keepLast := e.inFlight+e.nPending > 0 || now.Sub(e.lastRequest) < e.cfg.IdleTimeout
 	removed := false
 	for i := len(e.ready) - 1; i >= r; i-- {
 		in := e.ready[i]
-		if live-1 < e.cfg.MinInstances || (live == 1 && active > 0) {
+		if live-1 < e.cfg.MinInstances || (live == 1 && keepLast) {
 			break
 		}
-		if in.queued > 0 || !e.stoppable(in, now, sec) {
+		if in.queued > 0 {
+			continue
+		}
+		if idle := in.inFlight == 0 && now.Sub(in.lastActive) >= e.cfg.IdleTimeout; !idle &&
+			(i < protect || !e.underused(in, now, sec)) {
 			continue
 		}
 		live--
@@ -988,11 +1010,26 @@ func (e *Engine) scaleDown(now time.Time) {
 	}
 }
 
-// stoppable reports whether surplus instance in may be shut down.
-func (e *Engine) stoppable(in *instance, now time.Time, sec int64) bool {
-	if in.inFlight == 0 && now.Sub(in.lastActive) >= e.cfg.IdleTimeout {
-		return true
+// recentNeed is the number of instances the last seconds' demand needs at
+// the targets: the service's CPU and concurrency averaged over the 6
+// seconds ending at second sec (the span of Knative's panic window), the
+// concurrency raised to the requests in flight now when more, against the
+// ready instances' mean ACT value (the configured maximum when none is
+// ready).
+func (e *Engine) recentNeed(sec int64) int {
+	cpu, conc := e.svc.average(0, sec)
+	conc = max(conc, float64(e.inFlight))
+	capacity := float64(e.cfg.MaxConcurrency)
+	if len(e.ready) > 0 {
+		capacity = float64(e.actSum) / float64(len(e.ready))
 	}
+	return ceilInstances(max(cpu/e.cfg.CPUsPerInstance/e.cfg.CPUTarget, conc/capacity/e.cfg.ConcurrencyTarget))
+}
+
+// underused reports whether surplus instance in has been ready for
+// SurplusWindow and used less than SurplusUtilisation over the last
+// minute (the larger of its CPU and concurrency utilisation).
+func (e *Engine) underused(in *instance, now time.Time, sec int64) bool {
 	if now.Sub(in.readyAt) < SurplusWindow {
 		return false
 	}

@@ -533,21 +533,82 @@ func TestScaleToZeroOnlyWithNothingInFlight(t *testing.T) {
 		}
 	}
 	e.RequestDone(sec(1200), r.Request)
-	// The surplus rule stops it once nothing is in flight.
-	if d := e.Tick(sec(1201)); d.Count != 0 || len(d.Stopped) != 1 {
-		t.Fatalf("nothing in flight: %+v, want scaled to zero", d)
+	// Idle retention counts from that last request: the instance is
+	// spare capacity (not recommended) for 15 minutes, then it goes.
+	for s := 1201; s < 2100; s++ {
+		if d := e.Tick(sec(float64(s))); len(d.Stopped)+len(d.Draining) != 0 || e.Stats().Ready != 1 {
+			t.Fatalf("second %d, %d s after the last request: %+v, want the instance kept", s, s-1200, d)
+		}
+	}
+	if d := e.Tick(sec(2100)); d.Count != 0 || len(d.Stopped) != 1 {
+		t.Fatalf("15 minutes after the last request: %+v, want scaled to zero", d)
 	}
 	// A pending request also holds the count at 1.
 	e2 := newEngine(t, Config{})
-	r2 := e2.Route(sec(0))
+	e2.Route(sec(0))
 	if d := e2.Tick(sec(1)); d.Count != 1 {
 		t.Fatalf("pending request: %+v, want 1", d)
 	}
-	_ = r2
+}
+
+func TestSubMillisecondRequestsHoldTheLastInstance(t *testing.T) {
+	e := newEngine(t, Config{})
+	first := e.Route(sec(0))
+	id := first.Instance
+	e.InstanceReady(sec(1), id)
+	e.RequestDone(sec(1.0005), first.Request)
+	// Two minutes of one 0.5 ms request a second: concurrency 0.0005
+	// reads 0 in the windows' thousandths, CPU reads 0 (as the simulator
+	// reports an instance without CPU work), the policy recommends 0, yet
+	// the instance serves and must stay.
+	last := 1.0005
+	for s := 2; s <= 120; s++ {
+		r := e.Route(sec(float64(s)))
+		if r.Outcome != Served || r.Instance != id {
+			t.Fatalf("second %d: %+v, want served on %d", s, r, id)
+		}
+		last = float64(s) + 0.0005
+		e.RequestDone(sec(last), r.Request)
+		e.Observe(sec(float64(s)), id, 0, 0.0005)
+		if d := e.Tick(sec(float64(s) + 0.5)); len(d.Stopped)+len(d.Draining) != 0 {
+			t.Fatalf("second %d: %+v, stopped while serving", s, d.Events)
+		}
+	}
+	for s := 121; float64(s) < last+900; s++ {
+		e.Observe(sec(float64(s)), id, 0, 0)
+		if d := e.Tick(sec(float64(s))); len(d.Stopped) != 0 {
+			t.Fatalf("stopped at second %d, %.4f s after the last request", s, float64(s)-last)
+		}
+	}
+	if d := e.Tick(sec(last + 900)); len(d.Stopped) != 1 || d.Count != 0 {
+		t.Fatalf("15 minutes after the last request: %+v, want scaled to zero", d)
+	}
+}
+
+func TestLastInstanceOutlivesTheTenMinuteAverage(t *testing.T) {
+	e := newEngine(t, Config{})
+	r := e.Route(sec(0))
+	e.InstanceReady(sec(1), r.Instance)
+	for s := 1; s < 60; s++ {
+		e.Observe(sec(float64(s)), r.Instance, 0, 1) // idle CPU reads 0
+		e.Tick(sec(float64(s)))
+	}
+	e.RequestDone(sec(60), r.Request)
+	// The 10-minute concurrency average drains at 670 s; the instance
+	// stays until 15 minutes after the last request (960 s).
+	for s := 61; s < 960; s++ {
+		e.Observe(sec(float64(s)), r.Instance, 0, 0)
+		if d := e.Tick(sec(float64(s))); len(d.Stopped) != 0 {
+			t.Fatalf("stopped at second %d, %d s after the last request", s, s-60)
+		}
+	}
+	if d := e.Tick(sec(960)); len(d.Stopped) != 1 {
+		t.Fatalf("15 minutes after the last request: %+v, want stopped", d)
+	}
 }
 
 func TestScaleFromZeroOnlyOnRequest(t *testing.T) {
-	e := newEngine(t, Config{})
+	e := newEngine(t, Config{IdleTimeout: time.Minute})
 	r := e.Route(sec(0))
 	e.InstanceReady(sec(1), r.Instance)
 	for s := 1; s < 30; s++ {
@@ -557,9 +618,10 @@ func TestScaleFromZeroOnlyOnRequest(t *testing.T) {
 		}
 	}
 	e.RequestDone(sec(30), r.Request)
-	// Stop it while the 10-minute concurrency average is still high.
+	// Stop it, a minute after its last request, while the 10-minute
+	// concurrency average is still high.
 	e.rec.Count = 0
-	e.scaleDown(sec(100))
+	e.scaleDown(sec(90))
 	if st := e.Stats(); st.Ready+st.Starting != 0 {
 		t.Fatalf("not scaled to zero: %+v", e.Stats())
 	}
@@ -756,4 +818,76 @@ func TestInstanceExitedWhileDraining(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	checkInvariants(t, e)
+}
+
+// stepLoad runs 18 ready instances through a minute of light load (two
+// instances at 5 concurrent requests) and then a step to 84 concurrent
+// requests (in flight from then on) on 14 instances, as the simulator's autoscale-step
+// study does, and returns the fewest ready instances seen after the step.
+func stepLoad(t *testing.T, literal bool) (fewest int) {
+	t.Helper()
+	e := newEngine(t, Config{MaxConcurrency: 10, LiteralSurplusStop: literal})
+	ids := readyInstances(t, e, sec(0), 18)
+	e.Route(sec(0)) // a request in flight: the service is not idle
+	for s := 0; s < 60; s++ {
+		for i, id := range ids {
+			if i < 2 {
+				e.Observe(sec(float64(s)), id, 0.5, 5)
+			} else {
+				e.Observe(sec(float64(s)), id, 0, 0)
+			}
+		}
+		e.Tick(sec(float64(s)))
+	}
+	fewest = len(ids)
+	for range 84 {
+		e.Route(sec(60))
+	}
+	for s := 60; s < 80; s++ {
+		for _, id := range ids[:14] {
+			if err := e.Observe(sec(float64(s)), id, 0.6, 6); err != nil && !errors.Is(err, ErrUnknownInstance) {
+				t.Fatal(err)
+			}
+		}
+		e.Tick(sec(float64(s) + 0.5))
+		fewest = min(fewest, e.Stats().Ready)
+	}
+	return fewest
+}
+
+func TestSurplusNeededByRecentDemandIsKept(t *testing.T) {
+	// The 1-minute averages recommend far fewer than 14 instances for
+	// seconds after the step; the last 6 seconds need 14 (84 requests at
+	// 60 % of 10), so the 14 busy instances stay.
+	if fewest := stepLoad(t, false); fewest < 14 {
+		t.Fatalf("ready instances fell to %d after the step, want at least the 14 the last seconds need", fewest)
+	}
+	// The literal rule stops every underused surplus instance.
+	if fewest := stepLoad(t, true); fewest >= 14 {
+		t.Fatalf("literal rule: ready instances stayed at %d, want the surplus stopped", fewest)
+	}
+}
+
+func TestSurplusIsKeptWhileRequestsArePending(t *testing.T) {
+	// One slot on each of 3 instances at max: the fourth request waits. The
+	// instances report no usage at all, so only the pending request (and
+	// the requests in flight) keep them.
+	for _, literal := range []bool{false, true} {
+		e := newEngine(t, Config{MaxInstances: 3, MaxConcurrency: 1, ConcurrencyTarget: 1, CPUTarget: 1, LiteralSurplusStop: literal})
+		readyInstances(t, e, sec(0), 3)
+		for range 4 {
+			e.Route(sec(60))
+		}
+		stopped := 0
+		for s := 61; s < 70; s++ { // ready for a minute; the wait ends at 70 s
+			d := e.Tick(sec(float64(s)))
+			stopped += len(d.Stopped) + len(d.Draining)
+			if e.Stats().Pending != 1 {
+				t.Fatalf("second %d: %+v, want the request still pending", s, e.Stats())
+			}
+		}
+		if (stopped == 0) == literal {
+			t.Errorf("literal %v: %d instances stopped or drained with a request pending", literal, stopped)
+		}
+	}
 }

@@ -64,3 +64,33 @@ func ExampleCloudRun_Recommend() {
 	// 3 at 2.46 cores → 5 (cpu, held false)
 	// 10 at 0.05 cores → 1 (cpu, held false)
 }
+
+// ExampleEngine_InstanceExited: the only instance crashes with one request
+// running and another waiting for it. The running one fails (the caller
+// answers it 502); the waiting one gets a replacement started on demand.
+func ExampleEngine_InstanceExited() {
+	e, err := autoscale.New(autoscale.Config{MaxConcurrency: 1, MaxInstances: 1, IdleTimeout: 30 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	running := e.Route(t0)
+	if _, err := e.InstanceReady(t0.Add(time.Second), running.Instance); err != nil {
+		log.Fatal(err)
+	}
+	waiting := e.Route(t0.Add(time.Second)) // at max instances: waits for instance 1
+	fmt.Printf("request %d %v, request %d %v on instance %d\n",
+		running.Request, running.Outcome, waiting.Request, waiting.Outcome, waiting.Instance)
+
+	ev, err := e.InstanceExited(t0.Add(2*time.Second), running.Instance)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("answer 502: %v; start: %v\n", ev.Failed, ev.Started)
+	info, _ := e.Instance(ev.Started[0])
+	fmt.Printf("instance %d %v with %d queued\n", info.ID, info.State, info.Queued)
+	// Output:
+	// request 1 queued, request 2 queued on instance 1
+	// answer 502: [1]; start: [2]
+	// instance 2 starting with 1 queued
+}

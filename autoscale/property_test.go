@@ -50,6 +50,16 @@ func checkInvariants(tb testing.TB, e *Engine) {
 	if inFlight != e.inFlight || actSum != e.actSum {
 		tb.Fatalf("in flight %d vs %d; ACT sum %d vs %d", inFlight, e.inFlight, actSum, e.actSum)
 	}
+	// Every request runs on, or waits for, an instance the engine knows:
+	// none is left on one that stopped or exited.
+	for id, r := range e.requests {
+		if r.inst != nil && e.instances[r.inst.id] != r.inst {
+			tb.Fatalf("request %d is on instance %d, which is %v", id, r.inst.id, r.inst.state)
+		}
+		if r.inst == nil && !r.pending {
+			tb.Fatalf("request %d runs on no instance", id)
+		}
+	}
 	pending := 0
 	for _, p := range e.pending[e.pendingHead:] {
 		if !p.done {

@@ -27,7 +27,7 @@ func BenchmarkRun10MinAt1000PerSecond(b *testing.B) {
 }
 
 // BenchmarkRunThrottledHerd simulates 10 minutes of 1,000 ECS calls per
-// second against the 50/20 cluster-read bucket with seed-schedule retries:
+// second against the 50/20 cluster-read bucket with default-schedule retries (additive jitter):
 // most attempts are throttled and retried.
 func BenchmarkRunThrottledHerd(b *testing.B) {
 	sc := Scenario{

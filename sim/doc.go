@@ -20,8 +20,8 @@
 //     tokens, 20 per second), shared by every action of the category. A
 //     throttled attempt fails at once.
 //   - Retries: a throttled call (or one the backend rejected with HTTP 429)
-//     is retried after the wait of a retry.Schedule (the seed's 1+r, 2+r, 4+r
-//     … seconds by default), up to Retry.MaxAttempts and within
+//     is retried after the wait of a retry.Schedule (by default exponential
+//     backoff with additive jitter: 1+r, 2+r, 4+r … seconds), up to Retry.MaxAttempts and within
 //     Retry.Deadline, each retry paid from the group's retry.Budget if one is
 //     set. WithoutJitter removes a schedule's randomness: the thundering herd.
 //   - Backend: admitted calls are routed by an autoscale.Engine (Cloud Run,
@@ -42,7 +42,9 @@
 //
 // ParseStudy and LoadStudy read a YAML scenario file into a Study: one
 // scenario plus variants under runs, each replacing whole blocks of it.
-// Unknown fields and bad values are errors naming the file and line. Preset
+// Unknown fields (with the known ones listed), fields given twice and bad
+// values are errors of the form "file:line:column: field.path: message",
+// as quota config errors are, every one of them reported. Preset
 // returns the built-in studies ("ecs-burst", "thundering-herd",
 // "autoscale-step"), whose files in the presets directory show the format;
 // testdata/reference.yaml lists every field.

@@ -9,7 +9,7 @@ import (
 )
 
 // A herd of 100 ECS DescribeClusters calls at the same instant, retried with
-// the seed schedule stripped of its jitter: the cluster-read bucket (50
+// the default schedule (exponential backoff, additive jitter) stripped of its jitter: the cluster-read bucket (50
 // tokens, 20 per second) admits 50 at once, 20 of the retries at 1 s and the
 // last 30 at 3 s.
 func Example() {
@@ -37,7 +37,7 @@ func Example() {
 }
 
 // A study from the built-in presets: 500 simultaneous calls retried without
-// jitter and with full jitter.
+// jitter, with additive jitter and with full jitter.
 func ExamplePreset() {
 	st, err := sim.Preset("thundering-herd")
 	if err != nil {
@@ -49,6 +49,6 @@ func ExamplePreset() {
 	}
 	// Output:
 	// no-jitter
-	// seed-jitter
+	// additive-jitter
 	// full-jitter
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -41,24 +42,43 @@ func (st *Study) Run() ([]*Result, error) {
 	return out, nil
 }
 
-// FileError is a problem at one line of a scenario file.
+// FileError is a problem at one place of a scenario file. Its message has
+// the form of a quota config error (quota.FieldError):
+// "file:line:column: field.path: message".
 type FileError struct {
 	// File is the file name given to ParseStudy.
 	File string
 	// Line is the 1-based line, or 0 when unknown.
 	Line int
+	// Column is the 1-based column, or 0 when unknown.
+	Column int
+	// Field is the field's path as the file spells it, e.g.
+	// "runs[1].backend.policy"; empty when the problem is not one field's.
+	Field string
 	// Msg says what is wrong.
 	Msg string
 	// Err is the underlying error, if any.
 	Err error
 }
 
-// Error formats the error as "file:line: message".
+// Error formats the error as "file:line:column: field: message", leaving
+// out what is unknown.
 func (e *FileError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
 	if e.Line > 0 {
-		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
 	}
-	return e.File + ": " + e.Msg
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
 }
 
 // Is reports whether target is ErrInvalidScenario.
@@ -118,19 +138,21 @@ type fileRun struct {
 	} `yaml:"clients"`
 	Retry   *fileRetry `yaml:"retry"`
 	Backend *struct {
-		None              bool          `yaml:"none"`
-		ServiceTime       time.Duration `yaml:"service_time"`
-		Distribution      string        `yaml:"distribution"`
-		CPUPerRequest     float64       `yaml:"cpu_per_request"`
-		ColdStart         time.Duration `yaml:"cold_start"`
-		Policy            string        `yaml:"policy"`
-		MinInstances      int           `yaml:"min_instances"`
-		MaxInstances      int           `yaml:"max_instances"`
-		MaxConcurrency    int           `yaml:"max_concurrency"`
-		CPUTarget         float64       `yaml:"cpu_target"`
-		ConcurrencyTarget float64       `yaml:"concurrency_target"`
-		CPUsPerInstance   float64       `yaml:"cpus_per_instance"`
-		InitialColdStart  time.Duration `yaml:"initial_cold_start"`
+		None               bool          `yaml:"none"`
+		ServiceTime        time.Duration `yaml:"service_time"`
+		Distribution       string        `yaml:"distribution"`
+		CPUPerRequest      float64       `yaml:"cpu_per_request"`
+		ColdStart          time.Duration `yaml:"cold_start"`
+		Policy             string        `yaml:"policy"`
+		MinInstances       int           `yaml:"min_instances"`
+		MaxInstances       int           `yaml:"max_instances"`
+		MaxConcurrency     int           `yaml:"max_concurrency"`
+		CPUTarget          float64       `yaml:"cpu_target"`
+		ConcurrencyTarget  float64       `yaml:"concurrency_target"`
+		CPUsPerInstance    float64       `yaml:"cpus_per_instance"`
+		InitialColdStart   time.Duration `yaml:"initial_cold_start"`
+		IdleTimeout        time.Duration `yaml:"idle_timeout"`
+		LiteralSurplusStop bool          `yaml:"literal_surplus_stop"`
 	} `yaml:"backend"`
 }
 
@@ -162,9 +184,11 @@ var (
 // one scenario (the fields of Scenario in snake_case; durations as "1.5s")
 // and, under runs, optional variants: each run starts from that scenario and
 // replaces every top-level block it sets (duration, seed, target, limit,
-// clients, retry, backend). Unknown fields, bad values and scenarios that
-// could not run are errors naming the file and line; every error wraps
-// ErrInvalidScenario.
+// clients, retry, backend). Unknown fields (listing the known ones), fields
+// given twice, values of the wrong kind and scenarios that could not run
+// are errors of the form "file:line:column: field.path: message"
+// (*FileError; several are joined with errors.Join, one a line); every
+// error wraps ErrInvalidScenario.
 func ParseStudy(file string, data []byte) (*Study, error) {
 	ferr := func(line int, msg string, err error) error {
 		return &FileError{File: file, Line: line, Msg: msg, Err: err}
@@ -182,6 +206,13 @@ func ParseStudy(file string, data []byte) (*Study, error) {
 	top := root.Content[0]
 	if top.Kind != yaml.MappingNode {
 		return nil, ferr(top.Line, "a scenario file is a mapping of fields", nil)
+	}
+	chk := checker{file: file}
+	chk.check(top, reflect.TypeFor[fileDoc](), nil, 0)
+	if len(chk.errs) == 1 {
+		return nil, chk.errs[0]
+	} else if len(chk.errs) > 1 {
+		return nil, errors.Join(chk.errs...)
 	}
 	var doc fileDoc
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -205,7 +236,9 @@ func ParseStudy(file string, data []byte) (*Study, error) {
 	for i, v := range variants {
 		if len(doc.Runs) > 0 && v.Name != "" {
 			if seen[v.Name] {
-				return nil, ferr(lineAt(top, []any{"runs", i, "name"}), fmt.Sprintf("runs[%d].name: a second run named %q", i, v.Name), nil)
+				path := []any{"runs", i, "name"}
+				n := nodeNear(top, path)
+				return nil, &FileError{File: file, Line: n.Line, Column: n.Column, Field: pathString(path), Msg: fmt.Sprintf("a second run named %q", v.Name)}
 			}
 			seen[v.Name] = true
 		}
@@ -216,13 +249,13 @@ func ParseStudy(file string, data []byte) (*Study, error) {
 		}
 		// Where a field's block comes from: the variant when it sets the
 		// block, else the base scenario.
-		locate := func(path []any) int {
+		locate := func(path []any) []any {
 			if len(doc.Runs) > 0 && len(path) > 0 {
 				if n := nodeAt(top, append(append([]any{}, prefix...), path[0])); n != nil {
-					return lineAt(top, append(append([]any{}, prefix...), path...))
+					return append(append([]any{}, prefix...), path...)
 				}
 			}
-			return lineAt(top, path)
+			return path
 		}
 		overlay(&run, v)
 		if len(doc.Runs) > 0 {
@@ -236,11 +269,13 @@ func ParseStudy(file string, data []byte) (*Study, error) {
 			err = sc.Validate()
 		}
 		if err != nil {
+			path, msg := prefix, err.Error()
 			var fe *FieldError
 			if errors.As(err, &fe) {
-				return nil, ferr(locate(fe.Path), err.Error(), err)
+				path, msg = locate(fe.Path), fe.Msg
 			}
-			return nil, ferr(lineAt(top, prefix), err.Error(), err)
+			n := nodeNear(top, path)
+			return nil, &FileError{File: file, Line: n.Line, Column: n.Column, Field: pathString(path), Msg: msg, Err: err}
 		}
 		st.Runs = append(st.Runs, sc)
 	}
@@ -324,14 +359,15 @@ func nodeAt(n *yaml.Node, path []any) *yaml.Node {
 	return n
 }
 
-// lineAt returns the line of the deepest node along path under n.
-func lineAt(n *yaml.Node, path []any) int {
+// nodeNear returns the deepest node along path under n: the field's
+// value, or the block it would be in when the file leaves it out.
+func nodeNear(n *yaml.Node, path []any) *yaml.Node {
 	for i := len(path); i >= 0; i-- {
 		if m := nodeAt(n, path[:i]); m != nil {
-			return m.Line
+			return m
 		}
 	}
-	return n.Line
+	return n
 }
 
 // scenario converts a run of a file into a Scenario.
@@ -376,13 +412,15 @@ func (f fileRun) scenario() (Scenario, error) {
 			ColdStart:     b.ColdStart,
 			Policy:        PolicyName(b.Policy),
 			Autoscale: autoscale.Config{
-				CPUTarget:         b.CPUTarget,
-				ConcurrencyTarget: b.ConcurrencyTarget,
-				MaxConcurrency:    b.MaxConcurrency,
-				CPUsPerInstance:   b.CPUsPerInstance,
-				MinInstances:      b.MinInstances,
-				MaxInstances:      b.MaxInstances,
-				InitialColdStart:  b.InitialColdStart,
+				CPUTarget:          b.CPUTarget,
+				ConcurrencyTarget:  b.ConcurrencyTarget,
+				MaxConcurrency:     b.MaxConcurrency,
+				CPUsPerInstance:    b.CPUsPerInstance,
+				MinInstances:       b.MinInstances,
+				MaxInstances:       b.MaxInstances,
+				InitialColdStart:   b.InitialColdStart,
+				IdleTimeout:        b.IdleTimeout,
+				LiteralSurplusStop: b.LiteralSurplusStop,
 			},
 		}
 	}

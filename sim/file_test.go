@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func TestPresetsParseAndDescribeThemselves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Name != n || st.Description == "" || len(st.Runs) != 3 {
+		if st.Name != n || st.Description == "" || len(st.Runs) < 3 {
 			t.Errorf("%s: name %q, %d runs", n, st.Name, len(st.Runs))
 		}
 	}
@@ -93,14 +94,14 @@ runs:
 
 func TestParseStudyErrorsNameFileAndLine(t *testing.T) {
 	for file, want := range map[string]string{
-		"unknown-field.yaml": "testdata/unknown-field.yaml:7: field jiter not found",
-		"bad-values.yaml":    `testdata/bad-values.yaml:9: backend.policy: unknown policy "vpa"`,
-		"bad-schedule.yaml":  `testdata/bad-schedule.yaml:3: retry.schedule: unknown schedule "fibonacci"`,
-		"bad-duration.yaml":  "testdata/bad-duration.yaml:2: cannot unmarshal !!int `30` into time.Duration",
-		"bad-step.yaml":      "testdata/bad-step.yaml:6: clients[0].steps[1].at: at 10s must not be negative",
-		"bad-limit.yaml":     "testdata/bad-limit.yaml:3: limit: bucket: invalid limit",
+		"unknown-field.yaml": "testdata/unknown-field.yaml:7:3: retry.jiter: unknown field (known: base, budget, deadline, jitter, max, max_attempts, no_429, schedule, use_retry_after)",
+		"bad-values.yaml":    `testdata/bad-values.yaml:9:15: runs[1].backend.policy: unknown policy "vpa"`,
+		"bad-schedule.yaml":  `testdata/bad-schedule.yaml:3:13: retry.schedule: unknown schedule "fibonacci"`,
+		"bad-duration.yaml":  `testdata/bad-duration.yaml:2:11: duration: want a duration such as "1.5s", "200ms" or "10m", got "30"`,
+		"bad-step.yaml":      "testdata/bad-step.yaml:6:14: clients[0].steps[1].at: at 10s must not be negative",
+		"bad-limit.yaml":     "testdata/bad-limit.yaml:3:3: limit: bucket: invalid limit",
 		"two-docs.yaml":      "testdata/two-docs.yaml:2: a second YAML document",
-		"same-names.yaml":    `testdata/same-names.yaml:5: runs[1].name: a second run named "a"`,
+		"same-names.yaml":    `testdata/same-names.yaml:5:11: runs[1].name: a second run named "a"`,
 	} {
 		_, err := LoadStudy("testdata/" + file)
 		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrInvalidScenario) {
@@ -114,6 +115,78 @@ func TestParseStudyErrorsNameFileAndLine(t *testing.T) {
 		if _, err := ParseStudy("x.yaml", []byte(src)); !errors.Is(err, ErrInvalidScenario) {
 			t.Errorf("%.20q: error %v", src, err)
 		}
+	}
+}
+
+func TestParseStudyReportsEveryFieldErrorWithLineColumnAndPath(t *testing.T) {
+	src := `name: typos
+duration: 30s
+clients:
+  - rat: 10
+    steps:
+      - {at: 5s, rate: fast}
+retry:
+  schedule: exponential
+  jitter: maybe
+backend: &b
+  policy: cloudrun
+  max_instance: 4
+runs:
+  - name: a
+    backend:
+      <<: *b
+      polcy: kpa
+  - name: b
+    seed: -1
+    clients: {rate: 5}
+    duration: 1s
+    duration: 2s
+limit: {capacity: 1.5, refill_per_second: 2}
+`
+	_, err := ParseStudy("typos.yaml", []byte(src))
+	if !errors.Is(err, ErrInvalidScenario) {
+		t.Fatalf("error %v does not wrap ErrInvalidScenario", err)
+	}
+	want := []string{
+		"typos.yaml:4:5: clients[0].rat: unknown field (known: action, burst, burst_at, name, process, rate, steps)",
+		`typos.yaml:6:24: clients[0].steps[0].rate: want a number, got "fast"`,
+		`typos.yaml:9:11: retry.jitter: want true or false, got "maybe"`,
+		"typos.yaml:12:3: backend.max_instance: unknown field (known: ",
+		"typos.yaml:17:7: runs[0].backend.polcy: unknown field (known: ",
+		`typos.yaml:19:11: runs[1].seed: want a whole number, not negative, got "-1"`,
+		"typos.yaml:20:14: runs[1].clients: want a list, got a mapping",
+		"typos.yaml:22:5: runs[1].duration: given twice",
+		`typos.yaml:23:19: limit.capacity: want a whole number, got "1.5"`,
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d errors, want %d:\n%v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("error %d:\n got %s\nwant %s…", i, lines[i], w)
+		}
+	}
+	var fe *FileError
+	if !errors.As(err, &fe) || fe.Line != 4 || fe.Column != 5 || fe.Field != "clients[0].rat" {
+		t.Errorf("first FileError %+v", fe)
+	}
+	if strings.Contains(err.Error(), "struct {") || strings.Contains(err.Error(), `yaml:"`) {
+		t.Errorf("error shows Go types: %v", err)
+	}
+}
+
+func TestParseStudyAliasesAreWalkedOnce(t *testing.T) {
+	// Each level doubles the aliases: walking them all would take 2^40
+	// steps. Each anchored node is checked once per type.
+	var b strings.Builder
+	b.WriteString("name: laughs\nx0: &a0 {rate: 1}\n")
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&b, "x%d: &a%d [*a%d, *a%d]\n", i, i, i-1, i-1)
+	}
+	_, err := ParseStudy("laughs.yaml", []byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "laughs.yaml:2:1: x0: unknown field") {
+		t.Fatalf("error %v", err)
 	}
 }
 
@@ -136,6 +209,10 @@ func FuzzParseStudy(f *testing.F) {
 		if err != nil {
 			if !errors.Is(err, ErrInvalidScenario) {
 				t.Fatalf("error does not wrap ErrInvalidScenario: %v", err)
+			}
+			// Errors speak of the file's fields, never of Go types.
+			if msg := err.Error(); strings.Contains(msg, "struct {") || strings.Contains(msg, "sim.") {
+				t.Fatalf("error shows Go types: %v", msg)
 			}
 			return
 		}
@@ -176,7 +253,8 @@ func TestReferenceFileHasEveryField(t *testing.T) {
 	}
 	a := st.Runs[0]
 	if len(st.Runs) != 2 || a.Limit.String() != "100/40" || len(a.Clients) != 2 || a.Clients[1].Action != "ListClusters" ||
-		a.Retry.Budget.Kind != RatioBudget || a.Backend.Autoscale.MaxConcurrency != 80 {
+		a.Retry.Budget.Kind != RatioBudget || a.Backend.Autoscale.MaxConcurrency != 80 ||
+		a.Backend.Autoscale.IdleTimeout != 15*time.Minute {
 		t.Fatalf("%+v", st)
 	}
 	res, err := st.Run()

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
 )
 
 func smallResults(t *testing.T) []*Result {
@@ -109,5 +111,70 @@ func TestPlotsArePNGAndSVG(t *testing.T) {
 	}
 	if err := WritePlot(&png, res[0], "gif"); err == nil {
 		t.Fatal("gif accepted")
+	}
+}
+
+func TestPlotMarksTheLoadAndLimitsAndNamesEmptySeries(t *testing.T) {
+	res := smallResults(t)
+	var svg, cmp bytes.Buffer
+	if err := WritePlot(&svg, res[0], SVG); err != nil {
+		t.Fatal(err)
+	}
+	// The burst at 5 s and the bucket's refill are marked; the 429
+	// series, zero all run, says so in the legend.
+	for _, want := range []string{"burst of 60 at 5 s", "refill 20/s", "429 (all 0)"} {
+		if !bytes.Contains(svg.Bytes(), []byte(want)) {
+			t.Errorf("plot lacks %q", want)
+		}
+	}
+	if err := WriteComparisonPlot(&cmp, res, SVG); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(cmp.Bytes(), []byte("burst of 60 at 5 s")) {
+		t.Error("comparison plot lacks the burst")
+	}
+	// Under the refill rate nothing is throttled: that panel says so, and
+	// the instances panel, near max instances, marks it.
+	quiet := mustRun(t, Scenario{Duration: 20 * time.Second, Clients: []Clients{{Rate: 5}},
+		Backend: Backend{Autoscale: autoscale.Config{MinInstances: 2, MaxInstances: 2}}})
+	cmp.Reset()
+	if err := WriteComparisonPlot(&cmp, []*Result{quiet, quiet}, SVG); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"throttled calls per second — none in this figure", "max instances 2"} {
+		if !bytes.Contains(cmp.Bytes(), []byte(want)) {
+			t.Errorf("comparison plot lacks %q", want)
+		}
+	}
+}
+
+func TestNiceTicks(t *testing.T) {
+	labels := func(tk niceTicks, lo, hi float64) []string {
+		var out []string
+		for _, x := range tk.Ticks(lo, hi) {
+			if x.Label != "" {
+				out = append(out, x.Label)
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		integer bool
+		lo, hi  float64
+		want    string
+	}{
+		{true, -15, 510, "0 100 200 300 400 500"},
+		{true, -0.03, 1.08, "0 1"},   // an empty panel, or one instance
+		{true, -0.06, 2.16, "0 1 2"}, // never 0.5 instances
+		{true, -6, 599, "0 100 200 300 400 500"},
+		{false, -0.1, 3.6, "0.0 0.5 1.0 1.5 2.0 2.5 3.0 3.5"},
+		{false, 0, 100, "0 20 40 60 80 100"},
+	} {
+		if got := strings.Join(labels(niceTicks{integer: c.integer}, c.lo, c.hi), " "); got != c.want {
+			t.Errorf("ticks(%v, %v, integer %v) = %s, want %s", c.lo, c.hi, c.integer, got, c.want)
+		}
+	}
+	if ticks := (niceTicks{}).Ticks(1, 1); ticks != nil {
+		t.Errorf("empty range gave %v", ticks)
 	}
 }

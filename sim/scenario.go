@@ -105,8 +105,9 @@ const (
 )
 
 // Scenario describes one simulation run. The zero Scenario is a minute of 10
-// ECS DescribeClusters calls per second retried with the seed schedule and
-// served by a Cloud Run backend.
+// ECS DescribeClusters calls per second retried with truncated exponential
+// backoff and additive jitter (retry.DefaultSchedule) and served by a Cloud
+// Run backend.
 type Scenario struct {
 	// Name labels the run in reports.
 	Name string
@@ -175,8 +176,9 @@ type Clients struct {
 	Action string
 }
 
-// Retry is the client retry policy. The zero Retry is the seed policy:
-// retry.DefaultSchedule, a 300 s deadline, no attempt cap, no budget, and
+// Retry is the client retry policy. The zero Retry is the default policy:
+// retry.DefaultSchedule (exponential backoff with additive jitter: 1+r,
+// 2+r, 4+r … seconds, at most 32 s), a 300 s deadline, no attempt cap, no budget, and
 // backend 429s retried like throttles.
 type Retry struct {
 	// Disabled makes every call a single attempt.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -123,7 +124,7 @@ func retriesByCall(log []RetryRecord) map[int][]RetryRecord {
 	return m
 }
 
-func TestSeedScheduleRetriesAtOnePlusRTwoPlusR(t *testing.T) {
+func TestDefaultScheduleRetriesAtOnePlusRTwoPlusR(t *testing.T) {
 	res := mustRun(t, Scenario{
 		Duration:      5 * time.Minute,
 		Clients:       []Clients{{Rate: 0, Burst: 300}},
@@ -584,5 +585,44 @@ func TestAutoscalerSeesTheLoad(t *testing.T) {
 		if sec.Recommended != 8 && sec.Recommended != 9 {
 			t.Fatalf("second %d: %d instances recommended, want 8 or 9", k, sec.Recommended)
 		}
+	}
+}
+
+// TestStepUpKeepsCapacity runs the autoscale-step preset's Cloud Run
+// backend over the step from 50 to 400 calls per second. The surplus
+// instances left from the start are stopped, under the literal rule, on
+// their 1-minute utilisation just as the step needs them; by default the
+// last seconds' demand keeps them.
+func TestStepUpKeepsCapacity(t *testing.T) {
+	st, err := Preset("autoscale-step")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]Scenario{}
+	for _, sc := range st.Runs {
+		byName[sc.Name] = sc
+	}
+	step := func(name string) (fewestReady, mostPending int, p99 time.Duration) {
+		sc, ok := byName[name]
+		if !ok {
+			t.Fatalf("the preset has no run %q", name)
+		}
+		sc.Duration = 100 * time.Second
+		res := mustRun(t, sc)
+		fewestReady = math.MaxInt
+		for _, s := range res.Seconds[60:90] {
+			fewestReady = min(fewestReady, s.Ready)
+			mostPending = max(mostPending, s.Pending)
+		}
+		return fewestReady, mostPending, res.Summary.P99Latency
+	}
+	ready, pending, p99 := step("cloudrun")
+	// 400 calls/s of 200 ms at 60 % of 10 per instance need 14.
+	if ready < 13 || pending > 50 {
+		t.Errorf("cloudrun: ready fell to %d, %d pending (p99 %v) after the step; want at least 13 and few pending", ready, pending, p99)
+	}
+	litReady, litPending, litP99 := step("cloudrun-literal")
+	if litReady > 5 || litPending < 500 || litP99 <= p99 {
+		t.Errorf("cloudrun-literal: ready fell to %d, %d pending, p99 %v (default p99 %v); want the literal rule's drain", litReady, litPending, litP99, p99)
 	}
 }

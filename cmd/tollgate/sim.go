@@ -29,7 +29,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	scenario := fs.String("scenario", "", "scenario `FILE` (YAML) to run")
 	preset := fs.String("preset", "", "built-in study to run: "+strings.Join(sim.PresetNames(), ", "))
 	out := fs.String("out", "", "`DIR`ectory for plots and CSV (default: a new temporary directory)")
-	seed := fs.Uint64("seed", 0, "seed for every run, replacing the scenario's")
+	seed := fs.Uint64("seed", 0, "random seed for every run, replacing the scenario's")
 	format := fs.String("format", "png", "plot format: png or svg")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tollgate sim (--scenario FILE | --preset NAME) [--out DIR] [--seed N] [--format png|svg]")

@@ -15,7 +15,7 @@ func TestSimPresetPrintsSummaryAndWritesFiles(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"thundering-herd:", "no-jitter", "seed-jitter", "full-jitter", "throttled", "wrote 7 files to " + dir} {
+	for _, want := range []string{"thundering-herd:", "no-jitter", "additive-jitter", "full-jitter", "throttled", "wrote 7 files to " + dir} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -91,7 +91,7 @@ func TestSimBadInput(t *testing.T) {
 		{[]string{"sim", "--preset", "ecs-burst", "--format", "gif"}, 2, `unknown --format "gif"`},
 		{[]string{"sim", "--seed", "-1", "--preset", "ecs-burst"}, 2, "invalid value"},
 		{[]string{"sim", "--preset", "ecs-burst", "extra"}, 2, "usage: tollgate sim"},
-		{[]string{"sim", "--scenario", "testdata/sim-bad.yaml"}, 1, "testdata/sim-bad.yaml:4: field burts not found"},
+		{[]string{"sim", "--scenario", "testdata/sim-bad.yaml"}, 1, "testdata/sim-bad.yaml:4:5: clients[0].burts: unknown field (known: action, burst, burst_at, name, process, rate, steps)"},
 		{[]string{"sim", "--scenario", "testdata/missing.yaml"}, 1, "no such file"},
 	} {
 		code, out, errs := runCmd(tc.args...)
