@@ -303,10 +303,17 @@ func (i *instance) probe() {
 			return
 		}
 		attempt := min(remaining, time.Second)
-		if last = i.check(client, attempt); last == nil {
+		err := i.check(client, attempt)
+		if err == nil {
 			i.log.Info("instance ready", "pid", i.pid, "after", time.Since(i.started).Round(time.Millisecond))
 			i.setReady(nil)
 			return
+		}
+		// Keep what the service said over an attempt cut short by the
+		// deadline: "503 Service Unavailable" explains more.
+		var ne net.Error
+		if last == nil || !errors.As(err, &ne) || !ne.Timeout() {
+			last = err
 		}
 		wait := min(time.Millisecond<<min(n, 4), 10*time.Millisecond, time.Until(deadline))
 		t := time.NewTimer(wait)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,16 @@ import (
 	"github.com/tollgate/tollgate/pool/pooltest"
 	"github.com/tollgate/tollgate/pool/process"
 )
+
+func init() {
+	if os.Getenv(parentEnv) != "" {
+		// Keep the main goroutine on the main thread (the runtime holds
+		// it there during init), so that the goroutine parentMain starts
+		// the instance from runs on another thread, one the runtime ends
+		// when that goroutine exits locked to it.
+		runtime.LockOSThread()
+	}
+}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(parentEnv) != "" {
@@ -51,7 +62,7 @@ func (s *syncBuffer) String() string {
 }
 
 // testLogger logs to t and returns what was logged, as JSON lines.
-func testLogger(t *testing.T) (*slog.Logger, *syncBuffer) {
+func testLogger(testing.TB) (*slog.Logger, *syncBuffer) {
 	buf := &syncBuffer{}
 	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
@@ -121,7 +132,8 @@ func TestNewRejectsBadCommand(t *testing.T) {
 
 func TestNewResolvesRelativeToDir(t *testing.T) {
 	bin := testservice.Build(t)
-	r, err := process.New(process.Options{Command: "./" + filepath.Base(bin), Dir: filepath.Dir(bin)})
+	log, _ := testLogger(t)
+	r, err := process.New(process.Options{Command: "./" + filepath.Base(bin), Dir: filepath.Dir(bin), Logger: log})
 	if err != nil {
 		t.Fatalf("New(./testservice in its dir) = %v", err)
 	}
@@ -221,7 +233,7 @@ func TestReadyByTCPIgnoresHealthPath(t *testing.T) {
 func TestReadyHTTPTimeoutNamesTheProbe(t *testing.T) {
 	r := newRunner(t, process.Options{
 		Env:       []string{testservice.EnvHealthyAfter + "=1h"},
-		Readiness: process.Readiness{Path: "/healthz", Timeout: time.Second},
+		Readiness: process.Readiness{Path: "/healthz", Timeout: 3 * time.Second},
 	})
 	inst := pooltest.Start(t, r, pooltest.Spec())
 	ctx, cancel := context.WithTimeout(context.Background(), pooltest.Wait)
@@ -302,7 +314,8 @@ func groupMembers(pgid int) []int {
 	return out
 }
 
-// waitGone waits up to pooltest.Wait for pids and group pgid to be gone.
+// waitGone waits up to pooltest.Wait for pids and group pgid (unless 0)
+// to be gone.
 func waitGone(t *testing.T, pgid int, pids ...int) {
 	t.Helper()
 	deadline := time.Now().Add(pooltest.Wait)
@@ -313,7 +326,9 @@ func waitGone(t *testing.T, pgid int, pids ...int) {
 				left = append(left, pid)
 			}
 		}
-		left = append(left, groupMembers(pgid)...)
+		if pgid != 0 {
+			left = append(left, groupMembers(pgid)...)
+		}
 		if len(left) == 0 {
 			return
 		}
@@ -360,18 +375,35 @@ func TestChildrenStopWhenInstanceCrashes(t *testing.T) {
 
 // The parent-death test runs this test binary as a "tollgate" that
 // starts one instance and reports its pid, and then SIGKILLs it.
-const parentEnv = "TOLLGATE_PROCESS_TEST_PARENT"
+const (
+	parentEnv         = "TOLLGATE_PROCESS_TEST_PARENT"
+	parentInstanceEnv = "TOLLGATE_PROCESS_TEST_INSTANCE_ENV" // comma-separated
+)
 
 // parentMain is the parent program: it starts an instance of the command
 // in parentEnv, prints "pid <pid>" once it is ready and waits to be killed.
 func parentMain() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	r, err := process.New(process.Options{Command: os.Getenv(parentEnv), Logger: log})
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var env []string
+	if e := os.Getenv(parentInstanceEnv); e != "" {
+		env = strings.Split(e, ",")
+	}
+	r, err := process.New(process.Options{Command: os.Getenv(parentEnv), Env: env, Logger: log})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	inst, err := r.Start(context.Background(), pool.InstanceSpec{Service: "orphan", Revision: "orphan-1", ID: "o1"})
+	// Start from a goroutine that exits locked to its thread, so the
+	// runtime ends the thread right after: the instance must not die
+	// with that thread.
+	var inst pool.Instance
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		runtime.LockOSThread()
+		inst, err = r.Start(context.Background(), pool.InstanceSpec{Service: "orphan", Revision: "orphan-1", ID: "o1"})
+	}()
+	<-started
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -393,18 +425,30 @@ func parentMain() {
 		}()
 		<-done
 	}
-	fmt.Printf("pid %d\n", inst.PID())
+	child := 0
+	if resp, err := http.Get("http://" + inst.Addr() + "/pids"); err == nil {
+		var v struct{ Children []int }
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if len(v.Children) > 0 {
+			child = v.Children[0]
+		}
+	}
+	fmt.Printf("pid %d child %d\n", inst.PID(), child)
 	select {}
 }
 
-func TestInstancesDieWithTollgate(t *testing.T) {
-	bin := testservice.Build(t)
+// startParent runs this test binary as a tollgate that starts one
+// instance of the test service with env, and returns the instance's pid,
+// its child's pid (0 without one) and a function that SIGKILLs the parent.
+func startParent(t *testing.T, env ...string) (pid, child int, kill func()) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	parent := exec.Command(self)
-	parent.Env = append(os.Environ(), parentEnv+"="+bin)
+	parent.Env = append(os.Environ(), parentEnv+"="+testservice.Build(t), parentInstanceEnv+"="+strings.Join(env, ","))
 	parent.Stderr = os.Stderr
 	out, err := parent.StdoutPipe()
 	if err != nil {
@@ -415,34 +459,76 @@ func TestInstancesDieWithTollgate(t *testing.T) {
 	}
 	exited := make(chan struct{})
 	go func() { _ = parent.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = parent.Process.Kill(); <-exited })
-
+	kill = func() {
+		_ = parent.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+	cgroups := newRunner(t, process.Options{}).CgroupDir()
+	t.Cleanup(func() {
+		kill()
+		if cgroups == "" {
+			return
+		}
+		// Remove the dead parent's instance cgroups once empty, rather
+		// than leave them to the next tollgate's sweep.
+		left, _ := filepath.Glob(filepath.Join(cgroups, fmt.Sprintf("tollgate-*-%d-*", parent.Process.Pid)))
+		for _, dir := range left {
+			for deadline := time.Now().Add(pooltest.Wait); os.Remove(dir) != nil && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	})
 	lines := make(chan string, 1)
 	go func() {
 		var b [256]byte
 		n, _ := out.Read(b[:])
 		lines <- string(b[:n])
 	}()
-	var pid int
 	select {
 	case line := <-lines:
-		if _, err := fmt.Sscanf(line, "pid %d", &pid); err != nil {
+		if _, err := fmt.Sscanf(line, "pid %d child %d", &pid, &child); err != nil {
 			t.Fatalf("parent said %q", line)
 		}
 	case <-time.After(pooltest.Wait):
 		t.Fatal("parent did not start an instance")
 	}
-	// Readiness has passed and the runtime has ended threads since the
-	// fork: the instance must still be alive.
+	return pid, child, kill
+}
+
+func TestInstancesDieWithTollgate(t *testing.T) {
+	pid, _, kill := startParent(t)
+	// Readiness has passed and the runtime has ended the thread the
+	// parent called Start on: the instance must still be alive.
 	time.Sleep(200 * time.Millisecond)
 	if !alive(pid) {
 		t.Fatalf("instance %d died while its parent lives: the parent-death signal fired on a thread exit", pid)
 	}
-	if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
+	kill()
 	waitGone(t, pid, pid)
+}
+
+func TestNextTollgateKillsLeftovers(t *testing.T) {
+	if newRunner(t, process.Options{}).CgroupDir() == "" {
+		t.Skip("no delegated cgroup v2 here: nothing can find what a killed tollgate's instances left")
+	}
+	pid, child, kill := startParent(t, testservice.EnvSpawnChild+"=1")
+	if child == 0 {
+		t.Fatal("the instance has no child")
+	}
+	kill()
+	waitGone(t, 0, pid)
+	// The parent-death signal reached the instance, not its child: the
+	// child is left, in the instance's process group and cgroup.
+	if !alive(child) {
+		t.Skipf("child %d died with its parent here; nothing left to sweep", child)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	// The next tollgate to start removes what the dead one left.
+	pid2, _, _ := startParent(t)
+	waitGone(t, 0, child)
+	if !alive(pid2) {
+		t.Errorf("the new tollgate's own instance %d is gone", pid2)
+	}
 }
 
 func TestCgroupPerInstance(t *testing.T) {
