@@ -95,11 +95,11 @@ func run(out string) error {
 		return err
 	}
 
-	n := min(len(real), len(simulated))
+	n := min(len(real.ready), len(simulated.ready))
 	var sumDiff, maxDiff float64
 	var steady int
 	for s := int(steadyFrom / time.Second); s < int(steadyTo/time.Second) && s < n; s++ {
-		d := math.Abs(float64(real[s] - simulated[s]))
+		d := math.Abs(float64(real.ready[s] - simulated.ready[s]))
 		sumDiff += d
 		maxDiff = max(maxDiff, d)
 		steady++
@@ -110,11 +110,21 @@ func run(out string) error {
 	if err := writePlot(filepath.Join(out, "simreal.svg"), real, simulated); err != nil {
 		return err
 	}
-	fmt.Printf("steady state %v–%v: mean |real − sim| = %.2f instances, max %.0f (real mean %.2f, sim mean %.2f)\n",
+	fmt.Printf("steady state %v–%v: mean |real − sim| = %.2f ready instances, max %.0f (real mean %.2f, sim mean %.2f; concurrency real %.2f, sim %.2f)\n",
 		steadyFrom, steadyTo, sumDiff/float64(max(steady, 1)), maxDiff,
-		mean(real, steadyFrom, steadyTo), mean(simulated, steadyFrom, steadyTo))
+		mean(real.ready, steadyFrom, steadyTo), mean(simulated.ready, steadyFrom, steadyTo),
+		meanF(real.concurrency, steadyFrom, steadyTo), meanF(simulated.concurrency, steadyFrom, steadyTo))
 	fmt.Printf("wrote %s and %s\n", filepath.Join(out, "simreal.svg"), filepath.Join(out, "simreal.csv"))
 	return nil
+}
+
+func meanF(xs []float64, from, to time.Duration) float64 {
+	sum, n := 0.0, 0
+	for s := int(from / time.Second); s < int(to/time.Second) && s < len(xs); s++ {
+		sum += xs[s]
+		n++
+	}
+	return sum / float64(max(n, 1))
 }
 
 func mean(xs []int, from, to time.Duration) float64 {
@@ -139,21 +149,21 @@ func rateAt(t time.Duration) float64 {
 
 // runReal plays the trace against a real pool and returns the number of
 // ready instances at the end of each second, and the mean cold start.
-func runReal(bin string) ([]int, time.Duration, error) {
+func runReal(bin string) (series, time.Duration, error) {
 	runner, err := process.New(process.Options{
 		Command: bin,
 		Env:     []string{testservice.EnvHost + "=127.0.0.1", testservice.EnvLatency + "=" + latency.String()},
 		Logger:  slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
-		return nil, 0, err
+		return series{}, 0, err
 	}
 	p := pool.New(pool.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	err = p.Apply([]pool.ServiceSpec{{Name: "svc", Runner: runner, Engine: autoscale.Config{
 		MaxConcurrency: maxConcurrency, MaxInstances: maxInstances,
 	}}})
 	if err != nil {
-		return nil, 0, err
+		return series{}, 0, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -167,15 +177,20 @@ func runReal(bin string) ([]int, time.Duration, error) {
 	var failed atomic.Int64
 	slots := make(chan struct{}, 1000) // bound on requests in flight
 	start := time.Now()
-	ready := make([]int, 0, int(duration/time.Second))
+	var out series
 	nextSample := start.Add(time.Second)
 	next := start
 	for {
 		now := time.Now()
 		if !now.Before(nextSample) {
-			ready = append(ready, readyCount(p))
+			st := p.Status()[0]
+			conc := 0.0
+			for _, in := range st.Instances {
+				conc += in.Concurrency
+			}
+			out.add(readyCount(p), st.Recommended, conc)
 			nextSample = nextSample.Add(time.Second)
-			if len(ready) == int(duration/time.Second) {
+			if len(out.ready) == int(duration/time.Second) {
 				break
 			}
 		}
@@ -209,7 +224,7 @@ func runReal(bin string) ([]int, time.Duration, error) {
 		fmt.Fprintf(os.Stderr, "simreal: %d requests of the real run failed\n", n)
 	}
 	cs := time.Duration(p.Status()[0].ColdStart * float64(time.Second))
-	return ready, cs, nil
+	return out, cs, nil
 }
 
 func readyCount(p *pool.Pool) int {
@@ -222,8 +237,20 @@ func readyCount(p *pool.Pool) int {
 	return n
 }
 
+// series is one run's time series, one entry per second.
+type series struct {
+	ready, recommended []int
+	concurrency        []float64 // requests in flight, averaged over the second
+}
+
+func (s *series) add(ready, rec int, conc float64) {
+	s.ready = append(s.ready, ready)
+	s.recommended = append(s.recommended, rec)
+	s.concurrency = append(s.concurrency, conc)
+}
+
 // runSim plays the same trace in the simulator.
-func runSim(coldStart time.Duration) ([]int, error) {
+func runSim(coldStart time.Duration) (series, error) {
 	c := sim.Clients{Name: "trace", Process: sim.Constant, Rate: steps[0].rate}
 	for _, s := range steps[1:] {
 		c.Steps = append(c.Steps, sim.Step{At: s.at, Rate: s.rate})
@@ -246,25 +273,28 @@ func runSim(coldStart time.Duration) ([]int, error) {
 		},
 	})
 	if err != nil {
-		return nil, err
+		return series{}, err
 	}
-	out := make([]int, len(res.Seconds))
-	for i, s := range res.Seconds {
-		out[i] = s.Ready
+	var out series
+	for _, s := range res.Seconds {
+		out.add(s.Ready, s.Recommended, float64(s.InFlight))
 	}
 	return out, nil
 }
 
-func writeCSV(path string, real, simulated []int) error {
+func writeCSV(path string, real, simulated series) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := csv.NewWriter(f)
-	w.Write([]string{"second", "rate", "real_ready", "sim_ready"})
-	for i := range min(len(real), len(simulated)) {
-		w.Write([]string{strconv.Itoa(i), strconv.FormatFloat(rateAt(time.Duration(i)*time.Second), 'g', -1, 64),
-			strconv.Itoa(real[i]), strconv.Itoa(simulated[i])})
+	w.Write([]string{"second", "rate", "real_ready", "sim_ready", "real_recommended", "sim_recommended", "real_concurrency", "sim_in_flight"})
+	f64 := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	for i := range min(len(real.ready), len(simulated.ready)) {
+		w.Write([]string{strconv.Itoa(i + 1), f64(rateAt(time.Duration(i) * time.Second)),
+			strconv.Itoa(real.ready[i]), strconv.Itoa(simulated.ready[i]),
+			strconv.Itoa(real.recommended[i]), strconv.Itoa(simulated.recommended[i]),
+			f64(real.concurrency[i]), f64(simulated.concurrency[i])})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
@@ -274,7 +304,8 @@ func writeCSV(path string, real, simulated []int) error {
 	return f.Close()
 }
 
-func writePlot(path string, real, simulated []int) error {
+func writePlot(path string, realS, simS series) error {
+	real, simulated := realS.ready, simS.ready
 	pl := plot.New()
 	pl.Title.Text = "Ready instances: real pool vs simulator (same trace)"
 	pl.X.Label.Text = "time (s)"

@@ -1,14 +1,53 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/process"
 	"github.com/tollgate/tollgate/quota"
 )
+
+// newPools returns the pool of the config's autoscaled services, not yet
+// running; its metrics go to reg.
+func newPools(cfg *quota.Config, log *slog.Logger, reg prometheus.Registerer) (*pool.Pool, error) {
+	p := pool.New(pool.Options{Logger: log, Registry: reg})
+	if err := applyPools(p, cfg, log); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// applyPools makes p run the autoscaled services of cfg (on a reload:
+// new bounds in place, new revisions for changed commands).
+func applyPools(p *pool.Pool, cfg *quota.Config, log *slog.Logger) error {
+	specs, err := poolSpecs(cfg, log)
+	if err != nil {
+		return err
+	}
+	return p.Apply(specs)
+}
+
+// runPools runs p until the returned function is called; that function
+// stops every instance (SIGTERM, grace period, SIGKILL) and returns once
+// they have exited. Call it after the HTTP server has drained.
+func runPools(p *pool.Pool, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	return func() {
+		cancel()
+		if n := len(p.Services()); n > 0 {
+			log.Info("stopping the instances of autoscaled services", "services", n)
+		}
+		<-done
+	}
+}
 
 // poolSpecs turns the autoscale sections of cfg into the pool's specs,
 // each with a runner for its command.

@@ -25,7 +25,6 @@ import (
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
-	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -252,24 +251,11 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 	lastStore := cfg.Store()
 	// Autoscaled services: their pool runs until the HTTP server has
 	// drained, then stops every instance within its grace period.
-	pools := pool.New(pool.Options{Logger: log, Registry: reg})
-	specs, err := poolSpecs(cfg, log)
-	if err == nil {
-		err = pools.Apply(specs)
-	}
+	pools, err := newPools(cfg, log, reg)
 	if err != nil {
 		return err
 	}
-	poolCtx, stopPools := context.WithCancel(context.Background())
-	poolsDone := make(chan error, 1)
-	go func() { poolsDone <- pools.Run(poolCtx) }()
-	defer func() {
-		stopPools()
-		if n := len(pools.Services()); n > 0 {
-			log.Info("stopping the instances of autoscaled services", "services", n)
-		}
-		<-poolsDone
-	}()
+	defer runPools(pools, log)()
 	if ms, ok := store.(*memory.Store); ok {
 		go sweepEvery(ctx, ms, 10*time.Second)
 	}
@@ -287,11 +273,7 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 			if err := fitsStore(next, st); err != nil {
 				return nil, err
 			}
-			specs, err := poolSpecs(next, log)
-			if err == nil {
-				err = pools.Apply(specs)
-			}
-			if err != nil {
+			if err := applyPools(pools, next, log); err != nil {
 				return nil, err
 			}
 			if next.Store() != lastStore {
