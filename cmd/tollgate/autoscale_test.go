@@ -158,11 +158,40 @@ func TestServeAutoscaleSIGTERM(t *testing.T) {
 		t.Errorf("rejection does not name the command: %s", line)
 	}
 
+	// SIGTERM while a request runs on the instance: it is finished, then
+	// the instance (and the child it started) is stopped.
+	result := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + s.addr + "/t/slow?latency=2s")
+		if err != nil {
+			result <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		result <- strconv.Itoa(resp.StatusCode) + " " + string(b)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(mustAdmin(t, s.addr), `"in_flight": 1`) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow request never ran")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
+	if got := <-result; !strings.HasPrefix(got, "200 ok ") {
+		t.Fatalf("request in flight at SIGTERM: %s", got)
+	}
 	if err := s.cmd.Wait(); err != nil {
 		t.Fatalf("serve exited with %v after SIGTERM", err)
 	}
 	waitNoProcesses(t, marker, "tollgate's SIGTERM")
+}
+
+func mustAdmin(t *testing.T, addr string) string {
+	t.Helper()
+	_, body := getBody(t, "http://"+addr+"/v1/admin/pools", "Authorization", "Bearer secret")
+	return body
 }
 
 // TestServeAutoscaleSIGKILL: when tollgate is killed outright, its
