@@ -78,6 +78,15 @@ func TestParseAutoscaleService(t *testing.T) {
 	if a2.Template() == a.Template() {
 		t.Fatal("a changed env kept the template")
 	}
+	a3 := *a
+	a3.Engine.MaxInstances = 9
+	if a3.Template() != a.Template() {
+		t.Fatal("new bounds changed the template")
+	}
+	a3.StopGrace = time.Minute
+	if a3.Template() == a.Template() {
+		t.Fatal("a new grace period kept the template (the runner's grace is fixed)")
+	}
 }
 
 func TestRouteHostMatch(t *testing.T) {
