@@ -259,3 +259,28 @@ func TestProxyErrorStatus(t *testing.T) {
 		}
 	}
 }
+
+func TestRemovedServiceDrainsAndForgetsItsSeries(t *testing.T) {
+	t.Parallel()
+	r := &serverRunner{tag: "v1"}
+	p, reg := newTestPool(t, ServiceSpec{Name: "gone", Runner: r, Engine: autoscale.Config{MaxInstances: 2}})
+	runPool(t, p)
+	if code, _, _ := get(t, p.Handler("gone"), "/"); code != 200 {
+		t.Fatal(code)
+	}
+	eventually(t, 10*time.Second, "no series for the service", func() bool {
+		n, _ := testutil.GatherAndCount(reg, "tollgate_pool_instances")
+		return n > 0
+	})
+	if err := p.Apply(nil); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := get(t, p.Handler("gone"), "/"); code != http.StatusServiceUnavailable {
+		t.Fatalf("a removed service answered %d", code)
+	}
+	eventually(t, 20*time.Second, "the removed service's instance still runs", func() bool { return r.running() == 0 })
+	eventually(t, 20*time.Second, "the removed service's series are still exported", func() bool {
+		n, _ := testutil.GatherAndCount(reg, "tollgate_pool_instances", "tollgate_pool_recommended_instances")
+		return n == 0
+	})
+}
