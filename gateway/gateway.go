@@ -67,7 +67,19 @@ type Options struct {
 	Reload func() (*quota.Config, error)
 	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Handlers are in-process upstreams by service name: an allowed AWS
+	// JSON request of such a service is answered by its handler (the
+	// cloudmap service by package cloudmap's registry, say), with
+	// [HeaderAccount] set to the account it was throttled as. An
+	// upstream URL in the config wins over a handler. Handlers outlive
+	// config reloads.
+	Handlers map[string]http.Handler
 }
+
+// HeaderAccount is the request header in which the gateway tells an
+// in-process handler (Options.Handlers) the account a request belongs to;
+// any value the client sent is replaced.
+const HeaderAccount = "X-Tollgate-Account"
 
 // Gateway is an http.Handler serving every tollgate endpoint. It is safe
 // for concurrent use; its config can be swapped atomically with Reload.
@@ -84,6 +96,7 @@ type Gateway struct {
 	metrics     *metrics
 	mux         *http.ServeMux
 	routes      map[string]*routeMetrics // by mux pattern
+	handlers    map[string]http.Handler  // by service name
 }
 
 // policy is a config with what the gateway derives from it, swapped as one.
@@ -107,6 +120,7 @@ func New(opts Options) (*Gateway, error) {
 		adminDigest: sha256.Sum256([]byte(opts.AdminToken)),
 		reload:      opts.Reload,
 		maxBody:     opts.MaxBodyBytes,
+		handlers:    opts.Handlers,
 	}
 	if g.limiter == nil {
 		g.limiter = memory.New(memory.Options{})
