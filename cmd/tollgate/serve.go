@@ -252,7 +252,13 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 	if ms, ok := store.(*memory.Store); ok {
 		go sweepEvery(ctx, ms, 10*time.Second)
 	}
+	registry, closeRegistry, err := newRegistry(st, log)
+	if err != nil {
+		return err
+	}
+	defer closeRegistry()
 	g, err := gateway.New(gateway.Options{
+		Handlers:   map[string]http.Handler{"cloudmap": registry},
 		Config:     cfg,
 		Limiter:    store,
 		Logger:     log,
