@@ -249,14 +249,21 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 	}
 	defer closeStore()
 	lastStore := cfg.Store()
-	if ms, ok := store.(*memory.Store); ok {
-		go sweepEvery(ctx, ms, 10*time.Second)
-	}
 	registry, closeRegistry, err := newRegistry(st, log)
 	if err != nil {
 		return err
 	}
 	defer closeRegistry()
+	// Autoscaled services: their pool runs until the HTTP server has
+	// drained, then stops every instance within its grace period.
+	pools, err := newPools(cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	defer runPools(pools, log)()
+	if ms, ok := store.(*memory.Store); ok {
+		go sweepEvery(ctx, ms, 10*time.Second)
+	}
 	g, err := gateway.New(gateway.Options{
 		Handlers:   map[string]http.Handler{"cloudmap": registry},
 		Config:     cfg,
@@ -272,13 +279,18 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 			if err := fitsStore(next, st); err != nil {
 				return nil, err
 			}
+			if err := applyPools(pools, next, log); err != nil {
+				return nil, err
+			}
 			if next.Store() != lastStore {
 				log.Warn("the config's store section changed; store settings take effect on restart")
 				lastStore = next.Store()
 			}
 			return next, nil
 		},
-		MaxBodyBytes: f.maxBody,
+		MaxBodyBytes:  f.maxBody,
+		Pools:         pools.Handler,
+		AdminHandlers: map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()},
 	})
 	if err != nil {
 		return err
