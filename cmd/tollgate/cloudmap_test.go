@@ -15,11 +15,12 @@ import (
 	"github.com/tollgate/tollgate/internal/redistest"
 )
 
-func sdClient(addr string) *sd.Client {
+// sdClient is a Cloud Map client of a tollgate server, the host prefix off.
+func sdClient(addr, accessKey string) *sd.Client {
 	return sd.New(sd.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String("http://" + addr),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDSERVECM", "secret", ""),
+		Credentials:  credentials.NewStaticCredentialsProvider(accessKey, "secret", ""),
 		Retryer:      aws.NopRetryer{},
 		APIOptions: []func(*middleware.Stack) error{func(stack *middleware.Stack) error {
 			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("DisableHostPrefix",
@@ -69,7 +70,7 @@ func discoverIDs(t *testing.T, c *sd.Client) []string {
 // loses no registration.
 func TestServeCloudMapRegistrySurvivesSIGHUP(t *testing.T) {
 	s := startServer(t)
-	c := sdClient(s.addr)
+	c := sdClient(s.addr, "AKIDSERVECM")
 	registerOne(t, c)
 	if ids := discoverIDs(t, c); !slices.Equal(ids, []string{"web-1"}) {
 		t.Fatalf("discovered %v", ids)
@@ -86,8 +87,8 @@ func TestTwoServeNodesShareOneCloudMap(t *testing.T) {
 	rs := redistest.Start(t)
 	a := startServer(t, "--store", rs.URL())
 	b := startServer(t, "--store", rs.URL())
-	registerOne(t, sdClient(a.addr))
-	if ids := discoverIDs(t, sdClient(b.addr)); !slices.Equal(ids, []string{"web-1"}) {
+	registerOne(t, sdClient(a.addr, "AKIDSERVECM"))
+	if ids := discoverIDs(t, sdClient(b.addr, "AKIDSERVECM")); !slices.Equal(ids, []string{"web-1"}) {
 		t.Fatalf("node b discovered %v", ids)
 	}
 }

@@ -256,7 +256,7 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 	defer closeRegistry()
 	// Autoscaled services: their pool runs until the HTTP server has
 	// drained, then stops every instance within its grace period.
-	pools, err := newPools(cfg, log, reg)
+	pools, err := newPools(cfg, log, reg, registry)
 	if err != nil {
 		return err
 	}
@@ -279,7 +279,7 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 			if err := fitsStore(next, st); err != nil {
 				return nil, err
 			}
-			if err := applyPools(pools, next, log); err != nil {
+			if err := applyPools(pools, next, log, registry); err != nil {
 				return nil, err
 			}
 			if next.Store() != lastStore {
