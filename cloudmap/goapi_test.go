@@ -88,3 +88,26 @@ func TestRegistrarFillsTheAddressAttributes(t *testing.T) {
 		t.Fatalf("second Deregister: %v", err)
 	}
 }
+
+// A full registry refuses a new account/region scope with
+// ResourceLimitExceeded, and still answers in the scopes it has.
+func TestScopeLimit(t *testing.T) {
+	r, err := cloudmap.New(cloudmap.Options{Limits: cloudmap.Limits{Scopes: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := r.RegisterInstance(ctx, cloudmap.Scope{Account: "a", Region: "us-east-1"}, "ns", "svc", "i", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RegisterInstance(ctx, cloudmap.Scope{Account: "b", Region: "us-east-1"}, "ns", "svc", "i", nil); !errors.Is(err, cloudmap.ErrLimitExceeded) {
+		t.Fatalf("a second scope over a limit of 1: %v", err)
+	}
+	// Removing from a scope that does not exist is still not an error.
+	if err := r.DeregisterInstance(ctx, cloudmap.Scope{Account: "b", Region: "us-east-1"}, "ns", "svc", "i"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RegisterInstance(ctx, cloudmap.Scope{Account: "a", Region: "us-east-1"}, "ns", "svc", "j", nil); err != nil {
+		t.Fatalf("the existing scope: %v", err)
+	}
+}

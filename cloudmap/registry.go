@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -106,8 +108,8 @@ type Registry struct {
 	maxBody int64
 }
 
-// New returns a registry; it starts nothing and fails on no zero Options.
-// It returns an error only for negative options.
+// New returns a registry; it starts nothing. It fails only when
+// OperationDelay or MaxBodyBytes is negative.
 func New(opts Options) (*Registry, error) {
 	if opts.OperationDelay < 0 || opts.MaxBodyBytes < 0 {
 		return nil, errors.New("cloudmap: OperationDelay and MaxBodyBytes must not be negative")
@@ -169,13 +171,9 @@ var operations = map[string]struct {
 	"GetOperation":                     {(*Registry).getOperation, []string{codeInvalidInput, codeOperationNotFound}},
 }
 
-// Operations lists the operations the registry answers.
+// Operations lists the operations the registry answers, sorted.
 func Operations() []string {
-	names := make([]string, 0, len(operations))
-	for n := range operations {
-		names = append(names, n)
-	}
-	return names
+	return slices.Sorted(maps.Keys(operations))
 }
 
 const contentType = "application/x-amz-json-1.1"

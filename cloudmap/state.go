@@ -117,10 +117,6 @@ func (m *memStore) update(_ context.Context, scope string, fn func(*state) error
 	defer m.mu.Unlock()
 	s, ok := m.scopes[scope]
 	if !ok {
-		if len(m.scopes) >= m.maxScopes {
-			return &apiError{Code: codeResourceLimitExceeded,
-				Message: fmt.Sprintf("this registry holds at most %d account/region scopes", m.maxScopes)}
-		}
 		s = &state{}
 		s.init()
 	}
@@ -128,6 +124,12 @@ func (m *memStore) update(_ context.Context, scope string, fn func(*state) error
 		return err
 	}
 	if !ok && s.Seq > 0 {
+		// Only a change that creates (a namespace) reaches here with a
+		// new scope; every operation that can create knows this code.
+		if len(m.scopes) >= m.maxScopes {
+			return &apiError{Code: codeResourceLimitExceeded,
+				Message: fmt.Sprintf("this registry holds at most %d account/region scopes", m.maxScopes)}
+		}
 		m.scopes[scope] = s
 	}
 	return nil
