@@ -101,3 +101,26 @@ func TestRedisStateOutlivesTheRegistry(t *testing.T) {
 		t.Fatalf("a new registry on the same Redis discovers %v", ids)
 	}
 }
+
+// On a Redis Cluster a scope's state and its revision share a slot, so
+// updates (WATCH/MULTI on both) work.
+func TestRedisCluster(t *testing.T) {
+	srv := redistest.StartCluster(t)
+	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr}})
+	t.Cleanup(func() { client.Close() })
+	n := newNode(t, limitertest.NewClock(), cloudmap.Options{Redis: client})
+	ctx := context.Background()
+	if err := n.reg.RegisterInstance(ctx, cloudmap.Scope{Account: "AKIDCLUSTER", Region: "us-east-1"}, "local", "web", "i-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	c := n.client("AKIDCLUSTER")
+	if ids, rev := discovered(t, c, &sd.DiscoverInstancesInput{NamespaceName: aws.String("local"), ServiceName: aws.String("web")}); !slices.Equal(ids, []string{"i-1"}) || rev < 1 {
+		t.Fatalf("discovered %v at revision %d", ids, rev)
+	}
+	if err := n.reg.DeregisterInstance(ctx, cloudmap.Scope{Account: "AKIDCLUSTER", Region: "us-east-1"}, "local", "web", "i-1"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := discovered(t, c, &sd.DiscoverInstancesInput{NamespaceName: aws.String("local"), ServiceName: aws.String("web")}); len(ids) != 0 {
+		t.Fatalf("after deregistering, discovered %v (a stale cached state?)", ids)
+	}
+}

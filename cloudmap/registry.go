@@ -133,7 +133,7 @@ func New(opts Options) (*Registry, error) {
 		if p == "" {
 			p = "tollgate:cloudmap:"
 		}
-		r.store = &redisStore{client: opts.Redis, prefix: p}
+		r.store = &redisStore{client: opts.Redis, prefix: p, cache: map[string]*state{}, maxCache: r.lim.Scopes}
 	} else {
 		r.store = &memStore{scopes: map[string]*state{}, maxScopes: r.lim.Scopes}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -147,16 +148,32 @@ func (m *memStore) view(_ context.Context, scope string, fn func(*state) error) 
 }
 
 // redisStore keeps each scope's state as one JSON value in Redis, updated
-// with WATCH/MULTI so that concurrent updates from several nodes serialize.
+// with WATCH/MULTI so that concurrent updates from several nodes serialize,
+// with the state's Seq beside it. A view reads the Seq first and decodes
+// the state only when it changed since this node last did: reads cost one
+// small GET while the registry is unchanged.
 type redisStore struct {
 	client goredis.UniversalClient
 	prefix string
+
+	mu       sync.Mutex
+	cache    map[string]*state // by key; read-only once cached
+	maxCache int
 }
 
 // maxUpdateAttempts bounds the optimistic retries of one Redis update.
 const maxUpdateAttempts = 100
 
-func (r *redisStore) key(scope string) string { return r.prefix + scope }
+// key is where a scope's state lives: the scope is the key's hash tag, so
+// the state and its Seq (seqKey) share a Redis Cluster slot.
+func (r *redisStore) key(scope string) string {
+	return r.prefix + "{" + braces.Replace(scope) + "}"
+}
+
+var braces = strings.NewReplacer("{", "%7B", "}", "%7D")
+
+// seqKey holds the Seq of the state at key.
+func seqKey(key string) string { return key + ":seq" }
 
 func (r *redisStore) load(ctx context.Context, get func(context.Context, string) *goredis.StringCmd, key string) (*state, error) {
 	s := &state{}
@@ -195,6 +212,7 @@ func (r *redisStore) update(ctx context.Context, scope string, fn func(*state) e
 			}
 			_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 				p.Set(ctx, key, b, 0)
+				p.Set(ctx, seqKey(key), s.Seq, 0)
 				return nil
 			})
 			return err
@@ -208,9 +226,27 @@ func (r *redisStore) update(ctx context.Context, scope string, fn func(*state) e
 }
 
 func (r *redisStore) view(ctx context.Context, scope string, fn func(*state) error) error {
-	s, err := r.load(ctx, r.client.Get, r.key(scope))
-	if err != nil {
-		return err
+	key := r.key(scope)
+	seq, err := r.client.Get(ctx, seqKey(key)).Int64()
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return fmt.Errorf("cloudmap: redis GET %s: %w", seqKey(key), err)
+	}
+	r.mu.Lock()
+	s, ok := r.cache[key]
+	r.mu.Unlock()
+	if !ok || s.Seq != seq {
+		if s, err = r.load(ctx, r.client.Get, key); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		if len(r.cache) >= r.maxCache {
+			for k := range r.cache { // forget any one
+				delete(r.cache, k)
+				break
+			}
+		}
+		r.cache[key] = s
+		r.mu.Unlock()
 	}
 	return fn(s)
 }
