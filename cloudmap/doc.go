@@ -45,9 +45,21 @@
 //
 //	r, err := cloudmap.New(cloudmap.Options{})     // starts nothing
 //	gateway.New(gateway.Options{Handlers: map[string]http.Handler{"cloudmap": r}})
-//	r.RegisterInstance(ctx, scope, ns, svc, id, attrs) // from Go, e.g. a pool
+//	r.RegisterInstance(ctx, scope, ns, svc, id, attrs) // from Go
 //	r.DeregisterInstance(ctx, scope, ns, svc, id)
+//	spec.Registrar = r.Registrar(scope, ns, svc, attrs) // a pool.ServiceSpec's
 //
 // A Registry starts no goroutine; with Redis, closing the client is the
 // caller's.
+//
+// # State and limits
+//
+// Each scope's state is one document: in memory under one lock, or in
+// Redis as one JSON value with its revision counter beside it, changed by
+// optimistic WATCH/MULTI transactions (so InstancesRevision only grows,
+// whichever node makes the change) and re-read by a node only when that
+// counter moved. Options.Limits bound it (AWS's published quotas by
+// default: 50 namespaces, 1,000 instances per service, 2,000 per
+// namespace, 30 custom attributes of at most 255/1,024 characters and
+// 5,000 in all per instance), and request bodies are bounded.
 package cloudmap
