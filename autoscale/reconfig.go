@@ -28,3 +28,7 @@ func (e *Engine) SetConfig(cfg Config) error {
 	}
 	return nil
 }
+
+// WithDefaults returns c with every zero field set to its default, as the
+// engine sees it (MinInstances stays as given: its default is zero).
+func (c Config) WithDefaults() Config { return c.withDefaults() }

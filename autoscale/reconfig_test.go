@@ -83,3 +83,10 @@ func TestSetConfigRejectsInvalidAndKeepsOld(t *testing.T) {
 		t.Fatalf("MaxInstances = %d after a rejected SetConfig, want 7", got)
 	}
 }
+
+func TestWithDefaults(t *testing.T) {
+	c := Config{MaxInstances: 3}.WithDefaults()
+	if c.MaxInstances != 3 || c.MaxConcurrency != DefaultMaxConcurrency || c.IdleTimeout != DefaultIdleTimeout || c.MinInstances != 0 {
+		t.Fatalf("WithDefaults = %+v", c)
+	}
+}

@@ -50,8 +50,9 @@
 //
 // A reload that changes only targets and bounds applies them to the
 // running engine (Engine.SetConfig): no instance is restarted. A reload
-// that changes what runs (command, arguments, environment, working
-// directory, readiness) makes a new revision: it starts as many instances
+// that changes what runs (ServiceSpec.Template: for tollgate serve the
+// command, arguments, environment, working directory, readiness check and
+// grace period) makes a new revision: it starts as many instances
 // as the old one has ready, moves traffic once they are ready, then drains
 // and stops the old instances.
 package pool

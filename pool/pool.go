@@ -131,8 +131,29 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 	for name, svc := range p.services {
 		if !seen[name] {
 			delete(p.services, name)
-			svc.cur.Load().retire(time.Now().Add(p.drainTimeout))
+			rv := svc.cur.Load()
+			rv.retire(time.Now().Add(p.drainTimeout))
 			p.log.Info("service removed; draining its instances", "service", name)
+			if p.ctx != nil {
+				// Its series go once its instances have stopped (or at
+				// shutdown), unless it came back meanwhile.
+				ctx := p.ctx
+				p.wg.Add(1)
+				go func() {
+					defer p.wg.Done()
+					select {
+					case <-rv.finished:
+					case <-ctx.Done():
+						return
+					}
+					p.mu.RLock()
+					_, back := p.services[name]
+					p.mu.RUnlock()
+					if !back {
+						svc.m.remove()
+					}
+				}()
+			}
 		}
 	}
 	for _, s := range specs {

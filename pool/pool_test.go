@@ -3,6 +3,8 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -234,4 +236,51 @@ func TestConcurrencyIsTimeWeighted(t *testing.T) {
 	if got := in.concurrency(t0.Add(2 * time.Second)); got < 0.999 || got > 1.001 {
 		t.Fatalf("average in flight %v, want 1", got)
 	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func TestProxyErrorStatus(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{context.DeadlineExceeded, http.StatusGatewayTimeout},
+		{fmt.Errorf("read: %w", timeoutErr{}), http.StatusGatewayTimeout},
+		{errors.New("connection refused"), http.StatusBadGateway},
+		{io.ErrUnexpectedEOF, http.StatusBadGateway},
+	} {
+		if got, _ := proxyError(context.Background(), c.err); got != c.want {
+			t.Errorf("proxyError(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
+}
+
+func TestRemovedServiceDrainsAndForgetsItsSeries(t *testing.T) {
+	t.Parallel()
+	r := &serverRunner{tag: "v1"}
+	p, reg := newTestPool(t, ServiceSpec{Name: "gone", Runner: r, Engine: autoscale.Config{MaxInstances: 2}})
+	runPool(t, p)
+	if code, _, _ := get(t, p.Handler("gone"), "/"); code != 200 {
+		t.Fatal(code)
+	}
+	eventually(t, 10*time.Second, "no series for the service", func() bool {
+		n, _ := testutil.GatherAndCount(reg, "tollgate_pool_instances")
+		return n > 0
+	})
+	if err := p.Apply(nil); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := get(t, p.Handler("gone"), "/"); code != http.StatusServiceUnavailable {
+		t.Fatalf("a removed service answered %d", code)
+	}
+	eventually(t, 20*time.Second, "the removed service's instance still runs", func() bool { return r.running() == 0 })
+	eventually(t, 20*time.Second, "the removed service's series are still exported", func() bool {
+		n, _ := testutil.GatherAndCount(reg, "tollgate_pool_instances", "tollgate_pool_recommended_instances")
+		return n == 0
+	})
 }

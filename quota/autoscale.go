@@ -101,12 +101,14 @@ type Readiness struct {
 	Timeout time.Duration
 }
 
-// Template describes what runs, in a stable text form: two Autoscale
-// values with equal Templates run the same thing, so a reload that keeps
-// it keeps the instances.
+// Template describes what runs and how it is stopped, in a stable text
+// form: two Autoscale values with equal Templates run the same thing, so a
+// reload that keeps it keeps the instances, and one that changes it makes
+// a new revision (as a changed container or timeout does on Cloud Run).
+// Targets and bounds are not part of it.
 func (a *Autoscale) Template() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "command=%q args=%q dir=%q ready=%q/%v", a.Command, a.Args, a.WorkingDir, a.Readiness.Path, a.Readiness.Timeout)
+	fmt.Fprintf(&b, "command=%q args=%q dir=%q ready=%q/%v grace=%v", a.Command, a.Args, a.WorkingDir, a.Readiness.Path, a.Readiness.Timeout, a.StopGrace)
 	for _, e := range a.Env {
 		fmt.Fprintf(&b, " env %q=%q", e.Name, e.Value)
 	}

@@ -69,6 +69,15 @@ func TestParseAutoscaleService(t *testing.T) {
 	if r := cfg.Routed(); len(r) != 1 || r[0] != s {
 		t.Fatalf("Routed = %v", r)
 	}
+	var table strings.Builder
+	if err := cfg.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"route: host any, path prefix /hello/, strip prefix true", `autoscaled: ["./bin/hello" "--flag" "x"]`, "1–5 instances, max concurrency 8"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
 	// Same settings give the same template; a new env value another.
 	a2 := *a
 	if a2.Template() != a.Template() {
@@ -77,6 +86,15 @@ func TestParseAutoscaleService(t *testing.T) {
 	a2.Env = []EnvVar{{"GREETING", "bye"}}
 	if a2.Template() == a.Template() {
 		t.Fatal("a changed env kept the template")
+	}
+	a3 := *a
+	a3.Engine.MaxInstances = 9
+	if a3.Template() != a.Template() {
+		t.Fatal("new bounds changed the template")
+	}
+	a3.StopGrace = time.Minute
+	if a3.Template() == a.Template() {
+		t.Fatal("a new grace period kept the template (the runner's grace is fixed)")
 	}
 }
 
