@@ -151,6 +151,13 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		servePool(pool, w, r, body)
 		return
 	}
+	if handler, ok := g.handlers[svc.Name]; ok {
+		r.Body = io.NopCloser(bytes.NewReader(bytes.Clone(body)))
+		r.ContentLength = int64(len(body))
+		r.Header.Set(HeaderAccount, account)
+		handler.ServeHTTP(w, r)
+		return
+	}
 	h := w.Header()
 	h["Content-Type"] = contentTypeAWSJSONValue
 	h["Content-Length"] = contentLength2

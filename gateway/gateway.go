@@ -92,6 +92,13 @@ type Options struct {
 	// the bound is served when it is alone. 0 means
 	// DefaultMaxInFlightBytes; negative means no bound.
 	MaxInFlightBytes int64
+	// Handlers are in-process upstreams by service name: an allowed AWS
+	// JSON request of such a service is answered by its handler (the
+	// cloudmap service by package cloudmap's registry, say), with
+	// [HeaderAccount] set to the account it was throttled as. An
+	// upstream URL in the config wins over a handler. Handlers outlive
+	// config reloads.
+	Handlers map[string]http.Handler
 	// Pools returns the handler of a service's autoscaled pool (see
 	// package pool): the upstream of a service with an autoscale section,
 	// and what its route leads to. Nil: such services are answered
@@ -101,6 +108,11 @@ type Options struct {
 	// "GET /v1/admin/pools"), behind the admin token like the others.
 	AdminHandlers map[string]http.Handler
 }
+
+// HeaderAccount is the request header in which the gateway tells an
+// in-process handler (Options.Handlers) the account a request belongs to;
+// any value the client sent is replaced.
+const HeaderAccount = "X-Tollgate-Account"
 
 // Gateway is an http.Handler serving every tollgate endpoint. It is safe
 // for concurrent use; its config can be swapped atomically with Reload.
@@ -119,6 +131,7 @@ type Gateway struct {
 	metrics     *metrics
 	mux         *http.ServeMux
 	routes      map[string]*routeMetrics // by mux pattern
+	handlers    map[string]http.Handler  // by service name
 	pools       func(service string) http.Handler
 	poolMetrics *routeMetrics
 }
@@ -148,6 +161,7 @@ func New(opts Options) (*Gateway, error) {
 		maxBody:     opts.MaxBodyBytes,
 		maxBatch:    opts.MaxBatch,
 		inFlight:    inFlight{max: opts.MaxInFlightBytes},
+		handlers:    opts.Handlers,
 		pools:       opts.Pools,
 	}
 	if g.maxBatch <= 0 {

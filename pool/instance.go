@@ -59,6 +59,7 @@ type instance struct {
 	cpuOK       bool
 	readyAt     time.Time
 	conc, cpu   float64 // last second's averages, for the admin endpoint
+	registered  bool    // announced to the Registrar as taking requests
 }
 
 // begin and end count a request starting and finishing on the instance,
@@ -169,6 +170,9 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 	in.cpuAt = now
 	ev, err := rv.eng.InstanceReady(now, in.id)
 	if err == nil {
+		if !rv.retiring {
+			rv.announce(in, true)
+		}
 		rv.apply(now, ev)
 	}
 	rv.mu.Unlock()
@@ -194,6 +198,7 @@ func (rv *revision) stopInstance(in *instance, run Instance, why string) {
 	err := run.Stop(rv.stopGrace())
 	rv.proxy.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
 	rv.mu.Lock()
+	rv.announce(in, false)
 	delete(rv.insts, in.id)
 	rv.mu.Unlock()
 	rv.m.forget(in.name)
@@ -210,6 +215,7 @@ func (rv *revision) stopInstance(in *instance, run Instance, why string) {
 func (rv *revision) gone(in *instance, run Instance, why error) {
 	now := time.Now()
 	rv.mu.Lock()
+	rv.announce(in, false)
 	delete(rv.insts, in.id)
 	shutdown := rv.ctx.Err() != nil || rv.retiring
 	ev, err := rv.eng.InstanceExited(now, in.id)

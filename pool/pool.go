@@ -47,6 +47,10 @@ type ServiceSpec struct {
 	// StopGrace is the time between SIGTERM and the kill; 0 means
 	// DefaultStopGrace.
 	StopGrace time.Duration
+	// Registrar, when set, is told when each instance is ready and when
+	// it stops taking requests. Like Runner, it is kept for a revision: a
+	// reload with the same Template keeps the old one.
+	Registrar Registrar
 }
 
 // ErrInvalidSpec is wrapped by Apply's errors about a spec.
@@ -184,7 +188,11 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 func (p *Pool) newRevision(svc *service, s ServiceSpec, cfg autoscale.Config) (*revision, error) {
 	svc.number++
 	name := fmt.Sprintf("%s-%05d", svc.name, svc.number)
-	return newRevision(svc.name, name, cfg, s.Runner, s.StopGrace, p.log, svc.m)
+	rv, err := newRevision(svc.name, name, cfg, s.Runner, s.StopGrace, p.log, svc.m)
+	if err == nil {
+		rv.reg = s.Registrar
+	}
+	return rv, err
 }
 
 // start runs a revision's loop under Run, once Run has begun; p.mu is held.

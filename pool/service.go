@@ -42,6 +42,9 @@ type revision struct {
 	retireBy  time.Time       // stop the instances by then even if busy
 	grace     time.Duration
 	lastStart time.Time // when the last instance was launched
+	reg       Registrar // nil: no registry; set before run
+	regQ      []regEvent
+	regWake   chan struct{}
 }
 
 // waiter is one pending request. The engine's decision is written under
@@ -72,6 +75,7 @@ func newRevision(service, name string, cfg autoscale.Config, runner Runner, grac
 		finished: make(chan struct{}),
 		insts:    map[autoscale.InstanceID]*instance{},
 		waiters:  map[autoscale.RequestID]*waiter{},
+		regWake:  make(chan struct{}, 1),
 	}
 	rv.proxy = newProxy(rv, eng.Config().MaxConcurrency)
 	return rv, nil
@@ -87,6 +91,14 @@ func (rv *revision) run(ctx context.Context) error {
 	rv.mu.Lock()
 	rv.ctx = ctx
 	rv.mu.Unlock()
+	if rv.reg != nil {
+		regDone, regExited := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(regExited)
+			rv.registrations(ctx, regDone)
+		}()
+		defer func() { close(regDone); <-regExited }() // after every instance is gone
+	}
 	close(rv.started)
 
 	// Instances below min instances start at once, not a second later.
@@ -117,6 +129,9 @@ func (rv *revision) retire(by time.Time) {
 	defer rv.mu.Unlock()
 	if !rv.retiring {
 		rv.retiring, rv.retireBy = true, by
+		for _, in := range rv.insts {
+			rv.announce(in, false)
+		}
 	}
 }
 
@@ -157,8 +172,14 @@ func (rv *revision) apply(now time.Time, ev autoscale.Events) {
 	for _, id := range ev.Started {
 		rv.launch(id)
 	}
+	for _, id := range ev.Draining {
+		if in := rv.insts[id]; in != nil {
+			rv.announce(in, false)
+		}
+	}
 	for _, id := range ev.Stopped {
 		if in := rv.insts[id]; in != nil {
+			rv.announce(in, false)
 			in.stopOnce.Do(func() { close(in.stop) })
 		}
 	}

@@ -81,6 +81,9 @@ type Autoscale struct {
 	// StopGrace is the time between SIGTERM and SIGKILL when an instance
 	// stops; 0 means the runner's default (10 s, as Cloud Run).
 	StopGrace time.Duration
+	// CloudMap, when set, lists the ready instances in tollgate's Cloud
+	// Map registry.
+	CloudMap *CloudMap
 }
 
 // EnvVar is one environment variable of an instance.
@@ -109,6 +112,7 @@ func (a *Autoscale) Template() string {
 	for _, e := range a.Env {
 		fmt.Fprintf(&b, " env %q=%q", e.Name, e.Value)
 	}
+	b.WriteString(a.CloudMap.template())
 	return b.String()
 }
 
@@ -307,6 +311,11 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 			d, good := p.duration(v, f, 0, time.Hour)
 			ok = ok && good
 			cfg.InitialColdStart = d
+		},
+		"cloud_map": func(_, v *yaml.Node, f string) {
+			c, good := p.cloudMap(v, f)
+			ok = ok && good
+			a.CloudMap = c
 		},
 		"termination_grace_period": func(_, v *yaml.Node, f string) {
 			d, good := p.duration(v, f, time.Millisecond, time.Hour)

@@ -121,6 +121,21 @@ func TestCloudMapPreset(t *testing.T) {
 	if cm.TargetPrefix != "Route53AutoNaming_v20170314" {
 		t.Errorf("cloudmap target prefix = %q", cm.TargetPrefix)
 	}
+	for _, tc := range []struct {
+		action, category string
+		capacity         int64
+		refill           float64
+	}{
+		{"DiscoverInstancesRevision", "discover-instances-revision", 3000, 3000},
+		{"RegisterInstance", "control-plane", 100, 20},
+		{"CreateHttpNamespace", "control-plane", 100, 20},
+		{"GetOperation", "control-plane", 100, 20},
+	} {
+		c, ok := cm.CategoryOf(tc.action)
+		if !ok || c.Name != tc.category || c.Limit.Capacity() != tc.capacity || c.Limit.RefillPerSecond() != tc.refill {
+			t.Errorf("%s = %+v, want %s %d/%v", tc.action, c, tc.category, tc.capacity, tc.refill)
+		}
+	}
 }
 
 func TestUnknownPreset(t *testing.T) {

@@ -7,16 +7,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate/tollgate/cloudmap"
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/process"
 	"github.com/tollgate/tollgate/quota"
 )
 
 // newPools returns the pool of the config's autoscaled services, not yet
-// running; its metrics go to reg.
-func newPools(cfg *quota.Config, log *slog.Logger, reg prometheus.Registerer) (*pool.Pool, error) {
+// running; its metrics go to reg, and instances of services with a
+// cloud_map section are listed in registry.
+func newPools(cfg *quota.Config, log *slog.Logger, reg prometheus.Registerer, registry *cloudmap.Registry) (*pool.Pool, error) {
 	p := pool.New(pool.Options{Logger: log, Registry: reg})
-	if err := applyPools(p, cfg, log); err != nil {
+	if err := applyPools(p, cfg, log, registry); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -24,8 +26,8 @@ func newPools(cfg *quota.Config, log *slog.Logger, reg prometheus.Registerer) (*
 
 // applyPools makes p run the autoscaled services of cfg (on a reload:
 // new bounds in place, new revisions for changed commands).
-func applyPools(p *pool.Pool, cfg *quota.Config, log *slog.Logger) error {
-	specs, err := poolSpecs(cfg, log)
+func applyPools(p *pool.Pool, cfg *quota.Config, log *slog.Logger, registry *cloudmap.Registry) error {
+	specs, err := poolSpecs(cfg, log, registry)
 	if err != nil {
 		return err
 	}
@@ -34,7 +36,7 @@ func applyPools(p *pool.Pool, cfg *quota.Config, log *slog.Logger) error {
 
 // poolSpecs turns the autoscale sections of cfg into the pool's specs,
 // each with a runner for its command.
-func poolSpecs(cfg *quota.Config, log *slog.Logger) ([]pool.ServiceSpec, error) {
+func poolSpecs(cfg *quota.Config, log *slog.Logger, registry *cloudmap.Registry) ([]pool.ServiceSpec, error) {
 	var specs []pool.ServiceSpec
 	for _, s := range cfg.Services() {
 		a := s.Autoscale
@@ -45,13 +47,24 @@ func poolSpecs(cfg *quota.Config, log *slog.Logger) ([]pool.ServiceSpec, error) 
 		if err != nil {
 			return nil, fmt.Errorf("service %s: %w", s.Name, err)
 		}
-		specs = append(specs, pool.ServiceSpec{
+		spec := pool.ServiceSpec{
 			Name:      s.Name,
 			Engine:    a.Engine,
 			Runner:    r,
 			Template:  a.Template(),
 			StopGrace: a.StopGrace,
-		})
+		}
+		if cm := a.CloudMap; cm != nil {
+			sc := cloudmap.DefaultScope
+			if cm.Account != "" {
+				sc.Account = cm.Account
+			}
+			if cm.Region != "" {
+				sc.Region = cm.Region
+			}
+			spec.Registrar = registry.Registrar(sc, cm.Namespace, cm.Service, cm.Attributes)
+		}
+		specs = append(specs, spec)
 	}
 	return specs, nil
 }

@@ -330,10 +330,16 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	if s.configName == "" {
 		s.configName = "built-in presets"
 	}
+	registry, closeRegistry, err := newRegistry(st, log)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	s.close = func() { closeRegistry(); closeStore() }
 	// Autoscaled services: their pool runs until the HTTP server has
 	// drained, then stops every instance within its grace period.
-	if s.pools, err = newPools(cfg, log, reg); err != nil {
-		closeStore()
+	if s.pools, err = newPools(cfg, log, reg, registry); err != nil {
+		s.close()
 		return nil, err
 	}
 	pools := s.pools
@@ -342,6 +348,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	}
 	lastStore := cfg.Store()
 	s.gw, err = gateway.New(gateway.Options{
+		Handlers:   map[string]http.Handler{"cloudmap": registry},
 		Config:     cfg,
 		Limiter:    store,
 		Logger:     log,
@@ -357,7 +364,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 			if err := fitsStore(next, st); err != nil {
 				return nil, err
 			}
-			if err := applyPools(pools, next, log); err != nil {
+			if err := applyPools(pools, next, log, registry); err != nil {
 				return nil, err
 			}
 			if next.Store() != lastStore {
@@ -373,11 +380,11 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		AdminHandlers:    map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()},
 	})
 	if err != nil {
-		closeStore()
+		s.close()
 		return nil, err
 	}
 	if s.rls, s.rlsLn, err = buildRLS(f, st, store, log, reg); err != nil {
-		closeStore()
+		s.close()
 		return nil, err
 	}
 	s.srv = &http.Server{
@@ -393,7 +400,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		if s.rlsLn != nil {
 			s.rlsLn.Close()
 		}
-		closeStore()
+		s.close()
 		return nil, err
 	}
 	log.Info("listening", "addr", s.ln.Addr().String(), "config", s.configName, "store", redactURL(st.URL), "admin", token != "")
