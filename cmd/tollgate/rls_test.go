@@ -13,6 +13,9 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/rls"
 )
 
 // `tollgate serve --rls-config DIR` answers Envoy's rate limit protocol
@@ -200,5 +203,27 @@ rls:
 	code, _, errs = runCmd("serve", "--listen", "127.0.0.1:0", "--config", cfg, "--rls-limit-header", "Rate Limit")
 	if code != 1 || !strings.Contains(errs, `--rls-limit-header "Rate Limit" is not a valid HTTP header name`) {
 		t.Errorf("bad header flag: exit %d: %s", code, errs)
+	}
+}
+
+// The README's rls section parses, and its header names are envoy
+// ratelimit's defaults, which the service also uses.
+func TestReadmeRLSSectionParses(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(b), "```yaml\nrls:\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("README has no ```yaml block starting with rls:")
+	}
+	cfg, err := quota.Parse("README.md", []byte("services: [{preset: ecs}]\nrls:\n"+block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.RLS()
+	if got.LimitHeader != rls.DefaultLimitHeader || got.RemainingHeader != rls.DefaultRemainingHeader || got.ResetHeader != rls.DefaultResetHeader {
+		t.Errorf("README's header names %+v are not the service's defaults", got)
 	}
 }
