@@ -40,12 +40,19 @@ for c in 16 64; do
   measure "tollgate rls (memory)" rls "$gport" "$tpid" "$c"
   kill "$tpid"; wait "$tpid" 2>/dev/null || true
 
-  gport=$(free)
-  env GUBER_GRPC_ADDRESS="127.0.0.1:$gport" GUBER_HTTP_ADDRESS="127.0.0.1:$(free)" \
-    GUBER_PEER_DISCOVERY_TYPE=none GUBER_LOG_LEVEL=warn \
+  # One node: its default member-list discovery, knowing only itself (with
+  # discovery "none" it owns no keys and answers every request with an
+  # error); tracing export off, as statsd is off for envoy ratelimit.
+  gport=$(free); hport=$(free); mport=$(free)
+  env GUBER_GRPC_ADDRESS="127.0.0.1:$gport" GUBER_HTTP_ADDRESS="127.0.0.1:$hport" \
+    GUBER_MEMBERLIST_ADDRESS="127.0.0.1:$mport" GUBER_MEMBERLIST_BIND_ADDRESS="127.0.0.1:$mport" \
+    GUBER_MEMBERLIST_KNOWN_NODES="127.0.0.1:$mport" GUBER_LOG_LEVEL=warn OTEL_TRACES_EXPORTER=none \
     "$GUBERNATOR" >"$tmp/gubernator.log" 2>&1 &
   gpid=$!; pids+=("$gpid")
-  wait_port "$gport"
+  for _ in $(seq 300); do
+    curl -sf "http://127.0.0.1:$hport/v1/HealthCheck" | grep -q '"peer_count":1' && break
+    sleep 0.1
+  done
   measure "gubernator" gubernator "$gport" "$gpid" "$c"
   kill "$gpid"; wait "$gpid" 2>/dev/null || true
 done
