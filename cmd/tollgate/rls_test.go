@@ -176,9 +176,28 @@ rls:
 	if got := strings.Join(headerNames(r), ","); got != "X-RateLimit-Limit,X-RateLimit-Remaining,RateLimit-Reset" {
 		t.Errorf("headers %s", got)
 	}
+	// SIGHUP reloads the directory named by the file; a changed rls
+	// section waits for a restart, and says so.
+	write("rl/config.yaml", "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 1000}\n")
+	write("tollgate.yaml", "services:\n  - preset: ecs\nrls:\n  config_dir: rl\n")
+	s.cmd.Process.Signal(syscall.SIGHUP)
+	s.waitLog(t, "rls settings take effect on restart")
+	s.waitLog(t, "envoy ratelimit config loaded")
+	req.Descriptors[0].Entries[0].Value = "10.0.0.2"
+	if r := call(c); r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 1000 || len(r.ResponseHeadersToAdd) != 3 {
+		t.Errorf("after SIGHUP: %v", r)
+	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	s.cmd.Wait()
 
+	write("tollgate.yaml", `services:
+  - preset: ecs
+rls:
+  config_dir: rl
+  grpc_listen: 127.0.0.1:0
+  shadow_mode: true
+  response_headers: true
+`)
 	// Flags win: no shadow mode, no headers, another reset header name
 	// (ignored with headers off), another directory.
 	other := t.TempDir()
