@@ -149,6 +149,10 @@ var (
 //	  url: redis://127.0.0.1:6379/0  # shared by every node using it
 //	  timeout: 50ms                  # per call
 //	  on_failure: local              # local (each node's own bucket), open (allow) or closed (deny) while down
+//	rls:                             # Envoy's rate limit service (gRPC); see [RLS]
+//	  config_dir: ratelimit/config   # envoy ratelimit's config directory, read as is
+//	  grpc_listen: 127.0.0.1:8081
+//	  response_headers: true         # RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset
 //
 // Every problem is reported, each with its line and field, as
 // [ConfigErrors]; nothing is partially applied.
@@ -374,6 +378,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	var overrideNodes []*yaml.Node
 	accessKeys := map[string]string{}
 	var store Store
+	var rls RLS
 	var servicesNode *yaml.Node
 	p.fields(root, "", map[string]func(k, v *yaml.Node, f string){
 		"services": func(_, v *yaml.Node, f string) {
@@ -436,6 +441,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 				},
 			})
 		},
+		"rls": func(_, v *yaml.Node, f string) { rls = p.rls(v, f) },
 		"access_keys": func(_, v *yaml.Node, f string) {
 			if v.Kind != yaml.MappingNode {
 				p.errorf(v, f, "want a mapping of access key id to account id, got %s", kindName(v))
@@ -525,6 +531,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		return nil
 	}
 	cfg.store = store
+	cfg.rls = rls
 	return cfg
 }
 

@@ -165,6 +165,7 @@ type Config struct {
 	overList  []Override
 	accounts  map[string]string
 	store     Store
+	rls       RLS
 }
 
 // Store is where a server keeps bucket state, as a config file says. The

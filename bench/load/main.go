@@ -1,7 +1,8 @@
 // Command load is tollgate's load generator. It drives a `tollgate serve`
 // through the native API, its batch endpoint, the AWS JSON path or Envoy's
 // rate limit protocol over gRPC (-mode rls, which drives envoy ratelimit
-// just as well: -grpc ADDR -pid PID), closed
+// just as well: -grpc ADDR -pid PID), or drives gubernator's gRPC
+// GetRateLimits with the same load (-mode gubernator -grpc ADDR -pid PID), closed
 // loop (each of c workers sends its next request when the last one is
 // answered) or paced at a fixed total rate, and reports decisions per
 // second, latency percentiles and, when it knows the server's process,
@@ -68,10 +69,10 @@ func main() {
 	flag.StringVar(&o.spawn, "spawn", "", "path of a tollgate binary to start on a free port")
 	flag.StringVar(&o.store, "store", "memory", "--store for a spawned server")
 	flag.StringVar(&o.extra, "serve-args", "", "more flags for a spawned server, space-separated (e.g. \"--store-pipelines 1\")")
-	flag.StringVar(&o.mode, "mode", "take", "take (POST /v1/take), batch (POST /v1/take/batch), aws (AWS JSON 1.1 at /) or rls (Envoy's ShouldRateLimit over gRPC)")
-	flag.IntVar(&o.batch, "batch", 100, "takes per batch request in -mode batch; descriptors per call in -mode rls (default 1 there)")
-	flag.StringVar(&o.grpc, "grpc", "", "host:port of an Envoy rate limit service for -mode rls (tollgate's or envoy ratelimit's)")
-	flag.IntVar(&o.conns, "grpc-conns", 4, "gRPC connections the workers share in -mode rls")
+	flag.StringVar(&o.mode, "mode", "take", "take (POST /v1/take), batch (POST /v1/take/batch), aws (AWS JSON 1.1 at /), rls (Envoy's ShouldRateLimit over gRPC) or gubernator (gubernator's GetRateLimits over gRPC)")
+	flag.IntVar(&o.batch, "batch", 100, "takes per batch request in -mode batch; descriptors per call in -mode rls and gubernator (default 1 there)")
+	flag.StringVar(&o.grpc, "grpc", "", "host:port of an Envoy rate limit service for -mode rls (tollgate's or envoy ratelimit's), or of gubernator for -mode gubernator")
+	flag.IntVar(&o.conns, "grpc-conns", 4, "gRPC connections the workers share in -mode rls and gubernator")
 	flag.IntVar(&o.storePid, "store-pid", 0, "process id of the server's store (redis-server), to report its CPU time over the measured window too")
 	flag.IntVar(&o.c, "c", 16, "concurrent workers (connections)")
 	flag.DurationVar(&o.duration, "d", 10*time.Second, "measured duration")
@@ -82,7 +83,7 @@ func main() {
 	flag.Parse()
 	batchSet := false
 	flag.Visit(func(f *flag.Flag) { batchSet = batchSet || f.Name == "batch" })
-	if o.mode == "rls" && !batchSet {
+	if (o.mode == "rls" || o.mode == "gubernator") && !batchSet {
 		o.batch = 1
 	}
 	if err := run(o); err != nil {
@@ -96,9 +97,12 @@ func run(o options) error {
 		return errors.New("-c, -keys, -batch and -d must be positive")
 	}
 	switch o.mode {
-	case "take", "batch", "aws", "rls":
+	case "take", "batch", "aws", "rls", "gubernator":
 	default:
-		return fmt.Errorf("-mode %q: want take, batch, aws or rls", o.mode)
+		return fmt.Errorf("-mode %q: want take, batch, aws, rls or gubernator", o.mode)
+	}
+	if o.mode == "gubernator" && o.spawn != "" {
+		return errors.New("-mode gubernator drives a running gubernator: give -grpc ADDR and -pid PID, not -spawn")
 	}
 	if o.spawn != "" {
 		stop, err := spawn(&o)
@@ -109,6 +113,12 @@ func run(o options) error {
 	}
 	if o.mode == "rls" {
 		closeConns, err := dialRLS(o.grpc, o.conns)
+		if err != nil {
+			return err
+		}
+		defer closeConns()
+	} else if o.mode == "gubernator" {
+		closeConns, err := dialGubernator(o.grpc, o.conns)
 		if err != nil {
 			return err
 		}
@@ -141,7 +151,7 @@ func run(o options) error {
 	lat := res.latencies
 	slices.Sort(lat)
 	perReq := 1
-	if o.mode == "batch" || o.mode == "rls" {
+	if o.mode == "batch" || o.mode == "rls" || o.mode == "gubernator" {
 		perReq = o.batch
 	}
 	decisions := float64(res.ok * perReq)
@@ -217,9 +227,12 @@ func drive(ctx context.Context, client *http.Client, o options) result {
 		go func() {
 			defer wg.Done()
 			var r result
-			if o.mode == "rls" {
+			switch o.mode {
+			case "rls":
 				r = rlsWorker(ctx, rlsClients[w%len(rlsClients)], o, w, interval)
-			} else {
+			case "gubernator":
+				r = gubernatorWorker(ctx, gubernatorConns[w%len(gubernatorConns)], o, w, interval)
+			default:
 				r = worker(ctx, client, o, w, interval)
 			}
 			mu.Lock()

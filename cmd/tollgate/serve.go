@@ -59,9 +59,10 @@ type serveFlags struct {
 	cpuProfile      string
 	grpcListen      string
 	rlsConfig       string
-	rlsHeaders      bool
-	rlsMerge        bool
-	rlsShadow       bool
+	rlsHeaders      optBool
+	rlsMerge        optBool
+	rlsShadow       optBool
+	rlsHeaderNames  [3]string // limit, remaining, reset; "" for the config's, else envoy ratelimit's
 }
 
 // define registers every flag of `tollgate serve` on fs, with its default.
@@ -81,11 +82,14 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
-	fs.StringVar(&f.grpcListen, "grpc-listen", "127.0.0.1:8081", "address of the Envoy rate limit service (gRPC), served when --rls-config is given")
-	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (its *.yaml files, read as is) for the Envoy rate limit service; reloaded on SIGHUP")
-	fs.BoolVar(&f.rlsMerge, "rls-merge-domains", false, "let several --rls-config files add to one domain (envoy ratelimit's MERGE_DOMAIN_CONFIG)")
-	fs.BoolVar(&f.rlsShadow, "rls-shadow-mode", false, "decide and count every Envoy rate limit request but answer OK (envoy ratelimit's SHADOW_MODE), e.g. while migrating")
-	fs.BoolVar(&f.rlsHeaders, "rls-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to Envoy rate limit answers (envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED)")
+	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
+	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (its *.yaml files, read as is) for the Envoy rate limit service; reloaded on SIGHUP (default: the config's rls.config_dir)")
+	fs.Var(&f.rlsMerge, "rls-merge-domains", "let several rls config files add to one domain (envoy ratelimit's MERGE_DOMAIN_CONFIG) (default: the config's rls.merge_domains)")
+	fs.Var(&f.rlsShadow, "rls-shadow-mode", "decide and count every Envoy rate limit request but answer OK (envoy ratelimit's SHADOW_MODE), e.g. while migrating (default: the config's rls.shadow_mode)")
+	fs.Var(&f.rlsHeaders, "rls-response-headers", "add the limit, remaining and reset headers to Envoy rate limit answers (envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED) (default: the config's rls.response_headers)")
+	fs.StringVar(&f.rlsHeaderNames[0], "rls-limit-header", "", "`NAME` of the limit header (envoy ratelimit's LIMIT_LIMIT_HEADER; default: the config's rls.limit_header, else RateLimit-Limit)")
+	fs.StringVar(&f.rlsHeaderNames[1], "rls-remaining-header", "", "`NAME` of the remaining header (LIMIT_REMAINING_HEADER; default: the config's rls.remaining_header, else RateLimit-Remaining)")
+	fs.StringVar(&f.rlsHeaderNames[2], "rls-reset-header", "", "`NAME` of the reset header (LIMIT_RESET_HEADER; default: the config's rls.reset_header, else RateLimit-Reset)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
 }
 
@@ -346,7 +350,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	if ms, ok := store.(*memory.Store); ok {
 		s.sweep = ms
 	}
-	lastStore := cfg.Store()
+	lastStore, lastRLS := cfg.Store(), cfg.RLS()
 	s.gw, err = gateway.New(gateway.Options{
 		Handlers:   map[string]http.Handler{"cloudmap": registry},
 		Config:     cfg,
@@ -371,6 +375,10 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 				log.Warn("the config's store section changed; store settings take effect on restart")
 				lastStore = next.Store()
 			}
+			if next.RLS() != lastRLS { // the rls config directory's files do reload
+				log.Warn("the config's rls section changed; rls settings take effect on restart")
+				lastRLS = next.RLS()
+			}
 			return next, nil
 		},
 		MaxBodyBytes:     f.maxBody,
@@ -383,7 +391,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		s.close()
 		return nil, err
 	}
-	if s.rls, s.rlsLn, err = buildRLS(f, st, store, log, reg); err != nil {
+	if s.rls, s.rlsLn, err = buildRLS(f, cfg.RLS(), s.configName, st, store, log, reg); err != nil {
 		s.close()
 		return nil, err
 	}
