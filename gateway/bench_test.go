@@ -13,7 +13,12 @@ import (
 // benchHandler runs requests straight through the handler, without the
 // network, to measure the gateway's own cost per decision.
 func benchHandler(b *testing.B, newReq func(i int) *http.Request, perReq int) {
-	g, err := New(Options{})
+	benchHandlerWith(b, Options{}, newReq, perReq)
+}
+
+// benchHandlerWith is benchHandler with a gateway made from opts.
+func benchHandlerWith(b *testing.B, opts Options, newReq func(i int) *http.Request, perReq int) {
+	g, err := New(opts)
 	if err != nil {
 		b.Fatal(err)
 	}

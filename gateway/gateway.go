@@ -40,6 +40,7 @@ import (
 
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
+	"github.com/tollgate/tollgate/liveview"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -67,6 +68,9 @@ type Options struct {
 	Reload func() (*quota.Config, error)
 	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Live records decisions for /ui and /v1/admin/live/; nil turns the
+	// live view off. The caller runs it (Recorder.Run).
+	Live *liveview.Recorder
 }
 
 // Gateway is an http.Handler serving every tollgate endpoint. It is safe
@@ -84,6 +88,7 @@ type Gateway struct {
 	metrics     *metrics
 	mux         *http.ServeMux
 	routes      map[string]*routeMetrics // by mux pattern
+	live        *liveview.Recorder       // nil: no live view
 }
 
 // policy is a config with what the gateway derives from it, swapped as one.
@@ -107,6 +112,7 @@ func New(opts Options) (*Gateway, error) {
 		adminDigest: sha256.Sum256([]byte(opts.AdminToken)),
 		reload:      opts.Reload,
 		maxBody:     opts.MaxBodyBytes,
+		live:        opts.Live,
 	}
 	if g.limiter == nil {
 		g.limiter = memory.New(memory.Options{})
@@ -148,6 +154,7 @@ func New(opts Options) (*Gateway, error) {
 	handle("/v1/admin/", "admin", g.admin(func(w http.ResponseWriter, r *http.Request) {
 		writeNativeError(w, http.StatusNotFound, "", "no admin endpoint "+r.Method+" "+r.URL.Path)
 	}))
+	g.handleLive(handle)
 	handle("GET /healthz", "healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
@@ -231,6 +238,7 @@ func (g *Gateway) setConfig(cfg *quota.Config) error {
 	for _, s := range cfg.Services() {
 		for _, c := range s.Categories {
 			p.counters[c] = g.metrics.countersFor(s.Name, c.Name)
+			p.counters[c].live = g.live.Series(s.Name, c.Name)
 		}
 		if s.Upstream == "" {
 			continue

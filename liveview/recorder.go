@@ -178,7 +178,7 @@ func (r *Recorder) Tick(now time.Time) {
 	r.hot = r.hotBuf
 	r.hotMu.Unlock()
 	r.hotBuf = closed
-	r.slots[r.n%r.hotWindow] = hotSlot{entries: slices.Clone(closed.entries), floor: closed.floor(), dur: dur}
+	r.slots[r.n%r.hotWindow] = hotSlot{entries: closed.entries(), floor: closed.floor(), dur: dur}
 	r.n++
 }
 

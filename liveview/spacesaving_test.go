@@ -19,10 +19,10 @@ func TestSpaceSavingExactUnderCapacity(t *testing.T) {
 			s.add(acct(i), 1)
 		}
 	}
-	if len(s.entries) != 8 {
-		t.Fatalf("%d entries, want 8", len(s.entries))
+	if len(s.heap) != 8 {
+		t.Fatalf("%d entries, want 8", len(s.heap))
 	}
-	for _, e := range s.entries {
+	for _, e := range s.entries() {
 		var i int
 		fmt.Sscanf(e.key.Account, "%d", &i)
 		if e.count != uint64(i+1) || e.err != 0 {
@@ -52,16 +52,16 @@ func TestSpaceSavingGuarantees(t *testing.T) {
 			truth[k] += n
 			total += int(n)
 		}
-		if len(s.entries) != capacity || len(s.idx) != capacity {
-			t.Fatalf("seed %d: %d entries, %d indexed, want %d", seed, len(s.entries), len(s.idx), capacity)
+		if len(s.heap) != capacity || len(s.idx) != capacity {
+			t.Fatalf("seed %d: %d entries, %d indexed, want %d", seed, len(s.heap), len(s.idx), capacity)
 		}
 		var sum uint64
-		for i, e := range s.entries {
+		for i, e := range s.heap {
 			sum += e.count
-			if s.idx[e.key] != i {
-				t.Fatalf("seed %d: index of %v is %d, want %d", seed, e.key, s.idx[e.key], i)
+			if s.idx[e.hash] != e || e.pos != i {
+				t.Fatalf("seed %d: %v indexed at %d, want %d", seed, e.key, e.pos, i)
 			}
-			if i > 0 && s.entries[(i-1)/2].count > e.count {
+			if i > 0 && s.heap[(i-1)/2].count > e.count {
 				t.Fatalf("seed %d: heap order broken at %d", seed, i)
 			}
 			if tr := truth[e.key]; e.count < tr || e.count-e.err > tr {
@@ -72,10 +72,10 @@ func TestSpaceSavingGuarantees(t *testing.T) {
 			t.Errorf("seed %d: counts sum to %d, want the stream's %d", seed, sum, total)
 		}
 		for k, tr := range truth {
-			if _, ok := s.idx[k]; !ok && tr > uint64(total/capacity) {
+			if _, ok := s.idx[s.hash(k)]; !ok && tr > uint64(total/capacity) {
 				t.Errorf("seed %d: %v (true %d > %d) missing", seed, k.Account, tr, total/capacity)
 			}
-			if _, ok := s.idx[k]; !ok && tr > s.floor() {
+			if _, ok := s.idx[s.hash(k)]; !ok && tr > s.floor() {
 				t.Errorf("seed %d: absent %v has %d > floor %d", seed, k.Account, tr, s.floor())
 			}
 		}
@@ -87,8 +87,10 @@ func TestSpaceSavingClonesNewKeys(t *testing.T) {
 	k := quota.Key{Service: "ecs", Account: string(buf[:12]), Region: string(buf[12:]), Category: "c"}
 	s := newSpaceSaving(2)
 	s.add(k, 1)
-	if got := s.entries[0].key; got != k {
-		t.Fatalf("kept %v, want %v", got, k)
+	got := s.entries()[0].key
+	copy(buf, "999999999999eu-west-1xx")
+	if got.Account != "123456789012" || got.Region != "us-east-1" {
+		t.Fatalf("entries share the caller's buffer: %v", got)
 	}
 }
 
@@ -102,7 +104,7 @@ func FuzzSpaceSaving(f *testing.F) {
 			s.add(k, uint64(b%3)+1)
 			truth[k] += uint64(b%3) + 1
 		}
-		for _, e := range s.entries {
+		for _, e := range s.entries() {
 			if tr := truth[e.key]; e.count < tr || e.count-e.err > tr {
 				t.Fatalf("%v true %d, estimate %d err %d", e.key.Account, tr, e.count, e.err)
 			}
