@@ -25,6 +25,7 @@ import (
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
+	"github.com/tollgate/tollgate/liveview"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -252,7 +253,10 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 	if ms, ok := store.(*memory.Store); ok {
 		go sweepEvery(ctx, ms, 10*time.Second)
 	}
+	live := liveview.New(liveview.Options{}) // for /ui and /v1/admin/live/
+	go live.Run(ctx)                         // returns when ctx ends
 	g, err := gateway.New(gateway.Options{
+		Live:       live,
 		Config:     cfg,
 		Limiter:    store,
 		Logger:     log,

@@ -138,7 +138,12 @@ function drawRates() {
   const rows = [];
   const last = state.times.length - 1;
   const newest = state.times[last];
+  let quiet = 0;
   for (const s of state.series.values()) {
+    if (!["allowed", "throttled", "errors"].some((k) => s[k].some((c) => c > 0))) {
+      quiet++; // no decision in 10 minutes: left out
+      continue;
+    }
     const tr = document.createElement("tr");
     tr.dataset.series = s.service + "/" + s.category;
     cell(tr, s.service);
@@ -152,12 +157,13 @@ function drawRates() {
     rows.push(tr);
   }
   body.replaceChildren(...rows);
+  $("quiet").textContent = quiet ? quiet + " categories without a decision in the last 10 minutes are not shown." : "";
 }
 
 // spark draws one series' last 10 minutes: one polyline per result, on a
 // time axis ending at the newest point.
 function spark(s, newest) {
-  const w = 600, h = 40, pad = 2;
+  const w = 600, h = 48, pad = 2, top = 14; // top: room for the peak label
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("class", "spark");
   svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
@@ -182,7 +188,7 @@ function spark(s, newest) {
     if (!rates[k].some((v) => v > 0)) continue;
     const pts = rates[k].map((v, i) => {
       const x = w - (newest - state.times[i]) / HISTORY_MS * w;
-      const y = (h - pad) - v / peak * (h - 2 * pad - 10);
+      const y = (h - pad) - v / peak * (h - pad - top);
       return x.toFixed(1) + "," + y.toFixed(1);
     });
     const line = document.createElementNS(SVG, "polyline");
