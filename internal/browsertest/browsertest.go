@@ -107,7 +107,16 @@ func (b *Browser) Errors() []string {
 
 // Screenshot saves a PNG of the whole page to path.
 func (b *Browser) Screenshot(path string) error {
-	png, err := chromedp.Run(b.Ctx, chromedp.FullScreenshot(100))
+	return b.save(path, chromedp.FullScreenshot(100))
+}
+
+// ScreenshotViewport saves a PNG of what the window shows to path.
+func (b *Browser) ScreenshotViewport(path string) error {
+	return b.save(path, chromedp.CaptureScreenshot())
+}
+
+func (b *Browser) save(path string, shot chromedp.Action[[]byte]) error {
+	png, err := chromedp.Run(b.Ctx, shot)
 	if err != nil {
 		return fmt.Errorf("screenshot: %w", err)
 	}
