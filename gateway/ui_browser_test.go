@@ -27,7 +27,7 @@ const screenshotsEnv = "TOLLGATE_SCREENSHOTS"
 type pageView struct {
 	Newest string `json:"newest"`
 	Rates  []struct {
-		Series                    string
+		Series                     string
 		Allowed, Throttled, Errors string
 	} `json:"rates"`
 	Hot []struct {

@@ -122,4 +122,3 @@ func (b *Browser) save(path string, shot chromedp.Action[[]byte]) error {
 	}
 	return os.WriteFile(path, png, 0o644)
 }
-
