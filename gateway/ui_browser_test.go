@@ -98,7 +98,7 @@ func liveLoad(t *testing.T, url string, s int) {
 // TestUIInBrowser drives a known load through a gateway, opens /ui in a
 // headless browser, and checks the page against the JSON endpoints.
 func TestUIInBrowser(t *testing.T) {
-	br := browsertest.Start(t, 1200, 1000)
+	br := browsertest.Start(t, 1200, 820)
 	clock := limitertest.NewClock()
 	rec := liveview.New(liveview.Options{})
 	_, srv := newTestServer(t, clock, Options{AdminToken: "tok", Live: rec})
