@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -157,12 +158,12 @@ func (g *Gateway) serveLiveHot(w http.ResponseWriter, r *http.Request) {
 	}
 	keys, window := g.live.Hot(n)
 	cfg := g.policy.Load().cfg
-	out := liveHot{WindowSeconds: window.Seconds(), Buckets: make([]hotBucket, 0, len(keys))}
+	out := liveHot{WindowSeconds: round3(window.Seconds()), Buckets: make([]hotBucket, 0, len(keys))}
 	var reqs []limiter.Request
 	var at []int // out index of each request
 	for _, h := range keys {
 		b := hotBucket{Key: h.Key.String(), Service: h.Key.Service, Account: h.Key.Account, Region: h.Key.Region,
-			Category: h.Key.Category, Throttled: h.Throttled, ErrorBound: h.ErrorBound, ThrottlesPerSecond: h.PerSecond}
+			Category: h.Key.Category, Throttled: h.Throttled, ErrorBound: h.ErrorBound, ThrottlesPerSecond: round3(h.PerSecond)}
 		if limit, ok := cfg.Limit(h.Key); ok { // else the key's category left the config
 			b.Capacity = limit.Capacity()
 			reqs = append(reqs, limiter.Request{Key: b.Key, Limit: limit, Tokens: 0})
@@ -231,3 +232,6 @@ func (g *Gateway) serveLiveStore(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// round3 rounds to three decimals, for answers people read.
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
