@@ -250,6 +250,13 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 	}
 	defer closeStore()
 	lastStore := cfg.Store()
+	// Autoscaled services: their pool runs until the HTTP server has
+	// drained, then stops every instance within its grace period.
+	pools, err := newPools(cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	defer runPools(pools, log)()
 	if ms, ok := store.(*memory.Store); ok {
 		go sweepEvery(ctx, ms, 10*time.Second)
 	}
@@ -270,13 +277,18 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 			if err := fitsStore(next, st); err != nil {
 				return nil, err
 			}
+			if err := applyPools(pools, next, log); err != nil {
+				return nil, err
+			}
 			if next.Store() != lastStore {
 				log.Warn("the config's store section changed; store settings take effect on restart")
 				lastStore = next.Store()
 			}
 			return next, nil
 		},
-		MaxBodyBytes: f.maxBody,
+		MaxBodyBytes:  f.maxBody,
+		Pools:         pools.Handler,
+		AdminHandlers: map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()},
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/process"
+	"github.com/tollgate/tollgate/quota"
+)
+
+// newPools returns the pool of the config's autoscaled services, not yet
+// running; its metrics go to reg.
+func newPools(cfg *quota.Config, log *slog.Logger, reg prometheus.Registerer) (*pool.Pool, error) {
+	p := pool.New(pool.Options{Logger: log, Registry: reg})
+	if err := applyPools(p, cfg, log); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// applyPools makes p run the autoscaled services of cfg (on a reload:
+// new bounds in place, new revisions for changed commands).
+func applyPools(p *pool.Pool, cfg *quota.Config, log *slog.Logger) error {
+	specs, err := poolSpecs(cfg, log)
+	if err != nil {
+		return err
+	}
+	return p.Apply(specs)
+}
+
+// runPools runs p until the returned function is called; that function
+// stops every instance (SIGTERM, grace period, SIGKILL) and returns once
+// they have exited. Call it after the HTTP server has drained.
+func runPools(p *pool.Pool, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	return func() {
+		cancel()
+		if n := len(p.Services()); n > 0 {
+			log.Info("stopping the instances of autoscaled services", "services", n)
+		}
+		<-done
+	}
+}
+
+// poolSpecs turns the autoscale sections of cfg into the pool's specs,
+// each with a runner for its command.
+func poolSpecs(cfg *quota.Config, log *slog.Logger) ([]pool.ServiceSpec, error) {
+	var specs []pool.ServiceSpec
+	for _, s := range cfg.Services() {
+		a := s.Autoscale
+		if a == nil {
+			continue
+		}
+		r, err := newRunner(a, log)
+		if err != nil {
+			return nil, fmt.Errorf("service %s: %w", s.Name, err)
+		}
+		specs = append(specs, pool.ServiceSpec{
+			Name:      s.Name,
+			Engine:    a.Engine,
+			Runner:    r,
+			Template:  a.Template(),
+			StopGrace: a.StopGrace,
+		})
+	}
+	return specs, nil
+}
+
+// newRunner returns the process runner of one autoscaled service. Its
+// errors (a command that cannot be run) are config errors.
+func newRunner(a *quota.Autoscale, log *slog.Logger) (pool.Runner, error) {
+	env := make([]string, 0, len(a.Env))
+	for _, e := range a.Env {
+		env = append(env, e.Name+"="+e.Value)
+	}
+	return process.New(process.Options{
+		Command:   a.Command[0],
+		Args:      append(slices.Clone(a.Command[1:]), a.Args...),
+		Env:       env,
+		Dir:       a.WorkingDir,
+		Readiness: process.Readiness{Path: a.Readiness.Path, Timeout: a.Readiness.Timeout},
+		StopGrace: a.StopGrace,
+		Logger:    log,
+	})
+}

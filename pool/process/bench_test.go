@@ -1,0 +1,84 @@
+package process_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/testservice"
+	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/process"
+)
+
+// BenchmarkStartReady measures start-to-ready of the test service through
+// the runner (TCP readiness) and its Stop; compare with
+// BenchmarkStartReadyDirect, the same process started and polled by hand,
+// to see the runner's overhead.
+func BenchmarkStartReady(b *testing.B) {
+	for _, noCgroup := range []bool{false, true} {
+		name := "cgroup"
+		if noCgroup {
+			name = "proc"
+		}
+		b.Run(name, func(b *testing.B) {
+			log, _ := testLogger(nil)
+			r, err := process.New(process.Options{Command: testservice.Build(b), Logger: log, NoCgroup: noCgroup})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			var ready time.Duration
+			for n := 0; b.Loop(); n++ {
+				start := time.Now()
+				inst, err := r.Start(ctx, pool.InstanceSpec{Service: "bench", Revision: "bench-1", ID: strconv.Itoa(n)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := inst.Ready(ctx); err != nil {
+					b.Fatal(err)
+				}
+				ready += time.Since(start)
+				_ = inst.Stop(10 * time.Second)
+			}
+			b.ReportMetric(float64(ready.Microseconds())/float64(b.N)/1000, "ms-to-ready/op")
+		})
+	}
+}
+
+// BenchmarkStartReadyDirect is the baseline: exec, poll a TCP connect
+// every millisecond, SIGTERM and wait.
+func BenchmarkStartReadyDirect(b *testing.B) {
+	bin := testservice.Build(b)
+	var ready time.Duration
+	for b.Loop() {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		addr := l.Addr().String()
+		_, port, _ := net.SplitHostPort(addr)
+		l.Close()
+		start := time.Now()
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), "PORT="+port)
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				c.Close()
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		ready += time.Since(start)
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	b.ReportMetric(float64(ready.Microseconds())/float64(b.N)/1000, "ms-to-ready/op")
+}

@@ -1,0 +1,59 @@
+// Package process runs the instances of an autoscaled service as local
+// processes: it is the [pool.Runner] behind `tollgate serve` on one
+// machine. A [Runner] is made for one revision of a service from
+// [Options] (command, args, env, working directory, readiness check, stop
+// grace) that [New] validates, so a config loader can reject a command
+// that does not exist or is not executable at start and on reload
+// ([ErrCommand], inside an [*OptionError] naming the field).
+//
+// # What it owns
+//
+// Each instance is one process and everything it starts:
+//
+//   - The Cloud Run container contract: PORT is a free loopback port the
+//     runner picks; K_SERVICE, K_REVISION and K_CONFIGURATION are set as
+//     Cloud Run sets them; the rest of the environment is Options.Env on
+//     top of a minimal part of tollgate's (see [Options.Env]).
+//   - Its own process group (Setpgid), which Stop signals as a whole, and
+//     Linux's parent-death signal (Pdeathsig: SIGKILL), so an instance
+//     dies with tollgate even when tollgate is killed. The kernel ties
+//     that signal to the thread that forked, not to the process, so every
+//     instance is forked from one goroutine locked to an OS thread that
+//     never exits (https://go.dev/issue/27505).
+//   - Its output: each line written to stdout or stderr is logged with the
+//     service, revision, instance id and stream; lines longer than
+//     [MaxLogLine] are cut, so memory stays bounded.
+//   - Its CPU time: where the runner may create cgroups (a writable,
+//     delegated cgroup v2), each instance is born into its own cgroup
+//     (clone3 CLONE_INTO_CGROUP) and CPUTime reads its cpu.stat; otherwise
+//     CPUTime sums /proc for the instance's process group and descendants.
+//     Which one is used is logged once per process.
+//
+// It never routes or proxies requests, decides how many instances run or
+// restarts one that crashed: that is package pool's job. It never
+// signals a process id after the process has been reaped, so it cannot hit
+// an unrelated process that reused the id.
+//
+// # Lifecycle
+//
+// [Runner.Start] picks the port, forks the process and returns at once;
+// the readiness check (a TCP connect to the port or, with
+// Readiness.Path, an HTTP GET answered 2xx or 3xx) starts with it and is
+// polled every few milliseconds until it passes, the readiness timeout
+// (counted from the start) passes, or the process exits. Instance.Ready
+// waits for its outcome.
+//
+// Instance.Stop(grace) sends SIGTERM to the process group (it is the
+// exec.Cmd's Cancel), waits up to grace for the main process to exit,
+// then sends SIGKILL to the group. Whenever the main process exits, on
+// Stop or on its own, what is left of its group (and of its cgroup) is
+// killed before the process is reaped. Done is closed once it is reaped
+// and its output has been logged; Err is nil after Stop and wraps
+// [ErrExited] with the exit status otherwise.
+//
+// If tollgate itself is killed, the parent-death signal kills each
+// instance's main process. Processes an instance started itself are its
+// own to stop in that case; where cgroups are used, the next tollgate to
+// start in the same cgroup kills and removes what is left of the
+// instances of a tollgate that died.
+package process

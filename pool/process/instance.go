@@ -1,0 +1,373 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/tollgate/tollgate/pool"
+)
+
+// instance is one process started by a Runner.
+type instance struct {
+	r       *Runner
+	spec    pool.InstanceSpec
+	addr    string
+	port    int
+	log     *slog.Logger
+	cmd     *exec.Cmd
+	pid     int
+	started time.Time
+	cancel  context.CancelFunc // cancels cmd's context: Cmd.Cancel sends SIGTERM
+	cpu     *cpuMeter
+
+	exited chan struct{} // closed once the process has exited (not yet reaped)
+	done   chan struct{} // closed once it is reaped and its group is gone
+	ready  chan struct{} // closed once the readiness check has passed or failed
+
+	mu       sync.Mutex
+	isExited bool  // exited is closed; the pid stays unreaped until cmd.Wait
+	stopping bool  // Stop was called before the process exited
+	err      error // why it exited; set before done is closed
+	readyErr error // set before ready is closed
+}
+
+var _ pool.Instance = (*instance)(nil)
+
+func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	i := &instance{
+		r:      r,
+		spec:   spec,
+		port:   port,
+		addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		log:    r.log.With("service", spec.Service, "revision", spec.Revision, "instance", spec.ID),
+		cancel: cancel,
+		exited: make(chan struct{}),
+		done:   make(chan struct{}),
+		ready:  make(chan struct{}),
+	}
+	// Output goes through pipes of our own, not exec's copying
+	// goroutines, so Wait returns when the process exits even if a
+	// process it left behind holds the pipes open.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		cancel()
+		closeAll(outR, outW)
+		return nil, err
+	}
+	cpu := r.newCPUMeter(spec, i.log)
+	i.cpu = cpu
+	newCmd := func() *exec.Cmd {
+		cmd := exec.CommandContext(ctx, r.path, r.opts.Args...)
+		cmd.Args[0] = r.opts.Command
+		cmd.Dir = r.opts.Dir
+		cmd.Env = append(append([]string(nil), r.env...),
+			"PORT="+strconv.Itoa(port),
+			"K_SERVICE="+spec.Service,
+			"K_REVISION="+spec.Revision,
+			"K_CONFIGURATION="+spec.Service,
+		)
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Setpgid:   true,            // its own process group, signalled as a whole
+			Pdeathsig: syscall.SIGKILL, // dies with tollgate; see startOnLockedThread
+		}
+		if fd := cpu.cgroupFD(); fd >= 0 {
+			// Born in its cgroup (clone3 CLONE_INTO_CGROUP): all it
+			// starts is counted, from the first instruction.
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+		}
+		// Cancel (on Stop) sends SIGTERM to the whole group; WaitDelay
+		// bounds how long exec waits after that before it kills the
+		// process itself, a backstop behind Stop's own SIGKILL of the group.
+		cmd.Cancel = func() error { return i.signalGroup(syscall.SIGTERM) }
+		cmd.WaitDelay = r.opts.StopGrace
+		cmd.Stdout, cmd.Stderr = outW, errW
+		return cmd
+	}
+	cmd := newCmd()
+	err = startOnLockedThread(cmd)
+	if err != nil && cpu.cgroupFD() >= 0 {
+		// A kernel or sandbox without clone3 into a cgroup: go without.
+		i.log.Warn("starting the instance in its own cgroup failed; measuring its CPU time from /proc", "cgroup", cpu.cgroupDir, "err", err)
+		cpu.dropCgroup()
+		cmd = newCmd()
+		err = startOnLockedThread(cmd)
+	}
+	i.cmd = cmd
+	closeAll(outW, errW) // the child holds its own copies
+	if err != nil {
+		cancel()
+		cpu.close()
+		closeAll(outR, errR)
+		return nil, err
+	}
+	i.pid = cmd.Process.Pid
+	i.started = time.Now()
+	cpu.started(i.pid)
+	i.log.Info("instance started", "pid", i.pid, "addr", i.addr, "command", r.path)
+
+	var output sync.WaitGroup
+	output.Add(2)
+	go func() { defer output.Done(); logLines(outR, i.log, "stdout") }()
+	go func() { defer output.Done(); logLines(errR, i.log, "stderr") }()
+	go i.wait(&output, outR, errR)
+	go i.probe()
+	return i, nil
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		_ = f.Close()
+	}
+}
+
+// wait watches the process until it is gone: it notes the exit before the
+// pid is reaped (so no signal can reach a reused pid or group), kills
+// what is left of the group, reaps, and closes done.
+func (i *instance) wait(output *sync.WaitGroup, pipes ...*os.File) {
+	waitExited(i.pid)
+	i.mu.Lock()
+	i.isExited = true
+	close(i.exited)
+	i.mu.Unlock()
+	// The main process is gone but still unreaped, so its pid and with it
+	// the group id cannot be reused yet: kill what is left of the group.
+	_ = syscall.Kill(-i.pid, syscall.SIGKILL)
+	i.cpu.killCgroup()
+	werr := i.cmd.Wait()
+	i.cancel()
+	i.cpu.exited(i.cmd.ProcessState)
+
+	// Let the last lines through; a process that escaped the group (and
+	// any cgroup) may hold the pipes, so bound the wait.
+	flushed := make(chan struct{})
+	go func() { output.Wait(); close(flushed) }()
+	select {
+	case <-flushed:
+	case <-time.After(time.Second):
+		closeAll(pipes...)
+		<-flushed
+	}
+	closeAll(pipes...)
+
+	i.mu.Lock()
+	if !i.stopping {
+		if werr == nil {
+			werr = errors.New("exit status 0")
+		}
+		i.err = fmt.Errorf("%w: %s of %s (pid %d): %w", ErrExited, i.spec.ID, i.spec.Service, i.pid, werr)
+	}
+	err := i.err
+	close(i.done)
+	i.mu.Unlock()
+	i.r.releasePort(i.port)
+	if err != nil {
+		i.log.Warn("instance exited", "pid", i.pid, "err", werr)
+	} else {
+		i.log.Info("instance stopped", "pid", i.pid, "exit", i.cmd.ProcessState.String())
+	}
+	i.cpu.close()
+}
+
+// waitExited blocks until process pid has exited, without reaping it.
+func waitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return // exited, or ECHILD: not ours to wait for any more
+		}
+	}
+}
+
+// signalGroup sends sig to the instance's process group unless the
+// process has exited already: then its pid may be reaped and reused.
+func (i *instance) signalGroup(sig syscall.Signal) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.isExited {
+		return os.ErrProcessDone
+	}
+	if err := syscall.Kill(-i.pid, sig); err != nil && err != syscall.ESRCH {
+		return fmt.Errorf("signalling process group %d: %w", i.pid, err)
+	}
+	return nil
+}
+
+// Addr returns the loopback host:port the instance was told to listen on.
+func (i *instance) Addr() string { return i.addr }
+
+// PID returns the instance's main process ID.
+func (i *instance) PID() int { return i.pid }
+
+// Done is closed once the process has exited and been reaped.
+func (i *instance) Done() <-chan struct{} { return i.done }
+
+// Err says why the instance exited: nil after Stop, an error wrapping
+// ErrExited and the exit status otherwise.
+func (i *instance) Err() error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.err
+}
+
+// CPUTime returns the CPU time of the instance's processes.
+func (i *instance) CPUTime() (time.Duration, bool) { return i.cpu.read() }
+
+// Stop sends SIGTERM to the instance's process group, waits up to grace
+// for the process to exit, then sends SIGKILL to the group, and returns
+// once it has been reaped. grace ≤ 0 or above Options.StopGrace means
+// Options.StopGrace (exec's WaitDelay backstop is set to it).
+func (i *instance) Stop(grace time.Duration) error {
+	if grace <= 0 || grace > i.r.opts.StopGrace {
+		grace = i.r.opts.StopGrace
+	}
+	i.mu.Lock()
+	if i.isExited {
+		i.mu.Unlock()
+		<-i.done
+		return nil
+	}
+	first := !i.stopping
+	i.stopping = true
+	i.mu.Unlock()
+	if first {
+		i.log.Info("stopping instance", "pid", i.pid, "grace", grace)
+	}
+	i.cancel() // Cmd.Cancel: SIGTERM to the group
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-i.exited:
+	case <-t.C:
+		i.log.Warn("instance still running after the grace period; killing it", "pid", i.pid, "grace", grace)
+		if err := i.signalGroup(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			i.log.Error("killing instance", "pid", i.pid, "err", err)
+		}
+		i.cpu.killCgroup()
+	}
+	<-i.done
+	return nil
+}
+
+// Ready waits for the readiness check that started with the instance.
+func (i *instance) Ready(ctx context.Context) error {
+	select {
+	case <-i.ready:
+		i.mu.Lock()
+		defer i.mu.Unlock()
+		return i.readyErr
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for instance %s of %s to be ready: %w", i.spec.ID, i.spec.Service, ctx.Err())
+	}
+}
+
+// probe polls the readiness check until it passes, the readiness timeout
+// passes or the process exits, and then closes ready.
+func (i *instance) probe() {
+	timeout := i.r.opts.Readiness.Timeout
+	deadline := i.started.Add(timeout)
+	var client *http.Client
+	if i.r.opts.Readiness.Path != "" {
+		client = &http.Client{
+			Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse // a 3xx passes, as in Kubernetes
+			},
+		}
+		defer client.CloseIdleConnections()
+	}
+	var last error
+	for n := 0; ; n++ {
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			i.setReady(fmt.Errorf("%w: %s of %s not ready within %v: %v", ErrNotReady, i.spec.ID, i.spec.Service, timeout, last))
+			return
+		}
+		attempt := min(remaining, time.Second)
+		err := i.check(client, attempt)
+		if err == nil {
+			i.log.Info("instance ready", "pid", i.pid, "after", time.Since(i.started).Round(time.Millisecond))
+			i.setReady(nil)
+			return
+		}
+		// Keep what the service said over an attempt cut short by the
+		// deadline: "503 Service Unavailable" explains more.
+		var ne net.Error
+		if last == nil || !errors.As(err, &ne) || !ne.Timeout() {
+			last = err
+		}
+		wait := min(time.Millisecond<<min(n, 4), 10*time.Millisecond, time.Until(deadline))
+		t := time.NewTimer(wait)
+		select {
+		case <-i.exited:
+			t.Stop()
+			<-i.done
+			i.mu.Lock()
+			err := i.err
+			i.mu.Unlock()
+			if err == nil {
+				err = errors.New("stopped")
+			}
+			i.setReady(fmt.Errorf("%w: %s of %s exited before it was ready: %w", ErrNotReady, i.spec.ID, i.spec.Service, err))
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// check runs the readiness check once.
+func (i *instance) check(client *http.Client, timeout time.Duration) error {
+	if client == nil {
+		c, err := net.DialTimeout("tcp", i.addr, timeout)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+i.addr+i.r.opts.Readiness.Path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", "tollgate-probe")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("GET %s: %s", i.r.opts.Readiness.Path, resp.Status)
+	}
+	return nil
+}
+
+func (i *instance) setReady(err error) {
+	i.mu.Lock()
+	i.readyErr = err
+	i.mu.Unlock()
+	if err != nil {
+		i.log.Warn("instance failed its readiness check", "pid", i.pid, "err", err)
+	}
+	close(i.ready)
+}

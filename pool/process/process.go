@@ -1,0 +1,289 @@
+package process
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tollgate/tollgate/pool"
+)
+
+// Defaults for the zero values of [Options].
+const (
+	// DefaultStopGrace is how long Stop waits after SIGTERM before it
+	// kills, as Cloud Run does.
+	DefaultStopGrace = 10 * time.Second
+	// DefaultReadyTimeout is how long an instance may take from its start
+	// to passing its readiness check: Cloud Run's default startup probe
+	// allows 240 s.
+	DefaultReadyTimeout = 240 * time.Second
+	// MaxLogLine is the longest line of an instance's output that is
+	// logged whole; a longer line is logged cut to this many bytes, with
+	// truncated=true, and the rest of it is dropped.
+	MaxLogLine = 16 << 10
+)
+
+// Errors New wraps (inside an [*OptionError]) and instances report.
+var (
+	// ErrCommand means the command does not exist, is not a regular file
+	// or is not executable.
+	ErrCommand = errors.New("command is not an executable file")
+	// ErrInvalid means an option other than the command is invalid.
+	ErrInvalid = errors.New("invalid option")
+	// ErrExited means an instance exited on its own, not through Stop.
+	ErrExited = errors.New("instance exited")
+	// ErrNotReady means an instance did not pass its readiness check
+	// within the readiness timeout.
+	ErrNotReady = errors.New("instance not ready")
+)
+
+// OptionError is the error New returns for invalid [Options]. Field names
+// the option the way a config file would (command, dir, env[2],
+// readiness.path) so a config loader can point at it.
+type OptionError struct {
+	// Field is the option at fault.
+	Field string
+	// Err says what is wrong with it; it wraps ErrCommand or ErrInvalid.
+	Err error
+}
+
+func (e *OptionError) Error() string { return e.Field + ": " + e.Err.Error() }
+
+// Unwrap returns e.Err.
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// Readiness is how a runner decides that an instance is ready to serve.
+type Readiness struct {
+	// Path, when set, is probed with HTTP GET on the instance; a status
+	// from 200 to 399 passes (as a Kubernetes or Cloud Run HTTP probe).
+	// It must start with "/". Empty means a TCP connect to the port
+	// passes (Cloud Run's default startup probe).
+	Path string
+	// Timeout bounds the time from an instance's start to passing the
+	// check. Zero means DefaultReadyTimeout.
+	Timeout time.Duration
+}
+
+// Options configure a [Runner]. Only Command is required.
+type Options struct {
+	// Command is the program to run (argv[0]): a path, relative to Dir
+	// when it is relative and contains a slash, or a name looked up in
+	// tollgate's PATH.
+	Command string
+	// Args are the arguments after the command.
+	Args []string
+	// Env holds KEY=value pairs added to the minimal environment an
+	// instance inherits from tollgate (PATH, HOME, USER, LOGNAME, SHELL,
+	// TMPDIR, TZ, LANG, LANGUAGE and LC_*). They may not set PORT,
+	// K_SERVICE, K_REVISION or K_CONFIGURATION, which the runner sets.
+	Env []string
+	// Dir is the working directory of instances; empty means tollgate's.
+	Dir string
+	// Readiness is the readiness check; the zero value is a TCP connect
+	// within DefaultReadyTimeout.
+	Readiness Readiness
+	// StopGrace is the longest time Stop waits between SIGTERM and
+	// SIGKILL, and the grace Stop uses when given none. Zero means
+	// DefaultStopGrace.
+	StopGrace time.Duration
+	// Logger receives the runner's events and every line instances write
+	// to stdout and stderr. Nil means slog.Default().
+	Logger *slog.Logger
+	// NoCgroup makes the runner measure CPU time from /proc even where it
+	// could create a cgroup per instance.
+	NoCgroup bool
+}
+
+// Runner starts instances as local processes. It implements
+// [pool.Runner] and is safe for concurrent use.
+type Runner struct {
+	opts   Options
+	path   string // the resolved command
+	env    []string
+	log    *slog.Logger
+	cgroup string // cgroup v2 directory instances' cgroups go under; "" for /proc
+
+	mu    sync.Mutex
+	ports map[int]bool // ports of live instances
+}
+
+var _ pool.Runner = (*Runner)(nil)
+
+// reserved are the variables the runner sets itself.
+var reserved = []string{"PORT", "K_SERVICE", "K_REVISION", "K_CONFIGURATION"}
+
+// New validates opts and returns a runner. Its error is an [*OptionError]
+// wrapping ErrCommand when the command does not exist or is not
+// executable, ErrInvalid for other options.
+func New(opts Options) (*Runner, error) {
+	if opts.StopGrace < 0 {
+		return nil, &OptionError{"stop_grace", fmt.Errorf("%w: negative (%v)", ErrInvalid, opts.StopGrace)}
+	}
+	if opts.StopGrace == 0 {
+		opts.StopGrace = DefaultStopGrace
+	}
+	if opts.Readiness.Timeout < 0 {
+		return nil, &OptionError{"readiness.timeout", fmt.Errorf("%w: negative (%v)", ErrInvalid, opts.Readiness.Timeout)}
+	}
+	if opts.Readiness.Timeout == 0 {
+		opts.Readiness.Timeout = DefaultReadyTimeout
+	}
+	if p := opts.Readiness.Path; p != "" && !strings.HasPrefix(p, "/") {
+		return nil, &OptionError{"readiness.path", fmt.Errorf("%w: %q does not start with /", ErrInvalid, p)}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Dir != "" {
+		fi, err := os.Stat(opts.Dir)
+		if err != nil {
+			return nil, &OptionError{"dir", fmt.Errorf("%w: %w", ErrInvalid, err)}
+		}
+		if !fi.IsDir() {
+			return nil, &OptionError{"dir", fmt.Errorf("%w: %s is not a directory", ErrInvalid, opts.Dir)}
+		}
+	}
+	for i, kv := range opts.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		field := "env[" + strconv.Itoa(i) + "]"
+		if !ok || k == "" || strings.ContainsRune(kv, 0) {
+			return nil, &OptionError{field, fmt.Errorf("%w: %q is not KEY=value", ErrInvalid, kv)}
+		}
+		for _, r := range reserved {
+			if k == r {
+				return nil, &OptionError{field, fmt.Errorf("%w: %s is set by tollgate, as by Cloud Run", ErrInvalid, k)}
+			}
+		}
+	}
+	path, err := resolve(opts.Command, opts.Dir)
+	if err != nil {
+		return nil, &OptionError{"command", err}
+	}
+	r := &Runner{
+		opts:  opts,
+		path:  path,
+		env:   append(inheritedEnv(), opts.Env...),
+		log:   opts.Logger,
+		ports: map[int]bool{},
+	}
+	if !opts.NoCgroup {
+		r.cgroup = cgroupParent(opts.Logger)
+	}
+	return r, nil
+}
+
+// resolve finds the executable file command names, as exec would.
+func resolve(command, dir string) (string, error) {
+	if command == "" {
+		return "", fmt.Errorf("%w: empty", ErrCommand)
+	}
+	path := command
+	if !strings.Contains(command, "/") {
+		p, err := exec.LookPath(command)
+		if err != nil && !errors.Is(err, exec.ErrDot) {
+			return "", fmt.Errorf("%w: %q not found in PATH", ErrCommand, command)
+		}
+		path = p
+	} else if !filepath.IsAbs(command) && dir != "" {
+		path = filepath.Join(dir, command)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %w", ErrCommand, command, err)
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("%w: %s does not exist", ErrCommand, abs)
+	case err != nil:
+		return "", fmt.Errorf("%w: %w", ErrCommand, err)
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("%w: %s is not a regular file", ErrCommand, abs)
+	case fi.Mode().Perm()&0o111 == 0:
+		return "", fmt.Errorf("%w: %s is not executable (mode %v)", ErrCommand, abs, fi.Mode().Perm())
+	}
+	if err := syscall.Access(abs, 1 /* X_OK */); err != nil {
+		return "", fmt.Errorf("%w: %s is not executable by tollgate: %w", ErrCommand, abs, err)
+	}
+	return abs, nil
+}
+
+// inheritedEnv is the part of tollgate's environment instances inherit.
+func inheritedEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "PATH", k == "HOME", k == "USER", k == "LOGNAME", k == "SHELL",
+			k == "TMPDIR", k == "TZ", k == "LANG", k == "LANGUAGE", strings.HasPrefix(k, "LC_"):
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// Start launches one instance of spec as a process and returns once it
+// has been started. See the package documentation for what it sets up.
+func (r *Runner) Start(ctx context.Context, spec pool.InstanceSpec) (pool.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("starting instance %s of %s: %w", spec.ID, spec.Service, err)
+	}
+	port, err := r.freePort()
+	if err != nil {
+		return nil, fmt.Errorf("starting instance %s of %s: picking a port: %w", spec.ID, spec.Service, err)
+	}
+	i, err := r.start(spec, port)
+	if err != nil {
+		r.releasePort(port)
+		return nil, fmt.Errorf("starting instance %s of %s: %w", spec.ID, spec.Service, err)
+	}
+	return i, nil
+}
+
+// freePort picks a free loopback port no live instance of r holds.
+func (r *Runner) freePort() (int, error) {
+	for range 10 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		r.mu.Lock()
+		taken := r.ports[port]
+		if !taken {
+			r.ports[port] = true
+		}
+		r.mu.Unlock()
+		if !taken {
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free port after 10 tries")
+}
+
+func (r *Runner) releasePort(port int) {
+	r.mu.Lock()
+	delete(r.ports, port)
+	r.mu.Unlock()
+}
+
+// randomSuffix returns 8 random hex digits.
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,573 @@
+package process_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/testservice"
+	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/pooltest"
+	"github.com/tollgate/tollgate/pool/process"
+)
+
+func init() {
+	if os.Getenv(parentEnv) != "" {
+		// Keep the main goroutine on the main thread (the runtime holds
+		// it there during init), so that the goroutine parentMain starts
+		// the instance from runs on another thread, one the runtime ends
+		// when that goroutine exits locked to it.
+		runtime.LockOSThread()
+	}
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv(parentEnv) != "" {
+		parentMain()
+		return
+	}
+	testservice.Main(m)
+}
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testLogger logs to t and returns what was logged, as JSON lines.
+func testLogger(testing.TB) (*slog.Logger, *syncBuffer) {
+	buf := &syncBuffer{}
+	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
+}
+
+func newRunner(t *testing.T, opts process.Options) *process.Runner {
+	t.Helper()
+	if opts.Command == "" {
+		opts.Command = testservice.Build(t)
+	}
+	if opts.Logger == nil {
+		opts.Logger, _ = testLogger(t)
+	}
+	r, err := process.New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return r
+}
+
+func factory(noCgroup bool) pooltest.Factory {
+	return func(t *testing.T, cfg pooltest.Config) pool.Runner {
+		return newRunner(t, process.Options{
+			Env:       cfg.Env,
+			Readiness: process.Readiness{Path: cfg.ReadyPath, Timeout: cfg.ReadyTimeout},
+			StopGrace: cfg.StopGrace,
+			NoCgroup:  noCgroup,
+		})
+	}
+}
+
+func TestConformance(t *testing.T) {
+	t.Run("cgroup", func(t *testing.T) { pooltest.Run(t, factory(false)) })
+	t.Run("proc", func(t *testing.T) { pooltest.Run(t, factory(true)) })
+}
+
+func TestNewRejectsBadCommand(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "not-exec")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() == 0 {
+		// root may execute what has any x bit: the mode check must still say no.
+		t.Log("running as root")
+	}
+	for _, tc := range []struct{ name, command, dir string }{
+		{"empty", "", ""},
+		{"missing absolute", filepath.Join(dir, "missing"), ""},
+		{"missing in PATH", "tollgate-no-such-command", ""},
+		{"missing relative to dir", "./missing", dir},
+		{"not executable", notExec, ""},
+		{"not executable relative to dir", "./not-exec", dir},
+		{"a directory", dir, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := process.New(process.Options{Command: tc.command, Dir: tc.dir})
+			if !errors.Is(err, process.ErrCommand) {
+				t.Fatalf("New(%q) = %v, want ErrCommand", tc.command, err)
+			}
+			var oe *process.OptionError
+			if !errors.As(err, &oe) || oe.Field != "command" {
+				t.Errorf("New(%q) = %v, want an OptionError for field command", tc.command, err)
+			}
+		})
+	}
+}
+
+func TestNewResolvesRelativeToDir(t *testing.T) {
+	bin := testservice.Build(t)
+	log, _ := testLogger(t)
+	r, err := process.New(process.Options{Command: "./" + filepath.Base(bin), Dir: filepath.Dir(bin), Logger: log})
+	if err != nil {
+		t.Fatalf("New(./testservice in its dir) = %v", err)
+	}
+	inst := pooltest.Start(t, r, pooltest.Spec())
+	pooltest.Ready(t, inst)
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	bin := testservice.Build(t)
+	for _, tc := range []struct {
+		field string
+		opts  process.Options
+	}{
+		{"env[1]", process.Options{Env: []string{"A=1", "PORT=80"}}},
+		{"env[0]", process.Options{Env: []string{"K_SERVICE=x"}}},
+		{"env[0]", process.Options{Env: []string{"novalue"}}},
+		{"dir", process.Options{Dir: filepath.Join(t.TempDir(), "missing")}},
+		{"readiness.path", process.Options{Readiness: process.Readiness{Path: "healthz"}}},
+		{"readiness.timeout", process.Options{Readiness: process.Readiness{Timeout: -time.Second}}},
+		{"stop_grace", process.Options{StopGrace: -time.Second}},
+	} {
+		tc.opts.Command = bin
+		_, err := process.New(tc.opts)
+		var oe *process.OptionError
+		if !errors.Is(err, process.ErrInvalid) || !errors.As(err, &oe) || oe.Field != tc.field {
+			t.Errorf("New(%+v) = %v, want ErrInvalid for field %s", tc.opts, err, tc.field)
+		}
+	}
+}
+
+// records parses the JSON log lines in buf.
+func records(t *testing.T, buf *syncBuffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.Lines(buf.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+func TestOutputIsLoggedWithServiceAndInstance(t *testing.T) {
+	log, buf := testLogger(t)
+	r := newRunner(t, process.Options{Logger: log})
+	spec := pool.InstanceSpec{Service: "hello", Revision: "hello-00002", ID: "inst-7"}
+	inst := pooltest.Start(t, r, spec)
+	pooltest.Ready(t, inst)
+	pooltest.Get(t, inst, "/log?line=marker-line")
+	pooltest.Get(t, inst, "/log?n="+strconv.Itoa(3*process.MaxLogLine))
+	pooltest.Get(t, inst, "/log?line=after-the-long-one")
+	if err := inst.Stop(pooltest.Wait); err != nil {
+		t.Fatal(err)
+	}
+	var marker, long, after bool
+	for _, rec := range records(t, buf) {
+		if rec["stream"] == nil {
+			continue
+		}
+		if rec["service"] != "hello" || rec["revision"] != "hello-00002" || rec["instance"] != "inst-7" {
+			t.Errorf("output record without service, revision and instance: %v", rec)
+		}
+		msg, _ := rec["msg"].(string)
+		switch {
+		case msg == "marker-line":
+			marker = rec["stream"] == "stdout"
+		case strings.HasPrefix(msg, "xxxx"):
+			if len(msg) > process.MaxLogLine || rec["truncated"] != true {
+				t.Errorf("a %d-byte line was logged as %d bytes, truncated=%v", 3*process.MaxLogLine, len(msg), rec["truncated"])
+			}
+			if long {
+				t.Error("the rest of a cut line was logged")
+			}
+			long = true
+		case msg == "after-the-long-one":
+			after = true
+		}
+	}
+	if !marker || !long || !after {
+		t.Errorf("logged marker=%v long=%v after=%v, want all; log:\n%s", marker, long, after, buf.String())
+	}
+}
+
+func TestReadyByTCPIgnoresHealthPath(t *testing.T) {
+	// Without a readiness path the TCP check passes while /healthz still
+	// fails: the check really is a TCP connect.
+	r := newRunner(t, process.Options{Env: []string{testservice.EnvHealthyAfter + "=1h"}})
+	inst := pooltest.Start(t, r, pooltest.Spec())
+	pooltest.Ready(t, inst)
+	if code, _ := pooltest.Get(t, inst, "/healthz"); code != 503 {
+		t.Errorf("/healthz = %d, want 503 (not yet healthy)", code)
+	}
+}
+
+func TestReadyHTTPTimeoutNamesTheProbe(t *testing.T) {
+	r := newRunner(t, process.Options{
+		Env:       []string{testservice.EnvHealthyAfter + "=1h"},
+		Readiness: process.Readiness{Path: "/healthz", Timeout: 3 * time.Second},
+	})
+	inst := pooltest.Start(t, r, pooltest.Spec())
+	ctx, cancel := context.WithTimeout(context.Background(), pooltest.Wait)
+	defer cancel()
+	err := inst.Ready(ctx)
+	if !errors.Is(err, process.ErrNotReady) || !strings.Contains(err.Error(), "503") {
+		t.Errorf("Ready = %v, want ErrNotReady naming the 503", err)
+	}
+}
+
+func TestExitBeforeReadyIsErrExited(t *testing.T) {
+	r := newRunner(t, process.Options{Env: []string{testservice.EnvExit + "=3"}})
+	inst := pooltest.Start(t, r, pooltest.Spec())
+	ctx, cancel := context.WithTimeout(context.Background(), pooltest.Wait)
+	defer cancel()
+	err := inst.Ready(ctx)
+	if !errors.Is(err, process.ErrNotReady) || !errors.Is(err, process.ErrExited) {
+		t.Errorf("Ready = %v, want ErrNotReady and ErrExited", err)
+	}
+	var ee *exec.ExitError
+	if !errors.As(inst.Err(), &ee) || ee.ExitCode() != 3 {
+		t.Errorf("Err() = %v, want exit status 3", inst.Err())
+	}
+}
+
+func TestCrashIsErrExited(t *testing.T) {
+	r := newRunner(t, process.Options{Env: []string{testservice.EnvCrashAfter + "=1"}})
+	inst := pooltest.Start(t, r, pooltest.Spec())
+	pooltest.Ready(t, inst)
+	pooltest.Get(t, inst, "/")
+	pooltest.WaitDone(t, inst)
+	var ee *exec.ExitError
+	if err := inst.Err(); !errors.Is(err, process.ErrExited) || !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("Err() = %v, want ErrExited with exit status 1", err)
+	}
+}
+
+// pids asks the instance for its pid, pgid and child pids.
+func pids(t *testing.T, inst pool.Instance) (pid, pgid int, children []int) {
+	t.Helper()
+	_, body := pooltest.Get(t, inst, "/pids")
+	var v struct {
+		PID, PGID int
+		Children  []int
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("/pids: %v: %q", err, body)
+	}
+	return v.PID, v.PGID, v.Children
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z' && s[i+2] != 'X'
+	}
+	return true
+}
+
+// groupMembers lists the live processes in process group pgid.
+func groupMembers(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// waitGone waits up to pooltest.Wait for pids and group pgid (unless 0)
+// to be gone.
+func waitGone(t *testing.T, pgid int, pids ...int) {
+	t.Helper()
+	deadline := time.Now().Add(pooltest.Wait)
+	for {
+		var left []int
+		for _, pid := range pids {
+			if alive(pid) {
+				left = append(left, pid)
+			}
+		}
+		if pgid != 0 {
+			left = append(left, groupMembers(pgid)...)
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v still alive %v later", left, pooltest.Wait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestOwnProcessGroupAndChildrenStop(t *testing.T) {
+	for _, ignore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ignoreSIGTERM=%v", ignore), func(t *testing.T) {
+			r := newRunner(t, process.Options{Env: []string{
+				testservice.EnvSpawnChild + "=1",
+				testservice.EnvIgnoreSIGTERM + "=" + strconv.FormatBool(ignore),
+			}})
+			inst := pooltest.Start(t, r, pooltest.Spec())
+			pooltest.Ready(t, inst)
+			pid, pgid, children := pids(t, inst)
+			if pid != inst.PID() || pgid != pid {
+				t.Fatalf("instance pid %d pgid %d, want its own group %d", pid, pgid, inst.PID())
+			}
+			if len(children) != 1 || !alive(children[0]) {
+				t.Fatalf("children %v, want one live child", children)
+			}
+			if err := inst.Stop(time.Second); err != nil {
+				t.Fatal(err)
+			}
+			waitGone(t, pgid, append(children, pid)...)
+		})
+	}
+}
+
+func TestChildrenStopWhenInstanceCrashes(t *testing.T) {
+	r := newRunner(t, process.Options{Env: []string{testservice.EnvSpawnChild + "=1", testservice.EnvCrashAfter + "=1"}})
+	inst := pooltest.Start(t, r, pooltest.Spec())
+	pooltest.Ready(t, inst)
+	pid, pgid, children := pids(t, inst)
+	pooltest.Get(t, inst, "/")
+	pooltest.WaitDone(t, inst)
+	waitGone(t, pgid, append(children, pid)...)
+}
+
+// The parent-death test runs this test binary as a "tollgate" that
+// starts one instance and reports its pid, and then SIGKILLs it.
+const (
+	parentEnv         = "TOLLGATE_PROCESS_TEST_PARENT"
+	parentInstanceEnv = "TOLLGATE_PROCESS_TEST_INSTANCE_ENV" // comma-separated
+)
+
+// parentMain is the parent program: it starts an instance of the command
+// in parentEnv, prints "pid <pid>" once it is ready and waits to be killed.
+func parentMain() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var env []string
+	if e := os.Getenv(parentInstanceEnv); e != "" {
+		env = strings.Split(e, ",")
+	}
+	r, err := process.New(process.Options{Command: os.Getenv(parentEnv), Env: env, Logger: log})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	// Start from a goroutine that exits locked to its thread, so the
+	// runtime ends the thread right after: the instance must not die
+	// with that thread.
+	var inst pool.Instance
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		runtime.LockOSThread()
+		inst, err = r.Start(context.Background(), pool.InstanceSpec{Service: "orphan", Revision: "orphan-1", ID: "o1"})
+	}()
+	<-started
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pooltest.Wait)
+	defer cancel()
+	if err := inst.Ready(ctx); err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	// Churn the runtime's threads: a goroutine that exits while locked
+	// to its thread ends that thread, which would fire the parent-death
+	// signal had the instance been forked from it.
+	for range 20 {
+		done := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(done)
+		}()
+		<-done
+	}
+	child := 0
+	if resp, err := http.Get("http://" + inst.Addr() + "/pids"); err == nil {
+		var v struct{ Children []int }
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if len(v.Children) > 0 {
+			child = v.Children[0]
+		}
+	}
+	fmt.Printf("pid %d child %d\n", inst.PID(), child)
+	select {}
+}
+
+// startParent runs this test binary as a tollgate that starts one
+// instance of the test service with env, and returns the instance's pid,
+// its child's pid (0 without one) and a function that SIGKILLs the parent.
+func startParent(t *testing.T, env ...string) (pid, child int, kill func()) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := exec.Command(self)
+	parent.Env = append(os.Environ(), parentEnv+"="+testservice.Build(t), parentInstanceEnv+"="+strings.Join(env, ","))
+	parent.Stderr = os.Stderr
+	out, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = parent.Wait(); close(exited) }()
+	kill = func() {
+		_ = parent.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+	cgroups := newRunner(t, process.Options{}).CgroupDir()
+	t.Cleanup(func() {
+		kill()
+		if cgroups == "" {
+			return
+		}
+		// Remove the dead parent's instance cgroups once empty, rather
+		// than leave them to the next tollgate's sweep.
+		left, _ := filepath.Glob(filepath.Join(cgroups, fmt.Sprintf("tollgate-*-%d-*", parent.Process.Pid)))
+		for _, dir := range left {
+			for deadline := time.Now().Add(pooltest.Wait); os.Remove(dir) != nil && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	})
+	lines := make(chan string, 1)
+	go func() {
+		var b [256]byte
+		n, _ := out.Read(b[:])
+		lines <- string(b[:n])
+	}()
+	select {
+	case line := <-lines:
+		if _, err := fmt.Sscanf(line, "pid %d child %d", &pid, &child); err != nil {
+			t.Fatalf("parent said %q", line)
+		}
+	case <-time.After(pooltest.Wait):
+		t.Fatal("parent did not start an instance")
+	}
+	return pid, child, kill
+}
+
+func TestInstancesDieWithTollgate(t *testing.T) {
+	pid, _, kill := startParent(t)
+	// Readiness has passed and the runtime has ended the thread the
+	// parent called Start on: the instance must still be alive.
+	time.Sleep(200 * time.Millisecond)
+	if !alive(pid) {
+		t.Fatalf("instance %d died while its parent lives: the parent-death signal fired on a thread exit", pid)
+	}
+	kill()
+	waitGone(t, pid, pid)
+}
+
+func TestNextTollgateKillsLeftovers(t *testing.T) {
+	if newRunner(t, process.Options{}).CgroupDir() == "" {
+		t.Skip("no delegated cgroup v2 here: nothing can find what a killed tollgate's instances left")
+	}
+	pid, child, kill := startParent(t, testservice.EnvSpawnChild+"=1")
+	if child == 0 {
+		t.Fatal("the instance has no child")
+	}
+	kill()
+	waitGone(t, 0, pid)
+	// The parent-death signal reached the instance, not its child: the
+	// child is left, in the instance's process group and cgroup.
+	if !alive(child) {
+		t.Skipf("child %d died with its parent here; nothing left to sweep", child)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	// The next tollgate to start removes what the dead one left.
+	pid2, _, _ := startParent(t)
+	waitGone(t, 0, child)
+	if !alive(pid2) {
+		t.Errorf("the new tollgate's own instance %d is gone", pid2)
+	}
+}
+
+func TestCgroupPerInstance(t *testing.T) {
+	r := newRunner(t, process.Options{})
+	parent := r.CgroupDir()
+	if parent == "" {
+		t.Skip("no delegated cgroup v2 here: CPU time comes from /proc")
+	}
+	inst := pooltest.Start(t, r, pooltest.Spec())
+	pooltest.Ready(t, inst)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", inst.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path string
+	for line := range strings.Lines(string(b)) {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "0::"); ok {
+			path = p
+		}
+	}
+	name := filepath.Base(path)
+	dir := filepath.Join(parent, name)
+	if !strings.HasPrefix(name, "tollgate-") {
+		t.Fatalf("instance in cgroup %q, want its own tollgate-… cgroup under %s", path, parent)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cpu.stat")); err != nil {
+		t.Fatalf("instance cgroup %s: %v", dir, err)
+	}
+	if err := inst.Stop(pooltest.Wait); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(pooltest.Wait)
+	for {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cgroup %s still there %v after Stop", dir, pooltest.Wait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
