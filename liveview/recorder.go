@@ -33,6 +33,10 @@ type Options struct {
 	// key's count may be over-estimated by at most that second's
 	// throttles divided by HotCapacity (reported as HotKey.ErrorBound).
 	HotCapacity int
+	// Services, when set, reports the autoscaled services' state; Tick
+	// calls it once per tick, before taking the recorder's lock, and keeps
+	// its answer (which it must not change afterwards) for Services.
+	Services func() []ServiceSample
 }
 
 // Recorder records decisions; see the package documentation. It is safe
@@ -53,6 +57,9 @@ type Recorder struct {
 	last   time.Time  // the previous tick
 	slots  []hotSlot  // ring of HotWindow closed summaries, aligned with ticks
 	hotBuf *spaceSaving
+
+	sample func() []ServiceSample
+	svc    [][]ServiceSample // ring aligned with ticks; nil without Options.Services
 }
 
 // tick is one point of history: the counts of (start, end].
@@ -93,6 +100,10 @@ func New(opts Options) *Recorder {
 	r.ticks = make([]tick, r.history)
 	r.slots = make([]hotSlot, r.hotWindow)
 	r.hot = newSpaceSaving(r.hotCap)
+	if opts.Services != nil {
+		r.sample = opts.Services
+		r.svc = make([][]ServiceSample, r.history)
+	}
 	r.hotBuf = newSpaceSaving(r.hotCap)
 	return r
 }
@@ -150,6 +161,10 @@ func (r *Recorder) Throttled(k quota.Key) {
 // (one second for the first). A tick at or before the previous one is
 // ignored.
 func (r *Recorder) Tick(now time.Time) {
+	var samples []ServiceSample
+	if r.sample != nil {
+		samples = r.sample()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	dur := time.Second
@@ -162,6 +177,7 @@ func (r *Recorder) Tick(now time.Time) {
 	r.last = now
 	i := r.n % r.history
 	r.ticks[i] = tick{end: now, dur: dur}
+	r.sampleServices(i, samples)
 	r.seriesMu.Lock()
 	series := slices.Clone(r.series)
 	r.seriesMu.Unlock()

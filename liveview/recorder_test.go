@@ -1,6 +1,7 @@
 package liveview
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -179,5 +180,48 @@ func TestConcurrent(t *testing.T) {
 	}
 	if allowed != 4000 || throttled != 4000 {
 		t.Errorf("recorded %d allowed and %d throttled, want 4000 each", allowed, throttled)
+	}
+}
+
+func TestServices(t *testing.T) {
+	var state []ServiceSample
+	r := New(Options{History: 4, Services: func() []ServiceSample { return state }})
+	scale := []ScaleDecision{{Time: sec(2), From: 1, To: 3, Driver: "concurrency", Reason: "need 2.6"}}
+	steps := [][]ServiceSample{
+		{{Name: "api", Instances: map[string]int{"ready": 1}, Recommended: 1, Driver: "min", Rejected: 0}},
+		{{Name: "api", Instances: map[string]int{"ready": 1, "starting": 2}, Recommended: 3, Pending: 4, Driver: "concurrency", Rejected: 5, Scales: scale}},
+		{{Name: "api", Instances: map[string]int{"ready": 3}, Recommended: 3, Driver: "concurrency", Rejected: 7, Scales: scale},
+			{Name: "batch", Instances: map[string]int{"ready": 1}, Recommended: 1, Rejected: 2}},
+		{{Name: "api", Instances: map[string]int{"ready": 3, "draining": 1}, Recommended: 2, Driver: "concurrency", Rejected: 1, Scales: scale}}, // started over
+		{{Name: "api", Instances: map[string]int{"ready": 2}, Recommended: 2, Driver: "cpu", Rejected: 1}},
+	}
+	for i, st := range steps {
+		state = st
+		r.Tick(sec(i + 1))
+	}
+	got := r.Services(time.Time{})
+	if len(got.Times) != 4 || len(got.Services) != 2 || got.Services[0].Name != "api" || got.Services[1].Name != "batch" {
+		t.Fatalf("services %+v", got)
+	}
+	api := got.Services[0]
+	if want := []int{2, 0, 0, 0}; !slices.Equal(api.Instances["starting"], want) {
+		t.Errorf("api starting %v, want %v", api.Instances["starting"], want)
+	}
+	if want := []int{1, 3, 3, 2}; !slices.Equal(api.Instances["ready"], want) {
+		t.Errorf("api ready %v, want %v", api.Instances["ready"], want)
+	}
+	// The first kept point's 429s are unknown once the ring dropped the
+	// point before it: 0. Then 7-5, a restart at 1, and no change.
+	if want := []uint64{0, 2, 1, 0}; !slices.Equal(api.Rejected, want) {
+		t.Errorf("api rejected %v, want %v", api.Rejected, want)
+	}
+	if api.Driver != "cpu" || api.Scales != nil || api.Pending[0] != 4 || api.Recommended[3] != 2 {
+		t.Errorf("api %+v: want the newest driver cpu, no scales, pending [4 …]", api)
+	}
+	if b := got.Services[1]; !slices.Equal(b.Rejected, []uint64{0, 2, 0, 0}) || !slices.Equal(b.Instances["ready"], []int{0, 1, 0, 0}) {
+		t.Errorf("batch %+v: want 2 rejected when it appeared, ready only then", b)
+	}
+	if none := New(Options{}).Services(time.Time{}); none.Services != nil {
+		t.Errorf("without Options.Services: %+v", none)
 	}
 }

@@ -41,7 +41,9 @@ type revision struct {
 	retiring  bool            // no new request is routed here
 	retireBy  time.Time       // stop the instances by then even if busy
 	grace     time.Duration
-	lastStart time.Time // when the last instance was launched
+	lastStart time.Time    // when the last instance was launched
+	rejected  uint64       // requests answered 429, for the admin listing
+	scales    []ScaleEvent // the last scale decisions, oldest first
 }
 
 // waiter is one pending request. The engine's decision is written under
@@ -179,6 +181,7 @@ func (rv *revision) apply(now time.Time, ev autoscale.Events) {
 			delete(rv.waiters, id)
 			close(w.ch)
 			rv.m.rejected.Inc()
+			rv.rejected++
 		}
 	}
 }
