@@ -42,6 +42,7 @@ var adminEndpoints = []adminEndpoint{
 	{"GET /v1/admin/live/decisions?since=UNIX_MS", "decisions per second per service and category (allowed, throttled, errors), last 10 minutes, newer than since"},
 	{"GET /v1/admin/live/hot?n=10", "the buckets throttled most over the last minute, with their current tokens"},
 	{"GET /v1/admin/live/store", "the bucket store: memory or Redis, reachable or not, decisions by source"},
+	{"GET /v1/admin/live/autoscaled?since=UNIX_MS", "each autoscaled service per second: instances by state, recommended count, pending, 429s; its driver and last scale decisions"},
 	{"GET /ui/", "the live page drawing these endpoints (asks for the admin token)"},
 }
 
@@ -54,6 +55,7 @@ func (g *Gateway) handleLive(handle func(pattern, name string, h http.HandlerFun
 	handle("GET /v1/admin/live/decisions", "admin_live_decisions", g.admin(g.serveLiveDecisions))
 	handle("GET /v1/admin/live/hot", "admin_live_hot", g.admin(g.serveLiveHot))
 	handle("GET /v1/admin/live/store", "admin_live_store", g.admin(g.serveLiveStore))
+	handle("GET /v1/admin/live/autoscaled", "admin_live_autoscaled", g.admin(g.serveLiveAutoscaled))
 	files := http.StripPrefix("/ui/", http.FileServerFS(liveview.Files()))
 	handle("GET /ui/", "ui", func(w http.ResponseWriter, r *http.Request) {
 		if !g.adminOn {
@@ -99,14 +101,9 @@ func (g *Gateway) serveLiveDecisions(w http.ResponseWriter, r *http.Request) {
 	if g.liveOff(w) {
 		return
 	}
-	var since time.Time
-	if s := r.URL.Query().Get("since"); s != "" {
-		ms, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || ms < 0 {
-			writeNativeError(w, http.StatusBadRequest, "since", "since: want Unix milliseconds, got "+strconv.Quote(s))
-			return
-		}
-		since = time.UnixMilli(ms)
+	since, ok := parseSince(w, r)
+	if !ok {
+		return
 	}
 	d := g.live.Decisions(since)
 	out := liveDecisions{TimesMs: make([]int64, len(d.Times)), DurationsMs: make([]int64, len(d.Times)), Series: []liveSeries{}}
@@ -235,3 +232,69 @@ func (g *Gateway) serveLiveStore(w http.ResponseWriter, r *http.Request) {
 
 // round3 rounds to three decimals, for answers people read.
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+// parseSince reads the since parameter (Unix milliseconds; zero time when
+// absent), answering 400 when it is bad.
+func parseSince(w http.ResponseWriter, r *http.Request) (time.Time, bool) {
+	s := r.URL.Query().Get("since")
+	if s == "" {
+		return time.Time{}, true
+	}
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ms < 0 {
+		writeNativeError(w, http.StatusBadRequest, "since", "since: want Unix milliseconds, got "+strconv.Quote(s))
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
+}
+
+// liveAutoscaled is the answer to GET /v1/admin/live/autoscaled, in
+// columns like liveDecisions.
+type liveAutoscaled struct {
+	TimesMs     []int64       `json:"times_ms"`
+	DurationsMs []int64       `json:"durations_ms"`
+	Services    []liveService `json:"services"`
+}
+
+type liveService struct {
+	Name        string           `json:"name"`
+	Instances   map[string][]int `json:"instances"` // by state
+	Recommended []int            `json:"recommended"`
+	Pending     []int            `json:"pending"`
+	Rejected    []uint64         `json:"rejected"` // 429s of each point
+	Driver      string           `json:"driver"`
+	Scales      []liveScale      `json:"scale_decisions"`
+}
+
+type liveScale struct {
+	TimeMs int64  `json:"time_ms"`
+	From   int    `json:"from"`
+	To     int    `json:"to"`
+	Driver string `json:"driver"`
+	Reason string `json:"reason"`
+}
+
+func (g *Gateway) serveLiveAutoscaled(w http.ResponseWriter, r *http.Request) {
+	if g.liveOff(w) {
+		return
+	}
+	since, ok := parseSince(w, r)
+	if !ok {
+		return
+	}
+	sv := g.live.Services(since)
+	out := liveAutoscaled{TimesMs: make([]int64, len(sv.Times)), DurationsMs: make([]int64, len(sv.Times)), Services: []liveService{}}
+	for i, t := range sv.Times {
+		out.TimesMs[i] = t.UnixMilli()
+		out.DurationsMs[i] = sv.Durations[i].Milliseconds()
+	}
+	for _, s := range sv.Services {
+		ls := liveService{Name: s.Name, Instances: s.Instances, Recommended: s.Recommended, Pending: s.Pending,
+			Rejected: s.Rejected, Driver: s.Driver, Scales: []liveScale{}}
+		for _, d := range s.Scales {
+			ls.Scales = append(ls.Scales, liveScale{d.Time.UnixMilli(), d.From, d.To, d.Driver, d.Reason})
+		}
+		out.Services = append(out.Services, ls)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +36,11 @@ type pageView struct {
 		Key, Account, Rate, Tokens string
 	} `json:"hot"`
 	Store map[string]string `json:"store"`
+	Pools []struct {
+		Service string
+		Facts   map[string]string
+		Scales  [][]string
+	} `json:"pools"`
 }
 
 const readPage = `(() => ({
@@ -51,6 +58,11 @@ const readPage = `(() => ({
     Tokens: tr.querySelector(".tokens").textContent,
   })),
   store: Object.fromEntries([...document.querySelectorAll("#store dd")].map((dd) => [dd.dataset.field, dd.textContent])),
+  pools: [...document.querySelectorAll("#pools .pool")].map((div) => ({
+    Service: div.dataset.service,
+    Facts: Object.fromEntries([...div.querySelectorAll(".facts span")].map((s) => [s.dataset.field, s.textContent])),
+    Scales: [...div.querySelectorAll("table.scales tbody tr")].map((tr) => [...tr.cells].map((td) => td.textContent)),
+  })),
 }))()`
 
 // fmtRate writes a rate as the page's fmt does.
@@ -100,7 +112,8 @@ func liveLoad(t *testing.T, url string, s int) {
 func TestUIInBrowser(t *testing.T) {
 	br := browsertest.Start(t, 1200, 820)
 	clock := limitertest.NewClock()
-	rec := liveview.New(liveview.Options{})
+	svc := &fakeScaler{}
+	rec := liveview.New(liveview.Options{Services: svc.sample})
 	_, srv := newTestServer(t, clock, Options{AdminToken: "tok", Live: rec})
 
 	// Ten minutes of load on the store's fake clock, each second closed
@@ -110,6 +123,7 @@ func TestUIInBrowser(t *testing.T) {
 	base := time.Now().Truncate(time.Second).Add(-seconds * time.Second)
 	for s := 1; s <= seconds; s++ {
 		liveLoad(t, srv.URL, s)
+		svc.step(base.Add(time.Duration(s)*time.Second), s)
 		clock.Advance(time.Second)
 		rec.Tick(base.Add(time.Duration(s) * time.Second))
 	}
@@ -129,6 +143,7 @@ func TestUIInBrowser(t *testing.T) {
 
 	// One more second, with a new throttled key: the page must follow.
 	liveLoad(t, srv.URL, seconds+1)
+	svc.step(base.Add((seconds+1)*time.Second), seconds+1)
 	for range 55 {
 		take(t, srv.URL, "777700008888", "DescribeTaskDefinition")
 	}
@@ -235,6 +250,79 @@ func checkPage(t *testing.T, url string, view pageView) {
 	if view.Store["kind"] != "memory" || view.Store["state"] != "ok" {
 		t.Errorf("store panel %v, want memory, ok", view.Store)
 	}
+
+	var sc liveAutoscaled
+	getJSON(t, url+"/v1/admin/live/autoscaled", "tok", &sc)
+	if len(view.Pools) != len(sc.Services) || len(sc.Services) != 1 {
+		t.Fatalf("page shows %d autoscaled services, endpoint %d (want 1)", len(view.Pools), len(sc.Services))
+	}
+	s, p := sc.Services[0], view.Pools[0]
+	k := len(sc.TimesMs) - 1
+	want := map[string]string{
+		"driver": s.Driver, "recommended": strconv.Itoa(s.Recommended[k]), "ready": strconv.Itoa(s.Instances["ready"][k]),
+		"pending": strconv.Itoa(s.Pending[k]), "429/s": fmtRate(float64(s.Rejected[k]) * 1000 / float64(sc.DurationsMs[k])),
+	}
+	if p.Service != s.Name || fmt.Sprint(p.Facts) != fmt.Sprint(want) {
+		t.Errorf("service %s: page shows %v, endpoint %v", p.Service, p.Facts, want)
+	}
+	if len(p.Scales) != len(s.Scales) || len(s.Scales) == 0 {
+		t.Fatalf("page lists %d scale decisions, endpoint %d", len(p.Scales), len(s.Scales))
+	}
+	for i, d := range s.Scales { // the page lists the newest first
+		row := p.Scales[len(p.Scales)-1-i]
+		if row[1] != fmt.Sprintf("%d → %d", d.From, d.To) || row[2] != d.Driver || row[3] != d.Reason {
+			t.Errorf("scale decision %d: page %q, endpoint %+v", i, row, d)
+		}
+	}
+}
+
+// fakeScaler is the state of one autoscaled service that the test scripts
+// second by second (the recorder's input; the pool's own adapter is tested
+// with real instances in cmd/tollgate): one instance, three from second
+// 200 (two starting for 3 s, requests pending and a few 429s meanwhile),
+// two from second 450 (one draining for 5 s).
+type fakeScaler struct {
+	mu     sync.Mutex
+	now    liveview.ServiceSample
+	scales []liveview.ScaleDecision
+}
+
+func (f *fakeScaler) step(at time.Time, s int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	x := liveview.ServiceSample{Name: "orders-api", Instances: map[string]int{"ready": 1}, Recommended: 1, Driver: "concurrency", Rejected: f.now.Rejected}
+	switch {
+	case s == 200:
+		f.scales = append(f.scales, liveview.ScaleDecision{Time: at, From: 1, To: 3, Driver: "concurrency", Reason: "concurrency asked for 3 (need 2.60)"})
+		fallthrough
+	case s > 200 && s < 203:
+		x.Instances = map[string]int{"ready": 1, "starting": 2}
+		x.Recommended, x.Pending = 3, 4
+		x.Rejected += 2
+	case s >= 203 && s < 450:
+		x.Instances = map[string]int{"ready": 3}
+		x.Recommended = 3
+	case s >= 450:
+		if s == 450 {
+			f.scales = append(f.scales, liveview.ScaleDecision{Time: at, From: 3, To: 2, Driver: "cpu", Reason: "cpu asked for 2 (need 1.40)"})
+		}
+		x.Instances = map[string]int{"ready": 2}
+		if s < 455 {
+			x.Instances["draining"] = 1
+		}
+		x.Recommended, x.Driver = 2, "cpu"
+	}
+	x.Scales = slices.Clone(f.scales)
+	f.now = x
+}
+
+func (f *fakeScaler) sample() []liveview.ServiceSample {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.now.Name == "" {
+		return nil
+	}
+	return []liveview.ServiceSample{f.now}
 }
 
 // saveScreenshot saves the page as a test artifact, and into

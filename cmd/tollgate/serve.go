@@ -260,8 +260,8 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 	if ms, ok := store.(*memory.Store); ok {
 		go sweepEvery(ctx, ms, 10*time.Second)
 	}
-	live := liveview.New(liveview.Options{}) // for /ui and /v1/admin/live/
-	go live.Run(ctx)                         // returns when ctx ends
+	live := liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/
+	go live.Run(ctx)                                                     // returns when ctx ends
 	g, err := gateway.New(gateway.Options{
 		Live:       live,
 		Config:     cfg,

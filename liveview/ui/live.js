@@ -51,15 +51,17 @@ async function poll() {
   clearTimeout(state.timer);
   try {
     const since = state.times.length ? state.times[state.times.length - 1] : 0;
-    const [dec, hot, store] = await Promise.all([
+    const [dec, hot, store, scaled] = await Promise.all([
       get("/v1/admin/live/decisions" + (since ? "?since=" + since : "")),
       get("/v1/admin/live/hot?n=10"),
       get("/v1/admin/live/store"),
+      get("/v1/admin/live/autoscaled"),
     ]);
     merge(dec);
     drawRates();
     drawHot(hot);
     drawStore(store);
+    drawAutoscaled(scaled);
     const newest = state.times[state.times.length - 1];
     const status = $("status");
     status.textContent = "updated " + clock(Date.now()) + (newest ? " · newest second ends " + clock(newest) : " · no data yet");
@@ -153,7 +155,11 @@ function drawRates() {
       cell(tr, last >= 0 ? fmt(rate(s[k][last], ms)) : "–", "num " + k);
     }
     const td = cell(tr, "", "chart");
-    td.appendChild(spark(s, newest));
+    const [svg, peak] = spark(s, newest);
+    const label = document.createElement("div");
+    label.className = "peak";
+    label.textContent = "peak " + fmt(peak) + "/s";
+    td.append(label, svg);
     rows.push(tr);
   }
   body.replaceChildren(...rows);
@@ -163,7 +169,7 @@ function drawRates() {
 // spark draws one series' last 10 minutes: one polyline per result, on a
 // time axis ending at the newest point.
 function spark(s, newest) {
-  const w = 600, h = 48, pad = 2, top = 14; // top: room for the peak label
+  const w = 600, h = 34, pad = 2, top = 2;
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("class", "spark");
   svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
@@ -179,11 +185,7 @@ function spark(s, newest) {
     rates[k] = s[k].map((c, i) => rate(c, state.durations[i]));
     for (const v of rates[k]) peak = Math.max(peak, v);
   }
-  const label = document.createElementNS(SVG, "text");
-  label.setAttribute("x", 2); label.setAttribute("y", 10);
-  label.textContent = "peak " + fmt(peak) + "/s";
-  svg.appendChild(label);
-  if (peak === 0 || !newest) return svg;
+  if (peak === 0 || !newest) return [svg, peak];
   for (const k of ["allowed", "throttled", "errors"]) {
     if (!rates[k].some((v) => v > 0)) continue;
     const pts = rates[k].map((v, i) => {
@@ -196,7 +198,7 @@ function spark(s, newest) {
     line.setAttribute("points", pts.join(" "));
     svg.appendChild(line);
   }
-  return svg;
+  return [svg, peak];
 }
 
 function drawHot(hot) {
@@ -234,6 +236,98 @@ function drawStore(st) {
     nodes.push(dt, dd);
   }
   $("store").replaceChildren(...nodes);
+}
+
+const STATE_CLASSES = { starting: "starting", ready: "ready", draining: "draining", stopping: "stopping" };
+
+// drawAutoscaled shows each autoscaled service: its instances by state and
+// recommended count over 10 minutes, its newest numbers, and its last
+// scale decisions.
+function drawAutoscaled(sc) {
+  $("pools-section").hidden = sc.services.length === 0;
+  const last = sc.times_ms.length - 1;
+  const blocks = sc.services.map((s) => {
+    const div = document.createElement("div");
+    div.className = "pool";
+    div.dataset.service = s.name;
+    const h = document.createElement("h3");
+    h.textContent = s.name;
+    div.appendChild(h);
+    const ready = last >= 0 ? s.instances.ready[last] : 0;
+    const facts = [
+      ["driver", s.driver || "–"],
+      ["recommended", last >= 0 ? String(s.recommended[last]) : "–"],
+      ["ready", String(ready)],
+      ["pending", last >= 0 ? String(s.pending[last]) : "–"],
+      ["429/s", last >= 0 ? fmt(rate(s.rejected[last], sc.durations_ms[last])) : "–"],
+    ];
+    const p = document.createElement("p");
+    p.className = "facts";
+    for (const [k, v] of facts) {
+      const span = document.createElement("span");
+      span.dataset.field = k;
+      span.textContent = v;
+      p.append(k + " ", span, "  ");
+    }
+    div.appendChild(p);
+    const [chart, peak] = instancesChart(s, sc.times_ms);
+    const label = document.createElement("div");
+    label.className = "peak";
+    label.textContent = "instances by state (peak " + peak + "); dashed: recommended";
+    div.append(label, chart);
+    const table = document.createElement("table");
+    table.className = "scales";
+    const head = table.createTHead().insertRow();
+    for (const t of ["time", "recommended", "driver", "why"]) {
+      const th = document.createElement("th"); th.textContent = t; head.appendChild(th);
+    }
+    const body = table.createTBody();
+    for (const d of s.scale_decisions.slice().reverse()) {
+      const tr = body.insertRow();
+      cell(tr, clock(d.time_ms));
+      cell(tr, d.from + " → " + d.to, "num");
+      cell(tr, d.driver);
+      cell(tr, d.reason, "why");
+    }
+    if (s.scale_decisions.length === 0) {
+      const tr = body.insertRow();
+      cell(tr, "no scale decision yet", "dim").colSpan = 4;
+    }
+    div.appendChild(table);
+    return div;
+  });
+  $("pools").replaceChildren(...blocks);
+}
+
+// instancesChart draws a service's instances by state and its
+// recommended count (dashed) on the page's 10-minute axis.
+function instancesChart(s, times) {
+  const w = 600, h = 80, pad = 2, top = 2;
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "spark instances");
+  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  const newest = times[times.length - 1];
+  let peak = 1;
+  for (const v of s.recommended) peak = Math.max(peak, v);
+  for (const k of Object.keys(s.instances)) for (const v of s.instances[k]) peak = Math.max(peak, v);
+  if (!newest) return [svg, peak];
+  const line = (values, cls) => {
+    const pts = values.map((v, i) => {
+      const x = w - (newest - times[i]) / HISTORY_MS * w;
+      const y = (h - pad) - v / peak * (h - pad - top);
+      return x.toFixed(1) + "," + y.toFixed(1);
+    });
+    const pl = document.createElementNS(SVG, "polyline");
+    pl.setAttribute("class", cls);
+    pl.setAttribute("points", pts.join(" "));
+    svg.appendChild(pl);
+  };
+  for (const k of Object.keys(s.instances)) {
+    if (s.instances[k].some((v) => v > 0)) line(s.instances[k], STATE_CLASSES[k] || "other");
+  }
+  line(s.recommended, "recommended");
+  return [svg, peak];
 }
 
 document.addEventListener("DOMContentLoaded", () => {
