@@ -26,7 +26,13 @@
 //   - Series.Count(allowed) or Series.Error() per decision, and
 //     Throttled(key) per throttled decision, from any goroutine.
 //   - Tick(now) once a second (Run(ctx) does it with the wall clock): the
-//     counts since the previous tick become one point of history, and the
-//     current heavy-hitters summary is closed.
-//   - Decisions(since) and Hot(n) at any time, for the JSON endpoints.
+//     counts since the previous tick become one point of history, the
+//     current heavy-hitters summary is closed, and Options.Services (if
+//     set) is sampled.
+//   - Decisions(since), Hot(n) and Services(since) at any time, for the
+//     JSON endpoints.
+//
+// With Options.Services the recorder also samples the autoscaled services
+// once per tick (instances by state, recommended count, pending requests,
+// 429s, last scale decisions) into a ring aligned with the decisions'.
 package liveview
