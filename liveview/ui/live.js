@@ -188,17 +188,35 @@ function spark(s, newest) {
   if (peak === 0 || !newest) return [svg, peak];
   for (const k of ["allowed", "throttled", "errors"]) {
     if (!rates[k].some((v) => v > 0)) continue;
-    const pts = rates[k].map((v, i) => {
-      const x = w - (newest - state.times[i]) / HISTORY_MS * w;
-      const y = (h - pad) - v / peak * (h - pad - top);
-      return x.toFixed(1) + "," + y.toFixed(1);
-    });
-    const line = document.createElementNS(SVG, "polyline");
-    line.setAttribute("class", k);
-    line.setAttribute("points", pts.join(" "));
-    svg.appendChild(line);
+    const x = (i) => w - (newest - state.times[i]) / HISTORY_MS * w;
+    const y = (v) => (h - pad) - v / peak * (h - pad - top);
+    polylines(svg, rates[k], x, y, k);
   }
   return [svg, peak];
+}
+
+// polylines draws values as lines, leaving out runs of zeros (so that a
+// series idle for minutes draws no line over the axis) but keeping the
+// zeros next to a non-zero value, so rises and falls show.
+function polylines(svg, values, x, y, cls) {
+  let pts = [];
+  const flush = () => {
+    if (pts.length > 1) {
+      const pl = document.createElementNS(SVG, "polyline");
+      pl.setAttribute("class", cls);
+      pl.setAttribute("points", pts.join(" "));
+      svg.appendChild(pl);
+    }
+    pts = [];
+  };
+  values.forEach((v, i) => {
+    if (v > 0 || values[i - 1] > 0 || values[i + 1] > 0) {
+      pts.push(x(i).toFixed(1) + "," + y(v).toFixed(1));
+    } else {
+      flush();
+    }
+  });
+  flush();
 }
 
 function drawHot(hot) {
@@ -312,17 +330,9 @@ function instancesChart(s, times) {
   for (const v of s.recommended) peak = Math.max(peak, v);
   for (const k of Object.keys(s.instances)) for (const v of s.instances[k]) peak = Math.max(peak, v);
   if (!newest) return [svg, peak];
-  const line = (values, cls) => {
-    const pts = values.map((v, i) => {
-      const x = w - (newest - times[i]) / HISTORY_MS * w;
-      const y = (h - pad) - v / peak * (h - pad - top);
-      return x.toFixed(1) + "," + y.toFixed(1);
-    });
-    const pl = document.createElementNS(SVG, "polyline");
-    pl.setAttribute("class", cls);
-    pl.setAttribute("points", pts.join(" "));
-    svg.appendChild(pl);
-  };
+  const line = (values, cls) => polylines(svg, values,
+    (i) => w - (newest - times[i]) / HISTORY_MS * w,
+    (v) => (h - pad) - v / peak * (h - pad - top), cls);
   for (const k of Object.keys(s.instances)) {
     if (s.instances[k].some((v) => v > 0)) line(s.instances[k], STATE_CLASSES[k] || "other");
   }
