@@ -340,3 +340,38 @@ func saveScreenshot(t *testing.T, br *browsertest.Browser, name string) {
 		}
 	}
 }
+
+// TestUIRefusedToken gives the page a wrong token: it must ask again, say
+// why, and keep nothing in sessionStorage.
+func TestUIRefusedToken(t *testing.T) {
+	br := browsertest.Start(t, 900, 600)
+	_, srv := newTestServer(t, limitertest.NewClock(), Options{AdminToken: "tok", Live: liveview.New(liveview.Options{})})
+	err := chromedp.Do(br.Ctx,
+		chromedp.Navigate(srv.URL+"/ui/"),
+		chromedp.WaitVisible("#login"),
+		chromedp.SendKeys("#token", "wrong"),
+		chromedp.Click(`#login button[type="submit"]`),
+		chromedp.WaitVisible("#login"),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := chromedp.Run(br.Ctx, chromedp.Evaluate[[]string](
+			`[document.getElementById("login-error").textContent, String(sessionStorage.getItem("tollgate-admin-token")), String(document.getElementById("live").hidden)]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != "" {
+			if !strings.Contains(got[0], "refused") || got[1] != "null" || got[2] != "true" {
+				t.Errorf("after a wrong token: message %q, stored token %s, data hidden %s; want a refusal, nothing stored, data hidden", got[0], got[1], got[2])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the page never said the token was refused")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
