@@ -123,6 +123,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	limit, _ := pol.cfg.Limit(key)
 	d, err := g.limiter.Take(r.Context(), key.String(), limit, 1)
 	g.metrics.observe(pol.counters[cat], d.Allowed, err, time.Since(start))
+	g.noteThrottled(key, d, err)
 	if err != nil {
 		g.logLimiterError(r, err, "request_id", id, "key", key.String())
 		writeAWSError(w, http.StatusInternalServerError, "InternalFailure", "throttling store unavailable")

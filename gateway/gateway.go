@@ -40,6 +40,7 @@ import (
 
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
+	"github.com/tollgate/tollgate/liveview"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -99,6 +100,9 @@ type Options struct {
 	// upstream URL in the config wins over a handler. Handlers outlive
 	// config reloads.
 	Handlers map[string]http.Handler
+	// Live records decisions for /ui and /v1/admin/live/; nil turns the
+	// live view off. The caller runs it (Recorder.Run).
+	Live *liveview.Recorder
 	// Pools returns the handler of a service's autoscaled pool (see
 	// package pool): the upstream of a service with an autoscale section,
 	// and what its route leads to. Nil: such services are answered
@@ -132,6 +136,7 @@ type Gateway struct {
 	mux         *http.ServeMux
 	routes      map[string]*routeMetrics // by mux pattern
 	handlers    map[string]http.Handler  // by service name
+	live        *liveview.Recorder       // nil: no live view
 	pools       func(service string) http.Handler
 	poolMetrics *routeMetrics
 }
@@ -162,6 +167,7 @@ func New(opts Options) (*Gateway, error) {
 		maxBatch:    opts.MaxBatch,
 		inFlight:    inFlight{max: opts.MaxInFlightBytes},
 		handlers:    opts.Handlers,
+		live:        opts.Live,
 		pools:       opts.Pools,
 	}
 	if g.maxBatch <= 0 {
@@ -214,6 +220,7 @@ func New(opts Options) (*Gateway, error) {
 	handle("/v1/admin/", "admin", g.admin(func(w http.ResponseWriter, r *http.Request) {
 		writeNativeError(w, http.StatusNotFound, "", "no admin endpoint "+r.Method+" "+r.URL.Path)
 	}))
+	g.handleLive(handle)
 	handle("GET /healthz", "healthz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
@@ -325,6 +332,7 @@ func (g *Gateway) setConfig(cfg *quota.Config) error {
 	for _, s := range cfg.Services() {
 		for _, c := range s.Categories {
 			p.counters[c] = g.metrics.countersFor(s.Name, c.Name)
+			p.counters[c].live = g.live.Series(s.Name, c.Name)
 		}
 		if s.Upstream == "" {
 			continue

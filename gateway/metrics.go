@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/limiter"
+	"github.com/tollgate/tollgate/liveview"
 )
 
 // metrics are the gateway's Prometheus series.
@@ -118,6 +119,7 @@ func methodLabel(m string) string {
 // config rather than once per decision.
 type decisionCounters struct {
 	allowed, throttled, errored prometheus.Counter
+	live                        *liveview.Series // nil without a recorder
 }
 
 func (m *metrics) countersFor(service, category string) *decisionCounters {
@@ -132,13 +134,20 @@ func (m *metrics) countersFor(service, category string) *decisionCounters {
 func (m *metrics) observe(c *decisionCounters, allowed bool, err error, elapsed time.Duration) {
 	m.latency.Observe(elapsed.Seconds())
 	if err != nil {
-		c.errored.Inc()
+		c.fail()
 		return
 	}
 	c.count(allowed)
 }
 
+// fail counts a request the store could not decide.
+func (c *decisionCounters) fail() {
+	c.errored.Inc()
+	c.live.Error()
+}
+
 func (c *decisionCounters) count(allowed bool) {
+	c.live.Count(allowed)
 	if allowed {
 		c.allowed.Inc()
 	} else {

@@ -295,6 +295,7 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 	}
 	d, err := g.limiter.Take(r.Context(), res.key.String(), res.limit, res.tokens)
 	g.metrics.observe(pol.counters[res.cat], d.Allowed, err, time.Since(start))
+	g.noteThrottled(res.key, d, err)
 	if err != nil {
 		g.logLimiterError(r, err, "request_id", w.Header().Get(headerRequestID), "key", res.key.String())
 		writeNativeError(w, http.StatusServiceUnavailable, "", "throttling store unavailable: "+err.Error())
@@ -386,7 +387,7 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	elapsed := time.Since(start)
 	if err != nil {
 		for _, res := range items {
-			pol.counters[res.cat].errored.Inc()
+			pol.counters[res.cat].fail()
 		}
 		g.metrics.latency.Observe(elapsed.Seconds())
 		g.logLimiterError(r, err, "request_id", w.Header().Get(headerRequestID), "batch", n)
@@ -397,6 +398,7 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	answer := append(slices.Grow(bd.answer[:0], n*224+16), `{"results":[`...)
 	for i, res := range items {
 		pol.counters[res.cat].count(out[i].Allowed)
+		g.noteThrottled(res.key, out[i], nil)
 		if i > 0 {
 			answer = append(answer, ',')
 		}

@@ -19,6 +19,11 @@ type ServiceStatus struct {
 	Pending     int              `json:"pending"`
 	ColdStart   float64          `json:"expected_cold_start_seconds"`
 	Instances   []InstanceStatus `json:"instances"`
+	// Rejected counts the requests answered 429 (every instance busy at
+	// max instances for the whole pending wait).
+	Rejected uint64 `json:"rejected"`
+	// Scales are the last scale decisions, oldest first.
+	Scales []ScaleEvent `json:"scale_decisions"`
 }
 
 // InstanceStatus is one instance in the admin listing.
@@ -79,6 +84,7 @@ func (rv *revision) status() ServiceStatus {
 		InFlight: st.InFlight, Pending: st.Pending,
 		ColdStart: rv.eng.ExpectedColdStart().Seconds(),
 		Instances: []InstanceStatus{},
+		Rejected:  rv.rejected, Scales: append([]ScaleEvent{}, rv.scales...),
 	}
 	ids := make([]*instance, 0, len(rv.insts))
 	for _, in := range rv.insts {

@@ -41,10 +41,12 @@ type revision struct {
 	retiring  bool            // no new request is routed here
 	retireBy  time.Time       // stop the instances by then even if busy
 	grace     time.Duration
-	lastStart time.Time // when the last instance was launched
-	reg       Registrar // nil: no registry; set before run
+	lastStart time.Time    // when the last instance was launched
+	reg       Registrar    // nil: no registry; set before run
 	regQ      []regEvent
 	regWake   chan struct{}
+	rejected  uint64       // requests answered 429, for the admin listing
+	scales    []ScaleEvent // the last scale decisions, oldest first
 }
 
 // waiter is one pending request. The engine's decision is written under
@@ -200,6 +202,7 @@ func (rv *revision) apply(now time.Time, ev autoscale.Events) {
 			delete(rv.waiters, id)
 			close(w.ch)
 			rv.m.rejected.Inc()
+			rv.rejected++
 		}
 	}
 }

@@ -237,7 +237,7 @@ func TestServeThrottledServiceOnPool(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tollgate.yaml")
 	cfg := fmt.Sprintf("services:\n  - preset: ecs\n    autoscale: {command: [%q], env: {TOLLGATE_TEST_MARKER: %q}, max_instances: 1}\n", testservice.Build(t), marker)
 	os.WriteFile(path, []byte(cfg), 0o644)
-	s := startServer(t, "--config", path)
+	s := startServerEnv(t, []string{"TOLLGATE_ADMIN_TOKEN=secret"}, "--config", path)
 	send := func() (int, string) {
 		req, _ := http.NewRequest("POST", "http://"+s.addr+"/", strings.NewReader("{}"))
 		req.Header.Set("Content-Type", "application/x-amz-json-1.1")
@@ -276,6 +276,7 @@ func TestServeThrottledServiceOnPool(t *testing.T) {
 	if len(markedProcesses(marker)) == 0 {
 		t.Fatal("no instance process behind the throttled service")
 	}
+	checkLiveView(t, s.addr)
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	s.cmd.Wait()
 	waitNoProcesses(t, marker, "tollgate's SIGTERM")
@@ -299,5 +300,49 @@ func TestExampleAutoscale(t *testing.T) {
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	if err := s.cmd.Wait(); err != nil {
 		t.Fatalf("serve exited with %v after SIGTERM", err)
+	}
+}
+
+// checkLiveView waits (the live view closes a second at a time) until the
+// live endpoints of a real server show what TestServeThrottledServiceOnPool
+// did: the throttled AKID bucket hottest, and the ecs pool with a ready
+// instance and its scale-from-zero decision.
+func checkLiveView(t *testing.T, addr string) {
+	t.Helper()
+	var hot struct {
+		Buckets []struct{ Account, Category string }
+	}
+	var scaled struct {
+		Services []struct {
+			Name           string
+			Instances      map[string][]int
+			Recommended    []int
+			ScaleDecisions []struct {
+				From, To int
+				Reason   string
+			} `json:"scale_decisions"`
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, hb := getBody(t, "http://"+addr+"/v1/admin/live/hot", "Authorization", "Bearer secret")
+		_, sb := getBody(t, "http://"+addr+"/v1/admin/live/autoscaled", "Authorization", "Bearer secret")
+		json.Unmarshal([]byte(hb), &hot)
+		json.Unmarshal([]byte(sb), &scaled)
+		ok := len(hot.Buckets) > 0 && hot.Buckets[0].Account == "AKID" && hot.Buckets[0].Category == "cluster-read" &&
+			len(scaled.Services) == 1 && scaled.Services[0].Name == "ecs"
+		if ok {
+			s := scaled.Services[0]
+			ready := s.Instances["ready"]
+			ok = len(ready) > 0 && ready[len(ready)-1] == 1 && len(s.ScaleDecisions) > 0 &&
+				s.ScaleDecisions[0].From == 0 && s.ScaleDecisions[0].To == 1 && strings.Contains(s.ScaleDecisions[0].Reason, "asked for")
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the live view never showed the throttled AKID bucket and the ecs pool's instance:\nhot: %s\nautoscaled: %s", hb, sb)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
+	"github.com/tollgate/tollgate/liveview"
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/rls"
@@ -301,6 +302,7 @@ type node struct {
 	rls        *rls.Server  // the Envoy rate limit service; nil without --rls-config
 	rlsLn      net.Listener // its gRPC listener
 	pools      *pool.Pool   // the autoscaled services' instances
+	live       *liveview.Recorder // per-second decisions for /ui
 }
 
 // build loads the config, opens the store, and makes the gateway and the
@@ -350,9 +352,11 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	if ms, ok := store.(*memory.Store); ok {
 		s.sweep = ms
 	}
+	s.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
 	lastStore, lastRLS := cfg.Store(), cfg.RLS()
 	s.gw, err = gateway.New(gateway.Options{
 		Handlers:   map[string]http.Handler{"cloudmap": registry},
+		Live:       s.live,
 		Config:     cfg,
 		Limiter:    store,
 		Logger:     log,
@@ -483,6 +487,9 @@ func (s *node) run(stopping context.Context, startShutdown context.CancelFunc, s
 			return nil
 		})
 	}
+	grp.Go(func() error { // live view: per-second aggregates until the background work stops
+		return s.live.Run(background)
+	})
 	grp.Go(func() error { // autoscaled services: stopped, every instance within its grace, after the server drained
 		if err := s.pools.Run(background); err != nil {
 			return fmt.Errorf("autoscaled services: %w", err)

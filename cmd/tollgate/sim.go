@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,7 +31,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	preset := fs.String("preset", "", "built-in study to run: "+strings.Join(sim.PresetNames(), ", "))
 	out := fs.String("out", "", "`DIR`ectory for plots and CSV (default: a new temporary directory)")
 	seed := fs.Uint64("seed", 0, "random seed for every run, replacing the scenario's")
-	format := fs.String("format", "png", "plot format: png or svg")
+	format := fs.String("format", "png", "plot format: png or svg; html writes one self-contained report (tables, figures, scenarios) and the CSVs")
 	if code, ok := parseFlags(fs, simSynopsis, args, stdout, stderr); !ok {
 		return code
 	}
@@ -43,8 +42,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "sim", "give one of --scenario FILE or --preset NAME (%s)", strings.Join(sim.PresetNames(), ", "))
 	}
 	f := sim.Format(*format)
-	if f != sim.PNG && f != sim.SVG {
-		return usageError(stderr, "sim", "unknown --format %q: want png or svg", *format)
+	if f != sim.PNG && f != sim.SVG && f != sim.HTML {
+		return usageError(stderr, "sim", "unknown --format %q: want png, svg or html", *format)
 	}
 	var (
 		study *sim.Study
@@ -87,7 +86,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tollgate sim:", err)
 		return 1
 	}
-	files, err := writeSimFiles(dir, study.Name, results, f)
+	files, err := writeSimFiles(dir, study, results, f)
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate sim:", err)
 		return 1
@@ -99,8 +98,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 // writeSimFiles writes a CSV and a plot per run (STUDY-RUN.csv, STUDY-RUN.png,
 // or STUDY.csv and STUDY.png for a single run), and STUDY-comparison.png when
 // there are several runs, into dir. It returns the files' names.
-func writeSimFiles(dir, studyName string, results []*sim.Result, f sim.Format) ([]string, error) {
-	prefix := unsafeFileChars.ReplaceAllString(studyName, "_")
+// With the html format, the plots are one STUDY.html report instead.
+func writeSimFiles(dir string, study *sim.Study, results []*sim.Result, f sim.Format) ([]string, error) {
+	prefix := unsafeFileChars.ReplaceAllString(study.Name, "_")
 	if prefix == "" {
 		prefix = "sim"
 	}
@@ -135,12 +135,19 @@ func writeSimFiles(dir, studyName string, results []*sim.Result, f sim.Format) (
 			base = fmt.Sprintf("%s-%d", base, i+1)
 		}
 		used[base] = true
-		if err := errors.Join(
-			write(base+".csv", func(w io.Writer) error { return sim.WriteCSV(w, r) }),
-			write(base+"."+string(f), func(w io.Writer) error { return sim.WritePlot(w, r, f) }),
-		); err != nil {
+		if err := write(base+".csv", func(w io.Writer) error { return sim.WriteCSV(w, r) }); err != nil {
 			return nil, err
 		}
+		if f == sim.HTML {
+			continue
+		}
+		if err := write(base+"."+string(f), func(w io.Writer) error { return sim.WritePlot(w, r, f) }); err != nil {
+			return nil, err
+		}
+	}
+	if f == sim.HTML {
+		err := write(prefix+".html", func(w io.Writer) error { return sim.WriteHTML(w, study, results) })
+		return names, err
 	}
 	if len(results) > 1 {
 		if err := write(prefix+"-comparison."+string(f), func(w io.Writer) error { return sim.WriteComparisonPlot(w, results, f) }); err != nil {

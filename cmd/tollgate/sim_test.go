@@ -123,3 +123,26 @@ func TestSimFileNamesNeverCollide(t *testing.T) {
 		t.Errorf("%d files, want 7", len(entries))
 	}
 }
+
+func TestSimHTMLReport(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := runCmd("sim", "--preset", "thundering-herd", "--out", dir, "--format", "html")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "wrote 4 files to "+dir) {
+		t.Errorf("output: %s", out)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "thundering-herd.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(page), "<svg"); n != 4 || !strings.Contains(string(page), `<table id="summary">`) {
+		t.Errorf("report has %d figures (want 4) or lacks its summary", n)
+	}
+	for _, f := range []string{"thundering-herd-no-jitter.csv", "thundering-herd-full-jitter.csv"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}

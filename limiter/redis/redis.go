@@ -379,6 +379,9 @@ func (s *Store) Close() error {
 // Key returns the Redis key holding the bucket of limiter key key.
 func (s *Store) Key(key string) string { return s.prefix + key }
 
+// FailurePolicy returns how the store decides takes Redis cannot answer.
+func (s *Store) FailurePolicy() FailurePolicy { return s.policy }
+
 // Stats returns the store's decision counts, for metrics.
 func (s *Store) Stats() Stats {
 	return Stats{

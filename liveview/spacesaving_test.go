@@ -1,0 +1,113 @@
+package liveview
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+func acct(i int) quota.Key {
+	return quota.Key{Service: "ecs", Account: fmt.Sprintf("%012d", i), Region: "us-east-1", Category: "cluster-read"}
+}
+
+func TestSpaceSavingExactUnderCapacity(t *testing.T) {
+	s := newSpaceSaving(8)
+	for i := range 8 {
+		for range i + 1 {
+			s.add(acct(i), 1)
+		}
+	}
+	if len(s.heap) != 8 {
+		t.Fatalf("%d entries, want 8", len(s.heap))
+	}
+	for _, e := range s.entries() {
+		var i int
+		fmt.Sscanf(e.key.Account, "%d", &i)
+		if e.count != uint64(i+1) || e.err != 0 {
+			t.Errorf("%s: count %d err %d, want %d and 0", e.key.Account, e.count, e.err, i+1)
+		}
+	}
+	if s.floor() != 1 {
+		t.Errorf("floor %d, want the minimum 1 once full", s.floor())
+	}
+}
+
+// TestSpaceSavingGuarantees checks Metwally et al.'s bounds against exact
+// counts on skewed random streams: every estimate brackets the truth, and
+// every key with more than total/capacity occurrences is kept.
+func TestSpaceSavingGuarantees(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		const capacity = 16
+		s := newSpaceSaving(capacity)
+		zipf := rand.NewZipf(rng, 1.3, 1, 500)
+		truth := map[quota.Key]uint64{}
+		total := 0
+		for range 5000 {
+			k := acct(int(zipf.Uint64()))
+			n := uint64(1 + rng.IntN(3))
+			s.add(k, n)
+			truth[k] += n
+			total += int(n)
+		}
+		if len(s.heap) != capacity || len(s.idx) != capacity {
+			t.Fatalf("seed %d: %d entries, %d indexed, want %d", seed, len(s.heap), len(s.idx), capacity)
+		}
+		var sum uint64
+		for i, e := range s.heap {
+			sum += e.count
+			if s.idx[e.hash] != e || e.pos != i {
+				t.Fatalf("seed %d: %v indexed at %d, want %d", seed, e.key, e.pos, i)
+			}
+			if i > 0 && s.heap[(i-1)/2].count > e.count {
+				t.Fatalf("seed %d: heap order broken at %d", seed, i)
+			}
+			if tr := truth[e.key]; e.count < tr || e.count-e.err > tr {
+				t.Errorf("seed %d: %v true %d, estimate %d err %d", seed, e.key.Account, tr, e.count, e.err)
+			}
+		}
+		if sum != uint64(total) {
+			t.Errorf("seed %d: counts sum to %d, want the stream's %d", seed, sum, total)
+		}
+		for k, tr := range truth {
+			if _, ok := s.idx[s.hash(k)]; !ok && tr > uint64(total/capacity) {
+				t.Errorf("seed %d: %v (true %d > %d) missing", seed, k.Account, tr, total/capacity)
+			}
+			if _, ok := s.idx[s.hash(k)]; !ok && tr > s.floor() {
+				t.Errorf("seed %d: absent %v has %d > floor %d", seed, k.Account, tr, s.floor())
+			}
+		}
+	}
+}
+
+func TestSpaceSavingClonesNewKeys(t *testing.T) {
+	buf := []byte("123456789012us-east-1")
+	k := quota.Key{Service: "ecs", Account: string(buf[:12]), Region: string(buf[12:]), Category: "c"}
+	s := newSpaceSaving(2)
+	s.add(k, 1)
+	got := s.entries()[0].key
+	copy(buf, "999999999999eu-west-1xx")
+	if got.Account != "123456789012" || got.Region != "us-east-1" {
+		t.Fatalf("entries share the caller's buffer: %v", got)
+	}
+}
+
+func FuzzSpaceSaving(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 1, 1, 9, 9, 9, 9, 4})
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		s := newSpaceSaving(4)
+		truth := map[quota.Key]uint64{}
+		for _, b := range stream {
+			k := acct(int(b % 16))
+			s.add(k, uint64(b%3)+1)
+			truth[k] += uint64(b%3) + 1
+		}
+		for _, e := range s.entries() {
+			if tr := truth[e.key]; e.count < tr || e.count-e.err > tr {
+				t.Fatalf("%v true %d, estimate %d err %d", e.key.Account, tr, e.count, e.err)
+			}
+		}
+	})
+}

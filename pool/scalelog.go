@@ -1,0 +1,37 @@
+package pool
+
+import "time"
+
+// maxScaleEvents is how many scale decisions a revision keeps for the
+// admin listing.
+const maxScaleEvents = 20
+
+// ScaleEvent is one change of a revision's recommended instance count,
+// with what drove it.
+type ScaleEvent struct {
+	Time   time.Time `json:"time"`
+	From   int       `json:"from"`
+	To     int       `json:"to"`
+	Driver string    `json:"driver"`
+	// DriverCount is the driver's own count before the engine's bounds
+	// (min and max instances, one while requests wait, zero once idle).
+	DriverCount int `json:"driver_count"`
+	// NeedCPU, NeedConcurrency and NeedACT are the instances each driver
+	// asked for, before rounding.
+	NeedCPU         float64 `json:"need_cpu"`
+	NeedConcurrency float64 `json:"need_concurrency"`
+	NeedACT         float64 `json:"need_act"`
+	// InFlight and Ready are the requests running and the instances ready
+	// when it was decided.
+	InFlight int `json:"in_flight"`
+	Ready    int `json:"ready"`
+}
+
+// noteScale keeps a scale decision, dropping the oldest beyond
+// maxScaleEvents. Called with rv.mu held.
+func (rv *revision) noteScale(e ScaleEvent) {
+	if len(rv.scales) == maxScaleEvents {
+		rv.scales = append(rv.scales[:0], rv.scales[1:]...)
+	}
+	rv.scales = append(rv.scales, e)
+}
