@@ -41,8 +41,8 @@ type revision struct {
 	retiring  bool            // no new request is routed here
 	retireBy  time.Time       // stop the instances by then even if busy
 	grace     time.Duration
-	lastStart time.Time    // when the last instance was launched
-	reg       Registrar    // nil: no registry; set before run
+	lastStart time.Time // when the last instance was launched
+	reg       Registrar // nil: no registry; set before run
 	regQ      []regEvent
 	regWake   chan struct{}
 	rejected  uint64       // requests answered 429, for the admin listing

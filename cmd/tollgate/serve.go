@@ -298,10 +298,10 @@ type node struct {
 	ln         net.Listener
 	sweep      *memory.Store // the memory store to sweep; nil with Redis
 	configName string
-	close      func()       // closes the store, after run has returned
-	rls        *rls.Server  // the Envoy rate limit service; nil without --rls-config
-	rlsLn      net.Listener // its gRPC listener
-	pools      *pool.Pool   // the autoscaled services' instances
+	close      func()             // closes the store, after run has returned
+	rls        *rls.Server        // the Envoy rate limit service; nil without --rls-config
+	rlsLn      net.Listener       // its gRPC listener
+	pools      *pool.Pool         // the autoscaled services' instances
 	live       *liveview.Recorder // per-second decisions for /ui
 }
 
