@@ -147,6 +147,17 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
 		return
 	}
+	if pool := pol.pools[svc.Name]; pool != nil {
+		servePool(pool, w, r, body)
+		return
+	}
+	if handler, ok := g.handlers[svc.Name]; ok {
+		r.Body = io.NopCloser(bytes.NewReader(bytes.Clone(body)))
+		r.ContentLength = int64(len(body))
+		r.Header.Set(HeaderAccount, account)
+		handler.ServeHTTP(w, r)
+		return
+	}
 	h := w.Header()
 	h["Content-Type"] = contentTypeAWSJSONValue
 	h["Content-Length"] = contentLength2

@@ -92,7 +92,27 @@ type Options struct {
 	// the bound is served when it is alone. 0 means
 	// DefaultMaxInFlightBytes; negative means no bound.
 	MaxInFlightBytes int64
+	// Handlers are in-process upstreams by service name: an allowed AWS
+	// JSON request of such a service is answered by its handler (the
+	// cloudmap service by package cloudmap's registry, say), with
+	// [HeaderAccount] set to the account it was throttled as. An
+	// upstream URL in the config wins over a handler. Handlers outlive
+	// config reloads.
+	Handlers map[string]http.Handler
+	// Pools returns the handler of a service's autoscaled pool (see
+	// package pool): the upstream of a service with an autoscale section,
+	// and what its route leads to. Nil: such services are answered
+	// locally and their routes are not served.
+	Pools func(service string) http.Handler
+	// AdminHandlers are more admin endpoints by mux pattern (such as
+	// "GET /v1/admin/pools"), behind the admin token like the others.
+	AdminHandlers map[string]http.Handler
 }
+
+// HeaderAccount is the request header in which the gateway tells an
+// in-process handler (Options.Handlers) the account a request belongs to;
+// any value the client sent is replaced.
+const HeaderAccount = "X-Tollgate-Account"
 
 // Gateway is an http.Handler serving every tollgate endpoint. It is safe
 // for concurrent use; its config can be swapped atomically with Reload.
@@ -111,6 +131,9 @@ type Gateway struct {
 	metrics     *metrics
 	mux         *http.ServeMux
 	routes      map[string]*routeMetrics // by mux pattern
+	handlers    map[string]http.Handler  // by service name
+	pools       func(service string) http.Handler
+	poolMetrics *routeMetrics
 }
 
 // policy is a config with what the gateway derives from it, swapped as one.
@@ -118,6 +141,8 @@ type policy struct {
 	cfg      *quota.Config
 	proxies  map[string]*httputil.ReverseProxy // by service name
 	counters map[*quota.Category]*decisionCounters
+	pools    map[string]http.Handler // autoscaled upstreams by service name
+	routes   []poolRoute             // most specific first
 }
 
 // New returns a gateway. It fails only if an upstream URL in the config
@@ -136,6 +161,8 @@ func New(opts Options) (*Gateway, error) {
 		maxBody:     opts.MaxBodyBytes,
 		maxBatch:    opts.MaxBatch,
 		inFlight:    inFlight{max: opts.MaxInFlightBytes},
+		handlers:    opts.Handlers,
+		pools:       opts.Pools,
 	}
 	if g.maxBatch <= 0 {
 		g.maxBatch = DefaultMaxBatch
@@ -192,6 +219,10 @@ func New(opts Options) (*Gateway, error) {
 	})
 	handle("GET /readyz", "readyz", g.serveReady)
 	handle("GET /metrics", "metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}).ServeHTTP)
+	for pattern, h := range opts.AdminHandlers {
+		handle(pattern, "admin", g.admin(h.ServeHTTP))
+	}
+	g.poolMetrics = g.metrics.route("pool")
 	g.mux = mux
 	return g, nil
 }
@@ -203,10 +234,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := newRequestID()
 	w.Header()[headerRequestID] = []string{id}
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-	h, pattern := g.mux.Handler(r)
-	h.ServeHTTP(rec, r)
+	var rm *routeMetrics
+	if h, r2 := g.policy.Load().matchRoute(r); h != nil {
+		h.ServeHTTP(rec, r2)
+		rm = g.poolMetrics
+	} else {
+		h, pattern := g.mux.Handler(r)
+		h.ServeHTTP(rec, r)
+		rm = g.routes[pattern]
+	}
 	elapsed := time.Since(start)
-	if rm := g.routes[pattern]; rm != nil {
+	if rm != nil {
 		rm.observe(r.Method, rec.status, elapsed)
 	}
 	if g.log.Enabled(r.Context(), slog.LevelDebug) {
@@ -297,6 +335,7 @@ func (g *Gateway) setConfig(cfg *quota.Config) error {
 		}
 		p.proxies[s.Name] = g.newProxy(s.Name, u)
 	}
+	g.setPools(p, cfg)
 	g.policy.Store(p)
 	return nil
 }

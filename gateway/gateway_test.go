@@ -500,3 +500,32 @@ func TestOperationsEndpoints(t *testing.T) {
 		t.Errorf("readyz while shutting down = %d", status)
 	}
 }
+
+// An allowed request of a service with an in-process handler goes to it,
+// told the account it was throttled as (whatever the client claimed); a
+// throttled one never reaches it.
+func TestHandlerAnswersAllowedRequests(t *testing.T) {
+	var calls int
+	var account, body string
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		account = r.Header.Get(HeaderAccount)
+		b, _ := io.ReadAll(r.Body)
+		body = string(b)
+		w.Write([]byte(`{"InstancesRevision":7}`))
+	})
+	_, srv := newTestServer(t, limitertest.NewClock(), Options{Handlers: map[string]http.Handler{"cloudmap": h}})
+	resp := awsRequest(t, srv.URL, "Route53AutoNaming_v20170314.DiscoverInstancesRevision", sigv4("AKIDH", "us-east-1", "servicediscovery"),
+		`{"NamespaceName":"n","ServiceName":"s"}`, func(r *http.Request) { r.Header.Set(HeaderAccount, "forged") })
+	got := readAll(t, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || got != `{"InstancesRevision":7}` || account != "AKIDH" || body != `{"NamespaceName":"n","ServiceName":"s"}` {
+		t.Fatalf("status %d %q; handler saw account %q body %q", resp.StatusCode, got, account, body)
+	}
+	postJSON(t, srv.URL+"/v1/take", `{"service":"cloudmap","account":"AKIDH","region":"us-east-1","action":"DiscoverInstancesRevision","tokens":2999}`)
+	resp = awsRequest(t, srv.URL, "Route53AutoNaming_v20170314.DiscoverInstancesRevision", sigv4("AKIDH", "us-east-1", "servicediscovery"), `{}`)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || resp.Header.Get("X-Amzn-ErrorType") != "RequestLimitExceeded" || calls != 1 {
+		t.Fatalf("drained: status %d %s, handler called %d times", resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), calls)
+	}
+}

@@ -49,6 +49,15 @@ var ecsCategories = []struct {
 	{"cluster-service-resource-read", 10, 1, []string{"ListServicesByNamespace"}},
 }
 
+// cloudMapControlPlane lists the Cloud Map actions other than discovery
+// that tollgate's registry (package cloudmap) answers.
+var cloudMapControlPlane = []string{
+	"CreateHttpNamespace", "CreatePrivateDnsNamespace", "DeleteNamespace", "GetNamespace", "ListNamespaces",
+	"CreateService", "DeleteService", "GetService", "ListServices",
+	"RegisterInstance", "DeregisterInstance", "GetInstance", "ListInstances",
+	"GetInstancesHealthStatus", "UpdateInstanceCustomHealthStatus", "GetOperation",
+}
+
 // presets builds each built-in service anew, so callers may change what
 // they get (an upstream, say) without touching anyone else's copy.
 var presets = map[string]func() *Service{
@@ -71,6 +80,21 @@ var presets = map[string]func() *Service{
 			Name:    "discover-instances",
 			Actions: []string{"DiscoverInstances"},
 			Limit:   bucket.MustLimit(20000, 1000),
+		}, {
+			// AWS lists DiscoverInstancesRevision as its own quota
+			// ("DiscoverInstancesRevision operation per account rate",
+			// 3,000 per second, cloud-map-limits), not as a share of
+			// the DiscoverInstances bucket; it names no burst, so the
+			// bucket holds one second of the rate.
+			Name:    "discover-instances-revision",
+			Actions: []string{"DiscoverInstancesRevision"},
+			Limit:   bucket.MustLimit(3000, 3000),
+		}, {
+			// AWS publishes no rate for the control plane; tollgate
+			// gives it one bucket of 100, refilled 20 per second.
+			Name:    "control-plane",
+			Actions: slices.Clone(cloudMapControlPlane),
+			Limit:   bucket.MustLimit(100, 20),
 		}})
 		if err != nil {
 			panic(err)
@@ -93,8 +117,9 @@ func PresetNames() []string {
 }
 
 // Preset returns a fresh copy of a built-in service: "ecs" (Amazon ECS, 20
-// categories) or "cloudmap" (AWS Cloud Map DiscoverInstances, 20,000 /
-// 1,000 per second).
+// categories) or "cloudmap" (AWS Cloud Map: DiscoverInstances 20,000 /
+// 1,000 per second; DiscoverInstancesRevision 3,000 / 3,000 per second;
+// every control-plane action in one bucket of 100 / 20 per second).
 func Preset(name string) (*Service, error) {
 	mk, ok := presets[name]
 	if !ok {

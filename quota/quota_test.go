@@ -121,6 +121,21 @@ func TestCloudMapPreset(t *testing.T) {
 	if cm.TargetPrefix != "Route53AutoNaming_v20170314" {
 		t.Errorf("cloudmap target prefix = %q", cm.TargetPrefix)
 	}
+	for _, tc := range []struct {
+		action, category string
+		capacity         int64
+		refill           float64
+	}{
+		{"DiscoverInstancesRevision", "discover-instances-revision", 3000, 3000},
+		{"RegisterInstance", "control-plane", 100, 20},
+		{"CreateHttpNamespace", "control-plane", 100, 20},
+		{"GetOperation", "control-plane", 100, 20},
+	} {
+		c, ok := cm.CategoryOf(tc.action)
+		if !ok || c.Name != tc.category || c.Limit.Capacity() != tc.capacity || c.Limit.RefillPerSecond() != tc.refill {
+			t.Errorf("%s = %+v, want %s %d/%v", tc.action, c, tc.category, tc.capacity, tc.refill)
+		}
+	}
 }
 
 func TestUnknownPreset(t *testing.T) {
@@ -307,6 +322,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("services: [{name: a, categories: [{name: b, capacity: 1, refill_per_second: 1, actions: [X]}]}]"))
 	f.Add([]byte("overrides: [{service: ecs}]\naccess_keys: {a: b}"))
 	f.Add([]byte("&a [*a]"))
+	f.Add([]byte("services:\n  - name: h\n    route: {path_prefix: /h/, strip_prefix: true}\n    autoscale: {command: [sh], env: {A: b}, max_instances: 2, idle_timeout: 5s}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)
 		if err != nil {

@@ -3,6 +3,7 @@ package quota
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +20,18 @@ func (c *Config) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "service %s\n", s.Name)
 		if s.TargetPrefix != "" {
 			fmt.Fprintf(tw, "  target prefix: %s (SigV4 service %s)\n", s.TargetPrefix, s.SigningName)
+		}
+		if r := s.Route; r != nil {
+			fmt.Fprintf(tw, "  route: host %s, path prefix %s, strip prefix %v\n", orAny(r.Host), orAny(r.PathPrefix), r.StripPrefix)
+		}
+		if a := s.Autoscale; a != nil {
+			e := a.Engine.WithDefaults()
+			fmt.Fprintf(tw, "  autoscaled: %q in %s; %d–%d instances, max concurrency %d, %g CPUs, targets CPU %g concurrency %g, idle timeout %v\n",
+				append(slices.Clone(a.Command), a.Args...), a.WorkingDir, e.MinInstances, e.MaxInstances, e.MaxConcurrency,
+				e.CPUsPerInstance, e.CPUTarget, e.ConcurrencyTarget, e.IdleTimeout)
+		}
+		if len(s.Categories) == 0 {
+			continue
 		}
 		fmt.Fprintf(tw, "  throttled: HTTP %d %s %q\n", s.Throttle.HTTPStatus, s.Throttle.Code, s.Throttle.Message)
 		if s.Upstream != "" {
@@ -47,4 +60,11 @@ func (c *Config) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "\n%d access keys mapped to accounts\n", len(c.accounts))
 	}
 	return tw.Flush()
+}
+
+func orAny(s string) string {
+	if s == "" {
+		return "any"
+	}
+	return s
 }

@@ -173,9 +173,18 @@ func TestReadmeConfigExampleNeedsNoRedis(t *testing.T) {
 		block, _, _ = strings.Cut(block, "```")
 		return block
 	}
-	c, err := quota.Parse("README.md#config", []byte(yamlBlock("Config")))
+	// The example's autoscaled service runs ./hello, relative to the
+	// config file: give it one, as the user would have.
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/hello", []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/my-quotas.yaml", []byte(yamlBlock("Config")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := quota.Load(dir + "/my-quotas.yaml")
 	if err != nil {
-		t.Fatalf("the README's config example does not parse: %v", err)
+		t.Fatalf("the README's config example does not load: %v", err)
 	}
 	if st := c.Store(); st.URL != "" {
 		t.Errorf("the README's main config example points at a store (%+v); keep Redis out of it", st)

@@ -26,6 +26,7 @@ import (
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
+	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/rls"
 )
@@ -295,6 +296,7 @@ type node struct {
 	close      func()       // closes the store, after run has returned
 	rls        *rls.Server  // the Envoy rate limit service; nil without --rls-config
 	rlsLn      net.Listener // its gRPC listener
+	pools      *pool.Pool   // the autoscaled services' instances
 }
 
 // build loads the config, opens the store, and makes the gateway and the
@@ -328,11 +330,25 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	if s.configName == "" {
 		s.configName = "built-in presets"
 	}
+	registry, closeRegistry, err := newRegistry(st, log)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	s.close = func() { closeRegistry(); closeStore() }
+	// Autoscaled services: their pool runs until the HTTP server has
+	// drained, then stops every instance within its grace period.
+	if s.pools, err = newPools(cfg, log, reg, registry); err != nil {
+		s.close()
+		return nil, err
+	}
+	pools := s.pools
 	if ms, ok := store.(*memory.Store); ok {
 		s.sweep = ms
 	}
 	lastStore := cfg.Store()
 	s.gw, err = gateway.New(gateway.Options{
+		Handlers:   map[string]http.Handler{"cloudmap": registry},
 		Config:     cfg,
 		Limiter:    store,
 		Logger:     log,
@@ -348,6 +364,9 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 			if err := fitsStore(next, st); err != nil {
 				return nil, err
 			}
+			if err := applyPools(pools, next, log, registry); err != nil {
+				return nil, err
+			}
 			if next.Store() != lastStore {
 				log.Warn("the config's store section changed; store settings take effect on restart")
 				lastStore = next.Store()
@@ -357,13 +376,15 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		MaxBodyBytes:     f.maxBody,
 		MaxBatch:         f.maxBatch,
 		MaxInFlightBytes: f.maxInFlight,
+		Pools:            pools.Handler,
+		AdminHandlers:    map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()},
 	})
 	if err != nil {
-		closeStore()
+		s.close()
 		return nil, err
 	}
 	if s.rls, s.rlsLn, err = buildRLS(f, st, store, log, reg); err != nil {
-		closeStore()
+		s.close()
 		return nil, err
 	}
 	s.srv = &http.Server{
@@ -379,7 +400,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		if s.rlsLn != nil {
 			s.rlsLn.Close()
 		}
-		closeStore()
+		s.close()
 		return nil, err
 	}
 	log.Info("listening", "addr", s.ln.Addr().String(), "config", s.configName, "store", redactURL(st.URL), "admin", token != "")
@@ -454,6 +475,12 @@ func (s *node) run(stopping context.Context, startShutdown context.CancelFunc, s
 			return nil
 		})
 	}
+	grp.Go(func() error { // autoscaled services: stopped, every instance within its grace, after the server drained
+		if err := s.pools.Run(background); err != nil {
+			return fmt.Errorf("autoscaled services: %w", err)
+		}
+		return nil
+	})
 	grp.Go(func() error { // HTTP server
 		defer close(served)
 		if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {

@@ -1,5 +1,5 @@
-// Command cloudmap-discover calls AWS Cloud Map's DiscoverInstances through
-// a tollgate server with the AWS SDK for Go v2.
+// Command cloudmap-discover registers an instance in tollgate's local AWS
+// Cloud Map registry and discovers it, with the AWS SDK for Go v2.
 //
 // The SDK sends DiscoverInstances to the endpoint's host with "data-" in
 // front (data-servicediscovery.us-east-1.amazonaws.com). With an endpoint
@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	sd "github.com/aws/aws-sdk-go-v2/service/servicediscovery"
+	"github.com/aws/aws-sdk-go-v2/service/servicediscovery/types"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -38,7 +40,8 @@ func main() {
 	}
 }
 
-// run calls DiscoverInstances once; optFns adjust the client.
+// run registers instance web-1 of service web in namespace example.local,
+// creating them when missing, then discovers it; optFns adjust the client.
 func run(ctx context.Context, endpoint string, out io.Writer, optFns ...func(*sd.Options)) error {
 	client := sd.New(sd.Options{
 		Region:       "us-east-1",
@@ -46,6 +49,29 @@ func run(ctx context.Context, endpoint string, out io.Writer, optFns ...func(*sd
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
 		APIOptions:   []func(*middleware.Stack) error{disableHostPrefix},
 	}, optFns...)
+	nsID, err := namespaceID(ctx, client, "example.local")
+	if err != nil {
+		return err
+	}
+	svc, err := client.CreateService(ctx, &sd.CreateServiceInput{Name: aws.String("web"), NamespaceId: aws.String(nsID)})
+	var exists *types.ServiceAlreadyExists
+	svcID := ""
+	switch {
+	case errors.As(err, &exists):
+		svcID = aws.ToString(exists.ServiceId)
+	case err != nil:
+		return err
+	default:
+		svcID = aws.ToString(svc.Service.Id)
+	}
+	_, err = client.RegisterInstance(ctx, &sd.RegisterInstanceInput{
+		ServiceId:  aws.String(svcID),
+		InstanceId: aws.String("web-1"),
+		Attributes: map[string]string{"AWS_INSTANCE_IPV4": "127.0.0.1", "AWS_INSTANCE_PORT": "8081"},
+	})
+	if err != nil {
+		return err
+	}
 	res, err := client.DiscoverInstances(ctx, &sd.DiscoverInstancesInput{
 		NamespaceName: aws.String("example.local"),
 		ServiceName:   aws.String("web"),
@@ -54,7 +80,28 @@ func run(ctx context.Context, endpoint string, out io.Writer, optFns ...func(*sd
 		return err
 	}
 	fmt.Fprintf(out, "DiscoverInstances: %d instance(s)\n", len(res.Instances))
+	for _, in := range res.Instances {
+		fmt.Fprintf(out, "  %s at %s:%s\n", aws.ToString(in.InstanceId),
+			in.Attributes["AWS_INSTANCE_IPV4"], in.Attributes["AWS_INSTANCE_PORT"])
+	}
 	return nil
+}
+
+// namespaceID creates an HTTP namespace, or finds the one of that name.
+func namespaceID(ctx context.Context, client *sd.Client, name string) (string, error) {
+	op, err := client.CreateHttpNamespace(ctx, &sd.CreateHttpNamespaceInput{Name: aws.String(name)})
+	var exists *types.NamespaceAlreadyExists
+	if errors.As(err, &exists) {
+		return aws.ToString(exists.NamespaceId), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	got, err := client.GetOperation(ctx, &sd.GetOperationInput{OperationId: op.OperationId})
+	if err != nil {
+		return "", err
+	}
+	return got.Operation.Targets[string(types.OperationTargetTypeNamespace)], nil
 }
 
 // disableHostPrefix keeps the SDK from putting "data-" in front of the

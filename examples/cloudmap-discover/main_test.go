@@ -13,6 +13,7 @@ import (
 	sd "github.com/aws/aws-sdk-go-v2/service/servicediscovery"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/tollgate/tollgate/cloudmap"
 	"github.com/tollgate/tollgate/gateway"
 )
 
@@ -38,7 +39,11 @@ func (h *hosts) Do(r *http.Request) (*http.Response, error) {
 
 func newGateway(t *testing.T) (*httptest.Server, *hosts) {
 	t.Helper()
-	g, err := gateway.New(gateway.Options{})
+	reg, err := cloudmap.New(cloudmap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(gateway.Options{Handlers: map[string]http.Handler{"cloudmap": reg}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,20 +56,25 @@ func newGateway(t *testing.T) (*httptest.Server, *hosts) {
 	return srv, &hosts{allowed: u.Host}
 }
 
-// The documented client reaches a real tollgate gateway at the endpoint's
-// own host and decodes its answer.
+// The documented client reaches a real tollgate gateway, with its Cloud
+// Map registry, at the endpoint's own host and discovers what it
+// registered; run twice, it finds the namespace and service already there.
 func TestRunAgainstGateway(t *testing.T) {
 	srv, h := newGateway(t)
-	var out bytes.Buffer
-	err := run(context.Background(), srv.URL, &out, func(o *sd.Options) { o.HTTPClient = h })
-	if err != nil {
-		t.Fatalf("run: %v (hosts %v)", err, h.seen)
+	for range 2 {
+		var out bytes.Buffer
+		err := run(context.Background(), srv.URL, &out, func(o *sd.Options) { o.HTTPClient = h })
+		if err != nil {
+			t.Fatalf("run: %v (hosts %v)", err, h.seen)
+		}
+		if got, want := out.String(), "DiscoverInstances: 1 instance(s)\n  web-1 at 127.0.0.1:8081\n"; got != want {
+			t.Fatalf("output %q, want %q", got, want)
+		}
 	}
-	if got, want := out.String(), "DiscoverInstances: 0 instance(s)\n"; got != want {
-		t.Fatalf("output %q, want %q", got, want)
-	}
-	if len(h.seen) != 1 || h.seen[0] != h.allowed {
-		t.Fatalf("hosts %v, want [%s]", h.seen, h.allowed)
+	for _, host := range h.seen {
+		if host != h.allowed {
+			t.Fatalf("hosts %v, want only %s", h.seen, h.allowed)
+		}
 	}
 }
 
@@ -74,7 +84,7 @@ func TestWithoutTheFixTheHostIsPrefixed(t *testing.T) {
 	srv, h := newGateway(t)
 	noFix := func(o *sd.Options) { o.APIOptions = []func(*middleware.Stack) error{}; o.HTTPClient = h }
 	err := run(context.Background(), srv.URL, &bytes.Buffer{}, noFix)
-	if !errors.Is(err, errWrongHost) || len(h.seen) == 0 || h.seen[0] != "data-"+h.allowed {
-		t.Fatalf("err = %v, hosts %v; want a request to data-%s", err, h.seen, h.allowed)
+	if !errors.Is(err, errWrongHost) || len(h.seen) == 0 || h.seen[len(h.seen)-1] != "data-"+h.allowed {
+		t.Fatalf("err = %v, hosts %v; want DiscoverInstances sent to data-%s", err, h.seen, h.allowed)
 	}
 }

@@ -1,0 +1,70 @@
+package cloudmap
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Error codes, exactly as the AWS SDK matches them
+// (service/servicediscovery/types/errors.go).
+const (
+	codeCustomHealthNotFound   = "CustomHealthNotFound"
+	codeDuplicateRequest       = "DuplicateRequest"
+	codeInstanceNotFound       = "InstanceNotFound"
+	codeInvalidInput           = "InvalidInput"
+	codeNamespaceAlreadyExists = "NamespaceAlreadyExists"
+	codeNamespaceNotFound      = "NamespaceNotFound"
+	codeOperationNotFound      = "OperationNotFound"
+	codeRequestLimitExceeded   = "RequestLimitExceeded"
+	codeResourceInUse          = "ResourceInUse"
+	codeResourceLimitExceeded  = "ResourceLimitExceeded"
+	codeServiceAlreadyExists   = "ServiceAlreadyExists"
+	codeServiceNotFound        = "ServiceNotFound"
+)
+
+// apiError is a Cloud Map error answer. The optional members are those the
+// SDK decodes for NamespaceAlreadyExists, ServiceAlreadyExists and
+// DuplicateRequest.
+type apiError struct {
+	Code                 string `json:"__type"`
+	Message              string `json:"message"`
+	CreatorRequestID     string `json:"CreatorRequestId,omitempty"`
+	NamespaceID          string `json:"NamespaceId,omitempty"`
+	ServiceID            string `json:"ServiceId,omitempty"`
+	ServiceArn           string `json:"ServiceArn,omitempty"`
+	DuplicateOperationID string `json:"DuplicateOperationId,omitempty"`
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+// status is the HTTP status AWS answers the code with.
+func (e *apiError) status() int {
+	switch e.Code {
+	case codeInstanceNotFound, codeNamespaceNotFound, codeServiceNotFound, codeOperationNotFound, codeCustomHealthNotFound:
+		return http.StatusNotFound
+	case codeNamespaceAlreadyExists, codeServiceAlreadyExists, codeResourceInUse, codeDuplicateRequest:
+		return http.StatusConflict
+	default:
+		return http.StatusBadRequest
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, e *apiError) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("X-Amzn-ErrorType", e.Code)
+	b, _ := json.Marshal(e)
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func invalid(format string, args ...any) *apiError {
+	return &apiError{Code: codeInvalidInput, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(code, what, id string) *apiError {
+	return &apiError{Code: code, Message: what + " " + strconv.Quote(id) + " not found"}
+}

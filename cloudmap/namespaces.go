@@ -1,0 +1,346 @@
+package cloudmap
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Wire shapes of namespaces (types.Namespace, types.NamespaceSummary).
+type (
+	soaJSON           struct{ TTL *int64 }
+	dnsPropertiesJSON struct {
+		HostedZoneId *string  `json:",omitempty"`
+		SOA          *soaJSON `json:",omitempty"`
+	}
+	httpPropertiesJSON struct{ HttpName string }
+	nsPropertiesJSON   struct {
+		DnsProperties  *dnsPropertiesJSON `json:",omitempty"`
+		HttpProperties *httpPropertiesJSON
+	}
+	namespaceJSON struct {
+		Arn              string
+		CreateDate       json.Number
+		CreatorRequestId string `json:",omitempty"`
+		Description      string `json:",omitempty"`
+		Id               string
+		Name             string
+		Properties       nsPropertiesJSON
+		ResourceOwner    string
+		ServiceCount     int
+		Type             string
+	}
+)
+
+func (r *Registry) namespaceJSON(sc Scope, s *state, ns *namespace, summary bool) namespaceJSON {
+	n := 0
+	for _, sv := range s.Services {
+		if sv.NamespaceID == ns.ID {
+			n++
+		}
+	}
+	j := namespaceJSON{Arn: arn(sc, "namespace", ns.ID), CreateDate: epoch(ns.Created), Description: ns.Description,
+		Id: ns.ID, Name: ns.Name, ResourceOwner: sc.Account, ServiceCount: n, Type: ns.Type,
+		Properties: nsPropertiesJSON{HttpProperties: &httpPropertiesJSON{HttpName: ns.Name}}}
+	if !summary {
+		j.CreatorRequestId = ns.RequestID
+	}
+	if ns.Type == "DNS_PRIVATE" {
+		zone := "Z" + strings.ToUpper(strings.TrimPrefix(ns.ID, "ns-"))
+		j.Properties.DnsProperties = &dnsPropertiesJSON{HostedZoneId: &zone}
+		if ns.SOATTL != nil {
+			j.Properties.DnsProperties.SOA = &soaJSON{TTL: ns.SOATTL}
+		}
+	}
+	return j
+}
+
+type tagJSON struct{ Key, Value string }
+
+type createNamespaceIn struct {
+	Name             string
+	CreatorRequestId string
+	Description      string
+	Vpc              string
+	Properties       *struct {
+		DnsProperties *struct{ SOA *soaJSON }
+	}
+	Tags []tagJSON
+}
+
+type operationIDOut struct{ OperationId string }
+
+func (r *Registry) createHTTPNamespace(ctx context.Context, sc Scope, body []byte) (any, error) {
+	var in createNamespaceIn
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if err := checkRequired("Name", in.Name, maxNameLen); err != nil {
+		return nil, err
+	}
+	return r.createNamespace(ctx, sc, in, "HTTP")
+}
+
+func (r *Registry) createPrivateDNSNamespace(ctx context.Context, sc Scope, body []byte) (any, error) {
+	var in createNamespaceIn
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if err := checkRequired("Name", in.Name, maxDNSNameLen); err != nil {
+		return nil, err
+	}
+	if err := checkRequired("Vpc", in.Vpc, maxIDLen); err != nil {
+		return nil, err
+	}
+	return r.createNamespace(ctx, sc, in, "DNS_PRIVATE")
+}
+
+func (r *Registry) createNamespace(ctx context.Context, sc Scope, in createNamespaceIn, typ string) (any, error) {
+	if err := checkOptional("CreatorRequestId", in.CreatorRequestId, maxIDLen); err != nil {
+		return nil, err
+	}
+	if err := checkDescription(in.Description); err != nil {
+		return nil, err
+	}
+	if len(in.Tags) > 200 {
+		return nil, invalid("at most 200 Tags")
+	}
+	var ttl *int64
+	if in.Properties != nil && in.Properties.DnsProperties != nil && in.Properties.DnsProperties.SOA != nil {
+		ttl = in.Properties.DnsProperties.SOA.TTL
+		if ttl == nil || *ttl < 0 || *ttl > 2147483647 {
+			return nil, invalid("Properties.DnsProperties.SOA.TTL must be between 0 and 2147483647")
+		}
+	}
+	id, err := r.newID("ns-", 16)
+	if err != nil {
+		return nil, err
+	}
+	opID, err := r.newID("", 32)
+	if err != nil {
+		return nil, err
+	}
+	err = r.store.update(ctx, sc.key(), func(s *state) error {
+		for _, ns := range s.Namespaces {
+			if in.CreatorRequestId != "" && ns.RequestID == in.CreatorRequestId {
+				if ns.Name == in.Name && ns.Type == typ {
+					opID = ns.OpID // a retry: the first answer again
+					return nil
+				}
+				return &apiError{Code: codeDuplicateRequest, DuplicateOperationID: ns.OpID,
+					Message: "CreatorRequestId " + quote(in.CreatorRequestId) + " already created namespace " + quote(ns.Name)}
+			}
+		}
+		for _, ns := range s.Namespaces {
+			if ns.Name == in.Name {
+				return &apiError{Code: codeNamespaceAlreadyExists, NamespaceID: ns.ID, CreatorRequestID: ns.RequestID,
+					Message: "namespace " + quote(in.Name) + " already exists as " + ns.ID}
+			}
+		}
+		if len(s.Namespaces) >= r.lim.Namespaces {
+			return &apiError{Code: codeResourceLimitExceeded, Message: "at most " + strconv.Itoa(r.lim.Namespaces) + " namespaces per account and region"}
+		}
+		now := r.nowMillis()
+		s.Seq++
+		s.Namespaces[id] = &namespace{ID: id, Name: in.Name, Type: typ, Description: in.Description,
+			RequestID: in.CreatorRequestId, OpID: opID, Vpc: in.Vpc, SOATTL: ttl, Created: now}
+		r.addOp(s, opID, "CREATE_NAMESPACE", map[string]string{"NAMESPACE": id}, now)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return operationIDOut{opID}, nil
+}
+
+// addOp records an operation, forgetting the oldest beyond the limit.
+func (r *Registry) addOp(s *state, id, typ string, targets map[string]string, now int64) {
+	s.Ops[id] = &operation{ID: id, Type: typ, Targets: targets, Created: now}
+	s.OpOrder = append(s.OpOrder, id)
+	for len(s.OpOrder) > r.lim.Operations {
+		delete(s.Ops, s.OpOrder[0])
+		s.OpOrder = slices.Delete(s.OpOrder, 0, 1)
+	}
+}
+
+type idIn struct{ Id string }
+
+// findNamespace finds a namespace by id or ARN.
+func findNamespace(s *state, id string) (*namespace, error) {
+	if i := strings.LastIndexByte(id, '/'); strings.HasPrefix(id, "arn:") && i >= 0 {
+		id = id[i+1:]
+	}
+	ns, ok := s.Namespaces[id]
+	if !ok {
+		return nil, notFound(codeNamespaceNotFound, "namespace", id)
+	}
+	return ns, nil
+}
+
+func (r *Registry) getNamespace(ctx context.Context, sc Scope, body []byte) (any, error) {
+	var in idIn
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if err := checkRequired("Id", in.Id, 255); err != nil {
+		return nil, err
+	}
+	var out struct{ Namespace namespaceJSON }
+	err := r.store.view(ctx, sc.key(), func(s *state) error {
+		ns, err := findNamespace(s, in.Id)
+		if err != nil {
+			return err
+		}
+		out.Namespace = r.namespaceJSON(sc, s, ns, false)
+		return nil
+	})
+	return out, err
+}
+
+func (r *Registry) deleteNamespace(ctx context.Context, sc Scope, body []byte) (any, error) {
+	var in idIn
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if err := checkRequired("Id", in.Id, 255); err != nil {
+		return nil, err
+	}
+	opID, err := r.newID("", 32)
+	if err != nil {
+		return nil, err
+	}
+	err = r.store.update(ctx, sc.key(), func(s *state) error {
+		ns, err := findNamespace(s, in.Id)
+		if err != nil {
+			return err
+		}
+		for _, sv := range s.Services {
+			if sv.NamespaceID == ns.ID {
+				return &apiError{Code: codeResourceInUse, Message: "namespace " + ns.ID + " still has services (" + sv.ID + ")"}
+			}
+		}
+		s.Seq++
+		delete(s.Namespaces, ns.ID)
+		r.addOp(s, opID, "DELETE_NAMESPACE", map[string]string{"NAMESPACE": ns.ID}, r.nowMillis())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return operationIDOut{opID}, nil
+}
+
+type filterJSON struct {
+	Name      string
+	Values    []string
+	Condition string
+}
+
+type listIn struct {
+	Filters    []filterJSON
+	MaxResults *int32
+	NextToken  string
+	ServiceId  string
+}
+
+// match applies a filter's condition to one value (EQ by default).
+func (f filterJSON) match(v string) bool {
+	switch f.Condition {
+	case "IN":
+		return slices.Contains(f.Values, v)
+	case "BEGINS_WITH":
+		return strings.HasPrefix(v, f.Values[0])
+	default:
+		return v == f.Values[0]
+	}
+}
+
+func checkFilter(f filterJSON, names []string, conds []string) error {
+	if !slices.Contains(names, f.Name) {
+		return invalid("filter Name %s is not one of %s", quote(f.Name), strings.Join(names, ", "))
+	}
+	if f.Condition == "" {
+		f.Condition = "EQ"
+	}
+	if !slices.Contains(conds, f.Condition) {
+		return invalid("filter %s: Condition %s is not one of %s", f.Name, quote(f.Condition), strings.Join(conds, ", "))
+	}
+	if len(f.Values) == 0 || len(f.Values) > maxFilterValues || (f.Condition != "IN" && len(f.Values) != 1) {
+		return invalid("filter %s: Values must hold one value (%s), or 1 to %d for IN", f.Name, f.Condition, maxFilterValues)
+	}
+	return nil
+}
+
+// page cuts a sorted list at NextToken (an offset) and returns the next token.
+func page[T any](all []T, token string, max int) ([]T, string, error) {
+	start := 0
+	if token != "" {
+		n, err := strconv.Atoi(token)
+		if err != nil || n < 0 || n > len(all) {
+			return nil, "", invalid("NextToken %s is not one this registry gave", quote(token))
+		}
+		start = n
+	}
+	end := min(start+max, len(all))
+	next := ""
+	if end < len(all) {
+		next = strconv.Itoa(end)
+	}
+	return all[start:end], next, nil
+}
+
+func (r *Registry) listNamespaces(ctx context.Context, sc Scope, body []byte) (any, error) {
+	var in listIn
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	max, err := checkMaxResults(in.MaxResults, 100, 100)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range in.Filters {
+		conds := []string{"EQ"}
+		switch f.Name {
+		case "TYPE":
+			conds = []string{"EQ", "IN"}
+		case "NAME", "HTTP_NAME":
+			conds = []string{"EQ", "BEGINS_WITH"}
+		}
+		if err := checkFilter(f, []string{"TYPE", "NAME", "HTTP_NAME", "RESOURCE_OWNER"}, conds); err != nil {
+			return nil, err
+		}
+	}
+	var out struct {
+		Namespaces []namespaceJSON
+		NextToken  string `json:",omitempty"`
+	}
+	err = r.store.view(ctx, sc.key(), func(s *state) error {
+		var all []namespaceJSON
+		for _, ns := range s.Namespaces {
+			ok := true
+			for _, f := range in.Filters {
+				switch f.Name {
+				case "TYPE":
+					ok = ok && f.match(ns.Type)
+				case "NAME", "HTTP_NAME":
+					ok = ok && f.match(ns.Name)
+				case "RESOURCE_OWNER":
+					ok = ok && f.Values[0] == "SELF"
+				}
+			}
+			if ok {
+				all = append(all, r.namespaceJSON(sc, s, ns, true))
+			}
+		}
+		slices.SortFunc(all, func(a, b namespaceJSON) int { return strings.Compare(a.Id, b.Id) })
+		var err error
+		out.Namespaces, out.NextToken, err = page(all, in.NextToken, max)
+		return err
+	})
+	if out.Namespaces == nil {
+		out.Namespaces = []namespaceJSON{}
+	}
+	return out, err
+}

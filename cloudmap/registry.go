@@ -1,0 +1,308 @@
+package cloudmap
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/gateway"
+)
+
+// TargetPrefix is the X-Amz-Target prefix of the Cloud Map API.
+const TargetPrefix = "Route53AutoNaming_v20170314"
+
+// DefaultScope is the account and region of requests that carry no SigV4
+// credential.
+var DefaultScope = Scope{Account: "000000000000", Region: "us-east-1"}
+
+// Scope names one account and region: each has its own registry.
+type Scope struct {
+	Account string
+	Region  string
+}
+
+func (s Scope) key() string { return s.Account + "/" + s.Region }
+
+// Limits bound what a Registry holds. A zero field takes its default.
+type Limits struct {
+	// Namespaces per scope; default 50 (AWS: "Namespaces per Region").
+	Namespaces int
+	// ServicesPerNamespace; default 100 (AWS publishes no limit).
+	ServicesPerNamespace int
+	// InstancesPerService; default 1,000 (AWS: "Instances per service").
+	InstancesPerService int
+	// InstancesPerNamespace; default 2,000 (AWS: "Instances per namespace").
+	InstancesPerNamespace int
+	// Attributes per instance; default 30 (AWS: "Custom attributes per
+	// instance"), plus the AWS_ reserved ones.
+	Attributes int
+	// Scopes (account/region pairs) held in memory; default 64. The Redis
+	// store does not count them.
+	Scopes int
+	// Operations remembered per scope for GetOperation, oldest forgotten
+	// first; default 1,000.
+	Operations int
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.Namespaces, 50)
+	def(&l.ServicesPerNamespace, 100)
+	def(&l.InstancesPerService, 1000)
+	def(&l.InstancesPerNamespace, 2000)
+	def(&l.Attributes, 30)
+	def(&l.Scopes, 64)
+	def(&l.Operations, 1000)
+	return l
+}
+
+// Options configure a Registry. The zero value is an in-memory registry on
+// the system clock.
+type Options struct {
+	// Now tells the time (creation dates, operation progress); nil means
+	// time.Now.
+	Now func() time.Time
+	// Rand is the source of the random part of ids; nil means crypto/rand.
+	Rand io.Reader
+	// OperationDelay is how long an operation stays SUBMITTED before
+	// GetOperation reports SUCCESS; 0 means SUCCESS at once.
+	OperationDelay time.Duration
+	// Redis, when set, holds the state so that several nodes share it;
+	// nil means memory.
+	Redis goredis.UniversalClient
+	// RedisPrefix starts every Redis key; empty means "tollgate:cloudmap:".
+	RedisPrefix string
+	// Limits bound what the registry holds.
+	Limits Limits
+	// Logger receives store failures; nil discards them.
+	Logger *slog.Logger
+	// MaxBodyBytes bounds request bodies; 0 means 1 MiB.
+	MaxBodyBytes int64
+}
+
+// Registry is a Cloud Map registry. It is an http.Handler and safe for
+// concurrent use.
+type Registry struct {
+	now     func() time.Time
+	rand    io.Reader
+	delay   time.Duration
+	store   store
+	lim     Limits
+	log     *slog.Logger
+	maxBody int64
+}
+
+// New returns a registry; it starts nothing. It fails only when
+// OperationDelay or MaxBodyBytes is negative.
+func New(opts Options) (*Registry, error) {
+	if opts.OperationDelay < 0 || opts.MaxBodyBytes < 0 {
+		return nil, errors.New("cloudmap: OperationDelay and MaxBodyBytes must not be negative")
+	}
+	r := &Registry{now: opts.Now, rand: opts.Rand, delay: opts.OperationDelay,
+		lim: opts.Limits.withDefaults(), log: opts.Logger, maxBody: opts.MaxBodyBytes}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.rand == nil {
+		r.rand = rand.Reader
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.maxBody == 0 {
+		r.maxBody = 1 << 20
+	}
+	if opts.Redis != nil {
+		p := opts.RedisPrefix
+		if p == "" {
+			p = "tollgate:cloudmap:"
+		}
+		r.store = &redisStore{client: opts.Redis, prefix: p, cache: map[string]*state{}, maxCache: r.lim.Scopes}
+	} else {
+		r.store = &memStore{scopes: map[string]*state{}, maxScopes: r.lim.Scopes}
+	}
+	return r, nil
+}
+
+// handler runs one operation: it decodes the body, works in scope and
+// returns the response document.
+type handler func(r *Registry, ctx context.Context, sc Scope, body []byte) (any, error)
+
+// operations maps each operation to its handler and the error codes the
+// AWS SDK knows for it (aws-sdk-go-v2 service/servicediscovery v1.40.2,
+// awsAwsjson11_deserializeOpError<Op>).
+var operations = map[string]struct {
+	h     handler
+	codes []string
+}{
+	"CreateHttpNamespace":              {(*Registry).createHTTPNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceAlreadyExists, codeResourceLimitExceeded}},
+	"CreatePrivateDnsNamespace":        {(*Registry).createPrivateDNSNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceAlreadyExists, codeResourceLimitExceeded}},
+	"ListNamespaces":                   {(*Registry).listNamespaces, []string{codeInvalidInput}},
+	"GetNamespace":                     {(*Registry).getNamespace, []string{codeInvalidInput, codeNamespaceNotFound}},
+	"DeleteNamespace":                  {(*Registry).deleteNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceNotFound, codeResourceInUse}},
+	"CreateService":                    {(*Registry).createService, []string{codeInvalidInput, codeNamespaceNotFound, codeResourceLimitExceeded, codeServiceAlreadyExists}},
+	"ListServices":                     {(*Registry).listServices, []string{codeInvalidInput}},
+	"GetService":                       {(*Registry).getService, []string{codeInvalidInput, codeServiceNotFound}},
+	"DeleteService":                    {(*Registry).deleteService, []string{codeInvalidInput, codeResourceInUse, codeServiceNotFound}},
+	"RegisterInstance":                 {(*Registry).registerInstance, []string{codeDuplicateRequest, codeInvalidInput, codeResourceInUse, codeResourceLimitExceeded, codeServiceNotFound}},
+	"DeregisterInstance":               {(*Registry).deregisterInstance, []string{codeDuplicateRequest, codeInstanceNotFound, codeInvalidInput, codeResourceInUse, codeServiceNotFound}},
+	"GetInstance":                      {(*Registry).getInstance, []string{codeInstanceNotFound, codeInvalidInput, codeServiceNotFound}},
+	"ListInstances":                    {(*Registry).listInstances, []string{codeInvalidInput, codeServiceNotFound}},
+	"GetInstancesHealthStatus":         {(*Registry).getInstancesHealthStatus, []string{codeInstanceNotFound, codeInvalidInput, codeServiceNotFound}},
+	"UpdateInstanceCustomHealthStatus": {(*Registry).updateInstanceCustomHealthStatus, []string{codeCustomHealthNotFound, codeInstanceNotFound, codeInvalidInput, codeServiceNotFound}},
+	"DiscoverInstances":                {(*Registry).discoverInstances, []string{codeInvalidInput, codeNamespaceNotFound, codeRequestLimitExceeded, codeServiceNotFound}},
+	"DiscoverInstancesRevision":        {(*Registry).discoverInstancesRevision, []string{codeInvalidInput, codeNamespaceNotFound, codeRequestLimitExceeded, codeServiceNotFound}},
+	"GetOperation":                     {(*Registry).getOperation, []string{codeInvalidInput, codeOperationNotFound}},
+}
+
+// Operations lists the operations the registry answers, sorted.
+func Operations() []string {
+	return slices.Sorted(maps.Keys(operations))
+}
+
+const contentType = "application/x-amz-json-1.1"
+
+// ServeHTTP answers one Cloud Map API request. The host does not matter, so
+// the SDK's data- prefixed DiscoverInstances host is served too.
+func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, &apiError{Code: "UnknownOperationException", Message: "Cloud Map requests are POSTs"})
+		return
+	}
+	prefix, action, err := gateway.ParseTarget(req.Header.Get("X-Amz-Target"))
+	op, ok := operations[action]
+	if err != nil || prefix != TargetPrefix || !ok {
+		writeError(w, http.StatusBadRequest, &apiError{Code: "UnknownOperationException",
+			Message: "unknown operation " + strconv.Quote(req.Header.Get("X-Amz-Target"))})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.maxBody))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, invalid("request body: %v", err))
+		return
+	}
+	sc := scopeOf(req)
+	resp, err := op.h(r, req.Context(), sc, body)
+	if err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			r.log.Error("cloud map registry store failed", "action", action, "error", err)
+			writeError(w, http.StatusInternalServerError, &apiError{Code: "InternalFailure", Message: "registry store unavailable"})
+			return
+		}
+		if !knows(op.codes, ae.Code) {
+			// A code the SDK does not know for this operation would turn
+			// into a generic error; this is a bug in the registry.
+			r.log.Error("cloud map registry answered with an undeclared code", "action", action, "code", ae.Code)
+		}
+		writeError(w, ae.status(), ae)
+		return
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, &apiError{Code: "InternalFailure", Message: err.Error()})
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+func knows(codes []string, code string) bool {
+	for _, c := range codes {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
+// scopeOf finds the account and region of a request.
+func scopeOf(req *http.Request) Scope {
+	cred, err := gateway.ParseAuthorization(req.Header.Get("Authorization"))
+	if err != nil {
+		return DefaultScope
+	}
+	sc := Scope{Account: cred.AccessKeyID, Region: cred.Region}
+	if a := req.Header.Get(gateway.HeaderAccount); a != "" {
+		sc.Account = a
+	}
+	return sc
+}
+
+// decode reads a JSON request document into v. An empty body is {}.
+func decode(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	if err := d.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return invalid("%s: want a JSON %s, got %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		return invalid("request body is not a valid JSON document: %v", err)
+	}
+	if d.More() {
+		return invalid("request body holds more than one JSON document")
+	}
+	return nil
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "string"
+	case "map", "struct", "ptr":
+		return "object"
+	case "slice":
+		return "array"
+	case "bool":
+		return "boolean"
+	default:
+		return "number"
+	}
+}
+
+// newID returns prefix and 16 random lowercase letters and digits.
+func (r *Registry) newID(prefix string, n int) (string, error) {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r.rand, b); err != nil {
+		return "", fmt.Errorf("cloudmap: random id: %w", err)
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return prefix + string(b), nil
+}
+
+func (r *Registry) nowMillis() int64 { return r.now().UnixMilli() }
+
+// epoch renders Unix milliseconds as the epoch seconds AWS JSON uses.
+func epoch(ms int64) json.Number {
+	return json.Number(strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64))
+}
+
+func arn(sc Scope, kind, id string) string {
+	return "arn:aws:servicediscovery:" + sc.Region + ":" + sc.Account + ":" + kind + "/" + id
+}

@@ -1,0 +1,280 @@
+package cloudmap
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+type dnsRecordJSON struct {
+	TTL  *int64
+	Type string
+}
+
+// dnsConfig is a service's DnsConfig (stored as sent, served back).
+type dnsConfig struct {
+	NamespaceId   string `json:",omitempty"`
+	RoutingPolicy string `json:",omitempty"`
+	DnsRecords    []dnsRecordJSON
+}
+
+type customConfigJSON struct {
+	FailureThreshold *int32 `json:",omitempty"`
+}
+
+type serviceJSON struct {
+	Arn                     string
+	CreateDate              json.Number
+	CreatedByAccount        string
+	CreatorRequestId        string            `json:",omitempty"`
+	Description             string            `json:",omitempty"`
+	DnsConfig               *dnsConfig        `json:",omitempty"`
+	HealthCheckCustomConfig *customConfigJSON `json:",omitempty"`
+	Id                      string
+	InstanceCount           int
+	Name                    string
+	NamespaceId             string `json:",omitempty"`
+	ResourceOwner           string
+	Type                    string
+}
+
+func serviceOut(sc Scope, sv *service, summary bool) serviceJSON {
+	j := serviceJSON{Arn: arn(sc, "service", sv.ID), CreateDate: epoch(sv.Created), CreatedByAccount: sc.Account,
+		Description: sv.Description, DnsConfig: sv.DNS, Id: sv.ID, InstanceCount: len(sv.Instances),
+		Name: sv.Name, ResourceOwner: sc.Account, Type: sv.Type}
+	if sv.HasCustom {
+		j.HealthCheckCustomConfig = &customConfigJSON{FailureThreshold: sv.Custom}
+	}
+	if !summary {
+		j.CreatorRequestId, j.NamespaceId = sv.RequestID, sv.NamespaceID
+	}
+	return j
+}
+
+type createServiceIn struct {
+	Name                    string
+	CreatorRequestId        string
+	Description             string
+	DnsConfig               *dnsConfig
+	HealthCheckConfig       *json.RawMessage
+	HealthCheckCustomConfig *customConfigJSON
+	NamespaceId             string
+	Tags                    []tagJSON
+	Type                    string
+}
+
+func (r *Registry) createService(ctx context.Context, sc Scope, body []byte) (any, error) {
+	var in createServiceIn
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if err := checkServiceName("Name", in.Name); err != nil {
+		return nil, err
+	}
+	if err := checkOptional("CreatorRequestId", in.CreatorRequestId, maxIDLen); err != nil {
+		return nil, err
+	}
+	if err := checkDescription(in.Description); err != nil {
+		return nil, err
+	}
+	if len(in.Tags) > 200 {
+		return nil, invalid("at most 200 Tags")
+	}
+	if in.HealthCheckConfig != nil {
+		return nil, invalid("HealthCheckConfig (Route 53 health checks) is only for public DNS namespaces, which this registry does not serve; use HealthCheckCustomConfig")
+	}
+	if in.Type != "" && in.Type != "HTTP" {
+		return nil, invalid("Type %s: the only option is HTTP", quote(in.Type))
+	}
+	nsID := in.NamespaceId
+	if nsID == "" && in.DnsConfig != nil {
+		nsID = in.DnsConfig.NamespaceId
+	}
+	if err := checkRequired("NamespaceId", nsID, maxIDLen); err != nil {
+		return nil, err
+	}
+	if c := in.HealthCheckCustomConfig; c != nil && c.FailureThreshold != nil && (*c.FailureThreshold < 1 || *c.FailureThreshold > 10) {
+		return nil, invalid("HealthCheckCustomConfig.FailureThreshold %d is not between 1 and 10", *c.FailureThreshold)
+	}
+	if d := in.DnsConfig; d != nil {
+		if d.RoutingPolicy != "" && d.RoutingPolicy != "MULTIVALUE" && d.RoutingPolicy != "WEIGHTED" {
+			return nil, invalid("DnsConfig.RoutingPolicy %s is not MULTIVALUE or WEIGHTED", quote(d.RoutingPolicy))
+		}
+		if len(d.DnsRecords) == 0 || len(d.DnsRecords) > 4 {
+			return nil, invalid("DnsConfig.DnsRecords must hold 1 to 4 records")
+		}
+		for i, rec := range d.DnsRecords {
+			if !slices.Contains([]string{"A", "AAAA", "SRV", "CNAME"}, rec.Type) {
+				return nil, invalid("DnsConfig.DnsRecords[%d].Type %s is not A, AAAA, SRV or CNAME", i, quote(rec.Type))
+			}
+			if rec.TTL == nil || *rec.TTL < 0 || *rec.TTL > 2147483647 {
+				return nil, invalid("DnsConfig.DnsRecords[%d].TTL is required, between 0 and 2147483647", i)
+			}
+		}
+	}
+	id, err := r.newID("srv-", 16)
+	if err != nil {
+		return nil, err
+	}
+	var out struct{ Service serviceJSON }
+	err = r.store.update(ctx, sc.key(), func(s *state) error {
+		ns, ok := s.Namespaces[nsID]
+		if !ok {
+			return notFound(codeNamespaceNotFound, "namespace", nsID)
+		}
+		typ := "HTTP"
+		switch {
+		case ns.Type == "HTTP" && in.DnsConfig != nil:
+			return invalid("namespace %s is an HTTP namespace: a service in it takes no DnsConfig", ns.ID)
+		case ns.Type == "DNS_PRIVATE" && in.Type != "HTTP":
+			if in.DnsConfig == nil {
+				return invalid("namespace %s is a DNS namespace: DnsConfig is required unless Type is HTTP", ns.ID)
+			}
+			typ = "DNS_HTTP"
+		case in.DnsConfig != nil:
+			return invalid("a service of Type HTTP takes no DnsConfig")
+		}
+		n := 0
+		for _, sv := range s.Services {
+			if sv.NamespaceID != ns.ID {
+				continue
+			}
+			n++
+			if sv.Name != in.Name {
+				continue
+			}
+			if in.CreatorRequestId != "" && sv.RequestID == in.CreatorRequestId {
+				out.Service = serviceOut(sc, sv, false) // a retry
+				return nil
+			}
+			return &apiError{Code: codeServiceAlreadyExists, ServiceID: sv.ID, ServiceArn: arn(sc, "service", sv.ID),
+				CreatorRequestID: sv.RequestID, Message: "service " + quote(in.Name) + " already exists in namespace " + ns.ID + " as " + sv.ID}
+		}
+		if n >= r.lim.ServicesPerNamespace {
+			return &apiError{Code: codeResourceLimitExceeded, Message: "at most " + strconv.Itoa(r.lim.ServicesPerNamespace) + " services per namespace"}
+		}
+		s.Seq++
+		sv := &service{ID: id, Name: in.Name, NamespaceID: ns.ID, Type: typ, Description: in.Description,
+			RequestID: in.CreatorRequestId, Created: r.nowMillis(), Revision: s.Seq, Instances: map[string]*instance{}}
+		if in.DnsConfig != nil {
+			d := *in.DnsConfig
+			d.NamespaceId = ns.ID
+			if d.RoutingPolicy == "" {
+				d.RoutingPolicy = "MULTIVALUE"
+			}
+			sv.DNS = &d
+		}
+		if in.HealthCheckCustomConfig != nil {
+			sv.HasCustom, sv.Custom = true, in.HealthCheckCustomConfig.FailureThreshold
+		}
+		s.Services[id] = sv
+		out.Service = serviceOut(sc, sv, false)
+		return nil
+	})
+	return out, err
+}
+
+// findService finds a service by id or ARN.
+func findService(s *state, id string) (*service, error) {
+	if i := strings.LastIndexByte(id, '/'); strings.HasPrefix(id, "arn:") && i >= 0 {
+		id = id[i+1:]
+	}
+	sv, ok := s.Services[id]
+	if !ok {
+		return nil, notFound(codeServiceNotFound, "service", id)
+	}
+	return sv, nil
+}
+
+func (r *Registry) getService(ctx context.Context, sc Scope, body []byte) (any, error) {
+	var in idIn
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if err := checkRequired("Id", in.Id, 255); err != nil {
+		return nil, err
+	}
+	var out struct{ Service serviceJSON }
+	err := r.store.view(ctx, sc.key(), func(s *state) error {
+		sv, err := findService(s, in.Id)
+		if err == nil {
+			out.Service = serviceOut(sc, sv, false)
+		}
+		return err
+	})
+	return out, err
+}
+
+func (r *Registry) deleteService(ctx context.Context, sc Scope, body []byte) (any, error) {
+	var in idIn
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	if err := checkRequired("Id", in.Id, 255); err != nil {
+		return nil, err
+	}
+	err := r.store.update(ctx, sc.key(), func(s *state) error {
+		sv, err := findService(s, in.Id)
+		if err != nil {
+			return err
+		}
+		if len(sv.Instances) > 0 {
+			return &apiError{Code: codeResourceInUse, Message: "service " + sv.ID + " still has " + strconv.Itoa(len(sv.Instances)) + " registered instances"}
+		}
+		s.Seq++
+		delete(s.Services, sv.ID)
+		return nil
+	})
+	return struct{}{}, err
+}
+
+func (r *Registry) listServices(ctx context.Context, sc Scope, body []byte) (any, error) {
+	var in listIn
+	if err := decode(body, &in); err != nil {
+		return nil, err
+	}
+	max, err := checkMaxResults(in.MaxResults, 100, 100)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range in.Filters {
+		conds := []string{"EQ"}
+		if f.Name == "NAMESPACE_ID" {
+			conds = []string{"EQ", "IN"}
+		}
+		if err := checkFilter(f, []string{"NAMESPACE_ID", "RESOURCE_OWNER"}, conds); err != nil {
+			return nil, err
+		}
+	}
+	var out struct {
+		NextToken string `json:",omitempty"`
+		Services  []serviceJSON
+	}
+	err = r.store.view(ctx, sc.key(), func(s *state) error {
+		var all []serviceJSON
+		for _, sv := range s.Services {
+			ok := true
+			for _, f := range in.Filters {
+				switch f.Name {
+				case "NAMESPACE_ID":
+					ok = ok && f.match(sv.NamespaceID)
+				case "RESOURCE_OWNER":
+					ok = ok && f.Values[0] == "SELF"
+				}
+			}
+			if ok {
+				all = append(all, serviceOut(sc, sv, true))
+			}
+		}
+		slices.SortFunc(all, func(a, b serviceJSON) int { return strings.Compare(a.Id, b.Id) })
+		var err error
+		out.Services, out.NextToken, err = page(all, in.NextToken, max)
+		return err
+	})
+	if out.Services == nil {
+		out.Services = []serviceJSON{}
+	}
+	return out, err
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/cloudmap"
+	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/process"
+	"github.com/tollgate/tollgate/quota"
+)
+
+// newPools returns the pool of the config's autoscaled services, not yet
+// running; its metrics go to reg, and instances of services with a
+// cloud_map section are listed in registry.
+func newPools(cfg *quota.Config, log *slog.Logger, reg prometheus.Registerer, registry *cloudmap.Registry) (*pool.Pool, error) {
+	p := pool.New(pool.Options{Logger: log, Registry: reg})
+	if err := applyPools(p, cfg, log, registry); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// applyPools makes p run the autoscaled services of cfg (on a reload:
+// new bounds in place, new revisions for changed commands).
+func applyPools(p *pool.Pool, cfg *quota.Config, log *slog.Logger, registry *cloudmap.Registry) error {
+	specs, err := poolSpecs(cfg, log, registry)
+	if err != nil {
+		return err
+	}
+	return p.Apply(specs)
+}
+
+// poolSpecs turns the autoscale sections of cfg into the pool's specs,
+// each with a runner for its command.
+func poolSpecs(cfg *quota.Config, log *slog.Logger, registry *cloudmap.Registry) ([]pool.ServiceSpec, error) {
+	var specs []pool.ServiceSpec
+	for _, s := range cfg.Services() {
+		a := s.Autoscale
+		if a == nil {
+			continue
+		}
+		r, err := newRunner(a, log)
+		if err != nil {
+			return nil, fmt.Errorf("service %s: %w", s.Name, err)
+		}
+		spec := pool.ServiceSpec{
+			Name:      s.Name,
+			Engine:    a.Engine,
+			Runner:    r,
+			Template:  a.Template(),
+			StopGrace: a.StopGrace,
+		}
+		if cm := a.CloudMap; cm != nil {
+			sc := cloudmap.DefaultScope
+			if cm.Account != "" {
+				sc.Account = cm.Account
+			}
+			if cm.Region != "" {
+				sc.Region = cm.Region
+			}
+			spec.Registrar = registry.Registrar(sc, cm.Namespace, cm.Service, cm.Attributes)
+		}
+		specs = append(specs, spec)
+	}
+	return specs, nil
+}
+
+// newRunner returns the process runner of one autoscaled service. Its
+// errors (a command that cannot be run) are config errors.
+func newRunner(a *quota.Autoscale, log *slog.Logger) (pool.Runner, error) {
+	env := make([]string, 0, len(a.Env))
+	for _, e := range a.Env {
+		env = append(env, e.Name+"="+e.Value)
+	}
+	return process.New(process.Options{
+		Command:   a.Command[0],
+		Args:      append(slices.Clone(a.Command[1:]), a.Args...),
+		Env:       env,
+		Dir:       a.WorkingDir,
+		Readiness: process.Readiness{Path: a.Readiness.Path, Timeout: a.Readiness.Timeout},
+		StopGrace: a.StopGrace,
+		Logger:    log,
+	})
+}
