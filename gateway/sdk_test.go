@@ -157,16 +157,20 @@ func TestSDKClusterActionsShareOneBucket(t *testing.T) {
 }
 
 // tickingRetryer is the SDK's standard retryer, unchanged, except that
-// each backoff it computes also moves the gateway's fake clock by that much:
-// the bucket refills exactly as it would while the SDK sleeps.
+// each backoff it computes also moves the gateway's fake clock: by the
+// backoff, and at least by minTick. The SDK draws each backoff at random
+// from zero up (full jitter), so without the floor both of its retries fell
+// within one refill interval about once in 6,000 runs and met an empty
+// bucket; with it the outcome does not depend on the draw.
 type tickingRetryer struct {
 	*sdkretry.Standard
-	clock *limitertest.Clock
+	clock   *limitertest.Clock
+	minTick time.Duration
 }
 
 func (r tickingRetryer) RetryDelay(attempt int, err error) (time.Duration, error) {
 	d, err2 := r.Standard.RetryDelay(attempt, err)
-	r.clock.Advance(d)
+	r.clock.Advance(max(d, r.minTick))
 	return d, err2
 }
 
@@ -182,7 +186,8 @@ func TestSDKDefaultRetryerSucceedsAfterThrottle(t *testing.T) {
 		t.Fatalf("bucket not drained: %v", err)
 	}
 	var attempts atomic.Int32
-	withRetry := ecsClient(srv.URL, "AKIDRETRY", "us-east-1", tickingRetryer{sdkretry.NewStandard(), clock})
+	oneToken := 50 * time.Millisecond // DescribeClusters refills 20 tokens a second
+	withRetry := ecsClient(srv.URL, "AKIDRETRY", "us-east-1", tickingRetryer{sdkretry.NewStandard(), clock, oneToken})
 	_, err := withRetry.DescribeClusters(ctx, &ecs.DescribeClustersInput{}, func(o *ecs.Options) {
 		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
 			return s.Finalize.Add(middleware.FinalizeMiddlewareFunc("CountAttempts",

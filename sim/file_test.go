@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,34 @@ func TestPresetsParseAndDescribeThemselves(t *testing.T) {
 	}
 	if _, err := Preset("../sim"); !errors.Is(err, ErrInvalidScenario) {
 		t.Errorf("bad preset name: %v", err)
+	}
+}
+
+// TestPresetsNeverSpeakOfTheSeed: users never saw the seed document, so
+// the presets (their files, descriptions and run names, all printed or
+// plotted by tollgate sim) name each policy for what it is (issue 9, D3).
+// The random seed (seed:, --seed) is fine.
+func TestPresetsNeverSpeakOfTheSeed(t *testing.T) {
+	seed := regexp.MustCompile(`(?i)\bthe seed\b|seed's|seed[ -](jitter|schedule|backoff|policy)`)
+	for _, n := range PresetNames() {
+		b, err := presetFiles.ReadFile("presets/" + n + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts := []string{string(b)}
+		st, err := Preset(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, st.Description)
+		for _, r := range st.Runs {
+			texts = append(texts, r.Name)
+		}
+		for _, text := range texts {
+			if m := seed.FindString(text); m != "" {
+				t.Errorf("preset %s speaks of %q", n, m)
+			}
+		}
 	}
 }
 

@@ -38,14 +38,53 @@ func parseFlags(fs *flag.FlagSet, synopsis string, args []string, stdout, stderr
 	}
 	if err != nil {
 		// The flag package names flags with one dash; the docs use two.
-		msg := singleDashFlag.ReplaceAllString(err.Error(), "$1--")
+		msg := singleDashFlag.ReplaceAllString(explainParseError(fs, err.Error()), "$1--")
 		return usageError(stderr, fs.Name(), "%s", msg), false
 	}
 	return 0, true
 }
 
 // singleDashFlag finds the flag names in the flag package's errors.
-var singleDashFlag = regexp.MustCompile(`(for flag |not defined: )-(?:-)?`)
+var singleDashFlag = regexp.MustCompile(`(for flag |for |not defined: )-(?:-)?`)
+
+// numericParseError finds the flag package's bare "parse error" and
+// "value out of range" for a flag of its own number or bool types.
+var numericParseError = regexp.MustCompile(`for (?:flag )?-(?:-)?([^:]+): (parse error|value out of range)$`)
+
+// explainParseError replaces the flag package's "parse error" for a number
+// or bool flag with what the flag takes.
+func explainParseError(fs *flag.FlagSet, msg string) string {
+	m := numericParseError.FindStringSubmatchIndex(msg)
+	if m == nil {
+		return msg
+	}
+	name := msg[m[2]:m[3]]
+	fl := fs.Lookup(name)
+	if fl == nil {
+		return msg
+	}
+	g, ok := fl.Value.(flag.Getter)
+	if !ok {
+		return msg
+	}
+	var want string
+	switch g.Get().(type) {
+	case int, int64:
+		want = "want a whole number, e.g. " + fl.DefValue
+	case uint, uint64:
+		want = "want a whole number of 0 or more, e.g. " + fl.DefValue
+	case float64:
+		want = "want a number, e.g. " + fl.DefValue
+	case bool:
+		want = "want true or false"
+	default:
+		return msg
+	}
+	if msg[m[4]:m[5]] == "value out of range" {
+		want = "out of range: " + want
+	}
+	return msg[:m[4]] + want
+}
 
 // printUsage writes a subcommand's usage and flags to w.
 func printUsage(w io.Writer, fs *flag.FlagSet, synopsis string) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/quota"
 )
 
 // demoStep is one curl command of the README's "Try it" block and the
@@ -135,14 +137,64 @@ func checkPromise(t *testing.T, i int, st demoStep, resp *http.Response, body st
 }
 
 // TestReadmeNeverSpeaksOfTheSeed: users never saw the seed document; the
-// README describes policies for what they are. (--seed, the random seed,
+// README and BENCHMARKS.md describe policies for what they are. (--seed, the random seed,
 // is fine.)
 func TestReadmeNeverSpeaksOfTheSeed(t *testing.T) {
+	for _, name := range []string{"README.md", "BENCHMARKS.md"} {
+		b, err := os.ReadFile("../../" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?i)\bthe seed\b|seed's|seed[ -](jitter|schedule|backoff|policy)`).FindAllString(string(b), -1) {
+			t.Errorf("%s speaks of %q", name, m)
+		}
+	}
+}
+
+// TestReadmeConfigExampleNeedsNoRedis: the README's main config example is
+// valid and keeps bucket state in memory, so a user who copies it on a
+// machine without Redis gets a server that throttles (issue 9, D1); the
+// Redis store has its own snippet, which must be valid too.
+func TestReadmeConfigExampleNeedsNoRedis(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range regexp.MustCompile(`(?i)\bthe seed\b|seed's|seed[ -]jitter|seed backoff|seed policy`).FindAllString(string(b), -1) {
-		t.Errorf("README.md speaks of %q", m)
+	yamlBlock := func(heading string) string {
+		_, section, ok := strings.Cut(string(b), "\n## "+heading+"\n")
+		if !ok {
+			t.Fatalf("README.md has no %q section", heading)
+		}
+		section, _, _ = strings.Cut(section, "\n## ")
+		_, block, ok := strings.Cut(section, "```yaml\n")
+		if !ok {
+			t.Fatalf("section %q has no yaml block", heading)
+		}
+		block, _, _ = strings.Cut(block, "```")
+		return block
+	}
+	// The example's autoscaled service runs ./hello, relative to the
+	// config file: give it one, as the user would have.
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/hello", []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/my-quotas.yaml", []byte(yamlBlock("Config")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := quota.Load(dir + "/my-quotas.yaml")
+	if err != nil {
+		t.Fatalf("the README's config example does not load: %v", err)
+	}
+	if st := c.Store(); st.URL != "" {
+		t.Errorf("the README's main config example points at a store (%+v); keep Redis out of it", st)
+	}
+	redisBlock := "services:\n  - preset: ecs\n" + yamlBlock("Many nodes, one quota: Redis")
+	c, err = quota.Parse("README.md#redis", []byte(redisBlock))
+	if err != nil {
+		t.Fatalf("the README's store snippet does not parse: %v", err)
+	}
+	if st := c.Store(); st.URL == "" || st.OnFailure != "local" {
+		t.Errorf("the README's store snippet gives %+v; want a URL and the default policy, local", st)
 	}
 }

@@ -3,7 +3,8 @@
 // calls pass (the "cluster read" bucket holds 50 tokens and refills 20 per
 // second), then the SDK reports ThrottlingException, as ECS would.
 //
-//	go run ./cmd/tollgate serve &
+//	go install ./cmd/tollgate # once: puts tollgate on your PATH
+//	tollgate serve &
 //	go run ./examples/ecs-throttle
 package main
 

@@ -5,7 +5,8 @@
 // 2+r, 4+r … s, at least the server's Retry-After, at most 32 s) and
 // succeed once the bucket has refilled.
 //
-//	go run ./cmd/tollgate serve &
+//	go install ./cmd/tollgate # once: puts tollgate on your PATH
+//	tollgate serve &
 //	go run ./examples/retry-client
 package main
 

@@ -66,7 +66,7 @@ func TestRetriesThroughTollgateServe(t *testing.T) {
 	)
 	client := newClient(r, func(o *ecs.Options) { o.APIOptions = append(o.APIOptions, r.AddMiddleware) })
 	if _, err := client.ListClusters(ctx, &ecs.ListClustersInput{}); err != nil {
-		t.Fatalf("the seed policy's retryer did not get through tollgate: %v", err)
+		t.Fatalf("the default policy's retryer did not get through tollgate: %v", err)
 	}
 	if got := retries.Load(); got != 1 {
 		t.Fatalf("%d retries, want exactly 1 (throttled once, then one token refilled)", got)
