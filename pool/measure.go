@@ -41,7 +41,6 @@ func (rv *revision) tick(now time.Time) {
 	}
 
 	rv.mu.Lock()
-	defer rv.mu.Unlock()
 	for i, s := range samples {
 		in := s.in
 		if cpuOK[i] && in.cpuOK {
@@ -71,6 +70,7 @@ func (rv *revision) tick(now time.Time) {
 	before := rv.lastRec
 	dec := rv.eng.Tick(now)
 	rv.lastRec = dec.Recommendation
+	var scaled []any // the scale log line's attributes, logged once unlocked
 	if dec.Count != before.Count {
 		m := rv.eng.Metrics(now)
 		cpu, conc, act := needs(rv.eng.Config(), m)
@@ -80,13 +80,19 @@ func (rv *revision) tick(now time.Time) {
 		if dec.Held {
 			policy = before.Count
 		}
-		rv.log.Info("scale", "from", before.Count, "to", dec.Count, "driver", dec.Driver.String(), "driver_count", policy,
+		scaled = []any{"from", before.Count, "to", dec.Count, "driver", dec.Driver.String(), "driver_count", policy,
 			"cpu_1m", round3(m.CPU1m), "concurrency_1m", round3(m.Concurrency1m), "concurrency_10m", round3(m.Concurrency10m),
 			"act_capacity", round3(m.ACTCapacity), "need_cpu", round3(cpu), "need_concurrency", round3(conc), "need_act", round3(act),
-			"in_flight", m.Active, "ready", m.Ready, "live", m.Live)
+			"in_flight", m.Active, "ready", m.Ready, "live", m.Live}
 	}
 	rv.apply(now, dec.Events)
-	rv.m.decision(dec.Recommendation, rv.eng.Stats())
+	st := rv.eng.Stats()
+	rv.mu.Unlock()
+	// Logging is I/O: never with rv.mu held, which every request takes.
+	if scaled != nil {
+		rv.log.Info("scale", scaled...)
+	}
+	rv.m.decision(dec.Recommendation, st)
 }
 
 // needs are the instance counts each driver asks for, before rounding and
