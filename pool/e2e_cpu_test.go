@@ -2,10 +2,13 @@ package pool_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -13,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/pool"
@@ -62,9 +67,21 @@ func TestProcessCPUDriverWins(t *testing.T) {
 		measure      = 30 * time.Second
 	)
 	r := testRunner(t)
-	p, url, _ := startPool(t, pool.ServiceSpec{Name: "burn", Runner: r, Engine: autoscale.Config{
+	logs := &lockedBuffer{}
+	reg := prometheus.NewRegistry()
+	p := pool.New(pool.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Registry: reg})
+	if err := p.Apply([]pool.ServiceSpec{{Name: "burn", Runner: r, Engine: autoscale.Config{
 		MaxConcurrency: 80, CPUsPerInstance: cpus, MinInstances: 1, MaxInstances: maxInstances,
-	}})
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- p.Run(runCtx) }()
+	t.Cleanup(func() { stopRun(); <-runDone })
+	srv := httptest.NewServer(p.Handler("burn"))
+	t.Cleanup(srv.Close)
+	url := srv.URL
 	waitFor(t, 60*time.Second, "min instance not ready", func() bool { return readyCount(p) == 1 })
 
 	// CPU time per instance process: at the start of the window (or when
@@ -147,4 +164,93 @@ func TestProcessCPUDriverWins(t *testing.T) {
 		t.Errorf("recommended %d instances for %.3f cores at %v CPUs each and target %v: want %d (accepting %d–%d)",
 			st.Recommended, cores, cpus, autoscale.DefaultCPUTarget, want, lo, hi)
 	}
+
+	// One log line per scale change: from → to, the driver and the
+	// metric values that decided it, consistent with the formula.
+	var ups int
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var rec struct {
+			Msg      string   `json:"msg"`
+			From     *int     `json:"from"`
+			To       *int     `json:"to"`
+			Driver   string   `json:"driver"`
+			Reason   string   `json:"reason"`
+			CPU1m    *float64 `json:"cpu_1m"`
+			NeedCPU  *float64 `json:"need_cpu"`
+			NeedConc *float64 `json:"need_concurrency"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "scale" {
+			continue
+		}
+		if rec.From == nil || rec.To == nil || rec.CPU1m == nil || rec.NeedCPU == nil || rec.NeedConc == nil {
+			t.Errorf("scale log line without from, to or metric values: %s", line)
+			continue
+		}
+		if rec.Driver != "cpu" || *rec.To <= *rec.From {
+			continue
+		}
+		ups++
+		if rec.Reason != "metrics" {
+			t.Errorf("scale line: reason %q, want metrics: %s", rec.Reason, line)
+		}
+		// Both are logged rounded to 3 decimals.
+		if got := *rec.CPU1m / cpus / autoscale.DefaultCPUTarget; math.Abs(got-*rec.NeedCPU) > 0.0005/cpus/autoscale.DefaultCPUTarget+0.001 {
+			t.Errorf("scale line: need_cpu %v, but cpu_1m %v gives %.3f: %s", *rec.NeedCPU, *rec.CPU1m, got, line)
+		}
+		if *rec.To != min(maxInstances, int(math.Ceil(*rec.NeedCPU-1e-9))) {
+			t.Errorf("scale line: to %d, but need_cpu %v rounds up to %d: %s", *rec.To, *rec.NeedCPU, int(math.Ceil(*rec.NeedCPU)), line)
+		}
+	}
+	if ups == 0 {
+		t.Errorf("no scale log line going up with driver cpu; log:\n%s", logs.String())
+	}
+
+	// Deliver 5's metrics, per service and per instance.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		have[mf.GetName()] = true
+		if mf.GetName() == "tollgate_pool_scaling_driver" {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "driver" && l.GetValue() == "cpu" && m.GetGauge().GetValue() != 1 {
+						t.Errorf("tollgate_pool_scaling_driver{driver=cpu} = %v, want 1", m.GetGauge().GetValue())
+					}
+				}
+			}
+		}
+	}
+	for _, name := range []string{
+		"tollgate_pool_instances", "tollgate_pool_recommended_instances", "tollgate_pool_scaling_driver",
+		"tollgate_pool_pending_requests", "tollgate_pool_rejected_total", "tollgate_pool_cold_start_seconds",
+		"tollgate_pool_pending_wait_seconds", "tollgate_pool_instance_concurrency", "tollgate_pool_instance_cpu_cores",
+	} {
+		if !have[name] {
+			t.Errorf("metric %s not exported", name)
+		}
+	}
+	if v := metricValue(t, reg, "tollgate_pool_instance_cpu_cores"); v <= 0 {
+		t.Errorf("tollgate_pool_instance_cpu_cores sums to %v under a CPU-burning load", v)
+	}
+}
+
+// lockedBuffer is an io.Writer safe for the pool's concurrent logging.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -300,3 +300,21 @@ func TestRetryAfterIsThePendingWait(t *testing.T) {
 		}
 	}
 }
+
+func TestScaleReason(t *testing.T) {
+	cfg := autoscale.Config{MinInstances: 1, MaxInstances: 5}
+	for _, c := range []struct {
+		to, policy int
+		want       string
+	}{
+		{3, 3, "metrics"},
+		{0, 2, "idle timeout"},
+		{5, 8, "max instances"},
+		{1, 0, "min instances"},
+		{2, 0, "requests waiting"},
+	} {
+		if got := scaleReason(cfg, c.to, c.policy); got != c.want {
+			t.Errorf("scaleReason(to %d, driver asks %d) = %q, want %q", c.to, c.policy, got, c.want)
+		}
+	}
+}
