@@ -254,3 +254,67 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestProcessSurplusInstanceStopsUnderLoad: 6 concurrent clients on max
+// concurrency 4 bring 3 instances (ceil((6 / 4) / 0.6)); when 5 of them
+// stop, the recommendation falls and the instance no longer recommended
+// is stopped by the surplus rule (its own minute under 10 % utilisation)
+// while the remaining client keeps being served. The idle timeout is
+// 10 minutes, so it is the surplus rule, not idleness, that stops it.
+func TestProcessSurplusInstanceStopsUnderLoad(t *testing.T) {
+	t.Parallel()
+	r := testRunner(t)
+	p, url, _ := startPool(t, pool.ServiceSpec{Name: "surplus", Runner: r, Engine: autoscale.Config{
+		MaxConcurrency: 4, MaxInstances: 6, IdleTimeout: 10 * time.Minute,
+	}})
+	var failures atomic.Int64
+	client := func(ctx context.Context) {
+		for ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, "GET", url+"/work?latency=500ms", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				continue
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				failures.Add(1)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	burst, stopBurst := context.WithCancel(context.Background())
+	steady, stopSteady := context.WithCancel(context.Background())
+	defer func() { stopBurst(); stopSteady(); wg.Wait() }()
+	wg.Go(func() { client(steady) })
+	for range 5 {
+		wg.Go(func() { client(burst) })
+	}
+	waitFor(t, 90*time.Second, "6 clients never brought 3 ready instances", func() bool { return readyCount(p) >= 3 })
+	before := pids(p)
+	stopBurst()
+	t.Logf("3 ready (%v); 5 of 6 clients stopped", before)
+	waitFor(t, 240*time.Second, "the surplus instance was not stopped under the remaining load", func() bool {
+		return readyCount(p) < 3
+	})
+	st := p.Status()[0]
+	if st.Recommended >= 3 {
+		t.Errorf("recommended %d after the load fell to one client", st.Recommended)
+	}
+	if readyCount(p) < 1 {
+		t.Errorf("no instance left while a client still sends requests")
+	}
+	gone := 0
+	waitFor(t, 30*time.Second, "a stopped instance's process still runs", func() bool {
+		gone = 0
+		for _, pid := range before {
+			if !alive(pid) {
+				gone++
+			}
+		}
+		return gone >= 1
+	})
+	if n := failures.Load(); n > 0 {
+		t.Errorf("%d requests failed", n)
+	}
+}
