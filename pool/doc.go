@@ -30,8 +30,11 @@
 //
 // A request routed to a free slot is proxied at once. A queued request
 // waits on its own channel, closed when the engine dispatches it; it is
-// answered 429 with Retry-After when the engine rejects it (every instance
-// busy at max instances for the whole pending wait), 504 if no decision
+// answered 429 when the engine rejects it (every instance busy at max
+// instances for the whole pending wait), with Retry-After set to that
+// pending wait in seconds (max(10 s, 3.5 × expected cold start), rounded
+// up): no slot freed for that long, so a retry sooner would most likely
+// wait as long again; 504 if no decision
 // comes within its deadline, and dropped from the queue when the client
 // goes away. The proxy answers 504 when the instance timed out and 502
 // otherwise; a request on an instance that exited on its own gets a 502

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,6 +224,9 @@ func TestProcessAtMaxInstancesPendingThen429(t *testing.T) {
 	waited := time.Since(start)
 	if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
 		t.Fatalf("at max instances: %d %q, Retry-After %q", code, body, hdr.Get("Retry-After"))
+	}
+	if ra, err := strconv.Atoi(hdr.Get("Retry-After")); err != nil || ra < int(autoscale.MinPendingWait/time.Second) {
+		t.Fatalf("Retry-After %q, want the pending wait (at least %v) in seconds", hdr.Get("Retry-After"), autoscale.MinPendingWait)
 	}
 	if waited < 9*time.Second {
 		t.Fatalf("answered 429 after %v, without waiting pending first (at least %v)", waited, autoscale.MinPendingWait)

@@ -24,6 +24,9 @@ import (
 type serverRunner struct {
 	tag          string // written in every answer, to tell revisions apart
 	startupDelay time.Duration
+	// handler, when set, answers every request instead (benchmarks use
+	// the same trivial handler as the backend they compare with).
+	handler http.Handler
 
 	mu        sync.Mutex
 	instances []*serverInstance
@@ -47,6 +50,10 @@ func (r *serverRunner) Start(ctx context.Context, spec InstanceSpec) (Instance, 
 	r.starts.Add(1)
 	si := &serverInstance{id: spec.ID, ready: make(chan struct{}), done: make(chan struct{})}
 	si.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if r.handler != nil {
+			r.handler.ServeHTTP(w, req)
+			return
+		}
 		n := si.inFlight.Add(1)
 		defer si.inFlight.Add(-1)
 		for {

@@ -115,15 +115,16 @@ func (rv *revision) launch(id autoscale.InstanceID) {
 		launched: time.Now(),
 	}
 	rv.insts[id] = in
-	delay := backoff(rv.failures)
-	if delay > 0 {
-		rv.log.Warn("instance failing repeatedly; delaying its replacement", "instance", in.name, "failures", rv.failures, "backoff", delay)
-	}
+	failures := rv.failures
+	delay := backoff(failures)
 	rv.m.backoff.Set(delay.Seconds())
 	ctx := rv.ctx
 	rv.wg.Add(1)
 	go func() {
 		defer rv.wg.Done()
+		if delay > 0 { // logged here, not under rv.mu
+			rv.log.Warn("instance failing repeatedly; delaying its replacement", "instance", in.name, "failures", failures, "backoff", delay)
+		}
 		rv.runInstance(ctx, in, delay)
 	}()
 }

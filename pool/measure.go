@@ -41,7 +41,6 @@ func (rv *revision) tick(now time.Time) {
 	}
 
 	rv.mu.Lock()
-	defer rv.mu.Unlock()
 	for i, s := range samples {
 		in := s.in
 		if cpuOK[i] && in.cpuOK {
@@ -71,6 +70,7 @@ func (rv *revision) tick(now time.Time) {
 	before := rv.lastRec
 	dec := rv.eng.Tick(now)
 	rv.lastRec = dec.Recommendation
+	var scaled []any // the scale log line's attributes, logged once unlocked
 	if dec.Count != before.Count {
 		m := rv.eng.Metrics(now)
 		cpu, conc, act := needs(rv.eng.Config(), m)
@@ -80,15 +80,41 @@ func (rv *revision) tick(now time.Time) {
 		if dec.Held {
 			policy = before.Count
 		}
-		rv.log.Info("scale", "from", before.Count, "to", dec.Count, "driver", dec.Driver.String(), "driver_count", policy,
+		scaled = []any{"from", before.Count, "to", dec.Count, "reason", scaleReason(rv.eng.Config(), dec.Count, policy), "driver", dec.Driver.String(), "driver_count", policy,
 			"cpu_1m", round3(m.CPU1m), "concurrency_1m", round3(m.Concurrency1m), "concurrency_10m", round3(m.Concurrency10m),
 			"act_capacity", round3(m.ACTCapacity), "need_cpu", round3(cpu), "need_concurrency", round3(conc), "need_act", round3(act),
-			"in_flight", m.Active, "ready", m.Ready, "live", m.Live)
+			"in_flight", m.Active, "ready", m.Ready, "live", m.Live}
 		rv.noteScale(ScaleEvent{Time: now, From: before.Count, To: dec.Count, Driver: dec.Driver.String(), DriverCount: policy,
 			NeedCPU: round3(cpu), NeedConcurrency: round3(conc), NeedACT: round3(act), InFlight: m.Active, Ready: m.Ready})
 	}
 	rv.apply(now, dec.Events)
-	rv.m.decision(dec.Recommendation, rv.eng.Stats())
+	st := rv.eng.Stats()
+	rv.mu.Unlock()
+	// Logging is I/O: never with rv.mu held, which every request takes.
+	if scaled != nil {
+		rv.log.Info("scale", scaled...)
+	}
+	rv.m.decision(dec.Recommendation, st)
+}
+
+// scaleReason says in a word or two why the count became to when the
+// winning driver asked for policy: the metrics themselves, or a bound the
+// engine applies on top of them.
+func scaleReason(cfg autoscale.Config, to, policy int) string {
+	switch {
+	case to == policy:
+		return "metrics"
+	case to == 0:
+		return "idle timeout" // no request for Config.IdleTimeout
+	case to == cfg.MaxInstances && to < policy:
+		return "max instances"
+	case to == cfg.MinInstances && to > policy:
+		return "min instances"
+	case to > policy:
+		return "requests waiting" // on demand: the only driver from zero
+	default:
+		return "bounds"
+	}
 }
 
 // needs are the instance counts each driver asks for, before rounding and

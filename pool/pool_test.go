@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,10 @@ func TestAtMaxInstancesPendingThen429(t *testing.T) {
 	waited := time.Since(start)
 	if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
 		t.Fatalf("at max instances: %d %q Retry-After %q", code, body, hdr.Get("Retry-After"))
+	}
+	// Retry-After is the pending wait the request had, at least 10 s.
+	if ra, err := strconv.Atoi(hdr.Get("Retry-After")); err != nil || ra < int(autoscale.MinPendingWait/time.Second) {
+		t.Fatalf("Retry-After %q, want the pending wait (at least %v) in seconds", hdr.Get("Retry-After"), autoscale.MinPendingWait)
 	}
 	if waited < autoscale.MinPendingWait-time.Second {
 		t.Fatalf("rejected after %v: a request waits pending at least %v first", waited, autoscale.MinPendingWait)
@@ -283,4 +288,33 @@ func TestRemovedServiceDrainsAndForgetsItsSeries(t *testing.T) {
 		n, _ := testutil.GatherAndCount(reg, "tollgate_pool_instances", "tollgate_pool_recommended_instances")
 		return n == 0
 	})
+}
+
+func TestRetryAfterIsThePendingWait(t *testing.T) {
+	for _, c := range []struct {
+		wait time.Duration
+		want int64
+	}{{0, 1}, {time.Millisecond, 1}, {10 * time.Second, 10}, {10*time.Second + time.Millisecond, 11}, {35 * time.Second, 35}} {
+		if got := retryAfter(c.wait); got != c.want {
+			t.Errorf("retryAfter(%v) = %d, want %d", c.wait, got, c.want)
+		}
+	}
+}
+
+func TestScaleReason(t *testing.T) {
+	cfg := autoscale.Config{MinInstances: 1, MaxInstances: 5}
+	for _, c := range []struct {
+		to, policy int
+		want       string
+	}{
+		{3, 3, "metrics"},
+		{0, 2, "idle timeout"},
+		{5, 8, "max instances"},
+		{1, 0, "min instances"},
+		{2, 0, "requests waiting"},
+	} {
+		if got := scaleReason(cfg, c.to, c.policy); got != c.want {
+			t.Errorf("scaleReason(to %d, driver asks %d) = %q, want %q", c.to, c.policy, got, c.want)
+		}
+	}
 }

@@ -19,12 +19,16 @@ import (
 
 // BenchmarkProxy compares a trivial backend called directly, through
 // httputil.ReverseProxy alone, and through the pool (route, slot, proxy),
-// each over real loopback HTTP at 16 and 64 concurrent clients. Besides
+// each over real loopback HTTP at 16 and 64 concurrent clients; the
+// pool's instance answers with the same trivial handler as the backend.
+// With -count N the three targets interleave, so a change in the
+// machine's load hits them alike. Besides
 // ns/op (the inverse of throughput) it reports p50 and p99 latency.
 func BenchmarkProxy(b *testing.B) {
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	trivial := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
-	}))
+	})
+	backend := httptest.NewServer(trivial)
 	defer backend.Close()
 	u, _ := url.Parse(backend.URL)
 	rp := httputil.NewSingleHostReverseProxy(u)
@@ -35,7 +39,7 @@ func BenchmarkProxy(b *testing.B) {
 	defer viaRP.Close()
 
 	p := New(Options{})
-	if err := p.Apply([]ServiceSpec{{Name: "s", Runner: &serverRunner{}, Engine: autoscale.Config{MaxInstances: 1, MaxConcurrency: 1000, MinInstances: 1}}}); err != nil {
+	if err := p.Apply([]ServiceSpec{{Name: "s", Runner: &serverRunner{handler: trivial}, Engine: autoscale.Config{MaxInstances: 1, MaxConcurrency: 1000, MinInstances: 1}}}); err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

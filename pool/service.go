@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"strconv"
 	"sync"
 	"time"
 
@@ -258,13 +259,22 @@ func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		rv.m.pendingWait.Observe(time.Since(start).Seconds())
 		if wt.rejected {
-			w.Header().Set("Retry-After", "1")
+			// Every slot stayed busy at max instances for the whole
+			// pending wait: a retry sooner would most likely wait as long
+			// again, so ask for that long (whole seconds, rounded up).
+			w.Header().Set("Retry-After", strconv.FormatInt(retryAfter(res.Deadline.Sub(start)), 10))
 			http.Error(w, "service "+rv.service+": every instance is busy at max instances; retry later", http.StatusTooManyRequests)
 			return
 		}
 		in = wt.inst
 	}
 	rv.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), instanceKey{}, in)))
+}
+
+// retryAfter is the Retry-After of a 429 for a request that waited
+// pending for wait: wait in whole seconds, rounded up, at least 1.
+func retryAfter(wait time.Duration) int64 {
+	return max(1, int64((wait+time.Second-1)/time.Second))
 }
 
 // finish tells the engine request id is done (or abandoned while pending)
