@@ -33,6 +33,7 @@ type instance struct {
 	mainPID int // the command's process: pid, or the supervisor's child
 	started time.Time
 	cancel  context.CancelFunc // cancels cmd's context: Cmd.Cancel sends SIGTERM
+	control *os.File           // the supervisor's control pipe (controlFD), or nil
 	cpu     *cpuMeter
 
 	exited chan struct{} // closed once the process has exited (not yet reaped)
@@ -77,11 +78,18 @@ func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
 	}
 	// A supervisor tells the command's pid (or why it could not start
 	// it) on a pipe of its own.
-	var statusR, statusW *os.File
+	// The runner asks it to kill on another, whose end tells it that
+	// tollgate is gone.
+	var statusR, statusW, controlR *os.File
 	if r.super != "" {
 		if statusR, statusW, err = os.Pipe(); err != nil {
 			cancel()
 			closeAll(outR, outW, errR, errW)
+			return nil, err
+		}
+		if controlR, i.control, err = os.Pipe(); err != nil {
+			cancel()
+			closeAll(outR, outW, errR, errW, statusR, statusW)
 			return nil, err
 		}
 	}
@@ -96,7 +104,7 @@ func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
 			args := append(append(append([]string(nil), sup[1:]...), "--", r.path, r.opts.Command), r.opts.Args...)
 			cmd = exec.CommandContext(ctx, r.super, args...)
 			cmd.Args[0] = sup[0]
-			cmd.ExtraFiles = []*os.File{statusW} // statusFD
+			cmd.ExtraFiles = []*os.File{statusW, controlR} // statusFD, controlFD
 			deathSig = supervisorDeathSignal
 		}
 		cmd.Dir = r.opts.Dir
@@ -135,14 +143,14 @@ func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
 	i.cmd = cmd
 	closeAll(outW, errW) // the child holds its own copies
 	if statusW != nil {
-		closeAll(statusW)
+		closeAll(statusW, controlR)
 	}
 	if err != nil {
 		cancel()
 		cpu.close()
 		closeAll(outR, errR)
 		if statusR != nil {
-			closeAll(statusR)
+			closeAll(statusR, i.control)
 		}
 		return nil, err
 	}
@@ -161,7 +169,7 @@ func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
 			_ = cmd.Wait()
 			cancel()
 			cpu.close()
-			closeAll(outR, errR)
+			closeAll(outR, errR, i.control)
 			return nil, err
 		}
 		i.log = i.log.With("supervisor", i.pid)
@@ -220,6 +228,9 @@ func (i *instance) wait(output *sync.WaitGroup, pipes ...*os.File) {
 	i.cpu.killCgroup()
 	werr := i.cmd.Wait()
 	i.cancel()
+	if i.control != nil {
+		_ = i.control.Close()
+	}
 	i.cpu.exited(i.cmd.ProcessState)
 
 	// Let the last lines through; a process that escaped the group (and
@@ -326,6 +337,17 @@ func (i *instance) Stop(grace time.Duration) error {
 	case <-i.exited:
 	case <-t.C:
 		i.log.Warn("instance still running after the grace period; killing it", "pid", i.mainPID, "grace", grace)
+		if i.control != nil {
+			// The supervisor kills the command and all under it, also
+			// what left the group; the group's SIGKILL follows anyway.
+			if _, err := i.control.Write([]byte("k")); err == nil {
+				t.Reset(supervisorKillWait)
+				select {
+				case <-i.exited:
+				case <-t.C:
+				}
+			}
+		}
 		if err := i.signalGroup(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			i.log.Error("killing instance", "pid", i.mainPID, "err", err)
 		}

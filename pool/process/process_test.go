@@ -411,38 +411,40 @@ func TestOwnProcessGroupAndChildrenStop(t *testing.T) {
 
 // TestSupervisorStopsEscapedChild: a child that left the instance's
 // process group and session (a daemon) is killed on Stop by the
-// supervisor, also without a cgroup to find it by. Without a supervisor
-// it would be left running.
+// supervisor, also without a cgroup to find it by, whether the instance
+// exits on SIGTERM or is killed after the grace period. Without a
+// supervisor it would be left running.
 func TestSupervisorStopsEscapedChild(t *testing.T) {
-	r := newRunner(t, process.Options{
-		NoCgroup:   true,
-		Supervisor: supervisor(t),
-		Env:        []string{testservice.EnvSpawnChild + "=1", testservice.EnvChildSession + "=1"},
-	})
-	inst := pooltest.Start(t, r, pooltest.Spec())
-	pooltest.Ready(t, inst)
-	pid, pgid, children := pids(t, inst)
-	if len(children) != 1 || !alive(children[0]) {
-		t.Fatalf("children %v, want one live child", children)
+	for _, ignore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ignoreSIGTERM=%v", ignore), func(t *testing.T) {
+			r := newRunner(t, process.Options{
+				NoCgroup:   true,
+				Supervisor: supervisor(t),
+				StopGrace:  pooltest.Wait,
+				Env: []string{
+					testservice.EnvSpawnChild + "=1", testservice.EnvChildSession + "=1",
+					testservice.EnvIgnoreSIGTERM + "=" + strconv.FormatBool(ignore),
+				},
+			})
+			inst := pooltest.Start(t, r, pooltest.Spec())
+			pooltest.Ready(t, inst)
+			pid, pgid, children := pids(t, inst)
+			if len(children) != 1 || !alive(children[0]) {
+				t.Fatalf("children %v, want one live child", children)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(children[0], syscall.SIGKILL) })
+			if g, _ := syscall.Getpgid(children[0]); g == pgid {
+				t.Fatalf("child %d still in the instance's group %d", children[0], pgid)
+			}
+			if err := inst.Stop(time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := inst.Err(); err != nil {
+				t.Errorf("Err() after Stop = %v", err)
+			}
+			waitGone(t, pgid, pid, children[0])
+		})
 	}
-	t.Cleanup(func() { _ = syscall.Kill(children[0], syscall.SIGKILL) })
-	if g, _ := syscall.Getpgid(children[0]); g == pgid {
-		t.Fatalf("child %d still in the instance's group %d", children[0], pgid)
-	}
-	if err := inst.Stop(pooltest.Wait); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, pgid, pid, children[0])
-}
-
-func TestChildrenStopWhenInstanceCrashes(t *testing.T) {
-	r := newRunner(t, process.Options{Env: []string{testservice.EnvSpawnChild + "=1", testservice.EnvCrashAfter + "=1"}})
-	inst := pooltest.Start(t, r, pooltest.Spec())
-	pooltest.Ready(t, inst)
-	pid, pgid, children := pids(t, inst)
-	pooltest.Get(t, inst, "/")
-	pooltest.WaitDone(t, inst)
-	waitGone(t, pgid, append(children, pid)...)
 }
 
 // The parent-death test runs this test binary as a "tollgate" that

@@ -27,9 +27,19 @@ const SupervisorCommand = "instance-supervisor"
 // its parent's death only when its parent process has changed.
 const supervisorDeathSignal = syscall.SIGUSR1
 
+// supervisorKillWait bounds how long Stop waits for a supervisor it asked
+// to kill before it kills the process group itself.
+const supervisorKillWait = 5 * time.Second
+
 // statusFD is the descriptor on which a supervisor tells the runner the
 // command's pid ("pid N") or why it could not start it ("error …").
-const statusFD = 3
+// controlFD is the one it reads the runner's requests on: "k" asks it to
+// kill the command and everything under it now (Stop's grace period has
+// passed); end of file means the runner is gone.
+const (
+	statusFD  = 3
+	controlFD = 4
+)
 
 // Supervise is the instance supervisor, the way a container's shim or
 // init process (conmon, tini) is: a runner with [Options.Supervisor]
@@ -54,9 +64,14 @@ const statusFD = 3
 //   - When the command exits, the supervisor kills every process left
 //     under it, reaps them and exits with the command's status (or dies of
 //     the command's signal), so the runner sees what the command did.
-//   - When tollgate dies (the parent-death signal, or a parent process
-//     that changed, checked every second), it kills the command and every
-//     process left under it, reaps them and exits.
+//   - When the runner asks it to kill (Stop's grace period has passed),
+//     it kills the command and every process under it, also those that
+//     left the group, and dies of SIGKILL as the command did; the runner
+//     then kills the group as ever.
+//   - When tollgate dies (the parent-death signal, the end of the runner's
+//     control pipe, or a parent process that changed, checked every
+//     second), it kills the command and every process left under it,
+//     reaps them and exits.
 //
 // The environment, working directory, stdout and stderr are passed to the
 // command unchanged.
@@ -64,7 +79,8 @@ func Supervise(args []string) int {
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
-	status := openStatus()
+	status := openFD(statusFD, "status")
+	control := openFD(controlFD, "control")
 	if len(args) < 2 {
 		return supervisorFail(status, 2, errors.New("usage: tollgate "+SupervisorCommand+" -- PATH ARGV0 [ARG...]"))
 	}
@@ -92,6 +108,23 @@ func Supervise(args []string) int {
 		_, _ = fmt.Fprintf(status, "pid %d\n", pid)
 		_ = status.Close()
 	}
+	// Requests from the runner: "k" is kill, the end is its death.
+	requests := make(chan bool, 1) // true: kill; false: the runner is gone
+	if control != nil {
+		go func() {
+			var b [1]byte
+			for {
+				if _, err := control.Read(b[:]); err != nil {
+					requests <- false
+					return
+				}
+				if b[0] == 'k' {
+					requests <- true
+					return
+				}
+			}
+		}()
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var (
@@ -99,8 +132,10 @@ func Supervise(args []string) int {
 		ws     syscall.WaitStatus
 	)
 	for {
-		orphaned := false
+		orphaned, kill := false, false
 		select {
+		case kill = <-requests:
+			orphaned = !kill
 		case sig := <-sigs:
 			// SIGTERM and the like reached the command too (it is in
 			// the supervisor's group); only the parent's death is ours.
@@ -112,23 +147,31 @@ func Supervise(args []string) int {
 			exited, ws = true, w
 		}
 		switch {
+		case kill:
+			if w, ok := killDescendants(pid); ok && !exited {
+				exited, ws = true, w
+			}
+			if !exited { // cannot be: every child is reaped
+				return 128 + int(syscall.SIGKILL)
+			}
+			return exitLike(ws)
 		case orphaned:
-			killDescendants()
-			return 137
+			killDescendants(pid)
+			return 128 + int(syscall.SIGKILL)
 		case exited:
-			killDescendants()
+			killDescendants(pid)
 			return exitLike(ws)
 		}
 	}
 }
 
-// openStatus returns the status pipe the runner passed, or nil.
-func openStatus() *os.File {
-	if _, err := unix.FcntlInt(statusFD, unix.F_GETFD, 0); err != nil {
+// openFD returns the pipe the runner passed as fd, or nil.
+func openFD(fd int, name string) *os.File {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
 		return nil
 	}
-	syscall.CloseOnExec(statusFD) // not for the command
-	return os.NewFile(statusFD, "status")
+	syscall.CloseOnExec(fd) // not for the command
+	return os.NewFile(uintptr(fd), name)
 }
 
 func supervisorFail(status *os.File, code int, err error) int {
@@ -162,20 +205,26 @@ func reap(pid int) (syscall.WaitStatus, bool) {
 	}
 }
 
-// killDescendants SIGKILLs the supervisor's children until it has none:
-// as a subreaper it inherits every orphan below it, so each round kills
-// one more generation. Only this goroutine reaps, so a pid it signals is
-// its unreaped child and cannot have been reused.
-func killDescendants() {
+// killDescendants SIGKILLs the supervisor's children until it has none,
+// and returns the status of command pid if it reaped it. As a subreaper
+// the supervisor inherits every orphan below it, so each round kills one
+// more generation. Only this goroutine reaps, so a pid it signals is its
+// unreaped child and cannot have been reused.
+func killDescendants(pid int) (syscall.WaitStatus, bool) {
+	var (
+		got   syscall.WaitStatus
+		found bool
+	)
 	for {
-		kids := children(os.Getpid())
-		for _, k := range kids {
+		for _, k := range children(os.Getpid()) {
 			_ = syscall.Kill(k, syscall.SIGKILL)
 		}
-		reap(0)
-		var ws syscall.WaitStatus
-		if _, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); err == syscall.ECHILD {
-			return
+		if ws, ok := reap(pid); ok {
+			got, found = ws, true
+		}
+		var info unix.Siginfo // a child left? (without reaping it)
+		if err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err == unix.ECHILD {
+			return got, found
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
