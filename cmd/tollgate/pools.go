@@ -77,18 +77,19 @@ func newRunner(a *quota.Autoscale, log *slog.Logger) (pool.Runner, error) {
 	})
 }
 
+// executable is the path of this program, found once.
+var executable = sync.OnceValues(os.Executable)
+
 // supervisor is the instance supervisor every instance's command is
 // started through: this executable's hidden `instance-supervisor`
 // command, so that when tollgate is killed every process an instance
 // started dies too. Without a path to this executable instances are
 // started directly (see process.Options.Supervisor).
-var supervisor = sync.OnceValue(func() func(*slog.Logger) []string {
-	exe, err := os.Executable()
-	return func(log *slog.Logger) []string {
-		if err != nil {
-			log.Warn("cannot find tollgate's own executable to supervise instances; starting them directly", "err", err)
-			return nil
-		}
-		return []string{exe, process.SupervisorCommand}
+func supervisor(log *slog.Logger) []string {
+	exe, err := executable()
+	if err != nil {
+		log.Warn("cannot find tollgate's own executable to supervise instances; starting them directly", "err", err)
+		return nil
 	}
-})()
+	return []string{exe, process.SupervisorCommand}
+}
