@@ -101,7 +101,7 @@ func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
 		deathSig := syscall.SIGKILL
 		if r.super != "" {
 			sup := r.opts.Supervisor
-			args := append(append(append([]string(nil), sup[1:]...), "--", r.path, r.opts.Command), r.opts.Args...)
+			args := append(append(append([]string(nil), sup[1:]...), pipesFlag, "--", r.path, r.opts.Command), r.opts.Args...)
 			cmd = exec.CommandContext(ctx, r.super, args...)
 			cmd.Args[0] = sup[0]
 			cmd.ExtraFiles = []*os.File{statusW, controlR} // statusFD, controlFD

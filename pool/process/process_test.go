@@ -701,3 +701,64 @@ func TestCgroupPerInstance(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestSupervisorMirrorsExit: the supervisor exits with its command's
+// status, or dies of its command's signal, so a runner sees what the
+// command did.
+func TestSupervisorMirrorsExit(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	sup := supervisor(t)
+	for _, tc := range []struct {
+		script string
+		code   int
+		sig    syscall.Signal
+	}{
+		{"exit 0", 0, 0},
+		{"exit 7", 7, 0},
+		{"kill -TERM $$", -1, syscall.SIGTERM},
+		{"kill -KILL $$", -1, syscall.SIGKILL},
+		{"kill -HUP $$", -1, syscall.SIGHUP},
+	} {
+		cmd := exec.Command(sup[0], append(sup[1:], "--", sh, "sh", "-c", tc.script)...)
+		err := cmd.Run()
+		st := cmd.ProcessState
+		if st == nil {
+			t.Fatalf("%q: %v", tc.script, err)
+		}
+		ws := st.Sys().(syscall.WaitStatus)
+		if st.ExitCode() != tc.code || tc.sig != 0 && (!ws.Signaled() || ws.Signal() != tc.sig) {
+			t.Errorf("supervised %q: %v, want exit code %d signal %v", tc.script, st, tc.code, tc.sig)
+		}
+	}
+	// A command that cannot be started is exit status 127.
+	cmd := exec.Command(sup[0], append(sup[1:], "--", filepath.Join(t.TempDir(), "missing"), "missing")...)
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 127 {
+		t.Errorf("supervised missing command: %v, want exit status 127", err)
+	}
+}
+
+// TestSupervisedStartFailsWhenCommandGone: a command removed after New
+// makes Start fail through the supervisor too, leaving nothing running.
+func TestSupervisedStartFailsWhenCommandGone(t *testing.T) {
+	cmd := filepath.Join(t.TempDir(), "gone")
+	if err := os.WriteFile(cmd, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t, process.Options{Command: cmd, Supervisor: supervisor(t)})
+	if err := os.Remove(cmd); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pooltest.Wait)
+	defer cancel()
+	inst, err := r.Start(ctx, pooltest.Spec())
+	if err == nil {
+		_ = inst.Stop(time.Second)
+		t.Fatal("Start of a removed command = nil error")
+	}
+	if !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("Start = %v, want it to say the command is missing", err)
+	}
+}

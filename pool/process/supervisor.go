@@ -39,6 +39,7 @@ const supervisorKillWait = 5 * time.Second
 const (
 	statusFD  = 3
 	controlFD = 4
+	pipesFlag = "-pipes"
 )
 
 // Supervise is the instance supervisor, the way a container's shim or
@@ -46,9 +47,11 @@ const (
 // starts it in place of the command, in the instance's process group and
 // cgroup, and it starts the command. args are
 //
-//	[--] PATH ARGV0 [ARG…]
+//	[-pipes] [--] PATH ARGV0 [ARG…]
 //
-// (the command's executable, its argv[0] and its arguments). The program
+// (the command's executable, its argv[0] and its arguments; -pipes, from
+// the runner, says that descriptors 3 and 4 are its status and control
+// pipes). The program
 // calling it (`tollgate instance-supervisor`) exits with what it returns.
 //
 // The supervisor makes itself a child subreaper (prctl
@@ -76,13 +79,16 @@ const (
 // The environment, working directory, stdout and stderr are passed to the
 // command unchanged.
 func Supervise(args []string) int {
+	var status, control *os.File
+	if len(args) > 0 && args[0] == pipesFlag {
+		args = args[1:]
+		status, control = openFD(statusFD, "status"), openFD(controlFD, "control")
+	}
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
-	status := openFD(statusFD, "status")
-	control := openFD(controlFD, "control")
 	if len(args) < 2 {
-		return supervisorFail(status, 2, errors.New("usage: tollgate "+SupervisorCommand+" -- PATH ARGV0 [ARG...]"))
+		return supervisorFail(status, 2, errors.New("usage: tollgate "+SupervisorCommand+" [-pipes] -- PATH ARGV0 [ARG...]"))
 	}
 	ppid := os.Getppid()
 	// Catch (not ignore: an ignored signal stays ignored across exec) what
