@@ -195,21 +195,36 @@ func mustAdmin(t *testing.T, addr string) string {
 }
 
 // TestServeAutoscaleSIGKILL: when tollgate is killed outright, its
-// instances die with it (parent-death signal). What an instance started
-// itself is not covered: the parent-death signal reaches only the
-// instance's main process (see package pool/process).
+// instances die with it, and so does every process they started: one in
+// the instance's process group and one in a session of its own (a
+// daemon), which only the instance supervisor can find without a cgroup.
 func TestServeAutoscaleSIGKILL(t *testing.T) {
-	marker := fmt.Sprintf("kill-%d", time.Now().UnixNano())
-	s := startServerEnv(t, []string{"TOLLGATE_ADMIN_TOKEN=secret"}, "--config", autoscaleConfig(t, marker, false))
-	if code, body := getBody(t, "http://"+s.addr+"/t/"); code != 200 {
-		t.Fatalf("first request: %d %q", code, body)
+	for _, session := range []bool{false, true} {
+		t.Run(fmt.Sprintf("childSession=%v", session), func(t *testing.T) {
+			marker := fmt.Sprintf("kill-%d", time.Now().UnixNano())
+			cfgPath := autoscaleConfig(t, marker, true)
+			cfg := strings.Replace(mustRead(t, cfgPath), "env: {", fmt.Sprintf("env: {%s: \"%t\", ", testservice.EnvChildSession, session), 1)
+			if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s := startServerEnv(t, []string{"TOLLGATE_ADMIN_TOKEN=secret"}, "--config", cfgPath)
+			if code, body := getBody(t, "http://"+s.addr+"/t/"); code != 200 {
+				t.Fatalf("first request: %d %q", code, body)
+			}
+			// The supervisor, the instance and its child.
+			if left := markedProcesses(marker); len(left) < 3 {
+				t.Fatalf("instance processes %v, want the supervisor, the instance and its child", left)
+			}
+			t.Cleanup(func() {
+				for _, pid := range markedProcesses(marker) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			s.cmd.Process.Kill()
+			s.cmd.Wait()
+			waitNoProcesses(t, marker, "tollgate's SIGKILL")
+		})
 	}
-	if len(markedProcesses(marker)) == 0 {
-		t.Fatal("no instance process found")
-	}
-	s.cmd.Process.Kill()
-	s.cmd.Wait()
-	waitNoProcesses(t, marker, "tollgate's SIGKILL")
 }
 
 func TestServeRejectsMissingCommand(t *testing.T) {

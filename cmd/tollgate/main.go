@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/tollgate/tollgate/pool/process"
 )
 
 func main() {
@@ -43,6 +45,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case process.SupervisorCommand:
+		// Internal, not in the usage: serve starts each instance's
+		// command through it (see pool/process.Supervise).
+		return process.Supervise(args[1:])
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 { // tollgate help serve
 			if c, ok := cmds[args[1]]; ok {

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -77,12 +79,30 @@ func newRunner(a *quota.Autoscale, log *slog.Logger) (pool.Runner, error) {
 		env = append(env, e.Name+"="+e.Value)
 	}
 	return process.New(process.Options{
-		Command:   a.Command[0],
-		Args:      append(slices.Clone(a.Command[1:]), a.Args...),
-		Env:       env,
-		Dir:       a.WorkingDir,
-		Readiness: process.Readiness{Path: a.Readiness.Path, Timeout: a.Readiness.Timeout},
-		StopGrace: a.StopGrace,
-		Logger:    log,
+		Command:    a.Command[0],
+		Args:       append(slices.Clone(a.Command[1:]), a.Args...),
+		Env:        env,
+		Dir:        a.WorkingDir,
+		Readiness:  process.Readiness{Path: a.Readiness.Path, Timeout: a.Readiness.Timeout},
+		StopGrace:  a.StopGrace,
+		Logger:     log,
+		Supervisor: supervisor(log),
 	})
+}
+
+// executable is the path of this program, found once.
+var executable = sync.OnceValues(os.Executable)
+
+// supervisor is the instance supervisor every instance's command is
+// started through: this executable's hidden `instance-supervisor`
+// command, so that when tollgate is killed every process an instance
+// started dies too. Without a path to this executable instances are
+// started directly (see process.Options.Supervisor).
+func supervisor(log *slog.Logger) []string {
+	exe, err := executable()
+	if err != nil {
+		log.Warn("cannot find tollgate's own executable to supervise instances; starting them directly", "err", err)
+		return nil
+	}
+	return []string{exe, process.SupervisorCommand}
 }

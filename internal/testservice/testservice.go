@@ -39,6 +39,10 @@ const (
 	// EnvSpawnChild set to 1 makes the service start a child process (in
 	// its process group) that sleeps until killed; /pids lists it.
 	EnvSpawnChild = "TESTSERVICE_SPAWN_CHILD"
+	// EnvChildSession set to 1 (with EnvSpawnChild) starts the child in a
+	// session of its own (setsid), out of the service's process group, as
+	// a daemon would.
+	EnvChildSession = "TESTSERVICE_CHILD_SESSION"
 	// EnvExit set to a status makes the service exit with it at once,
 	// before listening.
 	EnvExit = "TESTSERVICE_EXIT"

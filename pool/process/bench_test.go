@@ -17,16 +17,25 @@ import (
 // BenchmarkStartReady measures start-to-ready of the test service through
 // the runner (TCP readiness) and its Stop; compare with
 // BenchmarkStartReadyDirect, the same process started and polled by hand,
-// to see the runner's overhead.
+// to see the runner's overhead. The supervised cases start it through
+// this test binary as the instance supervisor, as serve does through
+// tollgate, or through the tollgate binary named by
+// TOLLGATE_BENCH_SUPERVISOR (go build -o /tmp/tollgate ./cmd/tollgate).
 func BenchmarkStartReady(b *testing.B) {
-	for _, noCgroup := range []bool{false, true} {
-		name := "cgroup"
-		if noCgroup {
-			name = "proc"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, tc := range []struct {
+		name                 string
+		noCgroup, supervised bool
+	}{{"cgroup", false, false}, {"proc", true, false}, {"supervised-cgroup", false, true}, {"supervised-proc", true, true}} {
+		b.Run(tc.name, func(b *testing.B) {
 			log, _ := testLogger(nil)
-			r, err := process.New(process.Options{Command: testservice.Build(b), Logger: log, NoCgroup: noCgroup})
+			opts := process.Options{Command: testservice.Build(b), Logger: log, NoCgroup: tc.noCgroup}
+			if tc.supervised {
+				opts.Supervisor = supervisor(b)
+				if exe := os.Getenv("TOLLGATE_BENCH_SUPERVISOR"); exe != "" {
+					opts.Supervisor = []string{exe, process.SupervisorCommand}
+				}
+			}
+			r, err := process.New(opts)
 			if err != nil {
 				b.Fatal(err)
 			}

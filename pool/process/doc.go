@@ -15,8 +15,9 @@
 //     Cloud Run sets them; the rest of the environment is Options.Env on
 //     top of a minimal part of tollgate's (see [Options.Env]).
 //   - Its own process group (Setpgid), which Stop signals as a whole, and
-//     Linux's parent-death signal (Pdeathsig: SIGKILL), so an instance
-//     dies with tollgate even when tollgate is killed. The kernel ties
+//     Linux's parent-death signal (Pdeathsig: SIGKILL, or SIGUSR1 for a
+//     supervisor), so an instance dies with tollgate even when tollgate is
+//     killed (with all it started, through the supervisor, below). The kernel ties
 //     that signal to the thread that forked, not to the process, so every
 //     instance is forked from one goroutine locked to an OS thread that
 //     never exits (https://go.dev/issue/27505).
@@ -51,9 +52,27 @@
 // and its output has been logged; Err is nil after Stop and wraps
 // [ErrExited] with the exit status otherwise.
 //
-// If tollgate itself is killed, the parent-death signal kills each
-// instance's main process. Processes an instance started itself are its
-// own to stop in that case; where cgroups are used, the next tollgate to
-// start in the same cgroup kills and removes what is left of the
-// instances of a tollgate that died.
+// # The instance supervisor
+//
+// With [Options.Supervisor] (`tollgate serve` sets it), the runner starts
+// an instance supervisor ([Supervise], tollgate's hidden
+// `instance-supervisor` command) in place of the command, and it starts
+// the command: the way a container's shim or init (conmon, tini) runs a
+// container's process. The supervisor leads the instance's process group
+// and is in its cgroup; the command stays in that group, so Stop's
+// SIGTERM and SIGKILL reach it unchanged, and PID, the pid logged and the
+// pid in Err are the command's. The supervisor is a child subreaper:
+// every process under the instance becomes its child when its own parent
+// exits, whatever group or session it moved to. It kills them all when
+// the command exits, when Stop's grace period has passed (the runner asks
+// it on a control pipe, waits up to 5 s, then kills the group itself) and
+// when tollgate dies: its parent-death signal is catchable (SIGUSR1), and
+// the end of the control pipe or a changed parent process tells it too.
+// It exits with the command's status, or dies of the command's signal.
+//
+// If tollgate itself is killed, then, no process of any instance is left.
+// Without a supervisor the parent-death signal kills each instance's main
+// process only: processes an instance started itself are left running;
+// where cgroups are used, the next tollgate to start in the same cgroup
+// kills and removes what is left of the instances of a tollgate that died.
 package process

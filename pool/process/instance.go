@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,9 +29,11 @@ type instance struct {
 	port    int
 	log     *slog.Logger
 	cmd     *exec.Cmd
-	pid     int
+	pid     int // the process the runner started: the group's leader (the supervisor, if any)
+	mainPID int // the command's process: pid, or the supervisor's child
 	started time.Time
 	cancel  context.CancelFunc // cancels cmd's context: Cmd.Cancel sends SIGTERM
+	control *os.File           // the supervisor's control pipe (controlFD), or nil
 	cpu     *cpuMeter
 
 	exited chan struct{} // closed once the process has exited (not yet reaped)
@@ -73,11 +76,37 @@ func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
 		closeAll(outR, outW)
 		return nil, err
 	}
+	// A supervisor tells the command's pid (or why it could not start
+	// it) on a pipe of its own.
+	// The runner asks it to kill on another, whose end tells it that
+	// tollgate is gone.
+	var statusR, statusW, controlR *os.File
+	if r.super != "" {
+		if statusR, statusW, err = os.Pipe(); err != nil {
+			cancel()
+			closeAll(outR, outW, errR, errW)
+			return nil, err
+		}
+		if controlR, i.control, err = os.Pipe(); err != nil {
+			cancel()
+			closeAll(outR, outW, errR, errW, statusR, statusW)
+			return nil, err
+		}
+	}
 	cpu := r.newCPUMeter(spec, i.log)
 	i.cpu = cpu
 	newCmd := func() *exec.Cmd {
 		cmd := exec.CommandContext(ctx, r.path, r.opts.Args...)
 		cmd.Args[0] = r.opts.Command
+		deathSig := syscall.SIGKILL
+		if r.super != "" {
+			sup := r.opts.Supervisor
+			args := append(append(append([]string(nil), sup[1:]...), pipesFlag, "--", r.path, r.opts.Command), r.opts.Args...)
+			cmd = exec.CommandContext(ctx, r.super, args...)
+			cmd.Args[0] = sup[0]
+			cmd.ExtraFiles = []*os.File{statusW, controlR} // statusFD, controlFD
+			deathSig = supervisorDeathSignal
+		}
 		cmd.Dir = r.opts.Dir
 		cmd.Env = append(append([]string(nil), r.env...),
 			"PORT="+strconv.Itoa(port),
@@ -86,8 +115,8 @@ func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
 			"K_CONFIGURATION="+spec.Service,
 		)
 		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Setpgid:   true,            // its own process group, signalled as a whole
-			Pdeathsig: syscall.SIGKILL, // dies with tollgate; see startOnLockedThread
+			Setpgid:   true,     // its own process group, signalled as a whole
+			Pdeathsig: deathSig, // dies with tollgate; see startOnLockedThread
 		}
 		if fd := cpu.cgroupFD(); fd >= 0 {
 			// Born in its cgroup (clone3 CLONE_INTO_CGROUP): all it
@@ -113,16 +142,39 @@ func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
 	}
 	i.cmd = cmd
 	closeAll(outW, errW) // the child holds its own copies
+	if statusW != nil {
+		closeAll(statusW, controlR)
+	}
 	if err != nil {
 		cancel()
 		cpu.close()
 		closeAll(outR, errR)
+		if statusR != nil {
+			closeAll(statusR, i.control)
+		}
 		return nil, err
 	}
 	i.pid = cmd.Process.Pid
+	i.mainPID = i.pid
 	i.started = time.Now()
 	cpu.started(i.pid)
-	i.log.Info("instance started", "pid", i.pid, "addr", i.addr, "command", r.path)
+	if statusR != nil {
+		i.mainPID, err = readStatus(statusR)
+		closeAll(statusR)
+		if err != nil {
+			// The supervisor started nothing, or what it started is
+			// killed with its group: leave nothing running.
+			_ = syscall.Kill(-i.pid, syscall.SIGKILL)
+			cpu.killCgroup()
+			_ = cmd.Wait()
+			cancel()
+			cpu.close()
+			closeAll(outR, errR, i.control)
+			return nil, err
+		}
+		i.log = i.log.With("supervisor", i.pid)
+	}
+	i.log.Info("instance started", "pid", i.mainPID, "addr", i.addr, "command", r.path)
 
 	var output sync.WaitGroup
 	output.Add(2)
@@ -131,6 +183,28 @@ func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
 	go i.wait(&output, outR, errR)
 	go i.probe()
 	return i, nil
+}
+
+// readStatus reads what a supervisor says on its status pipe: the
+// command's pid, or why it could not start it.
+func readStatus(f *os.File) (int, error) {
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return 0, fmt.Errorf("reading the supervisor's status: %w", err)
+	}
+	line := strings.TrimSpace(string(b))
+	if rest, ok := strings.CutPrefix(line, "pid "); ok {
+		if pid, err := strconv.Atoi(rest); err == nil && pid > 0 {
+			return pid, nil
+		}
+	}
+	if rest, ok := strings.CutPrefix(line, "error "); ok {
+		return 0, fmt.Errorf("instance supervisor: %s", rest)
+	}
+	if line == "" {
+		return 0, errors.New("the instance supervisor exited before starting the command")
+	}
+	return 0, fmt.Errorf("the instance supervisor said %q", line)
 }
 
 func closeAll(fs ...*os.File) {
@@ -154,6 +228,9 @@ func (i *instance) wait(output *sync.WaitGroup, pipes ...*os.File) {
 	i.cpu.killCgroup()
 	werr := i.cmd.Wait()
 	i.cancel()
+	if i.control != nil {
+		_ = i.control.Close()
+	}
 	i.cpu.exited(i.cmd.ProcessState)
 
 	// Let the last lines through; a process that escaped the group (and
@@ -173,16 +250,16 @@ func (i *instance) wait(output *sync.WaitGroup, pipes ...*os.File) {
 		if werr == nil {
 			werr = errors.New("exit status 0")
 		}
-		i.err = fmt.Errorf("%w: %s of %s (pid %d): %w", ErrExited, i.spec.ID, i.spec.Service, i.pid, werr)
+		i.err = fmt.Errorf("%w: %s of %s (pid %d): %w", ErrExited, i.spec.ID, i.spec.Service, i.mainPID, werr)
 	}
 	err := i.err
 	close(i.done)
 	i.mu.Unlock()
 	i.r.releasePort(i.port)
 	if err != nil {
-		i.log.Warn("instance exited", "pid", i.pid, "err", werr)
+		i.log.Warn("instance exited", "pid", i.mainPID, "err", werr)
 	} else {
-		i.log.Info("instance stopped", "pid", i.pid, "exit", i.cmd.ProcessState.String())
+		i.log.Info("instance stopped", "pid", i.mainPID, "exit", i.cmd.ProcessState.String())
 	}
 	i.cpu.close()
 }
@@ -215,8 +292,9 @@ func (i *instance) signalGroup(sig syscall.Signal) error {
 // Addr returns the loopback host:port the instance was told to listen on.
 func (i *instance) Addr() string { return i.addr }
 
-// PID returns the instance's main process ID.
-func (i *instance) PID() int { return i.pid }
+// PID returns the instance's main process ID: the command's, also when a
+// supervisor started it.
+func (i *instance) PID() int { return i.mainPID }
 
 // Done is closed once the process has exited and been reaped.
 func (i *instance) Done() <-chan struct{} { return i.done }
@@ -250,7 +328,7 @@ func (i *instance) Stop(grace time.Duration) error {
 	i.stopping = true
 	i.mu.Unlock()
 	if first {
-		i.log.Info("stopping instance", "pid", i.pid, "grace", grace)
+		i.log.Info("stopping instance", "pid", i.mainPID, "grace", grace)
 	}
 	i.cancel() // Cmd.Cancel: SIGTERM to the group
 	t := time.NewTimer(grace)
@@ -258,9 +336,20 @@ func (i *instance) Stop(grace time.Duration) error {
 	select {
 	case <-i.exited:
 	case <-t.C:
-		i.log.Warn("instance still running after the grace period; killing it", "pid", i.pid, "grace", grace)
+		i.log.Warn("instance still running after the grace period; killing it", "pid", i.mainPID, "grace", grace)
+		if i.control != nil {
+			// The supervisor kills the command and all under it, also
+			// what left the group; the group's SIGKILL follows anyway.
+			if _, err := i.control.Write([]byte("k")); err == nil {
+				t.Reset(supervisorKillWait)
+				select {
+				case <-i.exited:
+				case <-t.C:
+				}
+			}
+		}
 		if err := i.signalGroup(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			i.log.Error("killing instance", "pid", i.pid, "err", err)
+			i.log.Error("killing instance", "pid", i.mainPID, "err", err)
 		}
 		i.cpu.killCgroup()
 	}
@@ -305,7 +394,7 @@ func (i *instance) probe() {
 		attempt := min(remaining, time.Second)
 		err := i.check(client, attempt)
 		if err == nil {
-			i.log.Info("instance ready", "pid", i.pid, "after", time.Since(i.started).Round(time.Millisecond))
+			i.log.Info("instance ready", "pid", i.mainPID, "after", time.Since(i.started).Round(time.Millisecond))
 			i.setReady(nil)
 			return
 		}
@@ -367,7 +456,7 @@ func (i *instance) setReady(err error) {
 	i.readyErr = err
 	i.mu.Unlock()
 	if err != nil {
-		i.log.Warn("instance failed its readiness check", "pid", i.pid, "err", err)
+		i.log.Warn("instance failed its readiness check", "pid", i.mainPID, "err", err)
 	}
 	close(i.ready)
 }

@@ -105,6 +105,17 @@ type Options struct {
 	// NoCgroup makes the runner measure CPU time from /proc even where it
 	// could create a cgroup per instance.
 	NoCgroup bool
+	// Supervisor, when set, is the argv prefix of an instance supervisor
+	// (see [Supervise]; `tollgate serve` sets it to its own executable
+	// and [SupervisorCommand]): the runner starts it, in the instance's
+	// process group and cgroup, with "--", the command's path, argv[0]
+	// and arguments after it, and it starts the command. With it, when
+	// tollgate is killed, every process an instance started dies too.
+	// Empty means the command is started directly: tollgate's death then
+	// kills only each instance's main process (Linux's parent-death
+	// signal), and what an instance started itself is left running until
+	// the next tollgate starts, where cgroups are used.
+	Supervisor []string
 }
 
 // Runner starts instances as local processes. It implements
@@ -112,6 +123,7 @@ type Options struct {
 type Runner struct {
 	opts   Options
 	path   string // the resolved command
+	super  string // the resolved Supervisor[0], or ""
 	env    []string
 	log    *slog.Logger
 	cgroup string // cgroup v2 directory instances' cgroups go under; "" for /proc
@@ -172,9 +184,16 @@ func New(opts Options) (*Runner, error) {
 	if err != nil {
 		return nil, &OptionError{"command", err}
 	}
+	super := ""
+	if len(opts.Supervisor) > 0 {
+		if super, err = resolve(opts.Supervisor[0], ""); err != nil {
+			return nil, &OptionError{"supervisor", err}
+		}
+	}
 	r := &Runner{
 		opts:  opts,
 		path:  path,
+		super: super,
 		env:   append(inheritedEnv(), opts.Env...),
 		log:   opts.Logger,
 		ports: map[int]bool{},

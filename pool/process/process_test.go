@@ -36,6 +36,10 @@ func init() {
 }
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == process.SupervisorCommand {
+		// This test binary is the instance supervisor, as tollgate is.
+		os.Exit(process.Supervise(os.Args[2:]))
+	}
 	if os.Getenv(parentEnv) != "" {
 		parentMain()
 		return
@@ -82,20 +86,36 @@ func newRunner(t *testing.T, opts process.Options) *process.Runner {
 	return r
 }
 
-func factory(noCgroup bool) pooltest.Factory {
+// supervisor is the Supervisor option that runs this test binary as the
+// instance supervisor (see TestMain).
+func supervisor(t testing.TB) []string {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{self, process.SupervisorCommand}
+}
+
+func factory(noCgroup, supervised bool) pooltest.Factory {
 	return func(t *testing.T, cfg pooltest.Config) pool.Runner {
-		return newRunner(t, process.Options{
+		opts := process.Options{
 			Env:       cfg.Env,
 			Readiness: process.Readiness{Path: cfg.ReadyPath, Timeout: cfg.ReadyTimeout},
 			StopGrace: cfg.StopGrace,
 			NoCgroup:  noCgroup,
-		})
+		}
+		if supervised {
+			opts.Supervisor = supervisor(t)
+		}
+		return newRunner(t, opts)
 	}
 }
 
 func TestConformance(t *testing.T) {
-	t.Run("cgroup", func(t *testing.T) { pooltest.Run(t, factory(false)) })
-	t.Run("proc", func(t *testing.T) { pooltest.Run(t, factory(true)) })
+	t.Run("cgroup", func(t *testing.T) { pooltest.Run(t, factory(false, false)) })
+	t.Run("proc", func(t *testing.T) { pooltest.Run(t, factory(true, false)) })
+	t.Run("supervised-cgroup", func(t *testing.T) { pooltest.Run(t, factory(false, true)) })
+	t.Run("supervised-proc", func(t *testing.T) { pooltest.Run(t, factory(true, true)) })
 }
 
 func TestNewRejectsBadCommand(t *testing.T) {
@@ -154,11 +174,12 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"readiness.path", process.Options{Readiness: process.Readiness{Path: "healthz"}}},
 		{"readiness.timeout", process.Options{Readiness: process.Readiness{Timeout: -time.Second}}},
 		{"stop_grace", process.Options{StopGrace: -time.Second}},
+		{"supervisor", process.Options{Supervisor: []string{filepath.Join(t.TempDir(), "missing")}}},
 	} {
 		tc.opts.Command = bin
 		_, err := process.New(tc.opts)
 		var oe *process.OptionError
-		if !errors.Is(err, process.ErrInvalid) || !errors.As(err, &oe) || oe.Field != tc.field {
+		if !(errors.Is(err, process.ErrInvalid) || tc.field == "supervisor" && errors.Is(err, process.ErrCommand)) || !errors.As(err, &oe) || oe.Field != tc.field {
 			t.Errorf("New(%+v) = %v, want ErrInvalid for field %s", tc.opts, err, tc.field)
 		}
 	}
@@ -339,45 +360,99 @@ func waitGone(t *testing.T, pgid int, pids ...int) {
 	}
 }
 
+// ppid returns the parent of process pid, or 0.
+func ppid(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 2 {
+		return 0
+	}
+	p, _ := strconv.Atoi(fields[1])
+	return p
+}
+
 func TestOwnProcessGroupAndChildrenStop(t *testing.T) {
+	for _, supervised := range []bool{false, true} {
+		for _, ignore := range []bool{false, true} {
+			t.Run(fmt.Sprintf("supervised=%v/ignoreSIGTERM=%v", supervised, ignore), func(t *testing.T) {
+				opts := process.Options{Env: []string{
+					testservice.EnvSpawnChild + "=1",
+					testservice.EnvIgnoreSIGTERM + "=" + strconv.FormatBool(ignore),
+				}}
+				if supervised {
+					opts.Supervisor = supervisor(t)
+				}
+				inst := pooltest.Start(t, newRunner(t, opts), pooltest.Spec())
+				pooltest.Ready(t, inst)
+				pid, pgid, children := pids(t, inst)
+				leader := pid
+				if supervised {
+					// The supervisor leads the group; the command is its child.
+					leader = ppid(pid)
+				}
+				if pid != inst.PID() || pgid != leader || leader == os.Getpid() {
+					t.Fatalf("instance pid %d (parent %d) in group %d, want pid %d in the group of %d", pid, ppid(pid), pgid, inst.PID(), leader)
+				}
+				if len(children) != 1 || !alive(children[0]) {
+					t.Fatalf("children %v, want one live child", children)
+				}
+				if err := inst.Stop(time.Second); err != nil {
+					t.Fatal(err)
+				}
+				waitGone(t, pgid, append(children, pid, leader)...)
+			})
+		}
+	}
+}
+
+// TestSupervisorStopsEscapedChild: a child that left the instance's
+// process group and session (a daemon) is killed on Stop by the
+// supervisor, also without a cgroup to find it by, whether the instance
+// exits on SIGTERM or is killed after the grace period. Without a
+// supervisor it would be left running.
+func TestSupervisorStopsEscapedChild(t *testing.T) {
 	for _, ignore := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ignoreSIGTERM=%v", ignore), func(t *testing.T) {
-			r := newRunner(t, process.Options{Env: []string{
-				testservice.EnvSpawnChild + "=1",
-				testservice.EnvIgnoreSIGTERM + "=" + strconv.FormatBool(ignore),
-			}})
+			r := newRunner(t, process.Options{
+				NoCgroup:   true,
+				Supervisor: supervisor(t),
+				StopGrace:  pooltest.Wait,
+				Env: []string{
+					testservice.EnvSpawnChild + "=1", testservice.EnvChildSession + "=1",
+					testservice.EnvIgnoreSIGTERM + "=" + strconv.FormatBool(ignore),
+				},
+			})
 			inst := pooltest.Start(t, r, pooltest.Spec())
 			pooltest.Ready(t, inst)
 			pid, pgid, children := pids(t, inst)
-			if pid != inst.PID() || pgid != pid {
-				t.Fatalf("instance pid %d pgid %d, want its own group %d", pid, pgid, inst.PID())
-			}
 			if len(children) != 1 || !alive(children[0]) {
 				t.Fatalf("children %v, want one live child", children)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(children[0], syscall.SIGKILL) })
+			if g, _ := syscall.Getpgid(children[0]); g == pgid {
+				t.Fatalf("child %d still in the instance's group %d", children[0], pgid)
 			}
 			if err := inst.Stop(time.Second); err != nil {
 				t.Fatal(err)
 			}
-			waitGone(t, pgid, append(children, pid)...)
+			if err := inst.Err(); err != nil {
+				t.Errorf("Err() after Stop = %v", err)
+			}
+			waitGone(t, pgid, pid, children[0])
 		})
 	}
-}
-
-func TestChildrenStopWhenInstanceCrashes(t *testing.T) {
-	r := newRunner(t, process.Options{Env: []string{testservice.EnvSpawnChild + "=1", testservice.EnvCrashAfter + "=1"}})
-	inst := pooltest.Start(t, r, pooltest.Spec())
-	pooltest.Ready(t, inst)
-	pid, pgid, children := pids(t, inst)
-	pooltest.Get(t, inst, "/")
-	pooltest.WaitDone(t, inst)
-	waitGone(t, pgid, append(children, pid)...)
 }
 
 // The parent-death test runs this test binary as a "tollgate" that
 // starts one instance and reports its pid, and then SIGKILLs it.
 const (
-	parentEnv         = "TOLLGATE_PROCESS_TEST_PARENT"
-	parentInstanceEnv = "TOLLGATE_PROCESS_TEST_INSTANCE_ENV" // comma-separated
+	parentEnv           = "TOLLGATE_PROCESS_TEST_PARENT"
+	parentInstanceEnv   = "TOLLGATE_PROCESS_TEST_INSTANCE_ENV" // comma-separated
+	parentSupervisedEnv = "TOLLGATE_PROCESS_TEST_SUPERVISED"   // 1: with this binary as supervisor
 )
 
 // parentMain is the parent program: it starts an instance of the command
@@ -388,7 +463,16 @@ func parentMain() {
 	if e := os.Getenv(parentInstanceEnv); e != "" {
 		env = strings.Split(e, ",")
 	}
-	r, err := process.New(process.Options{Command: os.Getenv(parentEnv), Env: env, Logger: log})
+	opts := process.Options{Command: os.Getenv(parentEnv), Env: env, Logger: log}
+	if os.Getenv(parentSupervisedEnv) == "1" {
+		self, err := os.Executable()
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		opts.Supervisor = []string{self, process.SupervisorCommand}
+	}
+	r, err := process.New(opts)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
@@ -441,7 +525,7 @@ func parentMain() {
 // startParent runs this test binary as a tollgate that starts one
 // instance of the test service with env, and returns the instance's pid,
 // its child's pid (0 without one) and a function that SIGKILLs the parent.
-func startParent(t *testing.T, env ...string) (pid, child int, kill func()) {
+func startParent(t *testing.T, supervised bool, env ...string) (pid, child int, kill func()) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -449,6 +533,9 @@ func startParent(t *testing.T, env ...string) (pid, child int, kill func()) {
 	}
 	parent := exec.Command(self)
 	parent.Env = append(os.Environ(), parentEnv+"="+testservice.Build(t), parentInstanceEnv+"="+strings.Join(env, ","))
+	if supervised {
+		parent.Env = append(parent.Env, parentSupervisedEnv+"=1")
+	}
 	parent.Stderr = os.Stderr
 	out, err := parent.StdoutPipe()
 	if err != nil {
@@ -496,7 +583,7 @@ func startParent(t *testing.T, env ...string) (pid, child int, kill func()) {
 }
 
 func TestInstancesDieWithTollgate(t *testing.T) {
-	pid, _, kill := startParent(t)
+	pid, _, kill := startParent(t, false)
 	// Readiness has passed and the runtime has ended the thread the
 	// parent called Start on: the instance must still be alive.
 	time.Sleep(200 * time.Millisecond)
@@ -507,11 +594,54 @@ func TestInstancesDieWithTollgate(t *testing.T) {
 	waitGone(t, pid, pid)
 }
 
+// TestSupervisedInstanceTreeDiesWithTollgate: with a supervisor, when
+// tollgate is killed the instance, the child it started in its process
+// group, a child it started in a session of its own, and the supervisor
+// are all gone, with no next tollgate to sweep anything.
+func TestSupervisedInstanceTreeDiesWithTollgate(t *testing.T) {
+	for _, session := range []bool{false, true} {
+		t.Run(fmt.Sprintf("childSession=%v", session), func(t *testing.T) {
+			pid, child, kill := startParent(t, true,
+				testservice.EnvSpawnChild+"=1", testservice.EnvChildSession+"="+strconv.FormatBool(session))
+			if child == 0 {
+				t.Fatal("the instance has no child")
+			}
+			t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+			super := ppid(pid)
+			// Readiness has passed and the runtime has ended the thread
+			// the parent called Start on: all must still be alive.
+			time.Sleep(200 * time.Millisecond)
+			for _, p := range []int{super, pid, child} {
+				if !alive(p) {
+					t.Fatalf("process %d (supervisor %d, instance %d, child %d) died while tollgate lives", p, super, pid, child)
+				}
+			}
+			kill()
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				var left []int
+				for _, p := range []int{super, pid, child} {
+					if alive(p) {
+						left = append(left, p)
+					}
+				}
+				if len(left) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("processes %v (supervisor %d, instance %d, child %d) still alive 30 s after tollgate was killed", left, super, pid, child)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
 func TestNextTollgateKillsLeftovers(t *testing.T) {
 	if newRunner(t, process.Options{}).CgroupDir() == "" {
 		t.Skip("no delegated cgroup v2 here: nothing can find what a killed tollgate's instances left")
 	}
-	pid, child, kill := startParent(t, testservice.EnvSpawnChild+"=1")
+	pid, child, kill := startParent(t, false, testservice.EnvSpawnChild+"=1")
 	if child == 0 {
 		t.Fatal("the instance has no child")
 	}
@@ -524,7 +654,7 @@ func TestNextTollgateKillsLeftovers(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
 	// The next tollgate to start removes what the dead one left.
-	pid2, _, _ := startParent(t)
+	pid2, _, _ := startParent(t, false)
 	waitGone(t, 0, child)
 	if !alive(pid2) {
 		t.Errorf("the new tollgate's own instance %d is gone", pid2)
@@ -569,5 +699,66 @@ func TestCgroupPerInstance(t *testing.T) {
 			t.Fatalf("cgroup %s still there %v after Stop", dir, pooltest.Wait)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestSupervisorMirrorsExit: the supervisor exits with its command's
+// status, or dies of its command's signal, so a runner sees what the
+// command did.
+func TestSupervisorMirrorsExit(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	sup := supervisor(t)
+	for _, tc := range []struct {
+		script string
+		code   int
+		sig    syscall.Signal
+	}{
+		{"exit 0", 0, 0},
+		{"exit 7", 7, 0},
+		{"kill -TERM $$", -1, syscall.SIGTERM},
+		{"kill -KILL $$", -1, syscall.SIGKILL},
+		{"kill -HUP $$", -1, syscall.SIGHUP},
+	} {
+		cmd := exec.Command(sup[0], append(sup[1:], "--", sh, "sh", "-c", tc.script)...)
+		err := cmd.Run()
+		st := cmd.ProcessState
+		if st == nil {
+			t.Fatalf("%q: %v", tc.script, err)
+		}
+		ws := st.Sys().(syscall.WaitStatus)
+		if st.ExitCode() != tc.code || tc.sig != 0 && (!ws.Signaled() || ws.Signal() != tc.sig) {
+			t.Errorf("supervised %q: %v, want exit code %d signal %v", tc.script, st, tc.code, tc.sig)
+		}
+	}
+	// A command that cannot be started is exit status 127.
+	cmd := exec.Command(sup[0], append(sup[1:], "--", filepath.Join(t.TempDir(), "missing"), "missing")...)
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 127 {
+		t.Errorf("supervised missing command: %v, want exit status 127", err)
+	}
+}
+
+// TestSupervisedStartFailsWhenCommandGone: a command removed after New
+// makes Start fail through the supervisor too, leaving nothing running.
+func TestSupervisedStartFailsWhenCommandGone(t *testing.T) {
+	cmd := filepath.Join(t.TempDir(), "gone")
+	if err := os.WriteFile(cmd, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t, process.Options{Command: cmd, Supervisor: supervisor(t)})
+	if err := os.Remove(cmd); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pooltest.Wait)
+	defer cancel()
+	inst, err := r.Start(ctx, pooltest.Spec())
+	if err == nil {
+		_ = inst.Stop(time.Second)
+		t.Fatal("Start of a removed command = nil error")
+	}
+	if !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("Start = %v, want it to say the command is missing", err)
 	}
 }

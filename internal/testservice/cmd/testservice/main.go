@@ -10,6 +10,7 @@
 //	-crash-after N     TESTSERVICE_CRASH_AFTER     exit 1 after serving N requests (0: never)
 //	-ignore-sigterm    TESTSERVICE_IGNORE_SIGTERM  ignore SIGTERM (value 1 or true)
 //	-spawn-child       TESTSERVICE_SPAWN_CHILD     start a child process that sleeps until killed
+//	-child-session     TESTSERVICE_CHILD_SESSION   start that child in a session of its own (setsid)
 //	-exit-at-once N    TESTSERVICE_EXIT            exit with status N before listening (-1: never)
 //
 // Requests:
@@ -51,7 +52,7 @@ func main() {
 type config struct {
 	latency, cpu, startupDelay, healthyAfter time.Duration
 	crashAfter                               int64
-	ignoreSIGTERM, spawnChild                bool
+	ignoreSIGTERM, spawnChild, childSession  bool
 	exitAtOnce                               int
 }
 
@@ -88,6 +89,7 @@ func run(args []string) int {
 	fs.Int64Var(&c.crashAfter, "crash-after", envInt("TESTSERVICE_CRASH_AFTER", 0), "exit 1 after serving this many requests (0: never)")
 	fs.BoolVar(&c.ignoreSIGTERM, "ignore-sigterm", envBool("TESTSERVICE_IGNORE_SIGTERM"), "ignore SIGTERM")
 	fs.BoolVar(&c.spawnChild, "spawn-child", envBool("TESTSERVICE_SPAWN_CHILD"), "start a child process that sleeps until killed")
+	fs.BoolVar(&c.childSession, "child-session", envBool("TESTSERVICE_CHILD_SESSION"), "start the child in a session of its own (setsid)")
 	fs.IntVar(&c.exitAtOnce, "exit-at-once", int(envInt("TESTSERVICE_EXIT", -1)), "exit with this status before listening (-1: never)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -110,6 +112,9 @@ func run(args []string) int {
 			return 1
 		}
 		child := exec.Command(self, "-sleep-child")
+		if c.childSession {
+			child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		}
 		if err := child.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, "testservice: starting child:", err)
 			return 1
