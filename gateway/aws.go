@@ -128,6 +128,10 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
 		return
 	}
+	if pool := pol.pools[svc.Name]; pool != nil {
+		servePool(pool, w, r, body)
+		return
+	}
 	h := w.Header()
 	h["Content-Type"] = contentTypeAWSJSONValue
 	h["Content-Length"] = contentLength2

@@ -67,6 +67,14 @@ type Options struct {
 	Reload func() (*quota.Config, error)
 	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Pools returns the handler of a service's autoscaled pool (see
+	// package pool): the upstream of a service with an autoscale section,
+	// and what its route leads to. Nil: such services are answered
+	// locally and their routes are not served.
+	Pools func(service string) http.Handler
+	// AdminHandlers are more admin endpoints by mux pattern (such as
+	// "GET /v1/admin/pools"), behind the admin token like the others.
+	AdminHandlers map[string]http.Handler
 }
 
 // Gateway is an http.Handler serving every tollgate endpoint. It is safe
@@ -84,6 +92,8 @@ type Gateway struct {
 	metrics     *metrics
 	mux         *http.ServeMux
 	routes      map[string]*routeMetrics // by mux pattern
+	pools       func(service string) http.Handler
+	poolMetrics *routeMetrics
 }
 
 // policy is a config with what the gateway derives from it, swapped as one.
@@ -91,6 +101,8 @@ type policy struct {
 	cfg      *quota.Config
 	proxies  map[string]*httputil.ReverseProxy // by service name
 	counters map[*quota.Category]*decisionCounters
+	pools    map[string]http.Handler // autoscaled upstreams by service name
+	routes   []poolRoute             // most specific first
 }
 
 // New returns a gateway. It fails only if an upstream URL in the config
@@ -107,6 +119,7 @@ func New(opts Options) (*Gateway, error) {
 		adminDigest: sha256.Sum256([]byte(opts.AdminToken)),
 		reload:      opts.Reload,
 		maxBody:     opts.MaxBodyBytes,
+		pools:       opts.Pools,
 	}
 	if g.limiter == nil {
 		g.limiter = memory.New(memory.Options{})
@@ -159,6 +172,10 @@ func New(opts Options) (*Gateway, error) {
 		io.WriteString(w, "ready\n")
 	})
 	handle("GET /metrics", "metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}).ServeHTTP)
+	for pattern, h := range opts.AdminHandlers {
+		handle(pattern, "admin", g.admin(h.ServeHTTP))
+	}
+	g.poolMetrics = g.metrics.route("pool")
 	g.mux = mux
 	return g, nil
 }
@@ -170,10 +187,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := newRequestID()
 	w.Header()[headerRequestID] = []string{id}
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-	h, pattern := g.mux.Handler(r)
-	h.ServeHTTP(rec, r)
+	var rm *routeMetrics
+	if h, r2 := g.policy.Load().matchRoute(r); h != nil {
+		h.ServeHTTP(rec, r2)
+		rm = g.poolMetrics
+	} else {
+		h, pattern := g.mux.Handler(r)
+		h.ServeHTTP(rec, r)
+		rm = g.routes[pattern]
+	}
 	elapsed := time.Since(start)
-	if rm := g.routes[pattern]; rm != nil {
+	if rm != nil {
 		rm.observe(r.Method, rec.status, elapsed)
 	}
 	if g.log.Enabled(r.Context(), slog.LevelDebug) {
@@ -241,6 +265,7 @@ func (g *Gateway) setConfig(cfg *quota.Config) error {
 		}
 		p.proxies[s.Name] = g.newProxy(s.Name, u)
 	}
+	g.setPools(p, cfg)
 	g.policy.Store(p)
 	return nil
 }

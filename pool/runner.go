@@ -1,10 +1,7 @@
-// Package pool runs the instances of request-driven autoscaled services:
-// it drives an autoscale.Engine, starts and stops instances through a
-// Runner, measures them, and routes and proxies requests to them.
-//
 // This file holds the seam between the pool and the things that run
 // instances: local processes (package pool/process) and, later, pods of a
 // Kubernetes Deployment. The pool never starts a process itself.
+
 package pool
 
 import (

@@ -117,6 +117,25 @@ var (
 //	        capacity: 50             # burst
 //	        refill_per_second: 20    # sustained rate
 //	        actions: [GetOrder, ListOrders]
+//	    autoscale: {command: [./orders]}  # optional: run the upstream here (below)
+//	  - name: hello                  # an autoscaled service reached by its route
+//	    route:
+//	      path_prefix: /hello/       # and/or host: hello.example.com
+//	      strip_prefix: true         # the instance sees /hello/x as /x
+//	    autoscale:                   # Cloud Run's container contract, locally
+//	      command: [./hello]         # started with PORT (and K_SERVICE,
+//	      args: [--verbose]          #   K_REVISION, K_CONFIGURATION) set
+//	      env: {GREETING: hi}        # or [{name: GREETING, value: hi}]
+//	      working_dir: .             # relative to this file; default: its directory
+//	      readiness: {path: /healthz, timeout: 30s}  # default: TCP connect
+//	      max_concurrency: 80        # requests at once per instance (default 80)
+//	      cpus: 1                    # CPUs per instance (default 1)
+//	      cpu_target: 0.6            # (default 0.6)
+//	      concurrency_target: 0.6    # (default 0.6)
+//	      min_instances: 0
+//	      max_instances: 10          # (default 100)
+//	      idle_timeout: 15m          # (default 15m, as Cloud Run)
+//	      termination_grace_period: 10s  # SIGTERM to SIGKILL (default 10s)
 //	overrides:                       # quota increases
 //	  - service: ecs
 //	    account: "123456789012"
@@ -462,6 +481,19 @@ func (p *parser) config(root *yaml.Node) *Config {
 			byPrefix[s.TargetPrefix] = s.Name
 		}
 	}
+	routes := map[Route]string{}
+	for i, s := range services {
+		if s.Route == nil {
+			continue
+		}
+		k := Route{PathPrefix: strings.TrimSuffix(s.Route.PathPrefix, "/"), Host: s.Route.Host}
+		if other, dup := routes[k]; dup {
+			f := fmt.Sprintf("services[%d].route", slices.Index(servicesNode.Content, serviceNodes[i]))
+			p.errorf(serviceNodes[i], f, "the same route as service %q", other)
+			continue
+		}
+		routes[k] = s.Name
+	}
 	seen := map[overrideKey]bool{}
 	for i, o := range overrides {
 		n := overrideNodes[i]
@@ -499,6 +531,9 @@ func (p *parser) service(n *yaml.Node, path string) *Service {
 		preset, name, prefix, signing, upstream string
 		throttle                                Throttle
 		hasThrottle                             bool
+		route                                   *Route
+		scale                                   *Autoscale
+		upstreamNode, routeNode, scaleNode      *yaml.Node
 		categories                              []*Category
 		catNodes                                []*yaml.Node
 		nameNode, categoriesNode                *yaml.Node
@@ -545,7 +580,24 @@ func (p *parser) service(n *yaml.Node, path string) *Service {
 				fail()
 			}
 		},
+		"route": func(_, v *yaml.Node, f string) {
+			routeNode = v
+			r, good := p.route(v, f)
+			if !good {
+				fail()
+			}
+			route = r
+		},
+		"autoscale": func(_, v *yaml.Node, f string) {
+			scaleNode = v
+			a, good := p.autoscale(v, f)
+			if !good {
+				fail()
+			}
+			scale = a
+		},
 		"upstream": func(_, v *yaml.Node, f string) {
+			upstreamNode = v
 			s, good := p.str(v, f)
 			if !good {
 				fail()
@@ -613,10 +665,18 @@ func (p *parser) service(n *yaml.Node, path string) *Service {
 	if n.Kind != yaml.MappingNode {
 		return nil
 	}
+	if upstreamNode != nil && scaleNode != nil {
+		p.errorf(upstreamNode, joinField(path, "upstream"), "a service has an upstream or an autoscale pool, not both")
+		ok = false
+	}
+	if routeNode != nil && scaleNode == nil {
+		p.errorf(routeNode, joinField(path, "route"), "a route leads to the service's autoscale pool: add an autoscale section")
+		ok = false
+	}
 	if preset != "" {
 		for _, field := range []string{"name", "target_prefix", "signing_name", "throttle", "categories"} {
 			if set[field] {
-				p.errorf(n, joinField(path, field), "cannot be changed on preset %q (only upstream can)", preset)
+				p.errorf(n, joinField(path, field), "cannot be changed on preset %q (only upstream, route and autoscale can)", preset)
 				ok = false
 			}
 		}
@@ -624,15 +684,15 @@ func (p *parser) service(n *yaml.Node, path string) *Service {
 			return nil
 		}
 		s := presets[preset]()
-		s.Upstream = upstream
+		s.Upstream, s.Route, s.Autoscale = upstream, route, scale
 		return s
 	}
 	if nameNode == nil && ok {
 		p.errorf(n, joinField(path, "name"), "missing: give a name or a preset")
 		ok = false
 	}
-	if categoriesNode == nil && ok {
-		p.errorf(n, joinField(path, "categories"), "missing: a service needs at least one category")
+	if categoriesNode == nil && scaleNode == nil && ok {
+		p.errorf(n, joinField(path, "categories"), "missing: a service needs at least one category, or an autoscale pool and a route")
 		ok = false
 	}
 	if !hasThrottle {
@@ -666,6 +726,7 @@ func (p *parser) service(n *yaml.Node, path string) *Service {
 		return nil
 	}
 	s.TargetPrefix, s.SigningName, s.Throttle, s.Upstream = prefix, signing, throttle, upstream
+	s.Route, s.Autoscale = route, scale
 	if s.SigningName == "" {
 		s.SigningName = name
 	}

@@ -59,8 +59,15 @@ type Service struct {
 	// Upstream is the base URL allowed requests are proxied to; empty
 	// means answer them locally.
 	Upstream string
-	// Categories are the service's categories, in table order.
+	// Categories are the service's categories, in table order; none for
+	// a service reached only through its Route.
 	Categories []*Category
+	// Route sends matching HTTP requests straight to the service's
+	// autoscaled pool; nil for none.
+	Route *Route
+	// Autoscale runs the service's instances on this machine and makes
+	// them its upstream (in place of Upstream); nil for none.
+	Autoscale *Autoscale
 
 	byAction map[string]*Category
 	byName   map[string]*Category

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/testservice"
 )
 
 func runCmd(args ...string) (code int, stdout, stderr string) {
@@ -112,6 +114,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	testservice.Remove()
 	os.Exit(code)
 }
 
@@ -134,6 +137,13 @@ func startServerEnv(t *testing.T, env []string, args ...string) *server {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
+	return startCmd(t, cmd)
+}
+
+// startCmd starts a prepared `tollgate serve` command and waits for its
+// "listening" log line.
+func startCmd(t *testing.T, cmd *exec.Cmd) *server {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
+	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -249,6 +250,26 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 	}
 	defer closeStore()
 	lastStore := cfg.Store()
+	// Autoscaled services: their pool runs until the HTTP server has
+	// drained, then stops every instance within its grace period.
+	pools := pool.New(pool.Options{Logger: log, Registry: reg})
+	specs, err := poolSpecs(cfg, log)
+	if err == nil {
+		err = pools.Apply(specs)
+	}
+	if err != nil {
+		return err
+	}
+	poolCtx, stopPools := context.WithCancel(context.Background())
+	poolsDone := make(chan error, 1)
+	go func() { poolsDone <- pools.Run(poolCtx) }()
+	defer func() {
+		stopPools()
+		if n := len(pools.Services()); n > 0 {
+			log.Info("stopping the instances of autoscaled services", "services", n)
+		}
+		<-poolsDone
+	}()
 	if ms, ok := store.(*memory.Store); ok {
 		go sweepEvery(ctx, ms, 10*time.Second)
 	}
@@ -266,13 +287,22 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 			if err := fitsStore(next, st); err != nil {
 				return nil, err
 			}
+			specs, err := poolSpecs(next, log)
+			if err == nil {
+				err = pools.Apply(specs)
+			}
+			if err != nil {
+				return nil, err
+			}
 			if next.Store() != lastStore {
 				log.Warn("the config's store section changed; store settings take effect on restart")
 				lastStore = next.Store()
 			}
 			return next, nil
 		},
-		MaxBodyBytes: f.maxBody,
+		MaxBodyBytes:  f.maxBody,
+		Pools:         pools.Handler,
+		AdminHandlers: map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()},
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,128 @@
+package pool
+
+import (
+	"cmp"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ServiceStatus is one service in the admin listing.
+type ServiceStatus struct {
+	Name        string           `json:"name"`
+	Revision    string           `json:"revision"`
+	Recommended int              `json:"recommended"`
+	Driver      string           `json:"driver"`
+	InFlight    int              `json:"in_flight"`
+	Pending     int              `json:"pending"`
+	ColdStart   float64          `json:"expected_cold_start_seconds"`
+	Instances   []InstanceStatus `json:"instances"`
+}
+
+// InstanceStatus is one instance in the admin listing.
+type InstanceStatus struct {
+	Name        string  `json:"name"`
+	Revision    string  `json:"revision"`
+	State       string  `json:"state"` // starting, ready, draining, stopping
+	PID         int     `json:"pid,omitempty"`
+	Port        int     `json:"port,omitempty"`
+	InFlight    int     `json:"in_flight"`
+	ACT         int     `json:"act"`
+	Concurrency float64 `json:"concurrency"`
+	CPU         float64 `json:"cpu_cores"`
+	Recommended bool    `json:"recommended"`
+}
+
+// Status lists every service and its instances, services by name and
+// instances by start: those of replaced revisions still draining first,
+// then the current revision's. The counts are the current revision's.
+func (p *Pool) Status() []ServiceStatus {
+	type listed struct {
+		*service
+		old []*revision
+	}
+	p.mu.Lock()
+	svcs := make([]listed, 0, len(p.services))
+	for _, s := range p.services {
+		s.old = slices.DeleteFunc(s.old, func(rv *revision) bool {
+			select {
+			case <-rv.finished:
+				return true
+			default:
+				return false
+			}
+		})
+		svcs = append(svcs, listed{s, slices.Clone(s.old)})
+	}
+	p.mu.Unlock()
+	slices.SortFunc(svcs, func(a, b listed) int { return strings.Compare(a.name, b.name) })
+	out := make([]ServiceStatus, 0, len(svcs))
+	for _, s := range svcs {
+		st := s.cur.Load().status()
+		for _, rv := range s.old {
+			st.Instances = append(rv.status().Instances, st.Instances...)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func (rv *revision) status() ServiceStatus {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	st := rv.eng.Stats()
+	s := ServiceStatus{
+		Name: rv.service, Revision: rv.name,
+		Recommended: rv.lastRec.Count, Driver: rv.lastRec.Driver.String(),
+		InFlight: st.InFlight, Pending: st.Pending,
+		ColdStart: rv.eng.ExpectedColdStart().Seconds(),
+		Instances: []InstanceStatus{},
+	}
+	ids := make([]*instance, 0, len(rv.insts))
+	for _, in := range rv.insts {
+		ids = append(ids, in)
+	}
+	slices.SortFunc(ids, func(a, b *instance) int { return cmp.Compare(a.id, b.id) })
+	for _, in := range ids {
+		// An instance the engine has let go is listed until it has exited.
+		info, ok := rv.eng.Instance(in.id)
+		state := "stopping"
+		if ok {
+			state = info.State.String()
+		}
+		is := InstanceStatus{
+			Name: in.name, Revision: rv.name, State: state,
+			Port: in.port, InFlight: info.InFlight, ACT: info.ACT,
+			Concurrency: round3(in.conc), CPU: round3(in.cpu), Recommended: info.Recommended,
+		}
+		if in.run != nil {
+			is.PID = in.run.PID()
+		}
+		s.Instances = append(s.Instances, is)
+	}
+	return s
+}
+
+// AdminHandler answers GET with the JSON listing of Status:
+// {"services": [...], "time": "..."}. Mount it behind authentication.
+func (p *Pool) AdminHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET")
+			http.Error(w, r.Method+" not allowed; use GET", http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := json.MarshalIndent(struct {
+			Time     time.Time       `json:"time"`
+			Services []ServiceStatus `json:"services"`
+		}{time.Now().UTC(), p.Status()}, "", "  ")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(append(body, '\n'))
+	})
+}

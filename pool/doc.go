@@ -1,0 +1,57 @@
+// Package pool runs the instances of request-driven autoscaled services on
+// one machine, the way Cloud Run runs a revision's containers (SPEC §3): it
+// drives one autoscale.Engine per service revision, starts and stops
+// instances through a Runner, measures them once a second, and routes and
+// proxies requests to them.
+//
+// The pool owns the engine's clock and every goroutine it needs; it never
+// starts a process itself (a Runner does: package pool/process for local
+// processes) and never decides a count (the engine does). Nothing starts
+// in a constructor: goroutines run inside Run and have stopped when it
+// returns.
+//
+// # Lifecycle
+//
+//   - New(Options) builds an empty pool; Apply(specs) sets its services
+//     (again on every config reload).
+//   - Run(ctx) drives every service: one loop per service reads the clock
+//     once a second, measures each instance (time-weighted concurrency,
+//     CPU), feeds Engine.Observe and Engine.Tick, and acts on the events.
+//     When ctx ends, Run stops every instance (SIGTERM, the service's
+//     grace period, then a kill) and returns once all have exited.
+//   - Handler(name) serves a service's requests: route, wait in the
+//     pending queue if needed, proxy, and release the slot by scope.
+//   - AdminHandler lists services and instances as JSON.
+//
+// A caller shuts down in two phases: first the HTTP server (stop
+// accepting, finish requests in flight), then the pool's context.
+//
+// # Requests
+//
+// A request routed to a free slot is proxied at once. A queued request
+// waits on its own channel, closed when the engine dispatches it; it is
+// answered 429 with Retry-After when the engine rejects it (every instance
+// busy at max instances for the whole pending wait), 504 if no decision
+// comes within its deadline, and dropped from the queue when the client
+// goes away. The proxy answers 504 when the instance timed out and 502
+// otherwise; a request on an instance that exited on its own gets a 502
+// that says so.
+//
+// # Instances
+//
+// An instance the engine starts is started by the Runner; once ready, its
+// start-to-ready time is the engine's cold start. An instance that exits
+// on its own is reported to the engine (Engine.InstanceExited), which
+// replaces it as needed; after repeated failures each replacement waits a
+// capped exponential backoff (1 s doubling up to 1 min), logged and
+// exported as tollgate_pool_restart_backoff_seconds.
+//
+// # Revisions
+//
+// A reload that changes only targets and bounds applies them to the
+// running engine (Engine.SetConfig): no instance is restarted. A reload
+// that changes what runs (command, arguments, environment, working
+// directory, readiness) makes a new revision: it starts as many instances
+// as the old one has ready, moves traffic once they are ready, then drains
+// and stops the old instances.
+package pool

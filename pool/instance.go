@@ -1,0 +1,245 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
+)
+
+// Crash-loop backoff: after the second failure in a row each replacement
+// waits backoffBase, doubling per failure up to backoffCap. An instance
+// that stays ready for backoffReset ends the run of failures.
+const (
+	backoffBase  = time.Second
+	backoffCap   = time.Minute
+	backoffReset = 30 * time.Second
+)
+
+// backoff is the wait before starting a replacement after failures exits
+// in a row: none for the first, then 1 s, 2 s, 4 s … up to 1 min.
+func backoff(failures int) time.Duration {
+	if failures < 2 {
+		return 0
+	}
+	d := backoffBase
+	for i := 2; i < failures && d < backoffCap; i++ {
+		d *= 2
+	}
+	return min(d, backoffCap)
+}
+
+// instance is the pool's side of one engine instance. Fields below the
+// line are guarded by revision.mu.
+type instance struct {
+	id       autoscale.InstanceID
+	name     string
+	stop     chan struct{} // closed when the engine stops it
+	stopOnce sync.Once
+	launched time.Time
+
+	// Set before the instance is reported ready, never changed after.
+	run  Instance
+	url  *url.URL
+	port int
+
+	// ---
+	inFlight    int
+	lastChange  time.Time
+	area        float64 // in-flight × nanoseconds since periodStart
+	periodStart time.Time
+	cpuLast     time.Duration
+	cpuAt       time.Time
+	cpuOK       bool
+	readyAt     time.Time
+	conc, cpu   float64 // last second's averages, for the admin endpoint
+}
+
+// begin and end count a request starting and finishing on the instance,
+// integrating in-flight over time; revision.mu is held.
+func (in *instance) begin(now time.Time) { in.advance(now); in.inFlight++ }
+func (in *instance) end(now time.Time)   { in.advance(now); in.inFlight-- }
+
+func (in *instance) advance(now time.Time) {
+	if in.lastChange.IsZero() {
+		in.lastChange, in.periodStart = now, now
+	}
+	if d := now.Sub(in.lastChange); d > 0 {
+		in.area += float64(in.inFlight) * float64(d)
+		in.lastChange = now
+	}
+}
+
+// concurrency returns the time-weighted average of in-flight requests
+// since the previous call (or since it became ready) and starts a new
+// period at now; revision.mu is held.
+func (in *instance) concurrency(now time.Time) float64 {
+	in.advance(now)
+	span := now.Sub(in.periodStart)
+	avg := float64(in.inFlight)
+	if span > 0 {
+		avg = in.area / float64(span)
+	}
+	in.area, in.periodStart = 0, now
+	return avg
+}
+
+// exitedErr reports whether the instance has exited, and why.
+func (in *instance) exitedErr() (bool, error) {
+	if in.run == nil {
+		return false, nil
+	}
+	select {
+	case <-in.run.Done():
+		return true, in.run.Err()
+	default:
+		return false, nil
+	}
+}
+
+// launch starts the goroutine of engine instance id; revision.mu is held
+// and run has started (ServeHTTP and apply run only then).
+func (rv *revision) launch(id autoscale.InstanceID) {
+	rv.nextInst++
+	in := &instance{
+		id:       id,
+		name:     rv.name + "-" + strconv.Itoa(rv.nextInst),
+		stop:     make(chan struct{}),
+		launched: time.Now(),
+	}
+	rv.insts[id] = in
+	delay := backoff(rv.failures)
+	if delay > 0 {
+		rv.log.Warn("instance failing repeatedly; delaying its replacement", "instance", in.name, "failures", rv.failures, "backoff", delay)
+	}
+	rv.m.backoff.Set(delay.Seconds())
+	ctx := rv.ctx
+	rv.wg.Add(1)
+	go func() {
+		defer rv.wg.Done()
+		rv.runInstance(ctx, in, delay)
+	}()
+}
+
+// runInstance starts instance in, reports it ready, and stops it when the
+// engine says so or ctx ends; an exit of its own is reported to the engine.
+func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Duration) {
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			rv.gone(in, nil, ctx.Err())
+			return
+		}
+	}
+	start := time.Now()
+	run, err := rv.runner.Start(ctx, InstanceSpec{Service: rv.service, Revision: rv.name, ID: in.name})
+	if err != nil {
+		rv.gone(in, nil, fmt.Errorf("start: %w", err))
+		return
+	}
+	port := 0
+	if _, p, err := net.SplitHostPort(run.Addr()); err == nil {
+		port, _ = strconv.Atoi(p)
+	}
+	u := &url.URL{Scheme: "http", Host: run.Addr()}
+	rv.mu.Lock()
+	in.run, in.url, in.port = run, u, port
+	rv.mu.Unlock()
+
+	if err := run.Ready(ctx); err != nil {
+		run.Stop(rv.stopGrace())
+		rv.gone(in, run, fmt.Errorf("readiness: %w", err))
+		return
+	}
+	now := time.Now()
+	coldStart := now.Sub(start)
+	rv.mu.Lock()
+	in.readyAt = now
+	in.lastChange, in.periodStart = now, now
+	in.cpuLast, in.cpuOK = run.CPUTime()
+	in.cpuAt = now
+	ev, err := rv.eng.InstanceReady(now, in.id)
+	if err == nil {
+		rv.apply(now, ev)
+	}
+	rv.mu.Unlock()
+	if err != nil { // cannot happen: only this goroutine reports it ready
+		rv.log.Error("engine refused a ready instance", "instance", in.name, "error", err)
+	}
+	rv.m.coldStart.Observe(coldStart.Seconds())
+	rv.log.Info("instance ready", "instance", in.name, "pid", run.PID(), "addr", run.Addr(), "cold_start", coldStart.Round(time.Millisecond))
+
+	select {
+	case <-run.Done():
+		rv.gone(in, run, run.Err())
+	case <-in.stop:
+		rv.stopInstance(in, run, "scaled down")
+	case <-ctx.Done():
+		rv.stopInstance(in, run, "shutting down")
+	}
+}
+
+// stopInstance stops an instance the engine (or shutdown) let go.
+func (rv *revision) stopInstance(in *instance, run Instance, why string) {
+	start := time.Now()
+	err := run.Stop(rv.stopGrace())
+	rv.proxy.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	rv.mu.Lock()
+	delete(rv.insts, in.id)
+	rv.mu.Unlock()
+	rv.m.forget(in.name)
+	if err != nil {
+		rv.log.Warn("instance stopped with an error", "instance", in.name, "reason", why, "error", err, "took", time.Since(start).Round(time.Millisecond))
+		return
+	}
+	rv.log.Info("instance stopped", "instance", in.name, "reason", why, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// gone handles an instance that exited, or never got ready, on its own:
+// the engine forgets it (failing the requests that ran on it, which the
+// proxy answers 502) and places its pending requests elsewhere.
+func (rv *revision) gone(in *instance, run Instance, why error) {
+	now := time.Now()
+	rv.mu.Lock()
+	delete(rv.insts, in.id)
+	shutdown := rv.ctx.Err() != nil || rv.retiring
+	ev, err := rv.eng.InstanceExited(now, in.id)
+	if err == nil {
+		rv.apply(now, ev)
+	}
+	healthy := !in.readyAt.IsZero() && now.Sub(in.readyAt) >= backoffReset
+	if !shutdown {
+		if healthy {
+			rv.failures = 1
+		} else {
+			rv.failures++
+		}
+	}
+	failures := rv.failures
+	failed := len(ev.Failed)
+	rv.mu.Unlock()
+	rv.m.forget(in.name)
+	if shutdown && (errors.Is(why, context.Canceled) || run == nil) {
+		return
+	}
+	reason := "crashed"
+	if in.readyAt.IsZero() {
+		reason = "start_failed"
+	}
+	rv.m.exits.WithLabelValues(reason).Inc()
+	pid := 0
+	if run != nil {
+		pid = run.PID()
+	}
+	rv.log.Warn("instance exited on its own", "instance", in.name, "pid", pid, "reason", reason, "error", why,
+		"requests_failed", failed, "failures_in_a_row", failures, "next_backoff", backoff(failures))
+}

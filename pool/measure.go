@@ -1,0 +1,101 @@
+package pool
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
+)
+
+// sample is one instance's measurement of the last second, taken with
+// revision.mu held except for the CPU read.
+type sample struct {
+	in   *instance
+	run  Instance
+	conc float64
+	from time.Time // start of the measured span
+}
+
+// tick measures every serving instance over the last second, feeds the
+// engine, makes its decision and acts on it. It is the only caller of
+// Engine.Observe and Engine.Tick, and reads the CPU without the lock.
+func (rv *revision) tick(now time.Time) {
+	rv.mu.Lock()
+	samples := make([]sample, 0, len(rv.insts))
+	for id, in := range rv.insts {
+		info, ok := rv.eng.Instance(id)
+		if !ok || (info.State != autoscale.Ready && info.State != autoscale.Draining) || in.run == nil {
+			continue
+		}
+		from := in.periodStart
+		samples = append(samples, sample{in: in, run: in.run, conc: in.concurrency(now), from: from})
+	}
+	rv.mu.Unlock()
+
+	cpus := make([]float64, len(samples))
+	cpuTimes := make([]time.Duration, len(samples))
+	cpuOK := make([]bool, len(samples))
+	for i, s := range samples {
+		cpuTimes[i], cpuOK[i] = s.run.CPUTime()
+	}
+
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	for i, s := range samples {
+		in := s.in
+		if cpuOK[i] && in.cpuOK {
+			if span := now.Sub(in.cpuAt); span > 0 && cpuTimes[i] >= in.cpuLast {
+				cpus[i] = float64(cpuTimes[i]-in.cpuLast) / float64(span)
+			}
+		}
+		in.cpuLast, in.cpuOK, in.cpuAt = cpuTimes[i], cpuOK[i], now
+		in.conc, in.cpu = s.conc, cpus[i]
+		// The sample covers [from, now): record it in the engine second
+		// holding its middle.
+		at := s.from.Add(now.Sub(s.from) / 2)
+		if err := rv.eng.Observe(at, in.id, cpus[i], s.conc); err != nil && !errors.Is(err, autoscale.ErrUnknownInstance) && !errors.Is(err, autoscale.ErrStaleSample) {
+			rv.log.Warn("engine refused a sample", "instance", in.name, "error", err)
+		}
+		rv.m.observe(in.name, s.conc, cpus[i])
+	}
+	if rv.failures > 0 {
+		for _, in := range rv.insts {
+			if !in.readyAt.IsZero() && now.Sub(in.readyAt) >= backoffReset {
+				rv.failures = 0
+				rv.m.backoff.Set(0)
+				break
+			}
+		}
+	}
+	before := rv.lastRec
+	dec := rv.eng.Tick(now)
+	rv.lastRec = dec.Recommendation
+	if dec.Count != before.Count {
+		m := rv.eng.Metrics(now)
+		cpu, conc, act := needs(rv.eng.Config(), m)
+		// The driver's own count before the engine's bounds (min and max
+		// instances, one while requests wait, zero once idle).
+		policy := int(math.Ceil(max(cpu, conc, act) - 1e-9))
+		if dec.Held {
+			policy = before.Count
+		}
+		rv.log.Info("scale", "from", before.Count, "to", dec.Count, "driver", dec.Driver.String(), "driver_count", policy,
+			"cpu_1m", round3(m.CPU1m), "concurrency_1m", round3(m.Concurrency1m), "concurrency_10m", round3(m.Concurrency10m),
+			"act_capacity", round3(m.ACTCapacity), "need_cpu", round3(cpu), "need_concurrency", round3(conc), "need_act", round3(act),
+			"in_flight", m.Active, "ready", m.Ready, "live", m.Live)
+	}
+	rv.apply(now, dec.Events)
+	rv.m.decision(dec.Recommendation, rv.eng.Stats())
+}
+
+// needs are the instance counts each driver asks for, before rounding and
+// bounds, computed as the Cloud Run recommender does.
+func needs(cfg autoscale.Config, m autoscale.Metrics) (cpu, conc, act float64) {
+	return autoscale.NewCloudRun(cfg).Needs(m)
+}
+
+func round3(v float64) float64 {
+	const k = 1000
+	return float64(int64(v*k+0.5)) / k
+}

@@ -1,0 +1,237 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tollgate/tollgate/autoscale"
+)
+
+func newTestPool(t *testing.T, specs ...ServiceSpec) (*Pool, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	p := New(Options{Logger: testLogger(t), Registry: reg, RolloutTimeout: 20 * time.Second, DrainTimeout: 20 * time.Second})
+	if err := p.Apply(specs); err != nil {
+		t.Fatal(err)
+	}
+	return p, reg
+}
+
+func TestScaleFromZeroRecordsColdStart(t *testing.T) {
+	t.Parallel()
+	r := &serverRunner{tag: "v1", startupDelay: 300 * time.Millisecond}
+	p, reg := newTestPool(t, ServiceSpec{Name: "hello", Runner: r, Engine: autoscale.Config{MaxInstances: 3}})
+	runPool(t, p)
+	if n := r.starts.Load(); n != 0 {
+		t.Fatalf("%d instances started before any request (min instances 0)", n)
+	}
+	code, body, _ := get(t, p.Handler("hello"), "/x")
+	if code != 200 || !strings.HasPrefix(body, "v1 hello-00001 hello-00001-1 /x") {
+		t.Fatalf("first request: %d %q", code, body)
+	}
+	if n := testutil.CollectAndCount(reg, "tollgate_pool_cold_start_seconds"); n != 1 {
+		t.Fatalf("cold start series: %d", n)
+	}
+	cs := p.Status()[0].ColdStart
+	if cs < 0.3 {
+		t.Fatalf("expected cold start %v s, want at least the 0.3 s startup delay", cs)
+	}
+}
+
+func TestConcurrencyNeverAboveMaxConcurrency(t *testing.T) {
+	t.Parallel()
+	r := &serverRunner{tag: "v1"}
+	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{MaxInstances: 1, MaxConcurrency: 2}})
+	runPool(t, p)
+	var wg sync.WaitGroup
+	codes := make([]int, 8)
+	for i := range codes {
+		wg.Go(func() { codes[i], _, _ = get(t, p.Handler("s"), "/?sleep=300ms") })
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Errorf("request %d: %d", i, c)
+		}
+	}
+	inst := r.all()
+	if len(inst) != 1 {
+		t.Fatalf("%d instances at max instances 1", len(inst))
+	}
+	if m := inst[0].maxFlight.Load(); m > 2 || m < 1 {
+		t.Fatalf("the instance ran %d requests at once; max concurrency is 2", m)
+	}
+}
+
+func TestAtMaxInstancesPendingThen429(t *testing.T) {
+	t.Parallel()
+	r := &serverRunner{tag: "v1"}
+	p, reg := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{MaxInstances: 1, MaxConcurrency: 1}})
+	runPool(t, p)
+	h := p.Handler("s")
+	if code, _, _ := get(t, h, "/"); code != 200 { // warm: one ready instance
+		t.Fatalf("warm-up: %d", code)
+	}
+	busy := make(chan int, 1)
+	go func() { c, _, _ := get(t, h, "/?sleep=25s"); busy <- c }()
+	eventually(t, 10*time.Second, "the slow request never started", func() bool { return p.Status()[0].InFlight == 1 })
+	start := time.Now()
+	code, body, hdr := get(t, h, "/")
+	waited := time.Since(start)
+	if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
+		t.Fatalf("at max instances: %d %q Retry-After %q", code, body, hdr.Get("Retry-After"))
+	}
+	if waited < autoscale.MinPendingWait-time.Second {
+		t.Fatalf("rejected after %v: a request waits pending at least %v first", waited, autoscale.MinPendingWait)
+	}
+	if got := testutil.ToFloat64(p.m.rejected.WithLabelValues("s")); got != 1 {
+		t.Fatalf("rejected counter %v", got)
+	}
+	_ = reg
+}
+
+func TestClientCancelLeavesPendingQueue(t *testing.T) {
+	t.Parallel()
+	r := &serverRunner{tag: "v1"}
+	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{MaxInstances: 1, MaxConcurrency: 1}})
+	runPool(t, p)
+	h := p.Handler("s")
+	get(t, h, "/")
+	go get(t, h, "/?sleep=8s")
+	eventually(t, 10*time.Second, "slow request not in flight", func() bool { return p.Status()[0].InFlight == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { getCtx(ctx, h, "/"); close(done) }()
+	eventually(t, 10*time.Second, "second request not pending", func() bool { return p.Status()[0].Pending == 1 })
+	cancel()
+	<-done
+	if st := p.Status()[0]; st.Pending != 0 {
+		t.Fatalf("pending after the client left: %d", st.Pending)
+	}
+}
+
+func TestCrashAnswers502AndIsReplaced(t *testing.T) {
+	t.Parallel()
+	r := &serverRunner{tag: "v1"}
+	p, reg := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{MaxInstances: 2}})
+	runPool(t, p)
+	h := p.Handler("s")
+	res := make(chan string, 1)
+	go func() { c, b, _ := get(t, h, "/?sleep=20s"); res <- itoa(c) + " " + b }()
+	eventually(t, 10*time.Second, "request not in flight", func() bool { return p.Status()[0].InFlight == 1 })
+	r.all()[0].crash()
+	got := <-res
+	if !strings.HasPrefix(got, "502 ") || !strings.Contains(got, "exited while serving") {
+		t.Fatalf("request on a crashed instance: %q", got)
+	}
+	eventually(t, 10*time.Second, "the engine still lists the crashed instance", func() bool { return len(p.Status()[0].Instances) == 0 })
+	if code, body, _ := get(t, h, "/"); code != 200 || !strings.Contains(body, "hello") && !strings.Contains(body, "s-00001-2") {
+		t.Fatalf("after the crash: %d %q", code, body)
+	}
+	if got := testutil.ToFloat64(p.m.exits.WithLabelValues("s", "crashed")); got != 1 {
+		t.Fatalf("exits{crashed} = %v", got)
+	}
+	_ = reg
+}
+
+func TestIdleToZeroAndShutdownStopsAll(t *testing.T) {
+	t.Parallel()
+	r := &serverRunner{tag: "v1"}
+	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{IdleTimeout: 2 * time.Second}})
+	stop := runPool(t, p)
+	if code, _, _ := get(t, p.Handler("s"), "/"); code != 200 {
+		t.Fatal(code)
+	}
+	eventually(t, 20*time.Second, "the idle instance was not stopped", func() bool { return r.running() == 0 })
+	if !r.all()[0].stopped.Load() {
+		t.Fatal("instance exited without Stop")
+	}
+	// Min instances 2 on reload: both start; shutdown stops both.
+	if err := p.Apply([]ServiceSpec{{Name: "s", Runner: r, Engine: autoscale.Config{MinInstances: 2, IdleTimeout: 2 * time.Second}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "min instances 2 not started", func() bool { return r.running() == 2 })
+	stop()
+	if n := r.running(); n != 0 {
+		t.Fatalf("%d instances still running after Run returned", n)
+	}
+}
+
+func TestReloadKeepsInstancesAndNewRevisionRollsOut(t *testing.T) {
+	t.Parallel()
+	r1 := &serverRunner{tag: "v1"}
+	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r1, Template: "a", Engine: autoscale.Config{MinInstances: 1}})
+	runPool(t, p)
+	h := p.Handler("s")
+	eventually(t, 20*time.Second, "min instance not ready", func() bool {
+		return p.Status()[0].Instances != nil && len(p.Status()[0].Instances) == 1 && p.Status()[0].Instances[0].State == "ready"
+	})
+	_, before, _ := get(t, h, "/")
+
+	// Same template, new bounds: same instance.
+	if err := p.Apply([]ServiceSpec{{Name: "s", Runner: &serverRunner{tag: "unused"}, Template: "a", Engine: autoscale.Config{MinInstances: 1, MaxInstances: 5}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, after, _ := get(t, h, "/")
+	if after != before {
+		t.Fatalf("reload with new bounds changed the instance: %q then %q", before, after)
+	}
+	if r1.running() != 1 {
+		t.Fatalf("%d instances after a bounds reload", r1.running())
+	}
+	// An invalid config is rejected and changes nothing.
+	err := p.Apply([]ServiceSpec{{Name: "s", Runner: r1, Template: "a", Engine: autoscale.Config{MinInstances: 9, MaxInstances: 5}}})
+	if !errors.Is(err, autoscale.ErrInvalidConfig) {
+		t.Fatalf("invalid reload: %v", err)
+	}
+
+	// New template: a new revision starts, takes traffic, the old stops.
+	r2 := &serverRunner{tag: "v2"}
+	if err := p.Apply([]ServiceSpec{{Name: "s", Runner: r2, Template: "b", Engine: autoscale.Config{MinInstances: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "traffic never moved to the new revision", func() bool {
+		_, b, _ := get(t, h, "/")
+		return strings.HasPrefix(b, "v2 s-00002")
+	})
+	eventually(t, 20*time.Second, "the old revision's instance was not stopped", func() bool { return r1.running() == 0 })
+}
+
+func TestBackoff(t *testing.T) {
+	want := []time.Duration{0, 0, time.Second, 2 * time.Second, 4 * time.Second}
+	for n, w := range want {
+		if got := backoff(n); got != w {
+			t.Errorf("backoff(%d) = %v, want %v", n, got, w)
+		}
+	}
+	if got := backoff(100); got != backoffCap {
+		t.Errorf("backoff(100) = %v, want the cap %v", got, backoffCap)
+	}
+}
+
+func TestConcurrencyIsTimeWeighted(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	in := &instance{}
+	in.advance(t0)
+	// One request for the whole second, a second one for its last quarter.
+	in.begin(t0)
+	in.begin(t0.Add(750 * time.Millisecond))
+	got := in.concurrency(t0.Add(time.Second))
+	if got < 1.249 || got > 1.251 {
+		t.Fatalf("average in flight %v, want 1.25", got)
+	}
+	// Next second: both end at 0.5 s.
+	in.end(t0.Add(1500 * time.Millisecond))
+	in.end(t0.Add(1500 * time.Millisecond))
+	if got := in.concurrency(t0.Add(2 * time.Second)); got < 0.999 || got > 1.001 {
+		t.Fatalf("average in flight %v, want 1", got)
+	}
+}

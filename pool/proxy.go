@@ -1,0 +1,73 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"time"
+)
+
+// newProxy returns the revision's one reverse proxy. Rewrite reads the
+// chosen instance from the request context; the transport keeps enough
+// idle connections per instance for its whole concurrency.
+func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = max(maxConcurrency, http.DefaultMaxIdleConnsPerHost)
+	tr.MaxIdleConns = 0 // no total limit: per host bounds it
+	tr.Proxy = nil      // instances are on loopback; never via an HTTP proxy
+	return &httputil.ReverseProxy{
+		Transport: tr,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			in := pr.In.Context().Value(instanceKey{}).(*instance)
+			pr.SetURL(in.url)
+			pr.Out.Host = pr.In.Host // as the client sent it, as Cloud Run does
+			pr.SetXForwarded()
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			in, _ := r.Context().Value(instanceKey{}).(*instance)
+			status, msg := proxyError(r.Context(), err)
+			level := slog.LevelWarn
+			if r.Context().Err() != nil {
+				level = slog.LevelDebug // the client went away: routine
+			}
+			if status == http.StatusBadGateway && in != nil && in.run != nil && r.Context().Err() == nil {
+				// A dropped connection usually means the instance died;
+				// its exit is noticed a moment later. Wait briefly for it,
+				// so the answer says what happened.
+				t := time.NewTimer(time.Second)
+				select {
+				case <-in.run.Done():
+				case <-t.C:
+				}
+				t.Stop()
+				if exited, why := in.exitedErr(); exited {
+					status = http.StatusBadGateway
+					msg = fmt.Sprintf("instance %s of service %s exited while serving the request (%v)", in.name, rv.service, why)
+				}
+			}
+			name := ""
+			if in != nil {
+				name = in.name
+			}
+			rv.log.Log(r.Context(), level, "proxy failed", "instance", name, "status", status, "error", err)
+			if r.Context().Err() != nil {
+				return
+			}
+			http.Error(w, msg, status)
+		},
+	}
+}
+
+// proxyError maps an upstream failure to a status and message: 504 when the
+// instance timed out, 502 for anything else.
+func proxyError(ctx context.Context, err error) (int, string) {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return http.StatusGatewayTimeout, "instance timed out"
+	}
+	return http.StatusBadGateway, "instance unreachable: " + err.Error()
+}

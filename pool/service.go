@@ -1,0 +1,277 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
+)
+
+// DefaultStopGrace is how long a stopped instance has between SIGTERM and
+// the kill when a service sets none: 10 s, as Cloud Run.
+const DefaultStopGrace = 10 * time.Second
+
+// revision is one service revision: one engine, its instances and its
+// waiting requests, driven by one loop (run). Every field below mu is
+// guarded by it; no I/O happens while it is held.
+type revision struct {
+	service  string
+	name     string // the revision's name: K_REVISION
+	runner   Runner
+	log      *slog.Logger
+	m        *serviceMetrics
+	proxy    *httputil.ReverseProxy
+	wg       sync.WaitGroup // the instance goroutines
+	started  chan struct{}  // closed once run has begun
+	finished chan struct{}  // closed once run has returned
+
+	mu        sync.Mutex
+	eng       *autoscale.Engine
+	insts     map[autoscale.InstanceID]*instance
+	waiters   map[autoscale.RequestID]*waiter
+	nextInst  int // for instance names
+	lastRec   autoscale.Recommendation
+	failures  int             // instance exits in a row without a healthy run
+	ctx       context.Context // set by run
+	retiring  bool            // no new request is routed here
+	retireBy  time.Time       // stop the instances by then even if busy
+	grace     time.Duration
+	lastStart time.Time // when the last instance was launched
+}
+
+// waiter is one pending request. The engine's decision is written under
+// revision.mu before ch is closed, and read after.
+type waiter struct {
+	ch       chan struct{}
+	inst     *instance // the instance it was dispatched to
+	rejected bool
+}
+
+func newRevision(service, name string, cfg autoscale.Config, runner Runner, grace time.Duration, log *slog.Logger, m *serviceMetrics) (*revision, error) {
+	eng, err := autoscale.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("service %s: %w", service, err)
+	}
+	if grace <= 0 {
+		grace = DefaultStopGrace
+	}
+	rv := &revision{
+		service:  service,
+		name:     name,
+		runner:   runner,
+		grace:    grace,
+		log:      log.With("service", service, "revision", name),
+		m:        m,
+		eng:      eng,
+		started:  make(chan struct{}),
+		finished: make(chan struct{}),
+		insts:    map[autoscale.InstanceID]*instance{},
+		waiters:  map[autoscale.RequestID]*waiter{},
+	}
+	rv.proxy = newProxy(rv, eng.Config().MaxConcurrency)
+	return rv, nil
+}
+
+// run drives the revision until ctx ends, or until it is retired and its
+// requests have finished; then it stops every instance and returns once
+// they have exited.
+func (rv *revision) run(ctx context.Context) error {
+	defer close(rv.finished)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rv.mu.Lock()
+	rv.ctx = ctx
+	rv.mu.Unlock()
+	close(rv.started)
+
+	// Instances below min instances start at once, not a second later.
+	rv.tick(time.Now())
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			rv.wg.Wait()
+			return nil
+		case now := <-t.C:
+			rv.tick(now)
+			if rv.drained(now) {
+				cancel()
+				rv.wg.Wait()
+				rv.log.Info("revision retired")
+				return nil
+			}
+		}
+	}
+}
+
+// retire stops routing new requests to the revision; run stops its
+// instances once the requests it has finish, or at by.
+func (rv *revision) retire(by time.Time) {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if !rv.retiring {
+		rv.retiring, rv.retireBy = true, by
+	}
+}
+
+// drained reports whether a retired revision may stop its instances.
+func (rv *revision) drained(now time.Time) bool {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if !rv.retiring {
+		return false
+	}
+	st := rv.eng.Stats()
+	return st.InFlight+st.Pending == 0 || now.After(rv.retireBy)
+}
+
+// readyCount is the number of ready instances.
+func (rv *revision) readyCount() int {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return rv.eng.Stats().Ready
+}
+
+// setConfig applies new targets and bounds to the running engine.
+func (rv *revision) setConfig(cfg autoscale.Config, grace time.Duration) error {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if err := rv.eng.SetConfig(cfg); err != nil {
+		return fmt.Errorf("service %s: %w", rv.service, err)
+	}
+	if grace <= 0 {
+		grace = DefaultStopGrace
+	}
+	rv.grace = grace
+	return nil
+}
+
+// apply acts on engine events; rv.mu is held. Nothing here blocks.
+func (rv *revision) apply(now time.Time, ev autoscale.Events) {
+	for _, id := range ev.Started {
+		rv.launch(id)
+	}
+	for _, id := range ev.Stopped {
+		if in := rv.insts[id]; in != nil {
+			in.stopOnce.Do(func() { close(in.stop) })
+		}
+	}
+	for _, d := range ev.Dispatched {
+		w := rv.waiters[d.Request]
+		in := rv.insts[d.Instance]
+		if w == nil || in == nil {
+			continue
+		}
+		in.begin(now)
+		w.inst = in
+		delete(rv.waiters, d.Request)
+		close(w.ch)
+	}
+	for _, id := range ev.Rejected {
+		if w := rv.waiters[id]; w != nil {
+			w.rejected = true
+			delete(rv.waiters, id)
+			close(w.ch)
+			rv.m.rejected.Inc()
+		}
+	}
+}
+
+// ServeHTTP routes, waits and proxies one request. The slot the engine
+// gives it is released by the deferred finish on every path.
+func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select { // a request may come in before the pool runs
+	case <-rv.started:
+	case <-r.Context().Done():
+		return
+	}
+	start := time.Now()
+	rv.mu.Lock()
+	// A retiring revision still takes the odd request that found it just
+	// before traffic moved: it drains before its instances stop.
+	if rv.ctx == nil || rv.ctx.Err() != nil {
+		rv.mu.Unlock()
+		http.Error(w, "service "+rv.service+" is not running", http.StatusServiceUnavailable)
+		return
+	}
+	res := rv.eng.Route(start)
+	var in *instance
+	var wt *waiter
+	if res.Outcome == autoscale.Served {
+		in = rv.insts[res.Instance]
+		in.begin(start)
+	} else {
+		wt = &waiter{ch: make(chan struct{})}
+		rv.waiters[res.Request] = wt
+	}
+	if res.Started {
+		rv.launch(res.Instance)
+	}
+	rv.mu.Unlock()
+	defer func() { rv.finish(res.Request, in, wt) }()
+
+	if wt != nil {
+		// The engine decides by the deadline (Tick then starts a fresh
+		// instance and waits for it as long again, or rejects); the timer
+		// only bounds the wait should no decision come.
+		limit := 3*res.Deadline.Sub(start) + autoscale.MinPendingWait
+		timer := time.NewTimer(limit)
+		defer timer.Stop()
+		select {
+		case <-wt.ch:
+		case <-r.Context().Done():
+			return // the client went away: finish drops it from the queue
+		case <-timer.C:
+			rv.m.pendingWait.Observe(time.Since(start).Seconds())
+			http.Error(w, "service "+rv.service+": no instance became available in time", http.StatusGatewayTimeout)
+			return
+		}
+		rv.m.pendingWait.Observe(time.Since(start).Seconds())
+		if wt.rejected {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "service "+rv.service+": every instance is busy at max instances; retry later", http.StatusTooManyRequests)
+			return
+		}
+		in = wt.inst
+	}
+	rv.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), instanceKey{}, in)))
+}
+
+// finish tells the engine request id is done (or abandoned while pending)
+// and acts on the slots it frees. in is the instance it ran on, if known;
+// a waiter dispatched just as its client left names its own.
+func (rv *revision) finish(id autoscale.RequestID, in *instance, wt *waiter) {
+	now := time.Now()
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if in == nil && wt != nil {
+		in = wt.inst
+	}
+	delete(rv.waiters, id)
+	ev, err := rv.eng.RequestDone(now, id)
+	if err != nil {
+		// Rejected, or failed with its instance: the engine already
+		// forgot it.
+		return
+	}
+	if in != nil {
+		in.end(now)
+	}
+	rv.apply(now, ev)
+}
+
+// instanceKey carries the chosen instance in a proxied request's context.
+type instanceKey struct{}
+
+// stopGrace is the current grace period between SIGTERM and the kill.
+func (rv *revision) stopGrace() time.Duration {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return rv.grace
+}

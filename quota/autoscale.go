@@ -1,0 +1,461 @@
+package quota
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tollgate/tollgate/autoscale"
+)
+
+// Route says which HTTP requests go straight to a service's autoscaled
+// pool, without throttling: those whose Host is Host (when set) and whose
+// path is under PathPrefix (when set). At least one is set.
+type Route struct {
+	// PathPrefix is a path such as "/hello/": it matches "/hello" and
+	// everything under "/hello/", not "/helloworld".
+	PathPrefix string
+	// StripPrefix removes PathPrefix (without its trailing slash) from
+	// the path the instance sees: "/hello/x" arrives as "/x".
+	StripPrefix bool
+	// Host matches the request's Host header without its port, case
+	// insensitively.
+	Host string
+}
+
+// Match reports whether a request for host and path takes the route, and
+// the path the instance sees.
+func (r *Route) Match(host, path string) (string, bool) {
+	if r.Host != "" {
+		h := host
+		if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
+			h = h[:i]
+		}
+		if !strings.EqualFold(h, r.Host) {
+			return "", false
+		}
+	}
+	prefix := strings.TrimSuffix(r.PathPrefix, "/")
+	if prefix == "" {
+		return path, true
+	}
+	if path != prefix && !strings.HasPrefix(path, prefix+"/") {
+		return "", false
+	}
+	if !r.StripPrefix {
+		return path, true
+	}
+	rest := strings.TrimPrefix(path, prefix)
+	if rest == "" {
+		rest = "/"
+	}
+	return rest, true
+}
+
+// Autoscale is how a service's instances are run and scaled (SPEC §3): the
+// process contract of a Cloud Run container, run on this machine.
+type Autoscale struct {
+	// Command is the program and its first arguments; Command[0] is
+	// looked up on PATH unless it holds a slash, when it is relative to
+	// WorkingDir.
+	Command []string
+	// Args follow Command.
+	Args []string
+	// Env is added to tollgate's environment, after it; PORT, K_SERVICE,
+	// K_REVISION and K_CONFIGURATION are set by tollgate.
+	Env []EnvVar
+	// WorkingDir is the instances' directory, absolute: the config
+	// file's directory unless working_dir says otherwise (relative to it).
+	WorkingDir string
+	// Readiness is how an instance is found ready.
+	Readiness Readiness
+	// Engine holds the targets and bounds.
+	Engine autoscale.Config
+	// StopGrace is the time between SIGTERM and SIGKILL when an instance
+	// stops; 0 means the runner's default (10 s, as Cloud Run).
+	StopGrace time.Duration
+}
+
+// EnvVar is one environment variable of an instance.
+type EnvVar struct {
+	Name, Value string
+}
+
+// Readiness is an instance's readiness check.
+type Readiness struct {
+	// Path is an HTTP path that must answer 2xx to a GET; empty means a
+	// TCP connect to the port is enough.
+	Path string
+	// Timeout bounds the wait for readiness from the start; 0 means the
+	// runner's default.
+	Timeout time.Duration
+}
+
+// Template describes what runs, in a stable text form: two Autoscale
+// values with equal Templates run the same thing, so a reload that keeps
+// it keeps the instances.
+func (a *Autoscale) Template() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "command=%q args=%q dir=%q ready=%q/%v", a.Command, a.Args, a.WorkingDir, a.Readiness.Path, a.Readiness.Timeout)
+	for _, e := range a.Env {
+		fmt.Fprintf(&b, " env %q=%q", e.Name, e.Value)
+	}
+	return b.String()
+}
+
+var (
+	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	hostName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
+	// reservedEnv are set by tollgate for every instance, as Cloud Run
+	// sets them.
+	reservedEnv = []string{"PORT", "K_SERVICE", "K_REVISION", "K_CONFIGURATION"}
+	// reservedPaths are tollgate's own endpoints, which a route may not
+	// shadow.
+	reservedPaths = []string{"/v1", "/healthz", "/readyz", "/metrics"}
+)
+
+func (p *parser) duration(n *yaml.Node, field string, lo, hi time.Duration) (time.Duration, bool) {
+	s, ok := p.str(n, field)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < lo || d > hi {
+		p.errorf(n, field, "%q is not a duration in [%v, %v] such as 30s", s, lo, hi)
+		return 0, false
+	}
+	return d, true
+}
+
+func (p *parser) strings(n *yaml.Node, field string) ([]string, bool) {
+	items := p.list(n, field)
+	if n.Kind != yaml.SequenceNode {
+		return nil, false
+	}
+	out := make([]string, 0, len(items))
+	ok := true
+	for i, it := range items {
+		s, good := p.str(it, fmt.Sprintf("%s[%d]", field, i))
+		ok = ok && good
+		out = append(out, s)
+	}
+	return out, ok
+}
+
+func (p *parser) route(n *yaml.Node, path string) (*Route, bool) {
+	r := &Route{}
+	ok := true
+	p.fields(n, path, map[string]func(k, v *yaml.Node, f string){
+		"path_prefix": func(_, v *yaml.Node, f string) {
+			s, good := p.str(v, f)
+			if !good {
+				ok = false
+				return
+			}
+			trimmed := strings.TrimSuffix(s, "/")
+			switch {
+			case !strings.HasPrefix(s, "/") || strings.ContainsAny(s, "?#% \t") || strings.Contains(s, "//"):
+				p.errorf(v, f, "%q is not a path such as /hello/", s)
+				ok = false
+			case slices.ContainsFunc(reservedPaths, func(r string) bool {
+				return trimmed == r || strings.HasPrefix(trimmed, r+"/") || (trimmed != "" && strings.HasPrefix(r, trimmed+"/"))
+			}):
+				p.errorf(v, f, "%q overlaps tollgate's own endpoints (%s)", s, strings.Join(reservedPaths, ", "))
+				ok = false
+			default:
+				r.PathPrefix = s
+			}
+		},
+		"strip_prefix": func(_, v *yaml.Node, f string) {
+			var b bool
+			if v.Kind != yaml.ScalarNode || v.Decode(&b) != nil {
+				p.errorf(v, f, "want true or false, got %s", kindName(v))
+				ok = false
+				return
+			}
+			r.StripPrefix = b
+		},
+		"host": func(_, v *yaml.Node, f string) {
+			s, good := p.str(v, f)
+			if good && !hostName.MatchString(s) {
+				p.errorf(v, f, "%q is not a host name such as hello.example.com (no port)", s)
+				good = false
+			}
+			if !good {
+				ok = false
+				return
+			}
+			r.Host = strings.ToLower(s)
+		},
+	})
+	if n.Kind != yaml.MappingNode || !ok {
+		return nil, false
+	}
+	if strings.TrimSuffix(r.PathPrefix, "/") == "" && r.Host == "" {
+		p.errorf(n, path, "give a path_prefix other than / or a host: a route for every request would shadow the AWS endpoint")
+		return nil, false
+	}
+	return r, true
+}
+
+func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
+	a := &Autoscale{}
+	ok := true
+	var commandNode, dirNode, minNode *yaml.Node
+	cfg := &a.Engine
+	num := func(dst *float64, lo, hi float64, loOpen bool) func(k, v *yaml.Node, f string) {
+		return func(_, v *yaml.Node, f string) {
+			x, good := p.number(v, f)
+			if good && (x > hi || x < lo || (loOpen && x == lo)) {
+				left := "["
+				if loOpen {
+					left = "("
+				}
+				p.errorf(v, f, "%v not in %s%v, %v]", x, left, lo, hi)
+				good = false
+			}
+			if !good {
+				ok = false
+				return
+			}
+			*dst = x
+		}
+	}
+	whole := func(dst *int, lo, hi int64) func(k, v *yaml.Node, f string) {
+		return func(_, v *yaml.Node, f string) {
+			x, good := p.integer(v, f)
+			if good && (x < lo || x > hi) {
+				p.errorf(v, f, "%d not in [%d, %d]", x, lo, hi)
+				good = false
+			}
+			if !good {
+				ok = false
+				return
+			}
+			*dst = int(x)
+		}
+	}
+	p.fields(n, path, map[string]func(k, v *yaml.Node, f string){
+		"command": func(_, v *yaml.Node, f string) {
+			commandNode = v
+			if v.Kind == yaml.ScalarNode && v.Tag != "!!null" {
+				a.Command = []string{v.Value} // one word: the program alone
+				return
+			}
+			cmd, good := p.strings(v, f)
+			if good && (len(cmd) == 0 || cmd[0] == "") {
+				p.errorf(v, f, "empty: give the program to run, e.g. [./hello]")
+				good = false
+			}
+			ok = ok && good
+			a.Command = cmd
+		},
+		"args": func(_, v *yaml.Node, f string) {
+			args, good := p.strings(v, f)
+			ok = ok && good
+			a.Args = args
+		},
+		"env": func(_, v *yaml.Node, f string) { ok = p.env(v, f, a) && ok },
+		"working_dir": func(_, v *yaml.Node, f string) {
+			dirNode = v
+			s, good := p.str(v, f)
+			ok = ok && good
+			a.WorkingDir = s
+		},
+		"readiness": func(_, v *yaml.Node, f string) {
+			p.fields(v, f, map[string]func(k, v *yaml.Node, f string){
+				"path": func(_, v *yaml.Node, f string) {
+					s, good := p.str(v, f)
+					if good && (!strings.HasPrefix(s, "/") || strings.ContainsAny(s, " \t#")) {
+						p.errorf(v, f, "%q is not an HTTP path such as /healthz", s)
+						good = false
+					}
+					ok = ok && good
+					a.Readiness.Path = s
+				},
+				"timeout": func(_, v *yaml.Node, f string) {
+					d, good := p.duration(v, f, time.Millisecond, time.Hour)
+					ok = ok && good
+					a.Readiness.Timeout = d
+				},
+			})
+		},
+		"max_concurrency":    whole(&cfg.MaxConcurrency, 1, 1000),
+		"cpus":               num(&cfg.CPUsPerInstance, 0, 1000, true),
+		"cpu_target":         num(&cfg.CPUTarget, 0, 1, true),
+		"concurrency_target": num(&cfg.ConcurrencyTarget, 0, 1, true),
+		"min_instances": func(k, v *yaml.Node, f string) {
+			minNode = v
+			whole(&cfg.MinInstances, 0, autoscale.MaxInstancesLimit)(k, v, f)
+		},
+		"max_instances": whole(&cfg.MaxInstances, 1, autoscale.MaxInstancesLimit),
+		"idle_timeout": func(_, v *yaml.Node, f string) {
+			d, good := p.duration(v, f, autoscale.MinIdleTimeout, autoscale.MaxIdleTimeout)
+			ok = ok && good
+			cfg.IdleTimeout = d
+		},
+		"initial_cold_start": func(_, v *yaml.Node, f string) {
+			d, good := p.duration(v, f, 0, time.Hour)
+			ok = ok && good
+			cfg.InitialColdStart = d
+		},
+		"termination_grace_period": func(_, v *yaml.Node, f string) {
+			d, good := p.duration(v, f, time.Millisecond, time.Hour)
+			ok = ok && good
+			a.StopGrace = d
+		},
+	})
+	if n.Kind != yaml.MappingNode {
+		return nil, false
+	}
+	if commandNode == nil {
+		p.errorf(n, joinField(path, "command"), "missing: the program to run, started with PORT set")
+		ok = false
+	}
+	maxInst := cfg.MaxInstances
+	if maxInst == 0 {
+		maxInst = autoscale.DefaultMaxInstances
+	}
+	if ok && cfg.MinInstances > maxInst {
+		p.errorf(minNode, joinField(path, "min_instances"), "%d is more than max_instances %d", cfg.MinInstances, maxInst)
+		ok = false
+	}
+	if !ok {
+		return nil, false
+	}
+	// The working directory is relative to the config file's.
+	base, err := filepath.Abs(filepath.Dir(p.file))
+	if err != nil {
+		base = filepath.Dir(p.file)
+	}
+	dir := a.WorkingDir
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(base, dir)
+	}
+	a.WorkingDir = dir
+	if dirNode == nil {
+		dirNode = n
+	}
+	if fi, err := statDir(dir); err != nil || !fi {
+		p.errorf(dirNode, joinField(path, "working_dir"), "%s is not a directory", dir)
+		return nil, false
+	}
+	prog := a.Command[0]
+	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
+		prog = filepath.Join(dir, prog)
+	}
+	if _, err := exec.LookPath(prog); err != nil {
+		p.errorf(commandNode, joinField(path, "command"), "%q cannot be run: %v", a.Command[0], err)
+		return nil, false
+	}
+	if err := cfg.Validate(); err != nil { // every bound was checked above; a safety net
+		p.errorf(n, path, "%v", err)
+		return nil, false
+	}
+	return a, true
+}
+
+func statDir(dir string) (bool, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return false, err
+	}
+	return fi.IsDir(), nil
+}
+
+// env reads environment variables as a mapping (NAME: value) or as a
+// Kubernetes-style list of {name, value}.
+func (p *parser) env(n *yaml.Node, path string, a *Autoscale) bool {
+	ok := true
+	seen := map[string]bool{}
+	add := func(k, v *yaml.Node, f, name, value string) {
+		switch {
+		case !envName.MatchString(name):
+			p.errorf(k, f, "%q is not an environment variable name", name)
+			ok = false
+		case slices.Contains(reservedEnv, name):
+			p.errorf(k, f, "%s is set by tollgate for every instance (%s)", name, strings.Join(reservedEnv, ", "))
+			ok = false
+		case seen[name]:
+			p.errorf(k, f, "given twice")
+			ok = false
+		default:
+			seen[name] = true
+			a.Env = append(a.Env, EnvVar{Name: name, Value: value})
+		}
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			f := joinField(path, k.Value)
+			val, good := p.str(v, f)
+			if !good {
+				ok = false
+				continue
+			}
+			add(k, v, f, k.Value, val)
+		}
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			f := fmt.Sprintf("%s[%d]", path, i)
+			var name, value string
+			var nameNode *yaml.Node
+			p.fields(item, f, map[string]func(k, v *yaml.Node, f string){
+				"name": func(_, v *yaml.Node, f string) {
+					nameNode = v
+					s, good := p.str(v, f)
+					ok = ok && good
+					name = s
+				},
+				"value": func(_, v *yaml.Node, f string) {
+					s, good := p.str(v, f)
+					ok = ok && good
+					value = s
+				},
+			})
+			if item.Kind != yaml.MappingNode {
+				ok = false
+				continue
+			}
+			if nameNode == nil {
+				p.errorf(item, joinField(f, "name"), "missing")
+				ok = false
+				continue
+			}
+			add(nameNode, item, joinField(f, "name"), name, value)
+		}
+	default:
+		p.errorf(n, path, "want a mapping of NAME: value or a list of {name, value}, got %s", kindName(n))
+		ok = false
+	}
+	return ok
+}
+
+// Routed returns the services that have a route, most specific first: a
+// route with a host before one without, then longer path prefixes first.
+func (c *Config) Routed() []*Service {
+	var out []*Service
+	for _, s := range c.services {
+		if s.Route != nil {
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *Service) int {
+		if (a.Route.Host != "") != (b.Route.Host != "") {
+			if a.Route.Host != "" {
+				return -1
+			}
+			return 1
+		}
+		return len(b.Route.PathPrefix) - len(a.Route.PathPrefix)
+	})
+	return out
+}

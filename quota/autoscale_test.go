@@ -1,0 +1,134 @@
+package quota
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseAutoscaleService(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "bin", "hello")
+	os.MkdirAll(filepath.Dir(prog), 0o755)
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "tollgate.yaml")
+	cfg, err := Parse(file, []byte(`services:
+  - name: hello
+    route: {path_prefix: /hello/, strip_prefix: true}
+    autoscale:
+      command: [./bin/hello, --flag]
+      args: [x]
+      env: [{name: GREETING, value: hi}]
+      readiness: {path: /healthz, timeout: 20s}
+      max_concurrency: 8
+      cpus: 2
+      cpu_target: 0.7
+      concurrency_target: 0.5
+      min_instances: 1
+      max_instances: 5
+      idle_timeout: 30s
+      termination_grace_period: 3s
+  - preset: ecs
+    autoscale: {command: sh, env: {MODE: ecs}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := cfg.Service("hello")
+	a := s.Autoscale
+	if a == nil || s.Route == nil || len(s.Categories) != 0 {
+		t.Fatalf("service: %+v", s)
+	}
+	if a.WorkingDir != dir || a.Command[0] != "./bin/hello" || a.Args[0] != "x" || a.Env[0] != (EnvVar{"GREETING", "hi"}) {
+		t.Fatalf("autoscale: %+v", a)
+	}
+	e := a.Engine
+	if e.MaxConcurrency != 8 || e.CPUsPerInstance != 2 || e.CPUTarget != 0.7 || e.ConcurrencyTarget != 0.5 ||
+		e.MinInstances != 1 || e.MaxInstances != 5 || e.IdleTimeout != 30*time.Second || a.StopGrace != 3*time.Second ||
+		a.Readiness != (Readiness{"/healthz", 20 * time.Second}) {
+		t.Fatalf("engine: %+v", a)
+	}
+	ecs, _ := cfg.Service("ecs")
+	if ecs.Autoscale == nil || ecs.Route != nil || len(ecs.Categories) != 20 {
+		t.Fatalf("ecs preset with a pool: %+v", ecs)
+	}
+	if got, ok := s.Route.Match("x", "/hello/a/b"); !ok || got != "/a/b" {
+		t.Fatalf("Match = %q %v", got, ok)
+	}
+	if _, ok := s.Route.Match("x", "/helloworld"); ok {
+		t.Fatal("/helloworld matched /hello/")
+	}
+	if got, ok := s.Route.Match("x", "/hello"); !ok || got != "/" {
+		t.Fatalf("Match(/hello) = %q %v", got, ok)
+	}
+	if r := cfg.Routed(); len(r) != 1 || r[0] != s {
+		t.Fatalf("Routed = %v", r)
+	}
+	// Same settings give the same template; a new env value another.
+	a2 := *a
+	if a2.Template() != a.Template() {
+		t.Fatal("template not stable")
+	}
+	a2.Env = []EnvVar{{"GREETING", "bye"}}
+	if a2.Template() == a.Template() {
+		t.Fatal("a changed env kept the template")
+	}
+}
+
+func TestRouteHostMatch(t *testing.T) {
+	r := &Route{Host: "hello.example"}
+	if p, ok := r.Match("Hello.Example:8080", "/x"); !ok || p != "/x" {
+		t.Fatalf("host match: %q %v", p, ok)
+	}
+	if _, ok := r.Match("other.example", "/x"); ok {
+		t.Fatal("other host matched")
+	}
+}
+
+func TestParseAutoscaleErrors(t *testing.T) {
+	dir := t.TempDir()
+	noexec := filepath.Join(dir, "noexec")
+	os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644)
+	cases := []struct{ yaml, want string }{
+		{"services:\n  - name: a\n    route: {path_prefix: /a/}\n    autoscale: {max_instances: 2}\n",
+			"c.yaml:4:16: services[0].autoscale.command: missing"},
+		{"services:\n  - name: a\n    route: {path_prefix: /a/}\n    autoscale: {command: [./no-such-program]}\n",
+			"c.yaml:4:26: services[0].autoscale.command: \"./no-such-program\" cannot be run"},
+		{"services:\n  - name: a\n    route: {path_prefix: /a/}\n    autoscale: {command: [" + noexec + "]}\n",
+			"services[0].autoscale.command: \"" + noexec + "\" cannot be run"},
+		{"services:\n  - name: a\n    route: {path_prefix: /a/}\n",
+			"c.yaml:3:12: services[0].route: a route leads to the service's autoscale pool"},
+		{"services:\n  - name: a\n    route: {path_prefix: /v1/x}\n    autoscale: {command: sh}\n",
+			"c.yaml:3:26: services[0].route.path_prefix: \"/v1/x\" overlaps tollgate's own endpoints"},
+		{"services:\n  - name: a\n    route: {path_prefix: /}\n    autoscale: {command: sh}\n",
+			"services[0].route: give a path_prefix other than / or a host"},
+		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, env: {PORT: \"1\"}}\n",
+			"c.yaml:4:36: services[0].autoscale.env.PORT: PORT is set by tollgate"},
+		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, min_instances: 3, max_instances: 2}\n",
+			"c.yaml:4:45: services[0].autoscale.min_instances: 3 is more than max_instances 2"},
+		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, cpu_target: 1.5, idle_timeout: 1ms}\n",
+			"c.yaml:4:42: services[0].autoscale.cpu_target: 1.5 not in (0, 1]\nc.yaml:4:61: services[0].autoscale.idle_timeout: \"1ms\" is not a duration in [1s, 24h0m0s]"},
+		{"services:\n  - preset: ecs\n    upstream: http://x\n    autoscale: {command: sh}\n",
+			"c.yaml:3:15: services[0].upstream: a service has an upstream or an autoscale pool, not both"},
+		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh}\n  - name: b\n    route: {host: a.example}\n    autoscale: {command: sh}\n",
+			"c.yaml:5:5: services[1].route: the same route as service \"a\""},
+		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, working_dir: nowhere}\n",
+			"services[0].autoscale.working_dir: " + dir + "/nowhere is not a directory"},
+	}
+	for _, c := range cases {
+		_, err := Parse(filepath.Join(dir, "c.yaml"), []byte(c.yaml))
+		if err == nil || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%q: err = %v", c.yaml, err)
+			continue
+		}
+		got := strings.ReplaceAll(err.Error(), dir+"/c.yaml", "c.yaml")
+		if !strings.Contains(got, c.want) {
+			t.Errorf("%q:\n got %s\nwant %s", c.yaml, got, c.want)
+		}
+	}
+}
