@@ -46,6 +46,7 @@ func (r *Runner) Run(ctx context.Context) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	context.AfterFunc(ctx, func() { close(r.closed) })
 	epq := newQueue("endpoints-" + t.String())
 	stop := context.AfterFunc(ctx, epq.ShutDown)
 	defer stop()

@@ -24,6 +24,7 @@ type Runner struct {
 	running atomic.Bool
 	leading atomic.Bool
 	kick    chan struct{} // wakes the scale loop; buffer 1, non-blocking send
+	closed  chan struct{} // closed once Run's context has ended
 	epKick  func()        // queues an EndpointSlice sync; set by Run
 	lister  discoverylisters.EndpointSliceLister
 
@@ -57,6 +58,7 @@ func New(opts Options) (*Runner, error) {
 		log:     opts.Logger.With("target", opts.Target.String()),
 		m:       newMetrics(opts.Registry, opts.Target.String()),
 		kick:    make(chan struct{}, 1),
+		closed:  make(chan struct{}),
 		epKick:  func() {},
 		bound:   map[string]*instance{},
 		ready:   map[string]endpoint{},
@@ -299,7 +301,7 @@ func (in *instance) Stop(grace time.Duration) error {
 	}
 	in.state = stateStopping
 	key, name := in.pod, in.podName
-	lead := r.leading.Load()
+	lead := r.leading.Load() && !r.isClosed()
 	if lead {
 		r.retired[key] = true
 	}
@@ -320,6 +322,7 @@ func (in *instance) Stop(grace time.Duration) error {
 		select {
 		case <-in.gone:
 		case <-t.C:
+		case <-r.closed: // tollgate is stopping: the pods stay for the next one
 		}
 		t.Stop()
 	}
@@ -332,6 +335,15 @@ func (in *instance) Stop(grace time.Duration) error {
 		return fmt.Errorf("stop %s: %w", in.spec.ID, err)
 	}
 	return nil
+}
+
+func (r *Runner) isClosed() bool {
+	select {
+	case <-r.closed:
+		return true
+	default:
+		return false
+	}
 }
 
 // errNotRunning is returned by Run when called twice.
