@@ -123,7 +123,9 @@ type Readiness struct {
 func (a *Autoscale) Template() string {
 	var b strings.Builder
 	if k := a.Kubernetes; k != nil {
-		fmt.Fprintf(&b, "kubernetes=%q/%q service=%q port=%d ready=%v", k.Namespace, k.Deployment, k.Service, k.Port, a.Readiness.Timeout)
+		// The readiness timeout is left out: one runner serves a
+		// Deployment for tollgate's life, so it applies from the start.
+		fmt.Fprintf(&b, "kubernetes=%q/%q service=%q port=%d", k.Namespace, k.Deployment, k.Service, k.Port)
 		return b.String()
 	}
 	fmt.Fprintf(&b, "command=%q args=%q dir=%q ready=%q/%v", a.Command, a.Args, a.WorkingDir, a.Readiness.Path, a.Readiness.Timeout)

@@ -12,14 +12,20 @@ import (
 
 // poolSpecs turns the autoscale sections of cfg into the pool's specs,
 // each with a runner for its command.
-func poolSpecs(cfg *quota.Config, log *slog.Logger) ([]pool.ServiceSpec, error) {
+func poolSpecs(cfg *quota.Config, log *slog.Logger, kr *kubeRunners) ([]pool.ServiceSpec, error) {
 	var specs []pool.ServiceSpec
 	for _, s := range cfg.Services() {
 		a := s.Autoscale
 		if a == nil {
 			continue
 		}
-		r, err := newRunner(a, log)
+		var r pool.Runner
+		var err error
+		if a.Kubernetes != nil {
+			r, err = kr.runner(a)
+		} else {
+			r, err = newRunner(a, log)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("service %s: %w", s.Name, err)
 		}

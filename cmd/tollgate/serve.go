@@ -52,6 +52,7 @@ type serveFlags struct {
 	storePipelines  int
 	drainDelay      time.Duration
 	cpuProfile      string
+	kube            kubeFlags
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -71,6 +72,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
+	fs.StringVar(&f.kube.kubeconfig, "kubeconfig", "", "kubeconfig `FILE` for autoscaled services on Kubernetes (else $KUBECONFIG, else the in-cluster config, else ~/.kube/config)")
+	fs.BoolVar(&f.kube.leaderElect, "kube-leader-elect", false, "with several tollgate replicas in front of one Deployment: only the holder of a Lease writes replicas; all route")
+	fs.StringVar(&f.kube.identity, "kube-identity", os.Getenv("POD_NAME"), "this replica's name in leader election (default $POD_NAME, else the host name)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -253,7 +257,8 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 	// Autoscaled services: their pool runs until the HTTP server has
 	// drained, then stops every instance within its grace period.
 	pools := pool.New(pool.Options{Logger: log, Registry: reg})
-	specs, err := poolSpecs(cfg, log)
+	kr := newKubeRunners(f.kube, log, reg)
+	specs, err := poolSpecs(cfg, log, kr)
 	if err == nil {
 		err = pools.Apply(specs)
 	}
@@ -264,6 +269,7 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 	poolsDone := make(chan error, 1)
 	go func() { poolsDone <- pools.Run(poolCtx) }()
 	defer func() {
+		kr.Close() // first: Deployments keep their pods for the next tollgate
 		stopPools()
 		if n := len(pools.Services()); n > 0 {
 			log.Info("stopping the instances of autoscaled services", "services", n)
@@ -287,7 +293,7 @@ func serve(ctx context.Context, stopSignals func(), f serveFlags, hup <-chan os.
 			if err := fitsStore(next, st); err != nil {
 				return nil, err
 			}
-			specs, err := poolSpecs(next, log)
+			specs, err := poolSpecs(next, log, kr)
 			if err == nil {
 				err = pools.Apply(specs)
 			}
