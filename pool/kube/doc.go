@@ -46,4 +46,8 @@
 //     a ready pod; Instance.Addr is empty until then. Instance.Stop marks
 //     the pod, lowers the count and waits up to the grace period for the
 //     pod to leave the ready set.
+//   - When Run's context ends, the Deployment keeps its replicas: a Stop
+//     after that only releases the pod, and the next tollgate (a rolling
+//     update of tollgate itself) adopts the ready pods, binding its new
+//     instances to them, and scales down from there.
 package kube
