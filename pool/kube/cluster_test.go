@@ -184,6 +184,7 @@ func (c *cluster) runner(t *testing.T, cfg *rest.Config, mod func(*Options)) *Ru
 		Metrics:         clients.Metrics,
 		Resync:          2 * time.Second,
 		MetricsInterval: 2 * time.Second,
+		AdoptFor:        -1,
 		Logger:          slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 	}
 	if mod != nil {

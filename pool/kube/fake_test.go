@@ -108,6 +108,7 @@ func newEnv(t *testing.T, mod func(*Options)) *env {
 		Scales:   e.scale.client(e.ns, "hello"),
 		Registry: e.reg,
 		Resync:   time.Hour, // writes in these tests come from Start and Stop
+		AdoptFor: -1,
 	}
 	if mod != nil {
 		mod(&opts)

@@ -73,6 +73,12 @@ type Options struct {
 	// Resync is how often the replica count is read and rewritten if it
 	// drifted; 0 means 30 s.
 	Resync time.Duration
+	// AdoptFor is how long after it starts leading the runner does not
+	// lower replicas, so that the pool's first instances can bind to the
+	// pods a previous tollgate left running (a rolling update of tollgate)
+	// before surplus ones go; 0 means 30 s, negative means no wait.
+	// Raising replicas is never held back.
+	AdoptFor time.Duration
 	// MetricsInterval is how often pod CPU is read; 0 means 15 s, the
 	// metrics-server's default resolution.
 	MetricsInterval time.Duration
@@ -129,6 +135,9 @@ func (o *Options) check() error {
 	}
 	if o.Resync <= 0 {
 		o.Resync = 30 * time.Second
+	}
+	if o.AdoptFor == 0 {
+		o.AdoptFor = 30 * time.Second
 	}
 	if o.MetricsInterval <= 0 {
 		o.MetricsInterval = 15 * time.Second

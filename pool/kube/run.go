@@ -114,6 +114,9 @@ func (r *Runner) lead(ctx context.Context) {
 	t := time.NewTicker(r.o.Resync)
 	defer t.Stop()
 	const key = "scale"
+	adopt := time.NewTimer(max(r.o.AdoptFor, 0))
+	defer adopt.Stop()
+	r.adoptUntil.Store(time.Now().Add(r.o.AdoptFor).UnixNano())
 	q.Add(key)
 	for {
 		select {
@@ -122,6 +125,8 @@ func (r *Runner) lead(ctx context.Context) {
 		case <-r.kick:
 			q.Add(key)
 		case <-t.C:
+			q.Add(key)
+		case <-adopt.C:
 			q.Add(key)
 		}
 	}
@@ -252,6 +257,10 @@ func (r *Runner) syncScale(ctx context.Context) error {
 	r.m.desired.Set(float64(want))
 	from := s.Spec.Replicas
 	if from == want {
+		return nil
+	}
+	if want < from && time.Now().UnixNano() < r.adoptUntil.Load() {
+		r.log.Debug("not lowering replicas yet: adopting the running pods", "replicas", from, "want", want)
 		return nil
 	}
 	if n := int(from - want); n > 0 {

@@ -23,10 +23,13 @@ type Runner struct {
 	m       *metrics
 	running atomic.Bool
 	leading atomic.Bool
-	kick    chan struct{} // wakes the scale loop; buffer 1, non-blocking send
-	closed  chan struct{} // closed once Run's context has ended
-	epKick  func()        // queues an EndpointSlice sync; set by Run
-	lister  discoverylisters.EndpointSliceLister
+	// adoptUntil (Unix ns) ends the window in which replicas are not
+	// lowered after leading starts (Options.AdoptFor).
+	adoptUntil atomic.Int64
+	kick       chan struct{} // wakes the scale loop; buffer 1, non-blocking send
+	closed     chan struct{} // closed once Run's context has ended
+	epKick     func()        // queues an EndpointSlice sync; set by Run
+	lister     discoverylisters.EndpointSliceLister
 
 	mu       sync.Mutex
 	live     int                  // instances the replica count asks for

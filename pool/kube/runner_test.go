@@ -261,3 +261,25 @@ func TestNew(t *testing.T) {
 		t.Errorf("second Run = %v, want an error", err)
 	}
 }
+
+// A new runner does not scale away the pods a previous tollgate left
+// running until AdoptFor has passed; its instances bind to them.
+func TestAdoptsRunningPods(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.AdoptFor = 2 * time.Second })
+	e.scale.replicas = 2
+	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"}, pod{name: "p2", ip: "10.0.0.2"})
+	began := time.Now()
+	e.run()
+	a := start(t, e.r, "a")
+	ready(t, a) // at once: p1 is ready and free
+	e.replicas(1)
+	if took := time.Since(began); took < 2*time.Second {
+		t.Errorf("replicas lowered after %v, inside the 2s adoption window", took)
+	}
+	if got := e.deletionCost("p2"); got == "" {
+		t.Error("the surplus pod was not marked before lowering replicas")
+	}
+	if got := e.deletionCost(a.(*instance).podName); got != "" {
+		t.Errorf("the adopted pod was marked (%q)", got)
+	}
+}
