@@ -76,7 +76,8 @@ type Options struct {
 	// AdoptFor is how long after it starts leading the runner does not
 	// lower replicas, so that the pool's first instances can bind to the
 	// pods a previous tollgate left running (a rolling update of tollgate)
-	// before surplus ones go; 0 means 30 s, negative means no wait.
+	// before surplus ones go; the window ends early at the first Stop.
+	// 0 means 30 s, negative means no wait.
 	// Raising replicas is never held back.
 	AdoptFor time.Duration
 	// MetricsInterval is how often pod CPU is read; 0 means 15 s, the

@@ -310,6 +310,11 @@ func (in *instance) Stop(grace time.Duration) error {
 	}
 	r.mu.Unlock()
 
+	if lead {
+		// The engine lets an instance go: it has seen the traffic, so the
+		// adoption window (Options.AdoptFor) has served its purpose.
+		r.adoptUntil.Store(0)
+	}
 	var err error
 	if lead && name != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), max(grace, 5*time.Second))

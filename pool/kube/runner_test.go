@@ -283,3 +283,16 @@ func TestAdoptsRunningPods(t *testing.T) {
 		t.Errorf("the adopted pod was marked (%q)", got)
 	}
 }
+
+// The adoption window ends at the first Stop: the engine letting an
+// instance go is a decision to lower replicas.
+func TestStopEndsAdoption(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.AdoptFor = time.Hour })
+	e.run()
+	a := start(t, e.r, "a")
+	e.replicas(1)
+	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"})
+	ready(t, a)
+	go a.Stop(wait)
+	e.replicas(0)
+}
