@@ -307,6 +307,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("services: [{name: a, categories: [{name: b, capacity: 1, refill_per_second: 1, actions: [X]}]}]"))
 	f.Add([]byte("overrides: [{service: ecs}]\naccess_keys: {a: b}"))
 	f.Add([]byte("&a [*a]"))
+	f.Add([]byte("services: [{name: k, route: {host: k.example}, autoscale: {kubernetes: {namespace: n, deployment: d, port: 8080}}}]"))
 	f.Add([]byte("services:\n  - name: h\n    route: {path_prefix: /h/, strip_prefix: true}\n    autoscale: {command: [sh], env: {A: b}, max_instances: 2, idle_timeout: 5s}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)
