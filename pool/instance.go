@@ -104,6 +104,15 @@ func (in *instance) exitedErr() (bool, error) {
 	}
 }
 
+// setAddr records where requests to the instance go; revision.mu is held.
+func (in *instance) setAddr(addr string) {
+	in.url = &url.URL{Scheme: "http", Host: addr}
+	in.port = 0
+	if _, p, err := net.SplitHostPort(addr); err == nil {
+		in.port, _ = strconv.Atoi(p)
+	}
+}
+
 // launch starts the goroutine of engine instance id; revision.mu is held
 // and run has started (ServeHTTP and apply run only then).
 func (rv *revision) launch(id autoscale.InstanceID) {
@@ -148,13 +157,9 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 		rv.gone(in, nil, fmt.Errorf("start: %w", err))
 		return
 	}
-	port := 0
-	if _, p, err := net.SplitHostPort(run.Addr()); err == nil {
-		port, _ = strconv.Atoi(p)
-	}
-	u := &url.URL{Scheme: "http", Host: run.Addr()}
 	rv.mu.Lock()
-	in.run, in.url, in.port = run, u, port
+	in.run = run
+	in.setAddr(run.Addr())
 	rv.mu.Unlock()
 
 	if err := run.Ready(ctx); err != nil {
@@ -165,6 +170,7 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 	now := time.Now()
 	coldStart := now.Sub(start)
 	rv.mu.Lock()
+	in.setAddr(run.Addr()) // a pod's address is known only once it is ready
 	in.readyAt = now
 	in.lastChange, in.periodStart = now, now
 	in.cpuLast, in.cpuOK = run.CPUTime()

@@ -31,7 +31,10 @@ type InstanceSpec struct {
 
 // Instance is one running instance. Its methods are safe for concurrent use.
 type Instance interface {
-	// Addr is the host:port requests are proxied to.
+	// Addr is the host:port requests are proxied to. A runner whose
+	// instances get their address only once ready (a pod of a Deployment)
+	// returns "" until Ready has returned nil; the pool reads it again
+	// then.
 	Addr() string
 
 	// Ready blocks until the instance passes its readiness check, and

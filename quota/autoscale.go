@@ -76,6 +76,11 @@ type Autoscale struct {
 	WorkingDir string
 	// Readiness is how an instance is found ready.
 	Readiness Readiness
+	// Kubernetes, when set instead of Command, runs the instances as the
+	// pods of a Deployment (package pool/kube); Command, Args, Env and
+	// WorkingDir are then unset, and Readiness.Timeout bounds the wait
+	// for a pod.
+	Kubernetes *Kubernetes
 	// Engine holds the targets and bounds.
 	Engine autoscale.Config
 	// StopGrace is the time between SIGTERM and SIGKILL when an instance
@@ -84,6 +89,20 @@ type Autoscale struct {
 	// CloudMap, when set, lists the ready instances in tollgate's Cloud
 	// Map registry.
 	CloudMap *CloudMap
+}
+
+// Kubernetes names the Deployment whose pods are a service's instances.
+type Kubernetes struct {
+	// Namespace holds the Deployment and the Service; required.
+	Namespace string
+	// Deployment is scaled through its scale subresource; required.
+	Deployment string
+	// Service lists the Deployment's pods in its EndpointSlices; empty
+	// means the Deployment's name.
+	Service string
+	// Port is the pod port requests go to; 0 means the Service's only
+	// port.
+	Port int
 }
 
 // EnvVar is one environment variable of an instance.
@@ -108,6 +127,13 @@ type Readiness struct {
 // Targets and bounds are not part of it.
 func (a *Autoscale) Template() string {
 	var b strings.Builder
+	if k := a.Kubernetes; k != nil {
+		// The readiness timeout is left out: one runner serves a
+		// Deployment for tollgate's life, so it applies from the start.
+		fmt.Fprintf(&b, "kubernetes=%q/%q service=%q port=%d", k.Namespace, k.Deployment, k.Service, k.Port)
+		b.WriteString(a.CloudMap.template())
+		return b.String()
+	}
 	fmt.Fprintf(&b, "command=%q args=%q dir=%q ready=%q/%v grace=%v", a.Command, a.Args, a.WorkingDir, a.Readiness.Path, a.Readiness.Timeout, a.StopGrace)
 	for _, e := range a.Env {
 		fmt.Fprintf(&b, " env %q=%q", e.Name, e.Value)
@@ -214,7 +240,7 @@ func (p *parser) route(n *yaml.Node, path string) (*Route, bool) {
 func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 	a := &Autoscale{}
 	ok := true
-	var commandNode, dirNode, minNode *yaml.Node
+	var commandNode, dirNode, minNode, kubeNode *yaml.Node
 	cfg := &a.Engine
 	num := func(dst *float64, lo, hi float64, loOpen bool) func(k, v *yaml.Node, f string) {
 		return func(_, v *yaml.Node, f string) {
@@ -262,6 +288,12 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 			}
 			ok = ok && good
 			a.Command = cmd
+		},
+		"kubernetes": func(_, v *yaml.Node, f string) {
+			kubeNode = v
+			k, good := p.kubernetes(v, f)
+			ok = ok && good
+			a.Kubernetes = k
 		},
 		"args": func(_, v *yaml.Node, f string) {
 			args, good := p.strings(v, f)
@@ -326,8 +358,22 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 	if n.Kind != yaml.MappingNode {
 		return nil, false
 	}
-	if commandNode == nil {
-		p.errorf(n, joinField(path, "command"), "missing: the program to run, started with PORT set")
+	switch {
+	case kubeNode != nil && commandNode != nil:
+		p.errorf(kubeNode, joinField(path, "kubernetes"), "give either command (local processes) or kubernetes (a Deployment's pods), not both")
+		ok = false
+	case kubeNode != nil:
+		for _, c := range []struct {
+			field string
+			set   bool
+		}{{"args", a.Args != nil}, {"env", a.Env != nil}, {"working_dir", dirNode != nil}, {"readiness.path", a.Readiness.Path != ""}} {
+			if field := c.field; c.set {
+				p.errorf(kubeNode, joinField(path, field), "not used with kubernetes: the pod spec says what runs and how it is probed")
+				ok = false
+			}
+		}
+	case commandNode == nil:
+		p.errorf(n, joinField(path, "command"), "missing: the program to run, started with PORT set (or kubernetes: a Deployment)")
 		ok = false
 	}
 	maxInst := cfg.MaxInstances
@@ -340,6 +386,13 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 	}
 	if !ok {
 		return nil, false
+	}
+	if a.Kubernetes != nil {
+		if err := cfg.Validate(); err != nil {
+			p.errorf(n, path, "%v", err)
+			return nil, false
+		}
+		return a, true
 	}
 	// The working directory is relative to the config file's.
 	base, err := filepath.Abs(filepath.Dir(p.file))
@@ -469,4 +522,50 @@ func (c *Config) Routed() []*Service {
 		return len(b.Route.PathPrefix) - len(a.Route.PathPrefix)
 	})
 	return out
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// kubernetes parses {namespace, deployment, service, port}.
+func (p *parser) kubernetes(n *yaml.Node, path string) (*Kubernetes, bool) {
+	k := &Kubernetes{}
+	ok := true
+	name := func(dst *string) func(_, v *yaml.Node, f string) {
+		return func(_, v *yaml.Node, f string) {
+			s, good := p.str(v, f)
+			if good && !dnsLabel.MatchString(s) {
+				p.errorf(v, f, "%q is not a Kubernetes name (lower-case letters, digits and -, at most 63)", s)
+				good = false
+			}
+			ok = ok && good
+			*dst = s
+		}
+	}
+	p.fields(n, path, map[string]func(k, v *yaml.Node, f string){
+		"namespace":  name(&k.Namespace),
+		"deployment": name(&k.Deployment),
+		"service":    name(&k.Service),
+		"port": func(_, v *yaml.Node, f string) {
+			x, good := p.integer(v, f)
+			if good && (x < 1 || x > 65535) {
+				p.errorf(v, f, "%d not in [1, 65535]", x)
+				good = false
+			}
+			ok = ok && good
+			k.Port = int(x)
+		},
+	})
+	if n.Kind != yaml.MappingNode {
+		return nil, false
+	}
+	for _, c := range [][2]string{{"namespace", k.Namespace}, {"deployment", k.Deployment}} {
+		if field, v := c[0], c[1]; v == "" && ok {
+			p.errorf(n, joinField(path, field), "missing")
+			ok = false
+		}
+	}
+	if k.Service == "" {
+		k.Service = k.Deployment
+	}
+	return k, ok
 }

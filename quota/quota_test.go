@@ -323,6 +323,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("overrides: [{service: ecs}]\naccess_keys: {a: b}"))
 	f.Add([]byte("&a [*a]"))
 	f.Add([]byte("services: [{preset: ecs}]\nrls: {config_dir: rl, grpc_listen: ':8081', shadow_mode: true, limit_header: X-RateLimit-Limit}\n"))
+	f.Add([]byte("services: [{name: k, route: {host: k.example}, autoscale: {kubernetes: {namespace: n, deployment: d, port: 8080}}}]"))
 	f.Add([]byte("services:\n  - name: h\n    route: {path_prefix: /h/, strip_prefix: true}\n    autoscale: {command: [sh], env: {A: b}, max_instances: 2, idle_timeout: 5s}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)

@@ -16,11 +16,12 @@ import (
 )
 
 // newPools returns the pool of the config's autoscaled services, not yet
-// running; its metrics go to reg, and instances of services with a
-// cloud_map section are listed in registry.
-func newPools(cfg *quota.Config, log *slog.Logger, reg prometheus.Registerer, registry *cloudmap.Registry) (*pool.Pool, error) {
+// running; its metrics go to reg, instances of services with a
+// cloud_map section are listed in registry, and services on Kubernetes
+// get their runner from kr.
+func newPools(cfg *quota.Config, log *slog.Logger, reg prometheus.Registerer, registry *cloudmap.Registry, kr *kubeRunners) (*pool.Pool, error) {
 	p := pool.New(pool.Options{Logger: log, Registry: reg})
-	if err := applyPools(p, cfg, log, registry); err != nil {
+	if err := applyPools(p, cfg, log, registry, kr); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -28,8 +29,8 @@ func newPools(cfg *quota.Config, log *slog.Logger, reg prometheus.Registerer, re
 
 // applyPools makes p run the autoscaled services of cfg (on a reload:
 // new bounds in place, new revisions for changed commands).
-func applyPools(p *pool.Pool, cfg *quota.Config, log *slog.Logger, registry *cloudmap.Registry) error {
-	specs, err := poolSpecs(cfg, log, registry)
+func applyPools(p *pool.Pool, cfg *quota.Config, log *slog.Logger, registry *cloudmap.Registry, kr *kubeRunners) error {
+	specs, err := poolSpecs(cfg, log, registry, kr)
 	if err != nil {
 		return err
 	}
@@ -38,14 +39,20 @@ func applyPools(p *pool.Pool, cfg *quota.Config, log *slog.Logger, registry *clo
 
 // poolSpecs turns the autoscale sections of cfg into the pool's specs,
 // each with a runner for its command.
-func poolSpecs(cfg *quota.Config, log *slog.Logger, registry *cloudmap.Registry) ([]pool.ServiceSpec, error) {
+func poolSpecs(cfg *quota.Config, log *slog.Logger, registry *cloudmap.Registry, kr *kubeRunners) ([]pool.ServiceSpec, error) {
 	var specs []pool.ServiceSpec
 	for _, s := range cfg.Services() {
 		a := s.Autoscale
 		if a == nil {
 			continue
 		}
-		r, err := newRunner(a, log)
+		var r pool.Runner
+		var err error
+		if a.Kubernetes != nil {
+			r, err = kr.runner(a)
+		} else {
+			r, err = newRunner(a, log)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("service %s: %w", s.Name, err)
 		}

@@ -64,6 +64,7 @@ type serveFlags struct {
 	rlsMerge        optBool
 	rlsShadow       optBool
 	rlsHeaderNames  [3]string // limit, remaining, reset; "" for the config's, else envoy ratelimit's
+	kube            kubeFlags
 }
 
 // define registers every flag of `tollgate serve` on fs, with its default.
@@ -91,6 +92,9 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.rlsHeaderNames[0], "rls-limit-header", "", "`NAME` of the limit header (envoy ratelimit's LIMIT_LIMIT_HEADER; default: the config's rls.limit_header, else RateLimit-Limit)")
 	fs.StringVar(&f.rlsHeaderNames[1], "rls-remaining-header", "", "`NAME` of the remaining header (LIMIT_REMAINING_HEADER; default: the config's rls.remaining_header, else RateLimit-Remaining)")
 	fs.StringVar(&f.rlsHeaderNames[2], "rls-reset-header", "", "`NAME` of the reset header (LIMIT_RESET_HEADER; default: the config's rls.reset_header, else RateLimit-Reset)")
+	fs.StringVar(&f.kube.kubeconfig, "kubeconfig", "", "kubeconfig `FILE` for autoscaled services on Kubernetes (else $KUBECONFIG, else the in-cluster config, else ~/.kube/config)")
+	fs.BoolVar(&f.kube.leaderElect, "kube-leader-elect", false, "with several tollgate replicas in front of one Deployment: only the holder of a Lease writes replicas; all route")
+	fs.StringVar(&f.kube.identity, "kube-identity", os.Getenv("POD_NAME"), "this replica's name in leader election (default $POD_NAME, else the host name)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
 }
 
@@ -303,6 +307,7 @@ type node struct {
 	rlsLn      net.Listener       // its gRPC listener
 	pools      *pool.Pool         // the autoscaled services' instances
 	live       *liveview.Recorder // per-second decisions for /ui
+	kube       *kubeRunners       // runners of services on Kubernetes
 }
 
 // build loads the config, opens the store, and makes the gateway and the
@@ -344,7 +349,11 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	s.close = func() { closeRegistry(); closeStore() }
 	// Autoscaled services: their pool runs until the HTTP server has
 	// drained, then stops every instance within its grace period.
-	if s.pools, err = newPools(cfg, log, reg, registry); err != nil {
+	// Services on Kubernetes: one runner per Deployment for tollgate's
+	// life, closed before the pools stop so Deployments keep their pods.
+	s.kube = newKubeRunners(f.kube, log, reg)
+	s.close = func() { s.kube.Close(); closeRegistry(); closeStore() }
+	if s.pools, err = newPools(cfg, log, reg, registry, s.kube); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -372,7 +381,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 			if err := fitsStore(next, st); err != nil {
 				return nil, err
 			}
-			if err := applyPools(pools, next, log, registry); err != nil {
+			if err := applyPools(pools, next, log, registry, s.kube); err != nil {
 				return nil, err
 			}
 			if next.Store() != lastStore {
@@ -504,7 +513,10 @@ func (s *node) run(stopping context.Context, startShutdown context.CancelFunc, s
 		return nil
 	})
 	grp.Go(func() error { // two-phase shutdown
-		defer stopBackground()
+		defer func() {
+			s.kube.Close() // first: Deployments keep their pods for the next tollgate
+			stopBackground()
+		}()
 		<-failed.Done()
 		startShutdown() // ends a config read in progress
 		stopSignals()   // a second SIGTERM or SIGINT now kills the process

@@ -1,0 +1,53 @@
+// Package kube runs the instances of an autoscaled service as the pods of
+// a Kubernetes Deployment: it is the [pool.Runner] behind `tollgate serve`
+// for a service whose autoscale section names `kubernetes:` instead of a
+// command. The pool decides how many instances run; this package makes
+// the Deployment run that many pods and tells the pool which pod each
+// instance is.
+//
+// # What it owns
+//
+//   - The replica count, written only through the scale subresource
+//     (scale.ScalesGetter, as HPA and KEDA do), never by editing the
+//     Deployment spec: a Get, then an Update carrying its resourceVersion,
+//     only when the count changes, retried on conflict by a rate-limited
+//     work queue. The count asked for is the number of live instances.
+//   - Which pods are ready and where: an informer on the Service's
+//     EndpointSlices (label kubernetes.io/service-name), the ready set
+//     rebuilt from all of the Service's slices on every event (Ready==nil
+//     counts as ready, addresses deduplicated, tombstones unwrapped).
+//   - The pod behind each instance: a started instance binds to the next
+//     ready pod no other instance holds; Ready waits for that. A bound pod
+//     that leaves the ready set (deleted, not ready) closes its instance's
+//     Done at once, with an error wrapping [ErrPodGone].
+//   - Scale-down choice: Stop sets controller.kubernetes.io/pod-deletion-cost
+//     on the instance's pod before the count is lowered, so the
+//     ReplicaSet removes that pod and not a busy one.
+//   - CPU: from metrics.k8s.io when it is served (PodMetrics usage,
+//     integrated over time into a CPU time); otherwise CPUTime reports
+//     false and the log says so once.
+//   - Leader election (optional, [Options.Election]): with several tollgate
+//     replicas in front of one Deployment, only the holder of a Lease
+//     writes replicas and deletion costs; every replica watches and routes.
+//
+// It never routes or proxies requests and never decides a count: package
+// pool does. It never deletes a pod or edits a Deployment's spec.
+//
+// # Lifecycle
+//
+//   - [New](Options) checks the options; nothing starts.
+//   - [Runner.Run](ctx) runs everything: the informer (its cache synced
+//     before the first scale write, since a cold cache reads as no ready
+//     pods), the work queue, the metrics poller and the scale writer
+//     (directly, or inside OnStartedLeading with election). It returns
+//     once every goroutine has stopped.
+//   - [Runner.Start] registers an instance (the count asked for grows by
+//     one) and returns at once; Instance.Ready waits until it is bound to
+//     a ready pod; Instance.Addr is empty until then. Instance.Stop marks
+//     the pod, lowers the count and waits up to the grace period for the
+//     pod to leave the ready set.
+//   - When Run's context ends, the Deployment keeps its replicas: a Stop
+//     after that only releases the pod, and the next tollgate (a rolling
+//     update of tollgate itself) adopts the ready pods, binding its new
+//     instances to them, and scales down from there.
+package kube

@@ -1,0 +1,67 @@
+package quota
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseAutoscaleKubernetes(t *testing.T) {
+	cfg, err := Parse(filepath.Join(t.TempDir(), "c.yaml"), []byte(`services:
+  - name: hello
+    route: {path_prefix: /hello/}
+    autoscale:
+      kubernetes: {namespace: apps, deployment: hello, port: 8080}
+      readiness: {timeout: 5m}
+      max_instances: 20
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Services()[0].Autoscale
+	want := Kubernetes{Namespace: "apps", Deployment: "hello", Service: "hello", Port: 8080}
+	if a.Kubernetes == nil || *a.Kubernetes != want {
+		t.Fatalf("Kubernetes = %+v, want %+v", a.Kubernetes, want)
+	}
+	if a.Command != nil || a.Engine.MaxInstances != 20 {
+		t.Errorf("autoscale = %+v", a)
+	}
+	b := *a
+	b.Kubernetes = &Kubernetes{Namespace: "apps", Deployment: "hello", Service: "other", Port: 8080}
+	if a.Template() == b.Template() {
+		t.Error("another Service has the same Template: a reload would keep the old runner")
+	}
+}
+
+func TestParseAutoscaleKubernetesErrors(t *testing.T) {
+	dir := t.TempDir()
+	head := "services:\n  - name: a\n    route: {path_prefix: /a/}\n    autoscale: "
+	cases := []struct{ yaml, want string }{
+		{"{command: sh, kubernetes: {namespace: n, deployment: d}}",
+			"c.yaml:4:42: services[0].autoscale.kubernetes: give either command (local processes) or kubernetes"},
+		{"{kubernetes: {namespace: n}}",
+			"c.yaml:4:29: services[0].autoscale.kubernetes.deployment: missing"},
+		{"{kubernetes: {namespace: Bad_Name, deployment: d}}",
+			"c.yaml:4:41: services[0].autoscale.kubernetes.namespace: \"Bad_Name\" is not a Kubernetes name"},
+		{"{kubernetes: {namespace: n, deployment: d, port: 70000}}",
+			"c.yaml:4:65: services[0].autoscale.kubernetes.port: 70000 not in [1, 65535]"},
+		{"{kubernetes: {namespace: n, deployment: d, replicas: 3}}",
+			"services[0].autoscale.kubernetes.replicas"},
+		{"{kubernetes: {namespace: n, deployment: d}, env: {A: b}}",
+			"c.yaml:4:29: services[0].autoscale.env: not used with kubernetes"},
+		{"{kubernetes: [n, d]}",
+			"services[0].autoscale.kubernetes"},
+	}
+	for _, c := range cases {
+		_, err := Parse(filepath.Join(dir, "c.yaml"), []byte(head+c.yaml+"\n"))
+		if err == nil || !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%q: err = %v", c.yaml, err)
+			continue
+		}
+		got := strings.ReplaceAll(err.Error(), dir+"/c.yaml", "c.yaml")
+		if !strings.Contains(got, c.want) {
+			t.Errorf("%q:\n got %s\nwant %s", c.yaml, got, c.want)
+		}
+	}
+}
