@@ -184,7 +184,7 @@ func TestThreeServeNodesAreGloballyExact(t *testing.T) {
 	}
 	const cell = time.Millisecond
 	n := int(lastDenial.Sub(start) / cell) // cells wholly before D
-	cover := make([]int, n+1) // difference array of denial witnesses
+	cover := make([]int, n+1)              // difference array of denial witnesses
 	for _, d := range denials {
 		// Decided within [sent, recv]: not full over [recv, sent+refill].
 		from := int((d.recv.Sub(start) + cell - 1) / cell)
