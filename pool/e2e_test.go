@@ -6,8 +6,10 @@ package pool_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +27,7 @@ import (
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/internal/testservice"
 	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/process"
 )
 
 func TestMain(m *testing.M) { testservice.Main(m) }
@@ -376,5 +379,64 @@ func TestProcessNewRevisionRollsOut(t *testing.T) {
 	code, body, _ := fetch(t, url+"/env")
 	if code != 200 || !strings.Contains(body, `"GENERATION":"2"`) || !strings.Contains(body, `"K_REVISION":"rev-00002"`) {
 		t.Fatalf("after the rollout the instance has %d %s", code, body)
+	}
+}
+
+// TestProcessLifecycleIsLoggedOnce runs one instance through package
+// process under a pool sharing one Info-level JSON log: "instance ready"
+// and "instance stopped" appear once each, from the pool, with the
+// attributes the pool knows (pid, address, cold start; why it stopped).
+func TestProcessLifecycleIsLoggedOnce(t *testing.T) {
+	t.Parallel()
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	r, err := process.New(process.Options{
+		Command:   testservice.Build(t),
+		Env:       []string{testservice.EnvHost + "=127.0.0.1"},
+		Readiness: process.Readiness{Timeout: time.Minute},
+		StopGrace: 10 * time.Second,
+		Logger:    log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pool.New(pool.Options{Logger: log})
+	if err := p.Apply([]pool.ServiceSpec{{Name: "logged", Runner: r, Engine: autoscale.Config{MinInstances: 1, MaxInstances: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	waitFor(t, 60*time.Second, "min instance not ready", func() bool { return readyCount(p) == 1 })
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return within 60 s of its context ending")
+	}
+	count := map[string]int{}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		msg, _ := rec["msg"].(string)
+		count[msg]++
+		var want []string
+		switch msg {
+		case "instance ready":
+			want = []string{"instance", "pid", "addr", "cold_start"}
+		case "instance stopped":
+			want = []string{"instance", "pid", "reason", "took"}
+		}
+		for _, k := range want {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("%q line without %s: %s", msg, k, line)
+			}
+		}
+	}
+	if count["instance ready"] != 1 || count["instance stopped"] != 1 {
+		t.Fatalf("logged \"instance ready\" %d times and \"instance stopped\" %d times, want once each; log:\n%s",
+			count["instance ready"], count["instance stopped"], logs.String())
 	}
 }

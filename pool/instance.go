@@ -187,6 +187,9 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 		rv.log.Error("engine refused a ready instance", "instance", in.name, "error", err)
 	}
 	rv.m.coldStart.Observe(coldStart.Seconds())
+	// The pool owns the lifecycle lines at Info (ready, stopped, exited on
+	// its own): it knows the cold start, the address and the reason. A
+	// Runner logs its own view at Debug at most (package process does).
 	rv.log.Info("instance ready", "instance", in.name, "pid", run.PID(), "addr", run.Addr(), "cold_start", coldStart.Round(time.Millisecond))
 
 	select {
@@ -210,10 +213,10 @@ func (rv *revision) stopInstance(in *instance, run Instance, why string) {
 	rv.mu.Unlock()
 	rv.m.forget(in.name)
 	if err != nil {
-		rv.log.Warn("instance stopped with an error", "instance", in.name, "reason", why, "error", err, "took", time.Since(start).Round(time.Millisecond))
+		rv.log.Warn("instance stopped with an error", "instance", in.name, "pid", run.PID(), "reason", why, "error", err, "took", time.Since(start).Round(time.Millisecond))
 		return
 	}
-	rv.log.Info("instance stopped", "instance", in.name, "reason", why, "took", time.Since(start).Round(time.Millisecond))
+	rv.log.Info("instance stopped", "instance", in.name, "pid", run.PID(), "reason", why, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // gone handles an instance that exited, or never got ready, on its own:

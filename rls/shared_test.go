@@ -21,19 +21,26 @@ import (
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
 )
 
+// hammerMinCalls is how many calls hammer makes at least, whatever the
+// wall time: twice the capacity of every bucket hammered here, so the
+// full bucket is always offered, even when a loaded machine lets the
+// clients run only late.
+const hammerMinCalls = 100
+
 // hammer sends one descriptor from clients goroutines spread over the
-// servers for about d of wall time, and returns the OK answers and the
-// wall time from the first call to the last answer.
+// servers for about d of wall time (and at least hammerMinCalls calls),
+// and returns the OK answers and the wall time from the first call to the
+// last answer.
 func hammer(t *testing.T, servers []*testServer, clients int, d time.Duration, domain string, pairs ...string) (ok int64, elapsed time.Duration) {
 	t.Helper()
-	var admitted atomic.Int64
+	var admitted, calls atomic.Int64
 	var wg sync.WaitGroup
 	begin := time.Now()
 	for c := range clients {
 		ts := servers[c%len(servers)]
 		wg.Go(func() {
 			req := &rlspb.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc(pairs...)}}
-			for time.Since(begin) < d {
+			for calls.Add(1) <= hammerMinCalls || time.Since(begin) < d {
 				r, err := ts.client.ShouldRateLimit(context.Background(), req)
 				if err != nil {
 					t.Error(err)
@@ -75,7 +82,7 @@ func TestConcurrencyExact(t *testing.T) {
 
 func redisNode(t *testing.T, url string, cfg *Config) *testServer {
 	t.Helper()
-	store, err := redisstore.Open(url, redisstore.Options{Timeout: 2 * time.Second, FailurePolicy: redisstore.FailClosed})
+	store, err := redisstore.Open(url, redisstore.Options{Timeout: 10 * time.Second, FailurePolicy: redisstore.FailClosed})
 	if err != nil {
 		t.Fatal(err)
 	}

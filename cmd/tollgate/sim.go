@@ -23,7 +23,7 @@ func simCommand() command {
 var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // simSynopsis is the head of `tollgate sim --help`.
-const simSynopsis = "tollgate sim (--scenario FILE | --preset NAME) [--out DIR] [--seed N] [--format png|svg]"
+const simSynopsis = "tollgate sim (--scenario FILE | --preset NAME) [--out DIR] [--seed N] [--format png|svg|html]"
 
 func runSim(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("sim")

@@ -61,7 +61,7 @@ func TestUsageErrorsExitTwoNamingTheChoices(t *testing.T) {
 		{[]string{"check"}, []string{"give a config FILE, or --preset NAME (", "ecs"}},
 		{[]string{"check", "--preset", "nope"}, []string{"nope", "ecs", "cloudmap"}},
 		{[]string{"sim"}, []string{"give one of --scenario FILE or --preset NAME (", "thundering-herd"}},
-		{[]string{"sim", "--preset", "thundering-herd", "--format", "gif"}, []string{"want png or svg"}},
+		{[]string{"sim", "--preset", "thundering-herd", "--format", "gif"}, []string{"want png, svg or html"}},
 		{[]string{"version", "extra"}, []string{`unexpected argument "extra"`}},
 		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`, "serve", "version"}},
 		{nil, []string{"usage: tollgate <command>"}},

@@ -23,7 +23,14 @@
 //     never exits (https://go.dev/issue/27505).
 //   - Its output: each line written to stdout or stderr is logged with the
 //     service, revision, instance id and stream; lines longer than
-//     [MaxLogLine] are cut, so memory stays bounded.
+//     [MaxLogLine] are cut, so memory stays bounded. The instance's
+//     lifecycle ("instance ready", "instance stopped", "instance exited on
+//     its own") is logged at Info by whoever drives the runner, package
+//     pool, which knows the cold start, the address and why it stopped the
+//     instance; the runner logs its own view only at Debug ("process
+//     ready", "process stopped", "process exited", with the pid and the
+//     exit status), so a standalone user can still see it without the
+//     pool's lines appearing twice.
 //   - Its CPU time: where the runner may create cgroups (a writable,
 //     delegated cgroup v2), each instance is born into its own cgroup
 //     (clone3 CLONE_INTO_CGROUP) and CPUTime reads its cpu.stat; otherwise

@@ -257,9 +257,9 @@ func (i *instance) wait(output *sync.WaitGroup, pipes ...*os.File) {
 	i.mu.Unlock()
 	i.r.releasePort(i.port)
 	if err != nil {
-		i.log.Warn("instance exited", "pid", i.mainPID, "err", werr)
+		i.log.Debug("process exited", "pid", i.mainPID, "err", werr)
 	} else {
-		i.log.Info("instance stopped", "pid", i.mainPID, "exit", i.cmd.ProcessState.String())
+		i.log.Debug("process stopped", "pid", i.mainPID, "exit", i.cmd.ProcessState.String())
 	}
 	i.cpu.close()
 }
@@ -394,7 +394,7 @@ func (i *instance) probe() {
 		attempt := min(remaining, time.Second)
 		err := i.check(client, attempt)
 		if err == nil {
-			i.log.Info("instance ready", "pid", i.mainPID, "after", time.Since(i.started).Round(time.Millisecond))
+			i.log.Debug("process ready", "pid", i.mainPID, "after", time.Since(i.started).Round(time.Millisecond))
 			i.setReady(nil)
 			return
 		}
