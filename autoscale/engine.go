@@ -213,13 +213,24 @@ type instance struct {
 	act           int
 	actSec        int64
 	actSeen       bool
-	win           *window // nil until its first sample
+	win           *window   // nil until its first sample
+	running       []running // requests in flight on it, in no order
+	ahead         int       // requeue's count of pending requests kept on it
+	oldest        time.Time // requeue's oldestRunning
+}
+
+// running is a request in flight on an instance, kept so that the age of
+// the instance's oldest request is known (expectedWait).
+type running struct {
+	id       RequestID
+	servedAt time.Time
 }
 
 type request struct {
 	inst     *instance // running on it, or pending and expected to
 	pending  bool
 	seq      uint64 // position in the pending queue while pending
+	slot     int    // index in inst.running while running
 	servedAt time.Time
 }
 
@@ -618,10 +629,9 @@ func (e *Engine) starter(by time.Time) *instance {
 }
 
 // shortestWait returns the ready instance where a queued request is
-// expected to get a slot soonest, and that expected wait: the smoothed mean
-// request time (observeService) × (queued + 1) / ACT. Without an observed request time there is no
-// estimate and it returns the instance with the shortest queue and the
-// largest possible wait.
+// expected to get a slot soonest (the fewest requests queued per slot), and
+// that expected wait (expectedWait). Without an observed request time there
+// is no estimate and the wait is the largest possible.
 func (e *Engine) shortestWait() (*instance, time.Duration) {
 	var best *instance
 	for _, in := range e.ready {
@@ -629,14 +639,55 @@ func (e *Engine) shortestWait() (*instance, time.Duration) {
 			best = in
 		}
 	}
-	if best == nil || e.services == 0 {
-		return best, time.Duration(math.MaxInt64)
+	if best == nil {
+		return nil, time.Duration(math.MaxInt64)
 	}
-	wait := e.serviceMean * float64(best.queued+1) / float64(best.act)
-	if wait >= math.MaxInt64 {
-		return best, time.Duration(math.MaxInt64)
+	return best, e.expectedWait(best, best.queued)
+}
+
+// expectedWait is when, from the engine's current time, a request queued
+// on ready instance in behind q others is expected to get a slot there. With
+// S the mean request time (observeService) and A the age of the oldest
+// request in flight on in: its requests are expected to take
+// D = max(S, 2A − S), the oldest to finish in D − A = |S − A| (a request
+// that has run longer than the mean is expected to run as much longer
+// again), and after that a slot to free every D / ACT, so the wait is
+// |S − A| + D × (q + in flight beyond ACT) / ACT. In steady state (ages
+// spread over [0, S]) this is the fluid S × (q + 1) / ACT; for requests
+// just started it is at least S; for requests that have outrun the mean it
+// grows with their age instead of reading zero. Without an observed request
+// time, or with nothing in flight on in, there is no estimate: the largest
+// possible wait. O(requests in flight on in), no allocation.
+func (e *Engine) expectedWait(in *instance, q int) time.Duration {
+	return e.waitBehind(in, oldestRunning(in), q)
+}
+
+// oldestRunning is when the oldest request in flight on in was served (any
+// time when none is: waitBehind then looks at nothing else).
+func oldestRunning(in *instance) time.Time {
+	var oldest time.Time
+	for i, r := range in.running {
+		if i == 0 || r.servedAt.Before(oldest) {
+			oldest = r.servedAt
+		}
 	}
-	return best, time.Duration(wait)
+	return oldest
+}
+
+// waitBehind is expectedWait given oldest, the serve time of the oldest
+// request in flight on in (oldestRunning): O(1).
+func (e *Engine) waitBehind(in *instance, oldest time.Time, q int) time.Duration {
+	if e.services == 0 || len(in.running) == 0 {
+		return time.Duration(math.MaxInt64)
+	}
+	s, a := e.serviceMean, float64(e.now.Sub(oldest))
+	d := max(s, 2*a-s)
+	ahead := q + max(in.inFlight-in.act, 0)
+	wait := math.Abs(s-a) + d*float64(ahead)/float64(in.act)
+	if !(wait < math.MaxInt64) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(wait)
 }
 
 // serviceSmoothing is the number of recent requests the mean request time
@@ -660,7 +711,21 @@ func (e *Engine) serve(now time.Time, id RequestID, in *instance) {
 	in.inFlight++
 	in.lastActive = now
 	e.inFlight++
-	e.requests[id] = request{inst: in, servedAt: now}
+	e.requests[id] = request{inst: in, slot: len(in.running), servedAt: now}
+	in.running = append(in.running, running{id: id, servedAt: now})
+}
+
+// finish removes running request r from its instance's running list.
+func (e *Engine) finish(r request) {
+	in := r.inst
+	last := len(in.running) - 1
+	if moved := in.running[last]; r.slot != last {
+		in.running[r.slot] = moved
+		m := e.requests[moved.id]
+		m.slot = r.slot
+		e.requests[moved.id] = m
+	}
+	in.running = in.running[:last]
 }
 
 // enqueue adds request id to the pending queue, expected to run on target
@@ -722,6 +787,7 @@ func (e *Engine) RequestDone(now time.Time, id RequestID) (Events, error) {
 		e.unqueue(id, r)
 		return e.ev, nil
 	}
+	e.finish(r)
 	delete(e.requests, id)
 	in := r.inst
 	in.inFlight--
@@ -777,11 +843,10 @@ func (e *Engine) InstanceExited(now time.Time, id InstanceID) (Events, error) {
 		e.draining--
 	}
 	if in.inFlight > 0 {
-		for rid, r := range e.requests {
-			if r.inst == in && !r.pending {
-				e.ev.Failed = append(e.ev.Failed, rid)
-			}
+		for _, r := range in.running {
+			e.ev.Failed = append(e.ev.Failed, r.id)
 		}
+		in.running = in.running[:0]
 		slices.Sort(e.ev.Failed)
 		for _, rid := range e.ev.Failed {
 			delete(e.requests, rid)
@@ -884,6 +949,7 @@ func (e *Engine) Tick(now time.Time) Decision {
 	e.rec = e.bound(rec, m)
 
 	e.expire(now)
+	e.requeue(now)
 
 	live := len(e.starting) + len(e.ready)
 	if want := e.rec.Count - live; want > 0 && (live > 0 || e.rec.Count <= e.cfg.MinInstances || m.Active > 0) {
@@ -945,6 +1011,51 @@ func (e *Engine) expire(now time.Time) {
 		fresh.queued++
 		e.requests[p.id] = r
 		p.deadline = now.Add(e.PendingWait())
+	}
+}
+
+// requeue moves pending requests expected on a full ready instance whose
+// slot is no longer expected to free before a new instance would be ready
+// (expectedWait at their place in its queue, oldest first, at least the
+// expected cold start) to a starting instance expected ready by then, else
+// to a new instance started on demand below max instances; they keep their
+// deadlines. Route judged the wait when the request arrived; the requests
+// in flight may since have run longer than the mean it was judged by.
+func (e *Engine) requeue(now time.Time) {
+	if e.nPending == 0 || len(e.ready) == 0 {
+		return
+	}
+	coldStart := e.ExpectedColdStart()
+	for _, in := range e.ready {
+		in.ahead, in.oldest = 0, oldestRunning(in)
+	}
+	for i := e.pendingHead; i < len(e.pending); i++ {
+		p := &e.pending[i]
+		if p.done {
+			continue
+		}
+		r := e.requests[p.id]
+		in := r.inst
+		if in == nil || in.state != Ready || in.inFlight < in.act {
+			continue
+		}
+		if e.waitBehind(in, in.oldest, in.ahead) < coldStart {
+			in.ahead++
+			continue
+		}
+		to := e.starter(now.Add(coldStart))
+		if to == nil {
+			if e.total() >= e.cfg.MaxInstances {
+				in.ahead++
+				continue
+			}
+			to = e.startInstance(now)
+			e.ev.Started = append(e.ev.Started, to.id)
+		}
+		in.queued--
+		to.queued++
+		r.inst = to
+		e.requests[p.id] = r
 	}
 }
 
