@@ -215,8 +215,9 @@ type instance struct {
 	actSeen       bool
 	win           *window   // nil until its first sample
 	running       []running // requests in flight on it, in no order
-	ahead         int       // requeue's count of pending requests kept on it
-	oldest        time.Time // requeue's oldestRunning
+	oldest        time.Time // serve time of its oldest request in flight, if oldestOK
+	oldestOK      bool
+	ahead         int // requeue's count of pending requests kept on it
 }
 
 // running is a request in flight on an instance, kept so that the age of
@@ -657,30 +658,13 @@ func (e *Engine) shortestWait() (*instance, time.Duration) {
 // just started it is at least S; for requests that have outrun the mean it
 // grows with their age instead of reading zero. Without an observed request
 // time, or with nothing in flight on in, there is no estimate: the largest
-// possible wait. O(requests in flight on in), no allocation.
+// possible wait. O(1), or O(requests in flight on in) after in's oldest
+// request finished; no allocation.
 func (e *Engine) expectedWait(in *instance, q int) time.Duration {
-	return e.waitBehind(in, oldestRunning(in), q)
-}
-
-// oldestRunning is when the oldest request in flight on in was served (any
-// time when none is: waitBehind then looks at nothing else).
-func oldestRunning(in *instance) time.Time {
-	var oldest time.Time
-	for i, r := range in.running {
-		if i == 0 || r.servedAt.Before(oldest) {
-			oldest = r.servedAt
-		}
-	}
-	return oldest
-}
-
-// waitBehind is expectedWait given oldest, the serve time of the oldest
-// request in flight on in (oldestRunning): O(1).
-func (e *Engine) waitBehind(in *instance, oldest time.Time, q int) time.Duration {
 	if e.services == 0 || len(in.running) == 0 {
 		return time.Duration(math.MaxInt64)
 	}
-	s, a := e.serviceMean, float64(e.now.Sub(oldest))
+	s, a := e.serviceMean, float64(e.now.Sub(in.oldestRunning()))
 	d := max(s, 2*a-s)
 	ahead := q + max(in.inFlight-in.act, 0)
 	wait := math.Abs(s-a) + d*float64(ahead)/float64(in.act)
@@ -688,6 +672,21 @@ func (e *Engine) waitBehind(in *instance, oldest time.Time, q int) time.Duration
 		return time.Duration(math.MaxInt64)
 	}
 	return time.Duration(wait)
+}
+
+// oldestRunning is when the oldest request in flight on in was served (any
+// time when none is). It is kept by serve and finish and found again, in
+// O(requests in flight), only after the oldest finishes.
+func (in *instance) oldestRunning() time.Time {
+	if !in.oldestOK {
+		for i, r := range in.running {
+			if i == 0 || r.servedAt.Before(in.oldest) {
+				in.oldest = r.servedAt
+			}
+		}
+		in.oldestOK = len(in.running) > 0
+	}
+	return in.oldest
 }
 
 // serviceSmoothing is the number of recent requests the mean request time
@@ -712,6 +711,11 @@ func (e *Engine) serve(now time.Time, id RequestID, in *instance) {
 	in.lastActive = now
 	e.inFlight++
 	e.requests[id] = request{inst: in, slot: len(in.running), servedAt: now}
+	if len(in.running) == 0 {
+		// now is the engine's clock, which never goes back: a request
+		// served later is never older than one already running.
+		in.oldest, in.oldestOK = now, true
+	}
 	in.running = append(in.running, running{id: id, servedAt: now})
 }
 
@@ -726,6 +730,9 @@ func (e *Engine) finish(r request) {
 		e.requests[moved.id] = m
 	}
 	in.running = in.running[:last]
+	if r.servedAt.Equal(in.oldest) {
+		in.oldestOK = false // found again when next asked
+	}
 }
 
 // enqueue adds request id to the pending queue, expected to run on target
@@ -846,7 +853,7 @@ func (e *Engine) InstanceExited(now time.Time, id InstanceID) (Events, error) {
 		for _, r := range in.running {
 			e.ev.Failed = append(e.ev.Failed, r.id)
 		}
-		in.running = in.running[:0]
+		in.running, in.oldestOK = in.running[:0], false
 		slices.Sort(e.ev.Failed)
 		for _, rid := range e.ev.Failed {
 			delete(e.requests, rid)
@@ -1027,7 +1034,7 @@ func (e *Engine) requeue(now time.Time) {
 	}
 	coldStart := e.ExpectedColdStart()
 	for _, in := range e.ready {
-		in.ahead, in.oldest = 0, oldestRunning(in)
+		in.ahead = 0
 	}
 	for i := e.pendingHead; i < len(e.pending); i++ {
 		p := &e.pending[i]
@@ -1039,7 +1046,7 @@ func (e *Engine) requeue(now time.Time) {
 		if in == nil || in.state != Ready || in.inFlight < in.act {
 			continue
 		}
-		if e.waitBehind(in, in.oldest, in.ahead) < coldStart {
+		if e.expectedWait(in, in.ahead) < coldStart {
 			in.ahead++
 			continue
 		}
