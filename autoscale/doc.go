@@ -89,7 +89,36 @@
 // recommended instance, else on a surplus one; else it is queued on a
 // starting instance expected ready no later than a new one, else on an
 // existing instance if a slot is expected to free sooner, else a new
-// instance is started on demand while below max instances. A queued
+// instance is started on demand while below max instances.
+//
+// The expected wait on a full ready instance comes from S, the mean
+// observed request time (exact over the first 1,000 requests, then a moving
+// average weighing the newest 1/1,000), and A, the age of the oldest
+// request in flight on it: its requests are expected to take
+// D = max(S, 2A − S), the oldest to finish in |S − A| (a request that has
+// run past the mean is expected to run as much longer again, not to end at
+// once), and a slot to free every D / ACT after that, so a request queued
+// behind q others waits
+//
+//	|S − A| + D × q / ACT
+//
+// (plus a round per request in flight above ACT after ACT fell). In steady
+// state, with ages spread over [0, S], this is the fluid S × (q + 1) / ACT;
+// requests just started count a whole S. With no request time observed
+// yet, or nothing in flight, there is no estimate and no request queues on
+// a ready instance while a new one may start. A burst of long requests
+// arriving all at once when only short ones have been seen still queues
+// (nothing says otherwise yet), so on every Tick the pending requests
+// expected on full ready instances are judged again, oldest first, at
+// their place in its queue: those whose wait is no longer under the
+// expected cold start move to a starting instance expected ready by then,
+// or to a new one started on demand below max instances, keeping their
+// deadlines. A request that has waited about a cold start beyond the mean
+// thus gets an instance, rather than waiting out a slot or the pending
+// wait. Wherever a pending request is expected, a freed slot anywhere goes
+// to the oldest pending request first.
+//
+// A queued
 // request waits at most max(10 s, 3.5 × expected cold start), the expected
 // cold start being the mean of observed starts (Config.InitialColdStart
 // before any); then a new instance is started for it (and it waits for that

@@ -549,8 +549,8 @@ func (e *Engine) InstanceReady(now time.Time, id InstanceID) (Events, error) {
 // best ranked); else it is queued on a starting instance expected ready
 // no later than a new one would be; else queued on a ready instance if a slot
 // is expected to free there sooner than a new instance would start (judged
-// from the mean observed request time: exact over the first 1,000
-// requests, then a moving average weighing the newest request 1/1,000);
+// from the mean observed request time and the age of the instance's oldest
+// request in flight; see expectedWait and the package documentation);
 // else, below max instances, a new instance is started on demand and the
 // request queued on it; else it is queued to wait at most PendingWait. Route hands out no pending request:
 // slots freed by RequestDone and InstanceReady go to the oldest pending
@@ -937,7 +937,9 @@ func (e *Engine) remove(in *instance) {
 // In order: the policy recommends a count from the service metrics, which
 // is bounded (see Decision); pending requests past their deadline get a new
 // on-demand instance below max instances, and wait for it up to PendingWait
-// again, or are rejected (429) at max;
+// again, or are rejected (429) at max; pending requests expected on a full
+// ready instance whose slot is no longer expected before a cold start move
+// to a starting or new on-demand instance (requeue);
 // instances are started up to the recommended count, unless there are none
 // and nothing asks for one (only a request scales from zero), and up to
 // min instances; then ready instances beyond the recommended count (the
