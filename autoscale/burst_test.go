@@ -27,9 +27,9 @@ func burstEngine(t *testing.T, n int, d time.Duration) (*Engine, InstanceID) {
 // when the only request seen took 1 ms. The first 4 are served; with
 // nothing yet to say the others are long, the rest queue on the busy
 // instance (a slot is expected in about 1 ms). Once the requests in flight
-// have run longer than the mean, no slot is expected before a cold start
-// (at the Ticks of 2 s for most, 4 s for the oldest, whose slot is due
-// soonest): the queued requests move to instances started on demand, up to
+// have run longer than the mean (the instance has gone a second, then
+// two, without a slot freeing), no slot is expected before a cold start:
+// at the Tick of 2 s for all but the oldest, at 3 s for that one, the queued requests move to instances started on demand, up to
 // max instances, and run when those are ready (at 4 s), not when the 5-second
 // requests free their slots (6 s, 11 s, …) or at the 10-second pending
 // wait.
@@ -85,11 +85,11 @@ func TestLongBurstStartsInstancesOnDemand(t *testing.T) {
 	checkInvariants(t, e)
 }
 
-// TestRouteJudgesABusyInstanceByTheAgeOfItsRequests: a request arriving
-// at a full instance whose requests have run 3 s, when the mean seen is
-// 1 ms, is not expected to get a slot within a cold start (2 s): it gets
-// a new instance. One arriving while they have run 1 s is queued.
-func TestRouteJudgesABusyInstanceByTheAgeOfItsRequests(t *testing.T) {
+// TestRouteJudgesABusyInstanceByHowLongItHasBeenFull: a request arriving
+// at an instance that has been full for 3 s without a slot freeing, when
+// the mean seen is 1 ms, is not expected to get a slot within a cold start
+// (2 s): it gets a new instance. One arriving after 0.5 s is queued.
+func TestRouteJudgesABusyInstanceByHowLongItHasBeenFull(t *testing.T) {
 	e, id := burstEngine(t, 1, time.Millisecond)
 	for range 4 {
 		e.Route(sec(1))
@@ -143,21 +143,20 @@ func TestShortBurstQueuesOnTheBusyInstance(t *testing.T) {
 }
 
 // TestExpectedWait checks the estimate against its formula: with mean S
-// and the oldest request in flight of age A, the first slot in |S − A|,
-// then one every max(S, 2A − S) / ACT.
+// = 100 ms over 4 slots and the instance full for F, a slot every
+// max(S / 4, F).
 func TestExpectedWait(t *testing.T) {
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	for _, c := range []struct {
-		age  float64 // ms
+		full float64 // ms
 		q    int
 		want time.Duration
 	}{
-		{0, 0, ms(100)},         // just started: a whole mean
-		{75, 0, ms(25)},         // steady state, ages spread over S: S / ACT
-		{75, 4, ms(125)},        // one more round of 4 slots
-		{100, 0, 0},             // exactly the mean: any moment
-		{300, 0, ms(200)},       // outran the mean by 200 ms: 200 ms more
-		{300, 2, ms(200 + 250)}, // then a slot every 500 ms / 4
+		{0, 0, ms(25)},    // just filled: the fluid S / ACT
+		{10, 0, ms(25)},   // full for less than S / ACT: still the fluid rate
+		{10, 3, ms(100)},  // a whole round of 4 slots
+		{300, 0, ms(300)}, // no slot freed for 300 ms: 300 ms more
+		{300, 2, ms(900)}, // and as long for each next slot
 	} {
 		e := newEngine(t, Config{MaxConcurrency: 4})
 		id := readyInstances(t, e, sec(0), 1)[0]
@@ -167,9 +166,9 @@ func TestExpectedWait(t *testing.T) {
 		for range 4 {
 			e.Route(sec(1))
 		}
-		e.clock(sec(1).Add(ms(c.age)))
+		e.clock(sec(1).Add(ms(c.full)))
 		if got := e.expectedWait(e.instances[id], c.q); got != c.want {
-			t.Errorf("age %v ms, %d queued: wait %v, want %v", c.age, c.q, got, c.want)
+			t.Errorf("full %v ms, %d queued: wait %v, want %v", c.full, c.q, got, c.want)
 		}
 	}
 }

@@ -93,33 +93,36 @@
 //
 // The expected wait on a full ready instance comes from S, the mean
 // observed request time (exact over the first 1,000 requests, then a moving
-// average weighing the newest 1/1,000), and A, the age of the oldest
-// request in flight on it: its requests are expected to take
-// D = max(S, 2A − S), the oldest to finish in |S − A| (a request that has
-// run past the mean is expected to run as much longer again, not to end at
-// once), and a slot to free every D / ACT after that, so a request queued
-// behind q others waits
+// average weighing the newest 1/1,000), and F, how long the instance has
+// been full (since a request last started or finished on it): a slot is
+// expected to free every
 //
-//	|S − A| + D × q / ACT
+//	I = max(S / ACT, F)
 //
-// (plus a round per request in flight above ACT after ACT fell). In steady
-// state, with ages spread over [0, S], this is the fluid S × (q + 1) / ACT;
-// requests just started count a whole S. With no request time observed
-// yet, or nothing in flight, there is no estimate and no request queues on
-// a ready instance while a new one may start. A burst of long requests
-// arriving all at once when only short ones have been seen still queues
-// (nothing says otherwise yet), so on every Tick the pending requests
-// expected on full ready instances are judged again, oldest first, at
-// their place in its queue: those whose wait is no longer under the
-// expected cold start move to a starting instance expected ready by then,
-// or to a new one started on demand below max instances, keeping their
-// deadlines. A request that has waited about a cold start beyond the mean
-// thus gets an instance, rather than waiting out a slot or the pending
-// wait. Wherever a pending request is expected, a freed slot anywhere goes
-// to the oldest pending request first.
+// (the fluid rate of its slots; or, once it has gone longer than that
+// without freeing one, as long again as it has gone: its requests have
+// outrun the mean, which no longer says when they end), so a request
+// queued behind q others waits I × (q + 1), plus a slot per request in
+// flight above ACT after ACT fell. While slots free at the rate S implies,
+// this is the fluid S × (q + 1) / ACT; and no more requests queue on a busy
+// instance than slots can free, at that interval, before a new instance
+// would be ready. With no request time observed yet there is no estimate,
+// and no request queues on a ready instance while a new one may start.
 //
-// A queued
-// request waits at most max(10 s, 3.5 × expected cold start), the expected
+// A burst of long requests arriving all at once, when only short ones have
+// been seen, still queues on the busy instance: nothing says otherwise yet.
+// So on every Tick the pending requests expected on full ready instances
+// are judged again, oldest first, each at its place in its instance's
+// queue: those whose wait is no longer under the expected cold start move
+// to a starting instance expected ready by then, or to a new one started
+// on demand below max instances, keeping their deadlines. A burst thus gets
+// instances once its instance has gone about a cold start without a slot
+// freeing (the oldest request queued: one cold start; the others sooner),
+// rather than after a slot or the pending wait. Wherever a pending request
+// is expected, a freed slot anywhere goes to the oldest pending request
+// first.
+//
+// A queued request waits at most max(10 s, 3.5 × expected cold start), the expected
 // cold start being the mean of observed starts (Config.InitialColdStart
 // before any); then a new instance is started for it (and it waits for that
 // one up to the same time again), or at max instances it fails with HTTP

@@ -208,30 +208,20 @@ type instance struct {
 	expectedReady time.Time
 	readyAt       time.Time
 	lastActive    time.Time // last request started or finished on it
+	freeAt        time.Time // last time it had a free slot: lastActive, or when it became ready
 	inFlight      int
 	queued        int
 	act           int
 	actSec        int64
 	actSeen       bool
-	win           *window   // nil until its first sample
-	running       []running // requests in flight on it, in no order
-	oldest        time.Time // serve time of its oldest request in flight, if oldestOK
-	oldestOK      bool
-	ahead         int // requeue's count of pending requests kept on it
-}
-
-// running is a request in flight on an instance, kept so that the age of
-// the instance's oldest request is known (expectedWait).
-type running struct {
-	id       RequestID
-	servedAt time.Time
+	win           *window // nil until its first sample
+	ahead         int     // requeue's count of pending requests kept on it
 }
 
 type request struct {
 	inst     *instance // running on it, or pending and expected to
 	pending  bool
 	seq      uint64 // position in the pending queue while pending
-	slot     int    // index in inst.running while running
 	servedAt time.Time
 }
 
@@ -537,7 +527,7 @@ func (e *Engine) InstanceReady(now time.Time, id InstanceID) (Events, error) {
 	e.coldStarts++
 	e.coldStartMean += (float64(now.Sub(in.startedAt)) - e.coldStartMean) / float64(e.coldStarts)
 	in.state = Ready
-	in.readyAt, in.lastActive = now, now
+	in.readyAt, in.lastActive, in.freeAt = now, now, now
 	e.ready = append(e.ready, in)
 	e.actSum += in.act
 	e.dispatch(now, in)
@@ -549,8 +539,8 @@ func (e *Engine) InstanceReady(now time.Time, id InstanceID) (Events, error) {
 // best ranked); else it is queued on a starting instance expected ready
 // no later than a new one would be; else queued on a ready instance if a slot
 // is expected to free there sooner than a new instance would start (judged
-// from the mean observed request time and the age of the instance's oldest
-// request in flight; see expectedWait and the package documentation);
+// from the mean observed request time and how long the instance has been
+// full; see expectedWait and the package documentation);
 // else, below max instances, a new instance is started on demand and the
 // request queued on it; else it is queued to wait at most PendingWait. Route hands out no pending request:
 // slots freed by RequestDone and InstanceReady go to the oldest pending
@@ -647,46 +637,26 @@ func (e *Engine) shortestWait() (*instance, time.Duration) {
 }
 
 // expectedWait is when, from the engine's current time, a request queued
-// on ready instance in behind q others is expected to get a slot there. With
-// S the mean request time (observeService) and A the age of the oldest
-// request in flight on in: its requests are expected to take
-// D = max(S, 2A − S), the oldest to finish in D − A = |S − A| (a request
-// that has run longer than the mean is expected to run as much longer
-// again), and after that a slot to free every D / ACT, so the wait is
-// |S − A| + D × (q + in flight beyond ACT) / ACT. In steady state (ages
-// spread over [0, S]) this is the fluid S × (q + 1) / ACT; for requests
-// just started it is at least S; for requests that have outrun the mean it
-// grows with their age instead of reading zero. Without an observed request
-// time, or with nothing in flight on in, there is no estimate: the largest
-// possible wait. O(1), or O(requests in flight on in) after in's oldest
-// request finished; no allocation.
+// on full ready instance in behind q others is expected to get a slot
+// there. With S the mean request time (observeService) and F how long in
+// has been full (since a request last started or finished on it), a slot
+// is expected to free every I = max(S / ACT, F): the fluid rate of its
+// slots, or, once it has gone longer than that without freeing one, as
+// long again as it has gone (the requests in flight have outrun the mean).
+// The wait is I × (q + 1 + requests in flight above ACT). While F ≤ S / ACT
+// this is the fluid S × (q + 1) / ACT; it never reads "any moment now" for
+// an instance whose slots have stopped freeing. Without an observed
+// request time there is no estimate: the largest possible wait. O(1).
 func (e *Engine) expectedWait(in *instance, q int) time.Duration {
-	if e.services == 0 || len(in.running) == 0 {
+	if e.services == 0 {
 		return time.Duration(math.MaxInt64)
 	}
-	s, a := e.serviceMean, float64(e.now.Sub(in.oldestRunning()))
-	d := max(s, 2*a-s)
-	ahead := q + max(in.inFlight-in.act, 0)
-	wait := math.Abs(s-a) + d*float64(ahead)/float64(in.act)
+	interval := max(e.serviceMean/float64(in.act), float64(e.now.Sub(in.freeAt)))
+	wait := interval * float64(q+1+max(in.inFlight-in.act, 0))
 	if !(wait < math.MaxInt64) {
 		return time.Duration(math.MaxInt64)
 	}
 	return time.Duration(wait)
-}
-
-// oldestRunning is when the oldest request in flight on in was served (any
-// time when none is). It is kept by serve and finish and found again, in
-// O(requests in flight), only after the oldest finishes.
-func (in *instance) oldestRunning() time.Time {
-	if !in.oldestOK {
-		for i, r := range in.running {
-			if i == 0 || r.servedAt.Before(in.oldest) {
-				in.oldest = r.servedAt
-			}
-		}
-		in.oldestOK = len(in.running) > 0
-	}
-	return in.oldest
 }
 
 // serviceSmoothing is the number of recent requests the mean request time
@@ -707,32 +677,11 @@ func (e *Engine) observeService(d time.Duration) {
 }
 
 func (e *Engine) serve(now time.Time, id RequestID, in *instance) {
+	// Every caller serves on a free slot: the instance had one at now.
 	in.inFlight++
-	in.lastActive = now
+	in.lastActive, in.freeAt = now, now
 	e.inFlight++
-	e.requests[id] = request{inst: in, slot: len(in.running), servedAt: now}
-	if len(in.running) == 0 {
-		// now is the engine's clock, which never goes back: a request
-		// served later is never older than one already running.
-		in.oldest, in.oldestOK = now, true
-	}
-	in.running = append(in.running, running{id: id, servedAt: now})
-}
-
-// finish removes running request r from its instance's running list.
-func (e *Engine) finish(r request) {
-	in := r.inst
-	last := len(in.running) - 1
-	if moved := in.running[last]; r.slot != last {
-		in.running[r.slot] = moved
-		m := e.requests[moved.id]
-		m.slot = r.slot
-		e.requests[moved.id] = m
-	}
-	in.running = in.running[:last]
-	if r.servedAt.Equal(in.oldest) {
-		in.oldestOK = false // found again when next asked
-	}
+	e.requests[id] = request{inst: in, servedAt: now}
 }
 
 // enqueue adds request id to the pending queue, expected to run on target
@@ -794,11 +743,10 @@ func (e *Engine) RequestDone(now time.Time, id RequestID) (Events, error) {
 		e.unqueue(id, r)
 		return e.ev, nil
 	}
-	e.finish(r)
 	delete(e.requests, id)
 	in := r.inst
 	in.inFlight--
-	in.lastActive = now
+	in.lastActive, in.freeAt = now, now
 	e.inFlight--
 	e.observeService(now.Sub(r.servedAt))
 	switch in.state {
@@ -850,10 +798,11 @@ func (e *Engine) InstanceExited(now time.Time, id InstanceID) (Events, error) {
 		e.draining--
 	}
 	if in.inFlight > 0 {
-		for _, r := range in.running {
-			e.ev.Failed = append(e.ev.Failed, r.id)
+		for rid, r := range e.requests {
+			if r.inst == in && !r.pending {
+				e.ev.Failed = append(e.ev.Failed, rid)
+			}
 		}
-		in.running, in.oldestOK = in.running[:0], false
 		slices.Sort(e.ev.Failed)
 		for _, rid := range e.ev.Failed {
 			delete(e.requests, rid)

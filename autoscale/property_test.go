@@ -52,27 +52,6 @@ func checkInvariants(tb testing.TB, e *Engine) {
 	}
 	// Every request runs on, or waits for, an instance the engine knows:
 	// none is left on one that stopped or exited.
-	for _, in := range e.instances {
-		if len(in.running) != in.inFlight {
-			tb.Fatalf("instance %d: %d in flight, %d listed running", in.id, in.inFlight, len(in.running))
-		}
-		if in.oldestOK && len(in.running) > 0 {
-			oldest := in.running[0].servedAt
-			for _, rr := range in.running {
-				if rr.servedAt.Before(oldest) {
-					oldest = rr.servedAt
-				}
-			}
-			if !oldest.Equal(in.oldest) {
-				tb.Fatalf("instance %d: oldest running cached %v, is %v", in.id, in.oldest, oldest)
-			}
-		}
-		for i, rr := range in.running {
-			if r, ok := e.requests[rr.id]; !ok || r.pending || r.inst != in || r.slot != i || !r.servedAt.Equal(rr.servedAt) {
-				tb.Fatalf("instance %d running[%d] = %+v, request %+v %v", in.id, i, rr, r, ok)
-			}
-		}
-	}
 	for id, r := range e.requests {
 		if r.inst != nil && e.instances[r.inst.id] != r.inst {
 			tb.Fatalf("request %d is on instance %d, which is %v", id, r.inst.id, r.inst.state)
