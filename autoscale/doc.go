@@ -122,9 +122,9 @@
 // is expected, a freed slot anywhere goes to the oldest pending request
 // first.
 //
-// A queued request waits at most max(10 s, 3.5 × expected cold start), the expected
-// cold start being the mean of observed starts (Config.InitialColdStart
-// before any); then a new instance is started for it (and it waits for that
+// A queued request waits at most max(10 s, 3.5 × expected cold start),
+// the expected cold start being the mean of observed starts
+// (Config.InitialColdStart before any); then a new instance is started for it (and it waits for that
 // one up to the same time again), or at max instances it fails with HTTP
 // 429. Pending requests are served oldest first.
 //
