@@ -103,3 +103,31 @@ func BenchmarkRoute(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRouteQueued times routing a request that finds every slot of
+// 100 ready instances (80 each) taken and is queued on the one where a
+// slot is expected soonest, then abandoning it: the expected-wait path.
+func BenchmarkRouteQueued(b *testing.B) {
+	e, _, _, now := benchEngine(b, 100)
+	var last RequestID
+	for r := e.Route(now); r.Outcome == Served; r = e.Route(now) {
+		last = r.Request
+	}
+	// One request seen to take 10 ms: a slot is expected well within a
+	// cold start, so requests queue on the ready instances.
+	if _, err := e.RequestDone(now.Add(10*time.Millisecond), last); err != nil {
+		b.Fatal(err)
+	}
+	now = now.Add(20 * time.Millisecond)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		r := e.Route(now)
+		if r.Outcome != Queued || r.Started {
+			b.Fatalf("route: %+v, want queued on a ready instance", r)
+		}
+		if _, err := e.RequestDone(now, r.Request); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

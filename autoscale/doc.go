@@ -89,10 +89,42 @@
 // recommended instance, else on a surplus one; else it is queued on a
 // starting instance expected ready no later than a new one, else on an
 // existing instance if a slot is expected to free sooner, else a new
-// instance is started on demand while below max instances. A queued
-// request waits at most max(10 s, 3.5 × expected cold start), the expected
-// cold start being the mean of observed starts (Config.InitialColdStart
-// before any); then a new instance is started for it (and it waits for that
+// instance is started on demand while below max instances.
+//
+// The expected wait on a full ready instance comes from S, the mean
+// observed request time (exact over the first 1,000 requests, then a moving
+// average weighing the newest 1/1,000), and F, how long the instance has
+// been full (since a request last started or finished on it): a slot is
+// expected to free every
+//
+//	I = max(S / ACT, F)
+//
+// (the fluid rate of its slots; or, once it has gone longer than that
+// without freeing one, as long again as it has gone: its requests have
+// outrun the mean, which no longer says when they end), so a request
+// queued behind q others waits I × (q + 1), plus a slot per request in
+// flight above ACT after ACT fell. While slots free at the rate S implies,
+// this is the fluid S × (q + 1) / ACT; and no more requests queue on a busy
+// instance than slots can free, at that interval, before a new instance
+// would be ready. With no request time observed yet there is no estimate,
+// and no request queues on a ready instance while a new one may start.
+//
+// A burst of long requests arriving all at once, when only short ones have
+// been seen, still queues on the busy instance: nothing says otherwise yet.
+// So on every Tick the pending requests expected on full ready instances
+// are judged again, oldest first, each at its place in its instance's
+// queue: those whose wait is no longer under the expected cold start move
+// to a starting instance expected ready by then, or to a new one started
+// on demand below max instances, keeping their deadlines. A burst thus gets
+// instances once its instance has gone about a cold start without a slot
+// freeing (the oldest request queued: one cold start; the others sooner),
+// rather than after a slot or the pending wait. Wherever a pending request
+// is expected, a freed slot anywhere goes to the oldest pending request
+// first.
+//
+// A queued request waits at most max(10 s, 3.5 × expected cold start),
+// the expected cold start being the mean of observed starts
+// (Config.InitialColdStart before any); then a new instance is started for it (and it waits for that
 // one up to the same time again), or at max instances it fails with HTTP
 // 429. Pending requests are served oldest first.
 //

@@ -208,12 +208,14 @@ type instance struct {
 	expectedReady time.Time
 	readyAt       time.Time
 	lastActive    time.Time // last request started or finished on it
+	freeAt        time.Time // last time it had a free slot: lastActive, or when it became ready
 	inFlight      int
 	queued        int
 	act           int
 	actSec        int64
 	actSeen       bool
 	win           *window // nil until its first sample
+	ahead         int     // requeue's count of pending requests kept on it
 }
 
 type request struct {
@@ -525,7 +527,7 @@ func (e *Engine) InstanceReady(now time.Time, id InstanceID) (Events, error) {
 	e.coldStarts++
 	e.coldStartMean += (float64(now.Sub(in.startedAt)) - e.coldStartMean) / float64(e.coldStarts)
 	in.state = Ready
-	in.readyAt, in.lastActive = now, now
+	in.readyAt, in.lastActive, in.freeAt = now, now, now
 	e.ready = append(e.ready, in)
 	e.actSum += in.act
 	e.dispatch(now, in)
@@ -537,8 +539,8 @@ func (e *Engine) InstanceReady(now time.Time, id InstanceID) (Events, error) {
 // best ranked); else it is queued on a starting instance expected ready
 // no later than a new one would be; else queued on a ready instance if a slot
 // is expected to free there sooner than a new instance would start (judged
-// from the mean observed request time: exact over the first 1,000
-// requests, then a moving average weighing the newest request 1/1,000);
+// from the mean observed request time and how long the instance has been
+// full; see expectedWait and the package documentation);
 // else, below max instances, a new instance is started on demand and the
 // request queued on it; else it is queued to wait at most PendingWait. Route hands out no pending request:
 // slots freed by RequestDone and InstanceReady go to the oldest pending
@@ -618,10 +620,9 @@ func (e *Engine) starter(by time.Time) *instance {
 }
 
 // shortestWait returns the ready instance where a queued request is
-// expected to get a slot soonest, and that expected wait: the smoothed mean
-// request time (observeService) × (queued + 1) / ACT. Without an observed request time there is no
-// estimate and it returns the instance with the shortest queue and the
-// largest possible wait.
+// expected to get a slot soonest (the fewest requests queued per slot), and
+// that expected wait (expectedWait). Without an observed request time there
+// is no estimate and the wait is the largest possible.
 func (e *Engine) shortestWait() (*instance, time.Duration) {
 	var best *instance
 	for _, in := range e.ready {
@@ -629,14 +630,33 @@ func (e *Engine) shortestWait() (*instance, time.Duration) {
 			best = in
 		}
 	}
-	if best == nil || e.services == 0 {
-		return best, time.Duration(math.MaxInt64)
+	if best == nil {
+		return nil, time.Duration(math.MaxInt64)
 	}
-	wait := e.serviceMean * float64(best.queued+1) / float64(best.act)
-	if wait >= math.MaxInt64 {
-		return best, time.Duration(math.MaxInt64)
+	return best, e.expectedWait(best, best.queued)
+}
+
+// expectedWait is when, from the engine's current time, a request queued
+// on full ready instance in behind q others is expected to get a slot
+// there. With S the mean request time (observeService) and F how long in
+// has been full (since a request last started or finished on it), a slot
+// is expected to free every I = max(S / ACT, F): the fluid rate of its
+// slots, or, once it has gone longer than that without freeing one, as
+// long again as it has gone (the requests in flight have outrun the mean).
+// The wait is I × (q + 1 + requests in flight above ACT). While F ≤ S / ACT
+// this is the fluid S × (q + 1) / ACT; it never reads "any moment now" for
+// an instance whose slots have stopped freeing. Without an observed
+// request time there is no estimate: the largest possible wait. O(1).
+func (e *Engine) expectedWait(in *instance, q int) time.Duration {
+	if e.services == 0 {
+		return time.Duration(math.MaxInt64)
 	}
-	return best, time.Duration(wait)
+	interval := max(e.serviceMean/float64(in.act), float64(e.now.Sub(in.freeAt)))
+	wait := interval * float64(q+1+max(in.inFlight-in.act, 0))
+	if !(wait < math.MaxInt64) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(wait)
 }
 
 // serviceSmoothing is the number of recent requests the mean request time
@@ -657,8 +677,9 @@ func (e *Engine) observeService(d time.Duration) {
 }
 
 func (e *Engine) serve(now time.Time, id RequestID, in *instance) {
+	// Every caller serves on a free slot: the instance had one at now.
 	in.inFlight++
-	in.lastActive = now
+	in.lastActive, in.freeAt = now, now
 	e.inFlight++
 	e.requests[id] = request{inst: in, servedAt: now}
 }
@@ -725,7 +746,7 @@ func (e *Engine) RequestDone(now time.Time, id RequestID) (Events, error) {
 	delete(e.requests, id)
 	in := r.inst
 	in.inFlight--
-	in.lastActive = now
+	in.lastActive, in.freeAt = now, now
 	e.inFlight--
 	e.observeService(now.Sub(r.servedAt))
 	switch in.state {
@@ -865,7 +886,9 @@ func (e *Engine) remove(in *instance) {
 // In order: the policy recommends a count from the service metrics, which
 // is bounded (see Decision); pending requests past their deadline get a new
 // on-demand instance below max instances, and wait for it up to PendingWait
-// again, or are rejected (429) at max;
+// again, or are rejected (429) at max; pending requests expected on a full
+// ready instance whose slot is no longer expected before a cold start move
+// to a starting or new on-demand instance (requeue);
 // instances are started up to the recommended count, unless there are none
 // and nothing asks for one (only a request scales from zero), and up to
 // min instances; then ready instances beyond the recommended count (the
@@ -884,6 +907,7 @@ func (e *Engine) Tick(now time.Time) Decision {
 	e.rec = e.bound(rec, m)
 
 	e.expire(now)
+	e.requeue(now)
 
 	live := len(e.starting) + len(e.ready)
 	if want := e.rec.Count - live; want > 0 && (live > 0 || e.rec.Count <= e.cfg.MinInstances || m.Active > 0) {
@@ -945,6 +969,51 @@ func (e *Engine) expire(now time.Time) {
 		fresh.queued++
 		e.requests[p.id] = r
 		p.deadline = now.Add(e.PendingWait())
+	}
+}
+
+// requeue moves pending requests expected on a full ready instance whose
+// slot is no longer expected to free before a new instance would be ready
+// (expectedWait at their place in its queue, oldest first, at least the
+// expected cold start) to a starting instance expected ready by then, else
+// to a new instance started on demand below max instances; they keep their
+// deadlines. Route judged the wait when the request arrived; the requests
+// in flight may since have run longer than the mean it was judged by.
+func (e *Engine) requeue(now time.Time) {
+	if e.nPending == 0 || len(e.ready) == 0 {
+		return
+	}
+	coldStart := e.ExpectedColdStart()
+	for _, in := range e.ready {
+		in.ahead = 0
+	}
+	for i := e.pendingHead; i < len(e.pending); i++ {
+		p := &e.pending[i]
+		if p.done {
+			continue
+		}
+		r := e.requests[p.id]
+		in := r.inst
+		if in == nil || in.state != Ready || in.inFlight < in.act {
+			continue
+		}
+		if e.expectedWait(in, in.ahead) < coldStart {
+			in.ahead++
+			continue
+		}
+		to := e.starter(now.Add(coldStart))
+		if to == nil {
+			if e.total() >= e.cfg.MaxInstances {
+				in.ahead++
+				continue
+			}
+			to = e.startInstance(now)
+			e.ev.Started = append(e.ev.Started, to.id)
+		}
+		in.queued--
+		to.queued++
+		r.inst = to
+		e.requests[p.id] = r
 	}
 }
 

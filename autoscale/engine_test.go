@@ -781,8 +781,9 @@ func TestInstanceExitedWhileStartingRequeuesOnAReadyOneWhenSooner(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A slot on the ready instance is expected in 10 ms, far sooner than a
-	// cold start: no new instance; the request waits for that slot.
+	// The ready instance has been full for 500 ms against a 10 ms mean: a
+	// slot is expected in about 500 ms more, still sooner than a 2 s cold
+	// start: no new instance; the request waits for that slot.
 	if len(ev.Failed)+len(ev.Started)+len(ev.Dispatched) != 0 {
 		t.Fatalf("starting instance exited: %+v, want the request requeued on %d", ev, id)
 	}
