@@ -156,6 +156,10 @@ type Walker struct {
 	// Kind, when not nil, describes a node that is not a mapping; the
 	// default is [KindName].
 	Kind func(*yaml.Node) string
+	// Merge, when not nil, is called with the value of each "<<" merge
+	// key (a mapping, an alias or a list of them) instead of walking it
+	// as a field; when nil, "<<" is a field like any other.
+	Merge func(val *yaml.Node)
 }
 
 // Errorf records a problem at n (nil: no place) in field.
@@ -169,8 +173,10 @@ func (w *Walker) Errorf(n *yaml.Node, field, format string, args ...any) {
 
 // Fields walks the mapping n at path, calling each's function for every
 // key; a node that is not a mapping, unknown keys and keys given twice
-// are recorded as errors.
+// are recorded as errors. Fields reads w's Resolve, Kind and Merge once,
+// when it starts, so a FieldFunc may change them to walk a nested mapping.
 func (w *Walker) Fields(n *yaml.Node, path string, each map[string]FieldFunc) {
+	resolve, merge := w.Resolve, w.Merge
 	if n.Kind != yaml.MappingNode {
 		kind := w.Kind
 		if kind == nil {
@@ -182,10 +188,14 @@ func (w *Walker) Fields(n *yaml.Node, path string, each map[string]FieldFunc) {
 	seen := make(map[string]bool, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if w.Resolve != nil {
-			if k, v = w.Resolve(k), w.Resolve(v); k == nil || v == nil {
+		if resolve != nil {
+			if k, v = resolve(k), resolve(v); k == nil || v == nil {
 				return
 			}
+		}
+		if merge != nil && k.Tag == "!!merge" {
+			merge(v)
+			continue
 		}
 		field := JoinField(path, k.Value)
 		if seen[k.Value] {

@@ -2,6 +2,7 @@ package yamlfield
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -58,5 +59,31 @@ func TestDecodeOne(t *testing.T) {
 	}
 	if _, ferr := DecodeOne("f", []byte("a: [1\nb: 2\n")); ferr == nil || ferr.Line == 0 {
 		t.Errorf("syntax error %v has no line", ferr)
+	}
+}
+
+// TestMergeIsReadOnce: a "<<" key goes to Merge, not to the fields, and a
+// FieldFunc that walks a nested mapping with another Merge does not change
+// the outer walk's.
+func TestMergeIsReadOnce(t *testing.T) {
+	root, ferr := DecodeOne("f", []byte("base: &b {x: 1}\nin: {<<: *b}\n<<: *b\n"))
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	var got []string
+	w := Walker{File: "f"}
+	w.Merge = func(*yaml.Node) { got = append(got, "outer") }
+	w.Fields(root, "", map[string]FieldFunc{
+		"base": func(_, _ *yaml.Node, _ string) {},
+		"in": func(_, v *yaml.Node, f string) {
+			w.Merge = func(*yaml.Node) { got = append(got, "inner") }
+			w.Fields(v, f, map[string]FieldFunc{})
+		},
+	})
+	if len(w.Errs) != 0 {
+		t.Errorf("errors %v, want none", w.Errs)
+	}
+	if want := "inner outer"; strings.Join(got, " ") != want {
+		t.Errorf("merges %q, want %q", got, want)
 	}
 }
