@@ -193,12 +193,18 @@ func idFromARN(id string) string {
 
 // findNamespace finds a namespace by id or ARN.
 func findNamespace(s *state, id string) (*namespace, error) {
+	return findByID(s.Namespaces, id, codeNamespaceNotFound, "namespace")
+}
+
+// findByID finds the resource m holds under id or the id of ARN id; code
+// and what make the not-found error (e.g. NamespaceNotFound, "namespace").
+func findByID[T any](m map[string]*T, id, code, what string) (*T, error) {
 	id = idFromARN(id)
-	ns, ok := s.Namespaces[id]
+	v, ok := m[id]
 	if !ok {
-		return nil, notFound(codeNamespaceNotFound, "namespace", id)
+		return nil, notFound(code, what, id)
 	}
-	return ns, nil
+	return v, nil
 }
 
 func (r *Registry) getNamespace(ctx context.Context, sc Scope, body []byte) (any, error) {

@@ -178,12 +178,7 @@ func (r *Registry) createService(ctx context.Context, sc Scope, body []byte) (an
 
 // findService finds a service by id or ARN.
 func findService(s *state, id string) (*service, error) {
-	id = idFromARN(id)
-	sv, ok := s.Services[id]
-	if !ok {
-		return nil, notFound(codeServiceNotFound, "service", id)
-	}
-	return sv, nil
+	return findByID(s.Services, id, codeServiceNotFound, "service")
 }
 
 func (r *Registry) getService(ctx context.Context, sc Scope, body []byte) (any, error) {
