@@ -172,14 +172,12 @@ func scalarWant(t reflect.Type) string {
 	return t.String()
 }
 
-// nodeKind describes a node for an error message, quoting a scalar's
-// first 40 characters.
+// nodeKind describes a node for an error message as yamlfield.KindName
+// does, but quoting only a scalar's first 40 characters.
 func nodeKind(n *yaml.Node) string {
 	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
+	case yaml.MappingNode, yaml.SequenceNode:
+		return yamlfield.KindName(n)
 	case yaml.ScalarNode:
 		v := n.Value
 		if r := []rune(v); len(r) > 40 {
