@@ -165,30 +165,55 @@ func (r *Registry) addOp(s *state, id, typ string, targets map[string]string, no
 	}
 }
 
+// idIn is the input of the calls that take one resource's Id.
 type idIn struct{ Id string }
+
+// decodeID decodes and checks the input of a call that takes one Id
+// (GetNamespace, DeleteNamespace, GetService, DeleteService).
+func decodeID(body []byte) (idIn, error) {
+	var in idIn
+	if err := decode(body, &in); err != nil {
+		return idIn{}, err
+	}
+	if err := checkRequired("Id", in.Id, 255); err != nil {
+		return idIn{}, err
+	}
+	return in, nil
+}
+
+// idFromARN returns the id at the end of an ARN
+// ("arn:aws:servicediscovery:…:namespace/ns-1" is "ns-1"), or id itself
+// when it is not an ARN.
+func idFromARN(id string) string {
+	if i := strings.LastIndexByte(id, '/'); strings.HasPrefix(id, "arn:") && i >= 0 {
+		return id[i+1:]
+	}
+	return id
+}
 
 // findNamespace finds a namespace by id or ARN.
 func findNamespace(s *state, id string) (*namespace, error) {
-	if i := strings.LastIndexByte(id, '/'); strings.HasPrefix(id, "arn:") && i >= 0 {
-		id = id[i+1:]
-	}
-	ns, ok := s.Namespaces[id]
+	return findByID(s.Namespaces, id, codeNamespaceNotFound, "namespace")
+}
+
+// findByID finds the resource m holds under id or the id of ARN id; code
+// and what make the not-found error (e.g. NamespaceNotFound, "namespace").
+func findByID[T any](m map[string]*T, id, code, what string) (*T, error) {
+	id = idFromARN(id)
+	v, ok := m[id]
 	if !ok {
-		return nil, notFound(codeNamespaceNotFound, "namespace", id)
+		return nil, notFound(code, what, id)
 	}
-	return ns, nil
+	return v, nil
 }
 
 func (r *Registry) getNamespace(ctx context.Context, sc Scope, body []byte) (any, error) {
-	var in idIn
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	if err := checkRequired("Id", in.Id, 255); err != nil {
+	in, err := decodeID(body)
+	if err != nil {
 		return nil, err
 	}
 	var out struct{ Namespace namespaceJSON }
-	err := r.store.view(ctx, sc.key(), func(s *state) error {
+	err = r.store.view(ctx, sc.key(), func(s *state) error {
 		ns, err := findNamespace(s, in.Id)
 		if err != nil {
 			return err
@@ -200,11 +225,8 @@ func (r *Registry) getNamespace(ctx context.Context, sc Scope, body []byte) (any
 }
 
 func (r *Registry) deleteNamespace(ctx context.Context, sc Scope, body []byte) (any, error) {
-	var in idIn
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	if err := checkRequired("Id", in.Id, 255); err != nil {
+	in, err := decodeID(body)
+	if err != nil {
 		return nil, err
 	}
 	opID, err := r.newID("", 32)

@@ -178,26 +178,16 @@ func (r *Registry) createService(ctx context.Context, sc Scope, body []byte) (an
 
 // findService finds a service by id or ARN.
 func findService(s *state, id string) (*service, error) {
-	if i := strings.LastIndexByte(id, '/'); strings.HasPrefix(id, "arn:") && i >= 0 {
-		id = id[i+1:]
-	}
-	sv, ok := s.Services[id]
-	if !ok {
-		return nil, notFound(codeServiceNotFound, "service", id)
-	}
-	return sv, nil
+	return findByID(s.Services, id, codeServiceNotFound, "service")
 }
 
 func (r *Registry) getService(ctx context.Context, sc Scope, body []byte) (any, error) {
-	var in idIn
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	if err := checkRequired("Id", in.Id, 255); err != nil {
+	in, err := decodeID(body)
+	if err != nil {
 		return nil, err
 	}
 	var out struct{ Service serviceJSON }
-	err := r.store.view(ctx, sc.key(), func(s *state) error {
+	err = r.store.view(ctx, sc.key(), func(s *state) error {
 		sv, err := findService(s, in.Id)
 		if err == nil {
 			out.Service = serviceOut(sc, sv, false)
@@ -208,14 +198,11 @@ func (r *Registry) getService(ctx context.Context, sc Scope, body []byte) (any, 
 }
 
 func (r *Registry) deleteService(ctx context.Context, sc Scope, body []byte) (any, error) {
-	var in idIn
-	if err := decode(body, &in); err != nil {
+	in, err := decodeID(body)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkRequired("Id", in.Id, 255); err != nil {
-		return nil, err
-	}
-	err := r.store.update(ctx, sc.key(), func(s *state) error {
+	err = r.store.update(ctx, sc.key(), func(s *state) error {
 		sv, err := findService(s, in.Id)
 		if err != nil {
 			return err

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,11 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/limitertest"
 	"github.com/tollgate/tollgate/limiter/memory"
@@ -137,24 +136,6 @@ func postResp(t *testing.T, url, body string) *http.Response {
 	return resp
 }
 
-// syncBuffer is a log destination safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // refusedURL is the URL of a loopback port nothing listens on.
 func refusedURL(t *testing.T) string {
 	t.Helper()
@@ -172,7 +153,7 @@ func TestUnreachableUpstreamKeepsTheRequestID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	_, srv := newTestServer(t, limitertest.NewClock(), Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	resp := awsRequest(t, srv.URL, ecsTarget+"ListClusters", sigv4("AKIDDOWN", "us-east-1", "ecs"), "{}")
 	body := readAll(t, resp.Body)

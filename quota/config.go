@@ -1,83 +1,34 @@
 package quota
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/internal/yamlfield"
 )
 
 // ErrInvalidConfig is matched (with errors.Is) by every error of [Parse]
 // and [Load].
-var ErrInvalidConfig = errors.New("invalid config")
+var ErrInvalidConfig = yamlfield.ErrInvalidConfig
 
 // FieldError is one problem in a config file, located by file, line and
-// field path (e.g. "services[0].categories[2].capacity").
-type FieldError struct {
-	File   string // the config file's name, as given to Parse or Load
-	Line   int    // 1-based; 0 when the problem has no place (an empty file)
-	Column int    // 1-based; 0 when unknown
-	Field  string // the field's path, e.g. "overrides[1].capacity"; may be empty
-	Msg    string // what is wrong
-}
-
-// Error formats the problem as "file:line:column: field: message".
-func (e *FieldError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-		if e.Column > 0 {
-			fmt.Fprintf(&b, ":%d", e.Column)
-		}
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
-
-// Is reports whether target is [ErrInvalidConfig].
-func (e *FieldError) Is(target error) bool { return target == ErrInvalidConfig }
+// field path (e.g. "services[0].categories[2].capacity"). Its Error method
+// formats it as "file:line:column: field: message", and it matches
+// [ErrInvalidConfig]. Package rls reports envoy's files with it too.
+type FieldError = yamlfield.FieldError
 
 // ConfigErrors is every problem found in one config file, one per line of
-// its message, in file order.
-type ConfigErrors []*FieldError
-
-// Error lists every problem, one per line.
-func (es ConfigErrors) Error() string {
-	lines := make([]string, len(es))
-	for i, e := range es {
-		lines[i] = e.Error()
-	}
-	return strings.Join(lines, "\n")
-}
-
-// Unwrap returns the individual errors, so errors.As finds a *FieldError.
-func (es ConfigErrors) Unwrap() []error {
-	out := make([]error, len(es))
-	for i, e := range es {
-		out[i] = e
-	}
-	return out
-}
-
-// Is reports whether target is [ErrInvalidConfig].
-func (es ConfigErrors) Is(target error) bool { return target == ErrInvalidConfig }
+// its message, in file order. It unwraps to its FieldErrors, so errors.As
+// finds a *FieldError, and it matches [ErrInvalidConfig].
+type ConfigErrors = yamlfield.Errors
 
 // Load reads and parses the config file at path.
 func Load(path string) (*Config, error) {
@@ -157,115 +108,41 @@ var (
 // Every problem is reported, each with its line and field, as
 // [ConfigErrors]; nothing is partially applied.
 func Parse(file string, data []byte) (*Config, error) {
-	p := &parser{file: file}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil && err != io.EOF {
-		p.errs = append(p.errs, yamlError(file, err))
-		return nil, p.errs
+	p := &parser{file: file, w: yamlfield.Walker{File: file}}
+	root, ferr := yamlfield.DecodeOne(file, data)
+	if ferr != nil {
+		return nil, ConfigErrors{ferr}
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err != io.EOF {
-		line := 0
-		if err == nil {
-			line = extra.Line
-		}
-		p.errs = append(p.errs, &FieldError{File: file, Line: line, Msg: "a second YAML document: a config file holds one"})
-		return nil, p.errs
-	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
+	if root == nil {
 		p.errorf(nil, "", "the file is empty; it needs at least a services list")
-		return nil, p.errs
+		return nil, p.w.Errs
 	}
-	cfg := p.config(doc.Content[0])
-	if len(p.errs) > 0 {
-		return nil, p.errs
+	cfg := p.config(root)
+	if len(p.w.Errs) > 0 {
+		return nil, p.w.Errs
 	}
 	return cfg, nil
 }
 
-// yamlError turns a YAML syntax error ("yaml: line 3: …") into a
-// FieldError with its line.
-func yamlError(file string, err error) *FieldError {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	fe := &FieldError{File: file, Msg: msg}
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if num, tail, ok := strings.Cut(rest, ":"); ok {
-			if n, err := strconv.Atoi(num); err == nil {
-				fe.Line, fe.Msg = n, strings.TrimSpace(tail)
-			}
-		}
-	}
-	return fe
-}
-
+// parser reads one config file; its yamlfield.Walker holds the problems.
 type parser struct {
 	file string
-	errs ConfigErrors
+	w    yamlfield.Walker
 }
 
 func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
-	e := &FieldError{File: p.file, Field: field, Msg: fmt.Sprintf(format, args...)}
-	if n != nil {
-		e.Line, e.Column = n.Line, n.Column
-	}
-	p.errs = append(p.errs, e)
+	p.w.Errorf(n, field, format, args...)
 }
 
 // fields walks a mapping node, calling each for every key; unknown keys and
 // keys given twice are errors.
 func (p *parser) fields(n *yaml.Node, path string, each map[string]func(key, val *yaml.Node, field string)) {
-	if n.Kind != yaml.MappingNode {
-		p.errorf(n, path, "want a mapping, got %s", kindName(n))
-		return
-	}
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		field := joinField(path, k.Value)
-		if seen[k.Value] {
-			p.errorf(k, field, "given twice")
-			continue
-		}
-		seen[k.Value] = true
-		f, ok := each[k.Value]
-		if !ok {
-			p.errorf(k, field, "unknown field (known: %s)", knownFields(each))
-			continue
-		}
-		f(k, v, field)
-	}
+	p.w.Fields(n, path, each)
 }
 
-func joinField(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
-}
+func joinField(path, name string) string { return yamlfield.JoinField(path, name) }
 
-func knownFields(m map[string]func(key, val *yaml.Node, field string)) string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	return "nothing"
-}
+func kindName(n *yaml.Node) string { return yamlfield.KindName(n) }
 
 func (p *parser) str(n *yaml.Node, field string) (string, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
@@ -522,7 +399,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		}
 		seen[k] = true
 	}
-	if len(p.errs) > 0 {
+	if len(p.w.Errs) > 0 {
 		return nil
 	}
 	cfg, err := NewConfig(services, overrides, accessKeys)

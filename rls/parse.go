@@ -1,7 +1,6 @@
 package rls
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,6 +14,7 @@ import (
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tollgate/tollgate/internal/yamlfield"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -141,11 +141,12 @@ type File struct {
 // field's place and type, and reports every problem as [quota.ConfigErrors].
 func Parse(files []File, opts LoadOptions) (*Config, error) {
 	p := &parser{opts: opts, cfg: &Config{domains: map[string]*level{}}, domainAt: map[string]string{}}
+	p.w = yamlfield.Walker{KnownLabel: "known here", Resolve: p.resolve, Kind: kindName}
 	for _, f := range files {
 		p.file(f)
 	}
-	if len(p.errs) > 0 {
-		return nil, p.errs
+	if len(p.w.Errs) > 0 {
+		return nil, p.w.Errs
 	}
 	return p.cfg, nil
 }
@@ -153,7 +154,7 @@ func Parse(files []File, opts LoadOptions) (*Config, error) {
 type parser struct {
 	opts     LoadOptions
 	cfg      *Config
-	errs     quota.ConfigErrors
+	w        yamlfield.Walker  // holds every problem of every file
 	name     string            // the file being read
 	nodes    int               // nodes walked in this file
 	domainAt map[string]string // where each domain was defined
@@ -162,30 +163,17 @@ type parser struct {
 func (p *parser) file(f File) {
 	p.name, p.nodes = f.Name, 0
 	p.cfg.files = append(p.cfg.files, f.Name)
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
-	if err := dec.Decode(&doc); err != nil {
-		if err == io.EOF {
-			p.errorf(nil, "", "the file is empty; it needs a domain")
-			return
-		}
-		p.errs = append(p.errs, yamlError(f.Name, err))
+	p.w.File = f.Name
+	root, ferr := yamlfield.DecodeOne(f.Name, f.Data)
+	if ferr != nil {
+		p.w.Errs = append(p.w.Errs, ferr)
 		return
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err != io.EOF {
-		line := 0
-		if err == nil {
-			line = extra.Line
-		}
-		p.errs = append(p.errs, &quota.FieldError{File: f.Name, Line: line, Msg: "a second YAML document: a config file holds one"})
-		return
-	}
-	if len(doc.Content) == 0 {
+	if root == nil {
 		p.errorf(nil, "", "the file is empty; it needs a domain")
 		return
 	}
-	p.root(doc.Content[0])
+	p.root(root)
 }
 
 func (p *parser) root(n *yaml.Node) {
@@ -336,7 +324,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string, r *Rule) *Rule {
 		unitNode, rpuNode *yaml.Node
 		replaces          []*yaml.Node
 		rpu               uint32
-		before            = len(p.errs)
+		before            = len(p.w.Errs)
 	)
 	p.fields(n, path, map[string]fieldFunc{
 		"unit": func(_, v *yaml.Node, f string) {
@@ -391,7 +379,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string, r *Rule) *Rule {
 			r.Replaces = append(r.Replaces, name)
 		}
 	}
-	if len(p.errs) > before {
+	if len(p.w.Errs) > before {
 		return nil
 	}
 	r.RequestsPerUnit = rpu

@@ -1,14 +1,12 @@
 package rls
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/limiter/memory"
 )
 
@@ -420,7 +419,7 @@ func TestHealthAndReflection(t *testing.T) {
 }
 
 func TestShadowModeLogs(t *testing.T) {
-	var buf syncBuffer
+	var buf logtest.Buffer
 	ts := start(t, Options{Logger: slog.New(slog.NewTextHandler(&buf, nil)), Config: mustParse(t, `
 domain: s
 descriptors:
@@ -440,24 +439,6 @@ descriptors:
 	if !strings.Contains(buf.String(), "key=k") || !strings.Contains(buf.String(), "domain=s") {
 		t.Errorf("log line lacks the rule: %s", buf.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Whatever a client sends, the server answers or refuses it with

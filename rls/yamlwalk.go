@@ -1,40 +1,19 @@
 package rls
 
 import (
-	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/internal/yamlfield"
 )
 
-// The YAML walker: one yaml.Node tree, known fields checked per level,
-// every problem recorded with its line, column and field path.
+// Reading envoy's YAML with the shared walker (internal/yamlfield): one
+// yaml.Node tree, known fields checked per level, every problem recorded
+// with its line, column and field path; aliases count against a budget.
 
 func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
-	e := &quota.FieldError{File: p.name, Field: field, Msg: fmt.Sprintf(format, args...)}
-	if n != nil {
-		e.Line, e.Column = n.Line, n.Column
-	}
-	p.errs = append(p.errs, e)
-}
-
-// yamlError turns a YAML syntax error ("yaml: line 3: …") into a
-// FieldError with its line.
-func yamlError(file string, err error) *quota.FieldError {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	fe := &quota.FieldError{File: file, Msg: msg}
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if num, tail, ok := strings.Cut(rest, ":"); ok {
-			if n, err := strconv.Atoi(num); err == nil {
-				fe.Line, fe.Msg = n, strings.TrimSpace(tail)
-			}
-		}
-	}
-	return fe
+	p.w.Errorf(n, field, format, args...)
 }
 
 // resolve follows an alias and counts the node against the file's budget;
@@ -53,65 +32,21 @@ func (p *parser) resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-type fieldFunc func(key, val *yaml.Node, field string)
+type fieldFunc = yamlfield.FieldFunc
 
 // fields walks a mapping, calling each for every key; unknown keys and keys
-// given twice are errors.
+// given twice are errors. The walker resolves each node with p.resolve.
 func (p *parser) fields(n *yaml.Node, path string, each map[string]fieldFunc) {
-	if n.Kind != yaml.MappingNode {
-		p.errorf(n, path, "want a mapping, got %s", kindName(n))
-		return
-	}
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := p.resolve(n.Content[i]), p.resolve(n.Content[i+1])
-		if k == nil || v == nil {
-			return
-		}
-		field := joinField(path, k.Value)
-		if seen[k.Value] {
-			p.errorf(k, field, "given twice")
-			continue
-		}
-		seen[k.Value] = true
-		f, ok := each[k.Value]
-		if !ok {
-			p.errorf(k, field, "unknown field (known here: %s)", knownFields(each))
-			continue
-		}
-		f(k, v, field)
-	}
+	p.w.Fields(n, path, each)
 }
 
-func joinField(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
-}
-
-func knownFields(m map[string]fieldFunc) string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
-}
-
+// kindName describes a node as quota's walker does (yamlfield.KindName),
+// but null and an unresolved alias as "nothing".
 func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if isNull(n) {
-			return "nothing"
-		}
-		return fmt.Sprintf("%q", n.Value)
+	if isNull(n) || n.Kind == yaml.AliasNode {
+		return "nothing"
 	}
-	return "nothing"
+	return yamlfield.KindName(n)
 }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }

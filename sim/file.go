@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/internal/yamlfield"
 	"github.com/tollgate/tollgate/retry"
 )
 
@@ -43,8 +44,10 @@ func (st *Study) Run() ([]*Result, error) {
 }
 
 // FileError is a problem at one place of a scenario file. Its message has
-// the form of a quota config error (quota.FieldError):
-// "file:line:column: field.path: message".
+// the form of a quota config error (quota.FieldError), formatted by the
+// same code: "file:line:column: field.path: message". Unlike
+// quota.FieldError it wraps an underlying error and matches
+// ErrInvalidScenario, not quota.ErrInvalidConfig.
 type FileError struct {
 	// File is the file name given to ParseStudy.
 	File string
@@ -64,21 +67,7 @@ type FileError struct {
 // Error formats the error as "file:line:column: field: message", leaving
 // out what is unknown.
 func (e *FileError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-		if e.Column > 0 {
-			fmt.Fprintf(&b, ":%d", e.Column)
-		}
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
+	return yamlfield.Format(e.File, e.Line, e.Column, e.Field, e.Msg)
 }
 
 // Is reports whether target is ErrInvalidScenario.
@@ -207,12 +196,12 @@ func ParseStudy(file string, data []byte) (*Study, error) {
 	if top.Kind != yaml.MappingNode {
 		return nil, ferr(top.Line, "a scenario file is a mapping of fields", nil)
 	}
-	chk := checker{file: file}
+	chk := checker{w: yamlfield.Walker{File: file}}
 	chk.check(top, reflect.TypeFor[fileDoc](), nil, 0)
-	if len(chk.errs) == 1 {
-		return nil, chk.errs[0]
-	} else if len(chk.errs) > 1 {
-		return nil, errors.Join(chk.errs...)
+	if errs := chk.errs(); len(errs) == 1 {
+		return nil, errs[0]
+	} else if len(errs) > 1 {
+		return nil, errors.Join(errs...)
 	}
 	var doc fileDoc
 	dec := yaml.NewDecoder(bytes.NewReader(data))

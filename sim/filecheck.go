@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tollgate/tollgate/internal/yamlfield"
 )
 
 // checker walks a scenario file's YAML nodes against the Go type they
@@ -16,8 +18,9 @@ import (
 // with its line, column and field path, before any decoding. The struct
 // decoder's own messages name Go types; these name the file's fields.
 type checker struct {
-	file string
-	errs []error
+	// w records the problems, as quota's parser does; ParseStudy turns
+	// each into a FileError.
+	w yamlfield.Walker
 	// seen holds anchored nodes already walked for a type: an alias (or
 	// a << merge) of one is not walked again, so a file of nested aliases
 	// costs no more than its size.
@@ -35,11 +38,16 @@ const maxCheckDepth = 64
 var durationType = reflect.TypeFor[time.Duration]()
 
 func (c *checker) errorf(n *yaml.Node, path []any, format string, args ...any) {
-	e := &FileError{File: c.file, Field: pathString(path), Msg: fmt.Sprintf(format, args...)}
-	if n != nil {
-		e.Line, e.Column = n.Line, n.Column
+	c.w.Errorf(n, pathString(path), format, args...)
+}
+
+// errs returns the problems found, as FileErrors in file order.
+func (c *checker) errs() []error {
+	out := make([]error, len(c.w.Errs))
+	for i, e := range c.w.Errs {
+		out[i] = &FileError{File: e.File, Line: e.Line, Column: e.Column, Field: e.Field, Msg: e.Msg}
 	}
-	c.errs = append(c.errs, e)
+	return out
 }
 
 // check walks n as a value of type t at path.
@@ -93,31 +101,16 @@ func (c *checker) check(n *yaml.Node, t reflect.Type, path []any, depth int) {
 // mapping walks a mapping node against struct type t: its keys (with
 // those of << merges) must be fields of t, each given once.
 func (c *checker) mapping(n *yaml.Node, t reflect.Type, path []any, depth int) {
-	if n.Kind != yaml.MappingNode {
-		c.errorf(n, path, "want a mapping, got %s", nodeKind(n))
-		return
-	}
 	fields := yamlFields(t)
-	seen := make(map[string]bool, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Tag == "!!merge" {
-			c.merge(v, t, path, depth)
-			continue
+	each := make(map[string]yamlfield.FieldFunc, len(fields))
+	for name, ft := range fields {
+		each[name] = func(_, v *yaml.Node, _ string) {
+			c.check(v, ft, append(slices.Clip(path), name), depth+1)
 		}
-		field := append(slices.Clip(path), k.Value)
-		if seen[k.Value] {
-			c.errorf(k, field, "given twice")
-			continue
-		}
-		seen[k.Value] = true
-		ft, ok := fields[k.Value]
-		if !ok {
-			c.errorf(k, field, "unknown field (known: %s)", strings.Join(sortedKeys(fields), ", "))
-			continue
-		}
-		c.check(v, ft, field, depth+1)
 	}
+	w := &c.w
+	w.Kind, w.Merge = nodeKind, func(v *yaml.Node) { c.merge(v, t, path, depth) }
+	w.Fields(n, pathString(path), each)
 }
 
 // merge walks the value of a << key: a mapping, an alias of one, or a
@@ -179,14 +172,12 @@ func scalarWant(t reflect.Type) string {
 	return t.String()
 }
 
-// nodeKind describes a node for an error message, quoting a scalar's
-// first 40 characters.
+// nodeKind describes a node for an error message as yamlfield.KindName
+// does, but quoting only a scalar's first 40 characters.
 func nodeKind(n *yaml.Node) string {
 	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
+	case yaml.MappingNode, yaml.SequenceNode:
+		return yamlfield.KindName(n)
 	case yaml.ScalarNode:
 		v := n.Value
 		if r := []rune(v); len(r) > 40 {
@@ -219,13 +210,4 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 		m[name] = f.Type
 	}
 	return m
-}
-
-func sortedKeys(m map[string]reflect.Type) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

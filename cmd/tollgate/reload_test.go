@@ -9,10 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/logtest"
 )
 
 // linkConfig points the symlink at link to target, atomically, the way a
@@ -228,24 +229,6 @@ func httpPost(url, token string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestServeRunsAndStopsInProcess drives serve through its signal channel:
 // a SIGHUP reloads in the worker, a SIGTERM shuts down, stopSignals is
 // called once shutdown starts, and serve returns nil only after the
@@ -258,7 +241,7 @@ func TestServeRunsAndStopsInProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	sigs := make(chan os.Signal, 2)
-	var logs syncBuffer
+	var logs logtest.Buffer
 	stopped := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -296,7 +279,7 @@ func writeConfig(t *testing.T, yaml string) string {
 }
 
 // waitFor polls the logs for substr, for up to 30 s.
-func waitForLog(t *testing.T, logs *syncBuffer, substr string) {
+func waitForLog(t *testing.T, logs *logtest.Buffer, substr string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), substr); {
 		if time.Now().After(deadline) {
@@ -316,7 +299,7 @@ func TestServeRunStopsEverythingWhenTheServerFails(t *testing.T) {
 	if err := fs.Parse([]string{"--listen", "127.0.0.1:0", "--drain-delay", "1h"}); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	log, err := newLogger(&logs, "text", "info")
 	if err != nil {
 		t.Fatal(err)

@@ -1,19 +1,18 @@
 package redis
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/internal/redistest"
 	"github.com/tollgate/tollgate/limiter"
 )
@@ -200,29 +199,11 @@ func (h *logCounter) attr(l slog.Level, key string) slog.Value {
 	return v
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestClientLoggerIsSlogAndThrottled lets go-redis fail to dial a dead
 // server many times with its logger set by SetClientLogger: it logs
 // through slog (JSON here), one line per interval.
 func TestClientLoggerIsSlogAndThrottled(t *testing.T) {
-	var buf syncBuffer
+	var buf logtest.Buffer
 	SetClientLogger(slog.New(slog.NewJSONHandler(&buf, nil)), time.Hour)
 	t.Cleanup(func() { SetClientLogger(slog.New(slog.DiscardHandler), 0) })
 	client, err := NewClient("redis://" + closedAddr(t))

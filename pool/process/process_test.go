@@ -1,7 +1,6 @@
 package process_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,11 +13,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/internal/testservice"
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/pooltest"
@@ -47,27 +46,9 @@ func TestMain(m *testing.M) {
 	testservice.Main(m)
 }
 
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // testLogger logs to t and returns what was logged, as JSON lines.
-func testLogger(testing.TB) (*slog.Logger, *syncBuffer) {
-	buf := &syncBuffer{}
+func testLogger(testing.TB) (*slog.Logger, *logtest.Buffer) {
+	buf := &logtest.Buffer{}
 	return slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
@@ -186,7 +167,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 // records parses the JSON log lines in buf.
-func records(t *testing.T, buf *syncBuffer) []map[string]any {
+func records(t *testing.T, buf *logtest.Buffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for line := range strings.Lines(buf.String()) {
