@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/pool"
 )
 
@@ -67,7 +68,7 @@ func TestProcessCPUDriverWins(t *testing.T) {
 		measure      = 30 * time.Second
 	)
 	r := testRunner(t)
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	reg := prometheus.NewRegistry()
 	p := pool.New(pool.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Registry: reg})
 	if err := p.Apply([]pool.ServiceSpec{{Name: "burn", Runner: r, Engine: autoscale.Config{
@@ -235,24 +236,6 @@ func TestProcessCPUDriverWins(t *testing.T) {
 	if v := metricValue(t, reg, "tollgate_pool_instance_cpu_cores"); v <= 0 {
 		t.Errorf("tollgate_pool_instance_cpu_cores sums to %v under a CPU-burning load", v)
 	}
-}
-
-// lockedBuffer is an io.Writer safe for the pool's concurrent logging.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestProcessSurplusInstanceStopsUnderLoad: 6 concurrent clients on max

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/internal/testservice"
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/process"
@@ -388,7 +389,7 @@ func TestProcessNewRevisionRollsOut(t *testing.T) {
 // attributes the pool knows (pid, address, cold start; why it stopped).
 func TestProcessLifecycleIsLoggedOnce(t *testing.T) {
 	t.Parallel()
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	r, err := process.New(process.Options{
 		Command:   testservice.Build(t),
