@@ -27,6 +27,15 @@ func TestParseAutoscaleKubernetes(t *testing.T) {
 	if a.Command != nil || a.Engine.MaxInstances != 20 {
 		t.Errorf("autoscale = %+v", a)
 	}
+	// tollgate check prints what runs the instances: the Deployment, not
+	// an empty command.
+	var table strings.Builder
+	if err := cfg.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if want := "autoscaled: Kubernetes Deployment apps/hello, Service hello, port 8080; 0–20 instances"; !strings.Contains(table.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, table.String())
+	}
 	b := *a
 	b.Kubernetes = &Kubernetes{Namespace: "apps", Deployment: "hello", Service: "other", Port: 8080}
 	if a.Template() == b.Template() {

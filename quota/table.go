@@ -26,8 +26,16 @@ func (c *Config) WriteTable(w io.Writer) error {
 		}
 		if a := s.Autoscale; a != nil {
 			e := a.Engine.WithDefaults()
-			fmt.Fprintf(tw, "  autoscaled: %q in %s; %d–%d instances, max concurrency %d, %g CPUs, targets CPU %g concurrency %g, idle timeout %v\n",
-				append(slices.Clone(a.Command), a.Args...), a.WorkingDir, e.MinInstances, e.MaxInstances, e.MaxConcurrency,
+			runs := fmt.Sprintf("%q in %s", append(slices.Clone(a.Command), a.Args...), a.WorkingDir)
+			if k := a.Kubernetes; k != nil {
+				port := "its only port"
+				if k.Port != 0 {
+					port = "port " + strconv.Itoa(k.Port)
+				}
+				runs = fmt.Sprintf("Kubernetes Deployment %s/%s, Service %s, %s", k.Namespace, k.Deployment, k.Service, port)
+			}
+			fmt.Fprintf(tw, "  autoscaled: %s; %d–%d instances, max concurrency %d, %g CPUs, targets CPU %g concurrency %g, idle timeout %v\n",
+				runs, e.MinInstances, e.MaxInstances, e.MaxConcurrency,
 				e.CPUsPerInstance, e.CPUTarget, e.ConcurrencyTarget, e.IdleTimeout)
 		}
 		if len(s.Categories) == 0 {
