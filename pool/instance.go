@@ -228,6 +228,16 @@ func (rv *revision) gone(in *instance, run Instance, why error) {
 	rv.announce(in, false)
 	delete(rv.insts, in.id)
 	shutdown := rv.ctx.Err() != nil || rv.retiring
+	quiet := shutdown && (errors.Is(why, context.Canceled) || run == nil)
+	reason := "crashed"
+	if in.readyAt.IsZero() {
+		reason = "start_failed"
+	}
+	if !quiet {
+		// Counted before the engine forgets the instance, so that
+		// whoever sees it gone from Status also sees it counted.
+		rv.m.exits.WithLabelValues(reason).Inc()
+	}
 	ev, err := rv.eng.InstanceExited(now, in.id)
 	if err == nil {
 		rv.apply(now, ev)
@@ -244,14 +254,9 @@ func (rv *revision) gone(in *instance, run Instance, why error) {
 	failed := len(ev.Failed)
 	rv.mu.Unlock()
 	rv.m.forget(in.name)
-	if shutdown && (errors.Is(why, context.Canceled) || run == nil) {
+	if quiet {
 		return
 	}
-	reason := "crashed"
-	if in.readyAt.IsZero() {
-		reason = "start_failed"
-	}
-	rv.m.exits.WithLabelValues(reason).Inc()
 	pid := 0
 	if run != nil {
 		pid = run.PID()

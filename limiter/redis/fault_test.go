@@ -26,8 +26,11 @@ func TestOutageAndRecovery(t *testing.T) {
 	logs := newLogCounter()
 	policies := []FailurePolicy{FailOpen, FailClosed}
 	stores := make([]*Store, len(policies))
+	// A timeout far above any answer time under -race on a loaded
+	// machine: the only outages are the ones this test makes (a stopped
+	// server refuses at once).
 	for i, p := range policies {
-		stores[i] = newStore(t, newClient(t, srv), Options{FailurePolicy: p, Logger: slog.New(logs), LogInterval: time.Hour, Timeout: time.Second})
+		stores[i] = newStore(t, newClient(t, srv), Options{FailurePolicy: p, Logger: slog.New(logs), LogInterval: time.Hour, Timeout: 10 * time.Second})
 	}
 	// Redis denies every take of tight after the first, and allows every
 	// take of roomy: a decision that differs is the policy's.

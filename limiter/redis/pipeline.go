@@ -149,6 +149,7 @@ type script struct {
 
 // flush decides the takes of f.calls in one pipeline.
 func (s *Store) flush(f *flush) {
+	sentAt := int64(time.Since(s.epoch)) // on the outage clock of noteDown
 	var now int64
 	arg0 := ""
 	if s.now != nil {
@@ -240,7 +241,7 @@ func (s *Store) flush(f *flush) {
 		sc.keys, sc.args, sc.takes, sc.cmd = sc.keys[:0], sc.args[:0], sc.takes[:0], nil
 	}
 	if up {
-		s.noteUp()
+		s.noteUp(sentAt)
 	}
 }
 

@@ -274,15 +274,15 @@ func TestOutageLogsAreThrottled(t *testing.T) {
 		if n := logs.n(slog.LevelWarn); n != i+1 {
 			t.Fatalf("outage %d: %d warnings, want %d: one at the start of each", i, n, i+1)
 		}
-		s.noteUp()
-		s.noteUp()
+		s.noteUp(int64(time.Since(s.epoch)))
+		s.noteUp(int64(time.Since(s.epoch)))
 		if n := logs.n(slog.LevelInfo); n != i+1 {
 			t.Fatalf("outage %d: %d recovery lines, want %d", i, n, i+1)
 		}
 	}
 	// One more outage within the hour: deferred, and its end not logged.
 	s.noteDown(cause)
-	s.noteUp()
+	s.noteUp(int64(time.Since(s.epoch)))
 	s.noteDown(cause) // and another
 	if w, i := logs.n(slog.LevelWarn), logs.n(slog.LevelInfo); w != startLogBurst || i != startLogBurst {
 		t.Fatalf("%d warnings and %d recovery lines after a burst of outages, want %d and %d", w, i, startLogBurst, startLogBurst)
@@ -298,7 +298,7 @@ func TestOutageLogsAreThrottled(t *testing.T) {
 	if got := logs.attr(slog.LevelWarn, "decisions").Uint64(); got != 4 {
 		t.Fatalf("warning counts %d decisions, want the 4 since the last one", got)
 	}
-	s.noteUp()
+	s.noteUp(int64(time.Since(s.epoch)))
 	if n := logs.n(slog.LevelInfo); n != startLogBurst+1 {
 		t.Fatalf("%d recovery lines, want %d: the current outage's start was logged", n, startLogBurst+1)
 	}
@@ -309,4 +309,25 @@ func goredisClient(t *testing.T) goredis.UniversalClient {
 	c := goredis.NewClient(&goredis.Options{Addr: closedAddr(t)})
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// TestLateAnswerDoesNotEndOutage: a caller stops waiting after the
+// store's timeout, counted from when it queued its take, so the pipeline
+// carrying that take may be answered after the caller began an outage.
+// That answer, to a pipeline sent before the outage began, does not end it;
+// an answer to one sent after does.
+func TestLateAnswerDoesNotEndOutage(t *testing.T) {
+	logs := newLogCounter()
+	s := newStore(t, goredisClient(t), Options{Logger: slog.New(logs), LogInterval: time.Hour})
+	sent := int64(time.Since(s.epoch))
+	time.Sleep(time.Millisecond)
+	s.noteDown(errTimeout)
+	s.noteUp(sent)
+	if !s.down.Load() || logs.n(slog.LevelInfo) != 0 {
+		t.Fatalf("a late answer to a pipeline sent before the outage ended it")
+	}
+	s.noteUp(int64(time.Since(s.epoch)))
+	if s.down.Load() || logs.n(slog.LevelInfo) != 1 {
+		t.Fatalf("an answer to a pipeline sent after the outage began did not end it")
+	}
 }

@@ -607,9 +607,12 @@ func (s *Store) warn(now int64, cause error) {
 		"error", cause)
 }
 
-// noteUp ends an outage, and logs its end if its start was logged.
-func (s *Store) noteUp() {
-	if !s.down.Load() || !s.down.CompareAndSwap(true, false) {
+// noteUp ends an outage, and logs its end if its start was logged, when
+// Redis answered a pipeline sent at sentAt (time since s.epoch). An answer
+// to a pipeline sent before the outage began does not end it: a caller
+// that gave up waiting for that very pipeline may be what began it.
+func (s *Store) noteUp(sentAt int64) {
+	if !s.down.Load() || sentAt < s.downSince.Load() || !s.down.CompareAndSwap(true, false) {
 		return
 	}
 	if !s.logged.Swap(false) {
