@@ -122,6 +122,22 @@ func TestSDKTypedErrors(t *testing.T) {
 			_, err := c.DiscoverInstances(ctx, &sd.DiscoverInstancesInput{NamespaceName: aws.String("local"), ServiceName: aws.String("web"), HealthStatus: "SOMETIMES"})
 			return err
 		}},
+		{"namespace filter name", "filter Name", func() error {
+			_, err := c.ListNamespaces(ctx, &sd.ListNamespacesInput{Filters: []types.NamespaceFilter{{Name: "COLOR", Values: []string{"x"}}}})
+			return err
+		}},
+		{"namespace filter condition", "Condition", func() error {
+			_, err := c.ListNamespaces(ctx, &sd.ListNamespacesInput{Filters: []types.NamespaceFilter{{Name: types.NamespaceFilterNameType, Values: []string{"HTTP"}, Condition: types.FilterConditionBeginsWith}}})
+			return err
+		}},
+		{"service filter condition", "Condition", func() error {
+			_, err := c.ListServices(ctx, &sd.ListServicesInput{Filters: []types.ServiceFilter{{Name: types.ServiceFilterNameNamespaceId, Values: []string{nsID}, Condition: types.FilterConditionBeginsWith}}})
+			return err
+		}},
+		{"service filter values", "Values", func() error {
+			_, err := c.ListServices(ctx, &sd.ListServicesInput{Filters: []types.ServiceFilter{{Name: types.ServiceFilterNameNamespaceId, Values: []string{nsID, "ns-2"}, Condition: types.FilterConditionEq}}})
+			return err
+		}},
 		{"next token", "NextToken", func() error {
 			_, err := c.ListNamespaces(ctx, &sd.ListNamespacesInput{NextToken: aws.String("zz")})
 			return err

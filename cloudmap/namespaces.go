@@ -295,6 +295,43 @@ func checkFilter(f filterJSON, names []string, conds []string) error {
 	return nil
 }
 
+// filterRule is a filter name a List operation takes, with the
+// conditions it allows.
+type filterRule struct {
+	name  string
+	conds []string
+}
+
+// decodeList reads the request of a filtered List operation: its body,
+// MaxResults (at most 100, 100 when absent) and each filter, checked
+// against rules. It returns the request and its page size.
+func decodeList(body []byte, rules []filterRule) (listIn, int, error) {
+	var in listIn
+	if err := decode(body, &in); err != nil {
+		return in, 0, err
+	}
+	max, err := checkMaxResults(in.MaxResults, 100, 100)
+	if err != nil {
+		return in, 0, err
+	}
+	names := make([]string, len(rules))
+	for i, r := range rules {
+		names[i] = r.name
+	}
+	for _, f := range in.Filters {
+		var conds []string
+		for _, r := range rules {
+			if r.name == f.Name {
+				conds = r.conds
+			}
+		}
+		if err := checkFilter(f, names, conds); err != nil {
+			return in, 0, err
+		}
+	}
+	return in, max, nil
+}
+
 // page cuts a sorted list at NextToken (an offset) and returns the next token.
 func page[T any](all []T, token string, max int) ([]T, string, error) {
 	start := 0
@@ -313,26 +350,18 @@ func page[T any](all []T, token string, max int) ([]T, string, error) {
 	return all[start:end], next, nil
 }
 
+// namespaceFilters are ListNamespaces's filters.
+var namespaceFilters = []filterRule{
+	{"TYPE", []string{"EQ", "IN"}},
+	{"NAME", []string{"EQ", "BEGINS_WITH"}},
+	{"HTTP_NAME", []string{"EQ", "BEGINS_WITH"}},
+	{"RESOURCE_OWNER", []string{"EQ"}},
+}
+
 func (r *Registry) listNamespaces(ctx context.Context, sc Scope, body []byte) (any, error) {
-	var in listIn
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	max, err := checkMaxResults(in.MaxResults, 100, 100)
+	in, max, err := decodeList(body, namespaceFilters)
 	if err != nil {
 		return nil, err
-	}
-	for _, f := range in.Filters {
-		conds := []string{"EQ"}
-		switch f.Name {
-		case "TYPE":
-			conds = []string{"EQ", "IN"}
-		case "NAME", "HTTP_NAME":
-			conds = []string{"EQ", "BEGINS_WITH"}
-		}
-		if err := checkFilter(f, []string{"TYPE", "NAME", "HTTP_NAME", "RESOURCE_OWNER"}, conds); err != nil {
-			return nil, err
-		}
 	}
 	var out struct {
 		Namespaces []namespaceJSON

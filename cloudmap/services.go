@@ -217,23 +217,16 @@ func (r *Registry) deleteService(ctx context.Context, sc Scope, body []byte) (an
 	return struct{}{}, err
 }
 
+// serviceFilters are ListServices's filters.
+var serviceFilters = []filterRule{
+	{"NAMESPACE_ID", []string{"EQ", "IN"}},
+	{"RESOURCE_OWNER", []string{"EQ"}},
+}
+
 func (r *Registry) listServices(ctx context.Context, sc Scope, body []byte) (any, error) {
-	var in listIn
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	max, err := checkMaxResults(in.MaxResults, 100, 100)
+	in, max, err := decodeList(body, serviceFilters)
 	if err != nil {
 		return nil, err
-	}
-	for _, f := range in.Filters {
-		conds := []string{"EQ"}
-		if f.Name == "NAMESPACE_ID" {
-			conds = []string{"EQ", "IN"}
-		}
-		if err := checkFilter(f, []string{"NAMESPACE_ID", "RESOURCE_OWNER"}, conds); err != nil {
-			return nil, err
-		}
 	}
 	var out struct {
 		NextToken string `json:",omitempty"`
