@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -279,9 +280,31 @@ func exitLike(ws syscall.WaitStatus) int {
 	case ws.Signaled():
 		sig := ws.Signal()
 		signal.Reset(sig)
+		// Reset gives back the action the supervisor started with, which
+		// for a signal ignored then (SIGHUP under nohup) is to ignore it:
+		// set the kernel's default action itself.
+		_ = setDefaultAction(sig)
 		_ = syscall.Kill(os.Getpid(), sig)
-		time.Sleep(100 * time.Millisecond) // the signal arrives; else:
+		// The signal kills on its way to a thread; on a loaded machine
+		// that may take a while. Should it not, exit as a shell would.
+		for range 50 {
+			time.Sleep(100 * time.Millisecond)
+		}
 		return 128 + int(sig)
 	}
 	return 1
+}
+
+// setDefaultAction sets sig's action to SIG_DFL with rt_sigaction(2),
+// under the Go runtime, which offers no way to do it for a signal that
+// was ignored when the process started. The kernel's struct sigaction is
+// all zero for SIG_DFL without flags and with an empty mask, whichever
+// fields the architecture has.
+func setDefaultAction(sig syscall.Signal) error {
+	var act [4]uint64
+	_, _, errno := syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
