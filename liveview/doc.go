@@ -14,7 +14,7 @@
 //
 // On the decision path a Recorder costs one atomic add per decision
 // ([Series.Count]) and, for a throttled decision, a copy of the key into
-// one of a few fixed buffers (32 KiB each, one per CPU up to 32) under that
+// one of a few fixed buffers (64 KiB each, one per CPU up to 32) under that
 // buffer's lock ([Recorder.Throttled]). The Space-Saving work happens off
 // the decision path: [Recorder.Run] folds the buffers into the current
 // summary whenever one is half full, and [Recorder.Tick] folds what is left
