@@ -189,7 +189,7 @@ func New(opts Options) (*Gateway, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	g.metrics = newMetrics(reg, g.limiter)
+	g.metrics = newMetrics(reg, g.limiter, g.live)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tollgate_in_flight_bytes",
 		Help: "Request bytes counted against --max-in-flight-bytes now (bodies, plus 640 per batch take).",

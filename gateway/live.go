@@ -121,7 +121,11 @@ func (g *Gateway) serveLiveDecisions(w http.ResponseWriter, r *http.Request) {
 type liveHot struct {
 	WindowSeconds float64     `json:"window_seconds"`
 	Buckets       []hotBucket `json:"buckets"`
-	StoreError    string      `json:"store_error,omitempty"`
+	// Dropped counts the window's throttles the recorder could not count
+	// (its buffers were full); each bucket's throttled and error_bound
+	// include them, since any bucket may have had them.
+	Dropped    uint64 `json:"dropped"`
+	StoreError string `json:"store_error,omitempty"`
 }
 
 type hotBucket struct {
@@ -153,9 +157,9 @@ func (g *Gateway) serveLiveHot(w http.ResponseWriter, r *http.Request) {
 		}
 		n = v
 	}
-	keys, window := g.live.Hot(n)
+	keys, window, dropped := g.live.Hot(n)
 	cfg := g.policy.Load().cfg
-	out := liveHot{WindowSeconds: round3(window.Seconds()), Buckets: make([]hotBucket, 0, len(keys))}
+	out := liveHot{WindowSeconds: round3(window.Seconds()), Buckets: make([]hotBucket, 0, len(keys)), Dropped: dropped}
 	var reqs []limiter.Request
 	var at []int // out index of each request
 	for _, h := range keys {

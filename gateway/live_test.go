@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/limiter/limitertest"
 	"github.com/tollgate/tollgate/liveview"
+	"github.com/tollgate/tollgate/quota"
 )
 
 func take(t *testing.T, url, account, action string) int {
@@ -145,8 +146,8 @@ func TestLiveEndpoints(t *testing.T) {
 	if status := getJSON(t, srv.URL+"/v1/admin/live/hot?n=5", "tok", &hot); status != 200 {
 		t.Fatalf("hot: %d", status)
 	}
-	if hot.WindowSeconds != 2 || len(hot.Buckets) != 1 {
-		t.Fatalf("hot %+v, want one bucket over 2 s", hot)
+	if hot.WindowSeconds != 2 || len(hot.Buckets) != 1 || hot.Dropped != 0 {
+		t.Fatalf("hot %+v, want one bucket over 2 s, nothing dropped", hot)
 	}
 	b := hot.Buckets[0]
 	if b.Account != "111111111111" || b.Category != "cluster-read" || b.Throttled != 11 || b.ThrottlesPerSecond != 5.5 ||
@@ -167,6 +168,38 @@ func TestLiveEndpoints(t *testing.T) {
 	var index struct{ Endpoints []adminEndpoint }
 	if status := getJSON(t, srv.URL+"/v1/admin/", "tok", &index); status != 200 || len(index.Endpoints) < 5 {
 		t.Errorf("admin index: %d %+v", status, index)
+	}
+}
+
+// TestLiveHotDropped overflows the recorder's buffers (nothing folds them
+// between two ticks): the hot endpoint and /metrics report the drops, and
+// the bucket's range still holds its true count.
+func TestLiveHotDropped(t *testing.T) {
+	rec := liveview.New(liveview.Options{})
+	_, srv := newTestServer(t, limitertest.NewClock(), Options{AdminToken: "tok", Live: rec})
+	const n = 200_000 // far more than the buffers hold
+	k := quota.Key{Service: "ecs", Account: "111111111111", Region: "us-east-1", Category: "cluster-read"}
+	for range n {
+		rec.Throttled(k)
+	}
+	rec.Tick(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	var hot liveHot
+	if status := getJSON(t, srv.URL+"/v1/admin/live/hot", "tok", &hot); status != 200 {
+		t.Fatalf("hot: %d", status)
+	}
+	if hot.Dropped == 0 || hot.Dropped >= n || len(hot.Buckets) != 1 {
+		t.Fatalf("hot %+v, want some of %d dropped and one bucket", hot, n)
+	}
+	if b := hot.Buckets[0]; b.Throttled != n || b.ErrorBound != hot.Dropped {
+		t.Errorf("bucket %+v, want %d throttled, error bound %d (the drops)", b, n, hot.Dropped)
+	}
+	_, metrics := adminRequest(t, "GET", srv.URL+"/metrics", "")
+	m := regexp.MustCompile(`(?m)^tollgate_live_hot_dropped_total (\S+)$`).FindStringSubmatch(metrics)
+	if m == nil {
+		t.Fatal("/metrics lacks tollgate_live_hot_dropped_total")
+	}
+	if v, err := strconv.ParseFloat(m[1], 64); err != nil || v != float64(hot.Dropped) {
+		t.Errorf("tollgate_live_hot_dropped_total %s, want %d", m[1], hot.Dropped)
 	}
 }
 

@@ -23,7 +23,7 @@ type metrics struct {
 // bucketCounter is a store that can say how many buckets it holds.
 type bucketCounter interface{ Len() int }
 
-func newMetrics(reg prometheus.Registerer, l limiter.Limiter) *metrics {
+func newMetrics(reg prometheus.Registerer, l limiter.Limiter, live *liveview.Recorder) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_decisions_total",
@@ -54,6 +54,12 @@ func newMetrics(reg prometheus.Registerer, l limiter.Limiter) *metrics {
 			Name: "tollgate_buckets_tracked",
 			Help: "Buckets the store holds in memory (those in debt, plus full ones not yet swept).",
 		}, func() float64 { return float64(bc.Len()) }))
+	}
+	if live != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tollgate_live_hot_dropped_total",
+			Help: "Throttles the live view's hottest-buckets summary could not count: its buffers were full.",
+		}, func() float64 { return float64(live.Dropped()) }))
 	}
 	return m
 }

@@ -13,8 +13,15 @@
 //     at most Options.HotCapacity keys per second, merged on demand.
 //
 // On the decision path a Recorder costs one atomic add per decision
-// ([Series.Count]) and, for a throttled decision, one short critical
-// section ([Recorder.Throttled]). It starts no goroutine in its constructor
+// ([Series.Count]) and, for a throttled decision, a copy of the key into
+// one of a few fixed buffers (64 KiB each, one per CPU up to 32) under that
+// buffer's lock ([Recorder.Throttled]). The Space-Saving work happens off
+// the decision path: [Recorder.Run] folds the buffers into the current
+// summary whenever one is half full, and [Recorder.Tick] folds what is left
+// before closing the second. A throttle that finds its buffer full is
+// dropped and counted ([Recorder.Dropped]); [Recorder.Hot] reports a
+// window's drops and widens its estimates by them, so the reported ranges
+// still hold the true counts. It starts no goroutine in its constructor
 // and never reads the clock except in [Recorder.Run]; [Recorder.Tick]
 // takes the time as an argument, so tests drive it with a fake clock.
 //
@@ -25,10 +32,13 @@
 //     loaded; the same names return the same Series across reloads.
 //   - Series.Count(allowed) or Series.Error() per decision, and
 //     Throttled(key) per throttled decision, from any goroutine.
-//   - Tick(now) once a second (Run(ctx) does it with the wall clock): the
-//     counts since the previous tick become one point of history, the
-//     current heavy-hitters summary is closed, and Options.Services (if
-//     set) is sampled.
+//   - Run(ctx) for the recorder's life: it ticks once a second with the
+//     wall clock and folds buffered throttles in between; its caller owns
+//     its goroutine and stops it with ctx.
+//   - Tick(now) once a second (Run does it): the counts since the previous
+//     tick become one point of history, the buffered throttles are folded
+//     and the current heavy-hitters summary is closed, and
+//     Options.Services (if set) is sampled.
 //   - Decisions(since), Hot(n) and Services(since) at any time, for the
 //     JSON endpoints.
 //

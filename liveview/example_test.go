@@ -27,7 +27,7 @@ func Example() {
 
 	d := r.Decisions(time.Time{})
 	fmt.Println("allowed per second:", d.Series[0].Allowed, "throttled:", d.Series[0].Throttled)
-	keys, window := r.Hot(1)
+	keys, window, _ := r.Hot(1)
 	fmt.Printf("hottest over %v: %s, %.0f throttles/s\n", window, keys[0].Key, keys[0].PerSecond)
 	// Output:
 	// allowed per second: [20 20] throttled: [10 10]

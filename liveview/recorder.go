@@ -3,6 +3,9 @@ package liveview
 import (
 	"cmp"
 	"context"
+	"math/bits"
+	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -48,15 +51,24 @@ type Recorder struct {
 	series   []*Series // in creation order
 	byName   map[[2]string]*Series
 
-	hotMu sync.Mutex
-	hot   *spaceSaving // the current second's throttled keys
+	// The decision path appends throttled keys to a shard's buffer; fold
+	// moves them into the current second's summary.
+	shards    []pendingShard
+	shardMask uint32
+	wake      chan struct{} // a buffer is half full: Run folds
 
-	mu     sync.Mutex // guards what Tick writes and the views read
-	ticks  []tick     // ring of History ticks
-	n      int        // ticks taken so far; the newest is ticks[(n-1)%History]
-	last   time.Time  // the previous tick
-	slots  []hotSlot  // ring of HotWindow closed summaries, aligned with ticks
-	hotBuf *spaceSaving
+	foldMu     sync.Mutex   // guards hot, hotBuf, spare and curDropped
+	hot        *spaceSaving // the current second's throttled keys
+	hotBuf     *spaceSaving // the spare summary, swapped in by Tick
+	spare      []byte       // the spare buffer, swapped into a shard by fold
+	curDropped uint64       // throttles dropped in the current second, as of the last fold
+	dropped    atomic.Uint64
+
+	mu    sync.Mutex // guards what Tick writes and the views read
+	ticks []tick     // ring of History ticks
+	n     int        // ticks taken so far; the newest is ticks[(n-1)%History]
+	last  time.Time  // the previous tick
+	slots []hotSlot  // ring of HotWindow closed summaries, aligned with ticks
 
 	sample func() []ServiceSample
 	svc    [][]ServiceSample // ring aligned with ticks; nil without Options.Services
@@ -72,7 +84,26 @@ type tick struct {
 type hotSlot struct {
 	entries []hotEntry
 	floor   uint64 // the most an absent key was throttled in that second
+	dropped uint64 // throttles of that second that no summary counted
 	dur     time.Duration
+}
+
+// shardBuffer is the size of each shard's buffer of throttled keys: about
+// 1,450 keys of 45 bytes. A shard wakes Run once it is half full, so Run
+// has the time of about 700 throttles to be scheduled; at 200,000 throttles
+// a second on two CPUs, 7 ms.
+const shardBuffer = 64 << 10
+
+// maxShards bounds the number of shards (one per CPU, a power of two).
+const maxShards = 32
+
+// pendingShard holds throttled keys not yet in the summary, as records
+// (see appendRecord): copies, so a key pins none of its request's memory.
+type pendingShard struct {
+	mu      sync.Mutex
+	buf     []byte // capacity shardBuffer
+	dropped uint64 // throttles refused since the last fold: buf was full
+	_       [64]byte
 }
 
 // Series counts the decisions of one service and category. A nil *Series
@@ -100,11 +131,19 @@ func New(opts Options) *Recorder {
 	r.ticks = make([]tick, r.history)
 	r.slots = make([]hotSlot, r.hotWindow)
 	r.hot = newSpaceSaving(r.hotCap)
+	r.hotBuf = newSpaceSaving(r.hotCap)
 	if opts.Services != nil {
 		r.sample = opts.Services
 		r.svc = make([][]ServiceSample, r.history)
 	}
-	r.hotBuf = newSpaceSaving(r.hotCap)
+	n := 1 << bits.Len(uint(min(runtime.GOMAXPROCS(0), maxShards)-1)) // a power of two
+	r.shards = make([]pendingShard, n)
+	for i := range r.shards {
+		r.shards[i].buf = make([]byte, 0, shardBuffer)
+	}
+	r.shardMask = uint32(n - 1)
+	r.spare = make([]byte, 0, shardBuffer)
+	r.wake = make(chan struct{}, 1)
 	return r
 }
 
@@ -146,13 +185,61 @@ func (s *Series) Error() {
 }
 
 // Throttled records that the bucket k throttled a request. Nil-safe.
+//
+// It copies the key into a buffer (one of a few, picked at random, so
+// concurrent callers seldom share one) and returns; Run, or the next Tick,
+// counts it into the heavy-hitters summary. When that buffer is full the
+// throttle is dropped and counted (see Hot and Dropped): the decision
+// path never waits for the summary, and memory stays bounded.
 func (r *Recorder) Throttled(k quota.Key) {
 	if r == nil {
 		return
 	}
-	r.hotMu.Lock()
-	r.hot.add(k, 1)
-	r.hotMu.Unlock()
+	sh := &r.shards[rand.Uint32()&r.shardMask]
+	n := recordLen(k)
+	sh.mu.Lock()
+	had := len(sh.buf)
+	if had+n > cap(sh.buf) {
+		sh.dropped++
+		sh.mu.Unlock()
+		return
+	}
+	sh.buf = appendRecord(sh.buf, k)
+	sh.mu.Unlock()
+	if had < shardBuffer/2 && had+n >= shardBuffer/2 {
+		select {
+		case r.wake <- struct{}{}:
+		default: // a fold is already due
+		}
+	}
+}
+
+// Dropped returns how many throttles, since the recorder was made, no
+// summary counted because their buffer was full (the summaries could not
+// keep up, or nothing called Run or Tick), as of the last fold: at most a
+// second ago while Run runs.
+func (r *Recorder) Dropped() uint64 { return r.dropped.Load() }
+
+// fold moves the buffered throttled keys into the current second's
+// summary; the caller holds foldMu. Each shard's lock is held only to
+// swap its buffer for the spare one.
+func (r *Recorder) fold() {
+	for i := range r.shards {
+		sh := &r.shards[i]
+		sh.mu.Lock()
+		buf, dropped := sh.buf, sh.dropped
+		if len(buf) > 0 {
+			sh.buf = r.spare
+		}
+		sh.dropped = 0
+		sh.mu.Unlock()
+		r.curDropped += dropped
+		r.dropped.Add(dropped)
+		if len(buf) > 0 {
+			r.hot.addRecords(buf)
+			r.spare = buf[:0]
+		}
+	}
 }
 
 // Tick closes the current second at now: the counts since the previous
@@ -186,20 +273,21 @@ func (r *Recorder) Tick(now time.Time) {
 		s.pAllowed[i], s.pThrottled[i], s.pError[i] = a-s.seenAllowed, t-s.seenThrottled, e-s.seenErrored
 		s.seenAllowed, s.seenThrottled, s.seenErrored = a, t, e
 	}
-	// Swap in the spare summary, then copy the closed one out of the lock
-	// the decision path takes.
-	r.hotBuf.reset()
-	r.hotMu.Lock()
+	// Count what the buffers hold, then close the summary.
+	r.foldMu.Lock()
+	r.fold()
 	closed := r.hot
-	r.hot = r.hotBuf
-	r.hotMu.Unlock()
-	r.hotBuf = closed
-	r.slots[r.n%r.hotWindow] = hotSlot{entries: closed.entries(), floor: closed.floor(), dur: dur}
+	r.slots[r.n%r.hotWindow] = hotSlot{entries: closed.entries(), floor: closed.floor(), dropped: r.curDropped, dur: dur}
+	r.curDropped = 0
+	r.hotBuf.reset()
+	r.hot, r.hotBuf = r.hotBuf, closed
+	r.foldMu.Unlock()
 	r.n++
 }
 
-// Run ticks the recorder once a second with the wall clock until ctx ends,
-// then returns nil.
+// Run ticks the recorder once a second with the wall clock, and counts
+// buffered throttled keys into the current summary whenever a buffer is
+// half full, until ctx ends; then it returns nil.
 func (r *Recorder) Run(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -209,6 +297,10 @@ func (r *Recorder) Run(ctx context.Context) error {
 			return nil
 		case now := <-t.C:
 			r.Tick(now)
+		case <-r.wake:
+			r.foldMu.Lock()
+			r.fold()
+			r.foldMu.Unlock()
 		}
 	}
 }
@@ -278,20 +370,22 @@ type HotKey struct {
 }
 
 // Hot returns up to n keys throttled most over the closed seconds of the
-// last HotWindow ticks, most throttled first (ties by key), and the length
-// of time they cover.
-func (r *Recorder) Hot(n int) ([]HotKey, time.Duration) {
+// last HotWindow ticks, most throttled first (ties by key), the length of
+// time they cover, and how many throttles of that time no summary counted
+// (see Throttled). A dropped throttle may have been any key's, so each
+// key's Throttled and ErrorBound include them.
+func (r *Recorder) Hot(n int) (keys []HotKey, window time.Duration, dropped uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	type agg struct{ count, err, presentFloors uint64 }
 	sum := map[quota.Key]*agg{}
-	var window time.Duration
 	var floors uint64 // sum of every slot's floor: the most an absent key got
 	slots := min(r.n, r.hotWindow)
 	for j := r.n - slots; j < r.n; j++ {
 		sl := &r.slots[j%r.hotWindow]
 		window += sl.dur
 		floors += sl.floor
+		dropped += sl.dropped
 		for _, e := range sl.entries {
 			a := sum[e.key]
 			if a == nil {
@@ -305,11 +399,11 @@ func (r *Recorder) Hot(n int) ([]HotKey, time.Duration) {
 	}
 	// A key absent from a full slot was throttled there at most that
 	// slot's floor times, which its estimate must include to stay an upper
-	// bound.
+	// bound; so must every dropped throttle.
 	out := make([]HotKey, 0, len(sum))
 	for k, a := range sum {
-		absent := floors - a.presentFloors
-		out = append(out, HotKey{Key: k, Throttled: a.count + absent, ErrorBound: a.err + absent})
+		extra := floors - a.presentFloors + dropped
+		out = append(out, HotKey{Key: k, Throttled: a.count + extra, ErrorBound: a.err + extra})
 	}
 	slices.SortFunc(out, func(a, b HotKey) int {
 		if c := cmp.Compare(b.Throttled, a.Throttled); c != 0 {
@@ -323,5 +417,5 @@ func (r *Recorder) Hot(n int) ([]HotKey, time.Duration) {
 			out[i].PerSecond = float64(out[i].Throttled) / window.Seconds()
 		}
 	}
-	return out, window
+	return out, window, dropped
 }

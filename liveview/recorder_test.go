@@ -1,6 +1,7 @@
 package liveview
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -80,9 +81,9 @@ func TestHotOverTheWindow(t *testing.T) {
 		r.Throttled(acct(1))
 	}
 	r.Tick(sec(2))
-	hot, window := r.Hot(10)
-	if window != 2*time.Second || len(hot) != 2 {
-		t.Fatalf("window %v, %d keys; want 2s and 2", window, len(hot))
+	hot, window, dropped := r.Hot(10)
+	if window != 2*time.Second || len(hot) != 2 || dropped != 0 {
+		t.Fatalf("window %v, %d keys, %d dropped; want 2s, 2 and none", window, len(hot), dropped)
 	}
 	if hot[0].Key != acct(7) || hot[0].Throttled != 5 || hot[0].PerSecond != 2.5 || hot[0].ErrorBound != 0 {
 		t.Errorf("hottest %+v, want account 7 with 5 (2.5/s), exact", hot[0])
@@ -93,7 +94,7 @@ func TestHotOverTheWindow(t *testing.T) {
 	// Two more ticks push second 1 out of the 3-second window.
 	r.Tick(sec(3))
 	r.Tick(sec(4))
-	hot, window = r.Hot(1)
+	hot, window, _ = r.Hot(1)
 	if window != 3*time.Second || len(hot) != 1 || hot[0].Key != acct(1) || hot[0].Throttled != 2 {
 		t.Errorf("after the window moved: %v %+v, want account 1 with 2 over 3s", window, hot)
 	}
@@ -114,7 +115,7 @@ func TestHotBoundsWhenFull(t *testing.T) {
 		}
 		r.Tick(sec(s + 1))
 	}
-	hot, _ := r.Hot(100)
+	hot, _, _ := r.Hot(100)
 	for _, h := range hot {
 		var i int
 		for k := range truth {
@@ -125,6 +126,116 @@ func TestHotBoundsWhenFull(t *testing.T) {
 		if tr := truth[i]; h.Throttled < tr || h.Throttled-h.ErrorBound > tr {
 			t.Errorf("%s: true %d outside [%d, %d]", h.Key.Account, tr, h.Throttled-h.ErrorBound, h.Throttled)
 		}
+	}
+}
+
+// TestDropsWhenFull throttles more than the buffers hold with nothing
+// folding them: the excess is dropped and counted, and the estimates widen
+// to keep the true counts inside their ranges.
+func TestDropsWhenFull(t *testing.T) {
+	r := New(Options{HotWindow: 2})
+	hot, cold := acct(7), acct(8)
+	room := len(r.shards) * (shardBuffer / recordLen(hot)) // records that fit
+	n := 3 * room
+	for range n {
+		r.Throttled(hot)
+	}
+	r.Throttled(cold)
+	if got := r.Dropped(); got != 0 {
+		t.Errorf("Dropped() = %d before any fold, want 0 (it counts folded shards)", got)
+	}
+	r.Tick(sec(1))
+	keys, _, dropped := r.Hot(10)
+	if d := r.Dropped(); d != dropped || d < uint64(n-room) || d > uint64(n) {
+		t.Fatalf("dropped %d (Dropped() %d) of %d; want the same, at least the %d that cannot fit", dropped, d, n+1, n-room)
+	}
+	if len(keys) == 0 || keys[0].Key != hot {
+		t.Fatalf("hot keys %+v, want account 7 first", keys)
+	}
+	// Every throttle was either counted or dropped, and a dropped one may
+	// have been any key's.
+	counted := uint64(n) + 1 - dropped
+	var sum uint64
+	for _, k := range keys {
+		sum += k.Throttled - dropped
+	}
+	if sum != counted {
+		t.Errorf("counted %d, want %d", sum, counted)
+	}
+	if h := keys[0]; h.Throttled < uint64(n) || h.Throttled-h.ErrorBound > uint64(n) {
+		t.Errorf("account 7 truly %d, reported [%d, %d]", n, h.Throttled-h.ErrorBound, h.Throttled)
+	}
+	// The buffers were emptied: the next second counts everything.
+	for range 5 {
+		r.Throttled(cold)
+	}
+	r.Tick(sec(2))
+	r.Tick(sec(3)) // second 1 leaves the window
+	keys, _, dropped = r.Hot(10)
+	if dropped != 0 || len(keys) != 1 || keys[0].Key != cold || keys[0].Throttled != 5 || keys[0].ErrorBound != 0 {
+		t.Errorf("after the drops left the window: %+v, %d dropped; want account 8 with exactly 5", keys, dropped)
+	}
+	if d := r.Dropped(); d != dropped+uint64(n)+1-counted {
+		t.Errorf("Dropped() = %d, want the total since start %d", d, uint64(n)+1-counted)
+	}
+}
+
+// TestHalfFullWakesRun checks that a buffer passing half full asks Run
+// to fold, and that fewer keys do not.
+func TestHalfFullWakesRun(t *testing.T) {
+	r := New(Options{})
+	k := acct(7)
+	r.Throttled(k)
+	if len(r.wake) != 0 {
+		t.Fatal("one key woke Run")
+	}
+	// Enough for a shard to pass half full, not enough to fill one.
+	for range len(r.shards) * (shardBuffer / 2 / recordLen(k)) * 3 / 2 {
+		r.Throttled(k)
+	}
+	if len(r.wake) != 1 {
+		t.Fatal("no shard woke Run")
+	}
+}
+
+// TestRunCountsBursts sends, while Run runs, more than the buffers hold,
+// in bursts of three quarters of it, waiting (widely) after each until Run
+// has folded it (on a half-full buffer, or at the next tick): nothing is
+// dropped and every throttle is counted.
+func TestRunCountsBursts(t *testing.T) {
+	r := New(Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	k := acct(7)
+	pending := func() (n int) {
+		for i := range r.shards {
+			sh := &r.shards[i]
+			sh.mu.Lock()
+			n += len(sh.buf)
+			sh.mu.Unlock()
+		}
+		return n
+	}
+	burst := len(r.shards) * (shardBuffer / 2 / recordLen(k)) * 3 / 2
+	for range 3 {
+		for range burst {
+			r.Throttled(k)
+		}
+		for deadline := time.Now().Add(30 * time.Second); pending() > 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d bytes still buffered after 30 s", pending())
+			}
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r.Tick(time.Now().Add(time.Hour))
+	keys, _, dropped := r.Hot(2)
+	if dropped != 0 || len(keys) != 1 || keys[0].Key != k || keys[0].Throttled != uint64(3*burst) || keys[0].ErrorBound != 0 {
+		t.Errorf("hot %+v, %d dropped; want account 7 with exactly %d", keys, dropped, 3*burst)
 	}
 }
 

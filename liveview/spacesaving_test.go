@@ -58,14 +58,15 @@ func TestSpaceSavingGuarantees(t *testing.T) {
 		var sum uint64
 		for i, e := range s.heap {
 			sum += e.count
+			k := decodeRecord(e.rec)
 			if s.idx[e.hash] != e || e.pos != i {
-				t.Fatalf("seed %d: %v indexed at %d, want %d", seed, e.key, e.pos, i)
+				t.Fatalf("seed %d: %v indexed at %d, want %d", seed, k, e.pos, i)
 			}
 			if i > 0 && s.heap[(i-1)/2].count > e.count {
 				t.Fatalf("seed %d: heap order broken at %d", seed, i)
 			}
-			if tr := truth[e.key]; e.count < tr || e.count-e.err > tr {
-				t.Errorf("seed %d: %v true %d, estimate %d err %d", seed, e.key.Account, tr, e.count, e.err)
+			if tr := truth[k]; e.count < tr || e.count-e.err > tr {
+				t.Errorf("seed %d: %v true %d, estimate %d err %d", seed, k.Account, tr, e.count, e.err)
 			}
 		}
 		if sum != uint64(total) {
@@ -92,6 +93,72 @@ func TestSpaceSavingClonesNewKeys(t *testing.T) {
 	if got.Account != "123456789012" || got.Region != "us-east-1" {
 		t.Fatalf("entries share the caller's buffer: %v", got)
 	}
+}
+
+// TestAddRecords counts a buffer of records, with runs of equal keys (each
+// counted at once), against the exact counts.
+func TestAddRecords(t *testing.T) {
+	stream := []int{3, 3, 3, 1, 2, 2, 3, 9, 9, 9, 9, 1, 5, 6, 7, 7, 8, 3}
+	s := newSpaceSaving(5)
+	var buf []byte
+	truth := map[quota.Key]uint64{}
+	for _, i := range stream {
+		buf = appendRecord(buf, acct(i))
+		truth[acct(i)]++
+	}
+	s.addRecords(buf)
+	es := s.entries()
+	if len(es) != 5 {
+		t.Fatalf("%d keys, want 5", len(es))
+	}
+	var sum uint64
+	for _, e := range es {
+		sum += e.count
+		if tr := truth[e.key]; e.count < tr || e.count-e.err > tr {
+			t.Errorf("%v true %d, estimate %d err %d", e.key.Account, tr, e.count, e.err)
+		}
+		if e.key == acct(3) && (e.count != 5 || e.err != 0) {
+			t.Errorf("account 3 (never the minimum): %+v, want exactly 5", e)
+		}
+	}
+	if sum != uint64(len(stream)) {
+		t.Errorf("counts sum to %d, want %d", sum, len(stream))
+	}
+
+	exact := newSpaceSaving(16)
+	exact.addRecords(buf)
+	for _, e := range exact.entries() {
+		if e.count != truth[e.key] || e.err != 0 {
+			t.Errorf("under capacity: %v %d (err %d), want exactly %d", e.key.Account, e.count, e.err, truth[e.key])
+		}
+	}
+	if len(exact.entries()) != len(truth) {
+		t.Errorf("under capacity: %d keys, want %d", len(exact.entries()), len(truth))
+	}
+}
+
+// FuzzRecord checks that any key survives its record form, alone and in a
+// run of records.
+func FuzzRecord(f *testing.F) {
+	f.Add("ecs", "123456789012", "us-east-1", "cluster-read")
+	f.Add("", "", "", "")
+	f.Fuzz(func(t *testing.T, svc, account, region, category string) {
+		k := quota.Key{Service: svc, Account: account, Region: region, Category: category}
+		if recordLen(k) > shardBuffer {
+			t.Skip("longer than a buffer: Throttled drops it")
+		}
+		b := appendRecord(appendRecord(nil, k), acct(1))
+		if len(b) != recordLen(k)+recordLen(acct(1)) {
+			t.Fatalf("%d bytes, want %d", len(b), recordLen(k)+recordLen(acct(1)))
+		}
+		rec, rest := nextRecord(b)
+		if got := decodeRecord(rec); got != k {
+			t.Fatalf("decoded %+v, want %+v", got, k)
+		}
+		if rec, rest = nextRecord(rest); decodeRecord(rec) != acct(1) || len(rest) != 0 {
+			t.Fatalf("second record %+v, rest %d bytes", decodeRecord(rec), len(rest))
+		}
+	})
 }
 
 func FuzzSpaceSaving(f *testing.F) {
