@@ -43,6 +43,10 @@ func TestScaleFromZeroRecordsColdStart(t *testing.T) {
 	if n := testutil.CollectAndCount(reg, "tollgate_pool_cold_start_seconds"); n != 1 {
 		t.Fatalf("cold start series: %d", n)
 	}
+	// Observed before the instance took the request that started it.
+	if n := histogramCount(t, reg, "tollgate_pool_cold_start_seconds"); n != 1 {
+		t.Fatalf("%d cold starts observed once the first request was answered, want 1", n)
+	}
 	cs := p.Status()[0].ColdStart
 	if cs < 0.3 {
 		t.Fatalf("expected cold start %v s, want at least the 0.3 s startup delay", cs)
@@ -317,4 +321,22 @@ func TestScaleReason(t *testing.T) {
 			t.Errorf("scaleReason(to %d, driver asks %d) = %q, want %q", c.to, c.policy, got, c.want)
 		}
 	}
+}
+
+// histogramCount sums the sample counts of histogram family name in reg.
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
 }
