@@ -53,15 +53,9 @@ func (h *logCounter) n(l slog.Level) int {
 }
 
 // closedAddr returns a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+// closedAddr is an address that refuses connections until t ends, its
+// port held so that no other test's server can take it meanwhile.
+func closedAddr(t *testing.T) string { return redistest.ClosedAddr(t) }
 
 func TestKeyLayout(t *testing.T) {
 	srv := redistest.Start(t)
