@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/internal/logtest"
+	"github.com/tollgate/tollgate/internal/redistest"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/limitertest"
 	"github.com/tollgate/tollgate/limiter/memory"
@@ -136,16 +137,11 @@ func postResp(t *testing.T, url, body string) *http.Response {
 	return resp
 }
 
-// refusedURL is the URL of a loopback port nothing listens on.
+// refusedURL is the URL of a loopback port nothing listens on, held so
+// that no other test's server can take it while t runs.
 func refusedURL(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "http://" + addr
+	return "http://" + redistest.ClosedAddr(t)
 }
 
 func TestUnreachableUpstreamKeepsTheRequestID(t *testing.T) {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/internal/redistest"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
@@ -22,12 +22,7 @@ import (
 // unreachable (fail-closed) makes the node not ready, while the local and
 // open policies keep it ready and say Redis is down.
 func TestReadyzReportsTheStore(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String() // nothing listens once closed
-	l.Close()
+	dead := redistest.ClosedAddr(t) // refuses, and no other test's server can take it
 	client := goredis.NewClient(&goredis.Options{Addr: dead, MaxRetries: -1})
 	defer client.Close()
 	redis := func(p redisstore.FailurePolicy) limiter.Limiter {

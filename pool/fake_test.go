@@ -87,6 +87,16 @@ func (r *serverRunner) all() []*serverInstance {
 	return append([]*serverInstance(nil), r.instances...)
 }
 
+// serving counts the requests the instances are running now: those that
+// reached an instance, not only those the pool has sent on their way.
+func (r *serverRunner) serving() int64 {
+	var n int64
+	for _, si := range r.all() {
+		n += si.inFlight.Load()
+	}
+	return n
+}
+
 // running counts the instances that have not exited.
 func (r *serverRunner) running() int {
 	n := 0

@@ -169,6 +169,9 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 	}
 	now := time.Now()
 	coldStart := now.Sub(start)
+	// Observed before the engine may dispatch to the instance, so that
+	// whoever got an answer from it also sees its cold start counted.
+	rv.m.coldStart.Observe(coldStart.Seconds())
 	rv.mu.Lock()
 	in.setAddr(run.Addr()) // a pod's address is known only once it is ready
 	in.readyAt = now
@@ -186,7 +189,6 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 	if err != nil { // cannot happen: only this goroutine reports it ready
 		rv.log.Error("engine refused a ready instance", "instance", in.name, "error", err)
 	}
-	rv.m.coldStart.Observe(coldStart.Seconds())
 	// The pool owns the lifecycle lines at Info (ready, stopped, exited on
 	// its own): it knows the cold start, the address and the reason. A
 	// Runner logs its own view at Debug at most (package process does).

@@ -43,6 +43,10 @@ func TestScaleFromZeroRecordsColdStart(t *testing.T) {
 	if n := testutil.CollectAndCount(reg, "tollgate_pool_cold_start_seconds"); n != 1 {
 		t.Fatalf("cold start series: %d", n)
 	}
+	// Observed before the instance took the request that started it.
+	if n := histogramCount(t, reg, "tollgate_pool_cold_start_seconds"); n != 1 {
+		t.Fatalf("%d cold starts observed once the first request was answered, want 1", n)
+	}
 	cs := p.Status()[0].ColdStart
 	if cs < 0.3 {
 		t.Fatalf("expected cold start %v s, want at least the 0.3 s startup delay", cs)
@@ -133,7 +137,11 @@ func TestCrashAnswers502AndIsReplaced(t *testing.T) {
 	h := p.Handler("s")
 	res := make(chan string, 1)
 	go func() { c, b, _ := get(t, h, "/?sleep=20s"); res <- itoa(c) + " " + b }()
-	eventually(t, 10*time.Second, "request not in flight", func() bool { return p.Status()[0].InFlight == 1 })
+	// Running on the instance, not only counted by the pool: a request
+	// still connecting when the instance crashes could reach it between
+	// the fake's closing of its connections and of its listener, and be
+	// served in full (200 after 20 s) instead of failing with it.
+	eventually(t, 10*time.Second, "request not in flight", func() bool { return p.Status()[0].InFlight == 1 && r.serving() == 1 })
 	r.all()[0].crash()
 	got := <-res
 	if !strings.HasPrefix(got, "502 ") || !strings.Contains(got, "exited while serving") {
@@ -317,4 +325,22 @@ func TestScaleReason(t *testing.T) {
 			t.Errorf("scaleReason(to %d, driver asks %d) = %q, want %q", c.to, c.policy, got, c.want)
 		}
 	}
+}
+
+// histogramCount sums the sample counts of histogram family name in reg.
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
 }

@@ -108,6 +108,12 @@ func TestRegistrarListsTheReadyInstances(t *testing.T) {
 	eventually(t, 30*time.Second, "idle instances still listed", func() bool { return len(reg.names()) == 0 })
 
 	// Scale from zero by a request, then shut down: nothing stays listed.
+	// A long idle timeout now, so that the instance the request starts
+	// stays listed until the test sees it, however slow the machine.
+	spec.Engine.IdleTimeout = time.Minute
+	if err := p.Apply([]ServiceSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
 	if code, _, _ := get(t, p.Handler("s"), "/"); code != 200 {
 		t.Fatal(code)
 	}

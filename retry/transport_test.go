@@ -334,8 +334,9 @@ func TestTransportPerAttemptTimeout(t *testing.T) {
 	}))
 	defer srv.Close()
 	// The timeout must also cover the whole second attempt, body included,
-	// on a loaded machine: 2 s is a wide margin for 64 KiB over loopback.
-	client := testClient(newFakeClock(), WithAttemptTimeout(2*time.Second))
+	// on a loaded machine under -race: 5 s is a wide margin for 64 KiB over
+	// loopback (and what the first attempt costs the test).
+	client := testClient(newFakeClock(), WithAttemptTimeout(5*time.Second))
 	resp, err := client.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)

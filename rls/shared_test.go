@@ -110,8 +110,10 @@ descriptors:
 	}
 	checkExact(t, int64(ok), time.Since(begin), 20, 20.0/60)
 	r := nodes[0].call(t, "m", withHits(desc("k=a"), 0))
-	if r.Statuses[0].LimitRemaining > 1 {
-		t.Errorf("a look after the quota is spent on three nodes: %v", r.Statuses[0])
+	// Spent, but for the refill since (one every 3 s): a loaded machine
+	// may take seconds over these calls.
+	if refilled := uint32(time.Since(begin) / (3 * time.Second)); r.Statuses[0].LimitRemaining > 1+refilled {
+		t.Errorf("a look after the quota is spent on three nodes: %v (at most %d refilled)", r.Statuses[0], refilled)
 	}
 	okN, elapsed := hammer(t, nodes, 24, time.Second, "c", "k=one")
 	checkExact(t, okN, elapsed, 50, 50)

@@ -29,7 +29,10 @@ import (
 func TestServeAutoscaledInstancesInCloudMap(t *testing.T) {
 	marker := fmt.Sprintf("cloudmap-%d", time.Now().UnixNano())
 	path := filepath.Join(t.TempDir(), "tollgate.yaml")
-	write := func(minInstances int) {
+	// idle is long until the last step, so that the instance the first
+	// request starts stays up until the test sees it listed, however slow
+	// the machine (a bounds change keeps the instances).
+	write := func(minInstances int, idle string) {
 		cfg := fmt.Sprintf(`access_keys:
   AKIDSCALE: "111122223333"
 services:
@@ -41,15 +44,15 @@ services:
       env: {TOLLGATE_TEST_MARKER: %q}
       min_instances: %d
       max_instances: 3
-      idle_timeout: 1s
+      idle_timeout: %s
       termination_grace_period: 3s
       cloud_map: {namespace: local, service: svc, account: "111122223333", attributes: {stage: test}}
-`, testservice.Build(t), marker, minInstances)
+`, testservice.Build(t), marker, minInstances, idle)
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(0)
+	write(0, "1m")
 	s := startServerEnv(t, []string{"TOLLGATE_ADMIN_TOKEN=secret"}, "--config", path)
 	client := sdClient(s.addr, "AKIDSCALE")
 	ctx := context.Background()
@@ -109,12 +112,12 @@ services:
 	}
 	waitFor(1, "after the first request")
 
-	write(3)
+	write(3, "1m")
 	s.cmd.Process.Signal(syscall.SIGHUP)
 	s.waitLog(t, "config reloaded")
 	waitFor(3, "with min_instances 3")
 
-	write(0)
+	write(0, "1s")
 	s.cmd.Process.Signal(syscall.SIGHUP)
 	s.waitLog(t, "config reloaded")
 	waitFor(0, "idle with min_instances 0")

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -334,12 +333,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // 200 saying Redis is down, and every log line, go-redis's included, is
 // JSON, go-redis's at most one per 10 s.
 func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	l.Close()
+	dead := redistest.ClosedAddr(t) // refuses, and no other test's server can take it
 	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
 	os.WriteFile(cfg, []byte(`services:
   - name: bench

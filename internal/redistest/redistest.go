@@ -259,3 +259,24 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// ClosedAddr returns a loopback host:port that refuses connections until
+// tb ends: a TCP socket bound there and never listening holds the port, so
+// no other test or process can start a server on it meanwhile (as one
+// could on a port picked free and let go).
+func ClosedAddr(tb testing.TB) string {
+	tb.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		tb.Fatalf("redistest: socket: %v", err)
+	}
+	tb.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		tb.Fatalf("redistest: binding a closed port: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		tb.Fatalf("redistest: getsockname: %v", err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+}

@@ -2,7 +2,10 @@ package redistest
 
 import (
 	"context"
+	"errors"
+	"net"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,5 +89,21 @@ func TestSkipsWithoutRedisServer(t *testing.T) {
 	})
 	if !skipped {
 		t.Fatal("Start did not skip without redis-server")
+	}
+}
+
+// TestClosedAddr: the address refuses connections, and its port cannot be
+// taken by a server while the test runs.
+func TestClosedAddr(t *testing.T) {
+	addr := ClosedAddr(t)
+	if c, err := net.DialTimeout("tcp", addr, 10*time.Second); err == nil {
+		c.Close()
+		t.Fatalf("%s accepted a connection", addr)
+	} else if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial %s: %v, want connection refused", addr, err)
+	}
+	if l, err := net.Listen("tcp", addr); err == nil {
+		l.Close()
+		t.Fatalf("a server could listen on %s", addr)
 	}
 }

@@ -86,7 +86,22 @@ func TestGlobalExactness(t *testing.T) {
 			}()
 		}
 	}
+	// Redis TIME at the deadline, while the takers still run: the lower
+	// bound counts the refill up to then, not the refill while they wind
+	// down after it (their last round trips, wg.Wait and this TIME, which
+	// a loaded machine may stretch past the 5 %).
+	var tEnd time.Time
+	var tEndErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(time.Until(deadline))
+		tEnd, tEndErr = admin.Time(ctx).Result()
+	}()
 	wg.Wait()
+	if tEndErr != nil {
+		t.Fatal(tEndErr)
+	}
 	t1, err := admin.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -107,13 +122,14 @@ func TestGlobalExactness(t *testing.T) {
 	for _, s := range stores {
 		cached += s.Stats().Cached
 	}
-	t.Logf("admitted %d tokens in %v of Redis time (bound %d, %.2f%%) over %d decisions, %d denied by deny caches",
-		got, elapsed, bound, 100*float64(got)/float64(bound), decisions.Load(), cached)
+	lower := limit.Capacity() + int64(min(tEnd.Sub(t0), elapsed)/limit.Interval())
+	t.Logf("admitted %d tokens in %v of Redis time (bound %d, %.2f%%; %d by the deadline, %.2f%%) over %d decisions, %d denied by deny caches",
+		got, elapsed, bound, 100*float64(got)/float64(bound), lower, 100*float64(got)/float64(lower), decisions.Load(), cached)
 	if got > bound {
 		t.Fatalf("admitted %d tokens, %d over the bound %d", got, got-bound, bound)
 	}
-	if got*100 < bound*95 {
-		t.Fatalf("admitted %d tokens, under 95%% of the bound %d", got, bound)
+	if got*100 < lower*95 {
+		t.Fatalf("admitted %d tokens, under 95%% of the %d available by the deadline", got, lower)
 	}
 	// The stored state accounts for every admitted token: the bucket was
 	// never full again, so its state is the first take's time plus one

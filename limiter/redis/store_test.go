@@ -53,15 +53,9 @@ func (h *logCounter) n(l slog.Level) int {
 }
 
 // closedAddr returns a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+// closedAddr is an address that refuses connections until t ends, its
+// port held so that no other test's server can take it meanwhile.
+func closedAddr(t *testing.T) string { return redistest.ClosedAddr(t) }
 
 func TestKeyLayout(t *testing.T) {
 	srv := redistest.Start(t)
@@ -413,7 +407,10 @@ func TestDenyCacheStopsAtTheNextToken(t *testing.T) {
 	client := newClient(t, srv)
 	ctx := context.Background()
 	c := limitertest.NewClock()
-	s := newStore(t, client, Options{DenyCache: true, Now: c.Now})
+	// A timeout no loaded machine reaches (the default 50 ms may pass
+	// while the first take opens a connection): every decision the test
+	// counts is Redis's or the cache's.
+	s := newStore(t, client, Options{DenyCache: true, Now: c.Now, Timeout: 10 * time.Second})
 	limit := bucket.MustLimit(10, 1) // a token every second
 	if d, _ := s.Take(ctx, "k", limit, 10); !d.Allowed {
 		t.Fatal("burst denied")

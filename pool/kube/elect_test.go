@@ -14,10 +14,13 @@ import (
 // count. Both bind instances to pods.
 func TestOnlyTheLeaderWrites(t *testing.T) {
 	e := newEnv(t, nil)
+	// A renew deadline no stall of a loaded machine reaches, so the leader
+	// keeps its lease until it stops; it releases the lease then, so the
+	// follower takes over within a retry period, not a lease duration.
 	mk := func(id string) (*Runner, context.CancelFunc, chan struct{}) {
 		o := e.r.o
 		o.Registry = prometheus.NewRegistry()
-		o.Election = &Election{Identity: id, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}
+		o.Election = &Election{Identity: id, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 100 * time.Millisecond}
 		r, err := New(o)
 		if err != nil {
 			t.Fatal(err)

@@ -177,6 +177,9 @@ func TestConflictRetried(t *testing.T) {
 	if got := testutil.ToFloat64(e.r.m.apiErrors.WithLabelValues("update_scale_conflict")); got != 3 {
 		t.Errorf("conflicts counted = %v, want 3", got)
 	}
+	// The write is counted once Update returned, after the store (which
+	// e.replicas watched) has it.
+	eventually(t, "the write not counted", func() bool { return testutil.ToFloat64(e.r.m.writes) >= 1 })
 	if got := testutil.ToFloat64(e.r.m.writes); got != 1 {
 		t.Errorf("writes = %v, want 1", got)
 	}
