@@ -240,10 +240,8 @@ func (rv *revision) gone(in *instance, run Instance, why error) {
 		// whoever sees it gone from Status also sees it counted.
 		rv.m.exits.WithLabelValues(reason).Inc()
 	}
-	ev, err := rv.eng.InstanceExited(now, in.id)
-	if err == nil {
-		rv.apply(now, ev)
-	}
+	// Counted before the engine places the pending requests, which may
+	// launch the replacement: its backoff counts this failure.
 	healthy := !in.readyAt.IsZero() && now.Sub(in.readyAt) >= backoffReset
 	if !shutdown {
 		if healthy {
@@ -251,6 +249,10 @@ func (rv *revision) gone(in *instance, run Instance, why error) {
 		} else {
 			rv.failures++
 		}
+	}
+	ev, err := rv.eng.InstanceExited(now, in.id)
+	if err == nil {
+		rv.apply(now, ev)
 	}
 	failures := rv.failures
 	failed := len(ev.Failed)

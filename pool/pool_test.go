@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -343,4 +344,44 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 		}
 	}
 	return n
+}
+
+// failingRunner fails every start at once, recording when each began.
+type failingRunner struct {
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+func (r *failingRunner) Start(context.Context, InstanceSpec) (Instance, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starts = append(r.starts, time.Now())
+	return nil, errors.New("no such command")
+}
+
+func (r *failingRunner) times() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.starts)
+}
+
+// TestReplacementBackoffCountsTheFailure: the replacement launched when
+// the second start in a row fails already waits backoffBase; the one after
+// the first failure does not wait.
+func TestReplacementBackoffCountsTheFailure(t *testing.T) {
+	t.Parallel()
+	r := &failingRunner{}
+	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{MaxInstances: 1}})
+	runPool(t, p)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go getCtx(ctx, p.Handler("s"), "/") // pending while starts fail
+	eventually(t, 60*time.Second, "fewer than 4 starts", func() bool { return len(r.times()) >= 4 })
+	ts := r.times()
+	if gap := ts[2].Sub(ts[1]); gap < backoff(2)-100*time.Millisecond {
+		t.Fatalf("third start %v after the second failure, want a backoff of %v", gap, backoff(2))
+	}
+	if gap := ts[3].Sub(ts[2]); gap < backoff(3)-100*time.Millisecond {
+		t.Fatalf("fourth start %v after the third failure, want a backoff of %v", gap, backoff(3))
+	}
 }
