@@ -130,6 +130,8 @@ type Runner struct {
 
 	mu    sync.Mutex
 	ports map[int]bool // ports of live instances
+
+	spares spares // the idle spare supervisor, with Supervisor
 }
 
 var _ pool.Runner = (*Runner)(nil)
@@ -264,7 +266,7 @@ func (r *Runner) Start(ctx context.Context, spec pool.InstanceSpec) (pool.Instan
 	if err != nil {
 		return nil, fmt.Errorf("starting instance %s of %s: picking a port: %w", spec.ID, spec.Service, err)
 	}
-	i, err := r.start(spec, port)
+	i, err := r.start(ctx, spec, port)
 	if err != nil {
 		r.releasePort(port)
 		return nil, fmt.Errorf("starting instance %s of %s: %w", spec.ID, spec.Service, err)

@@ -1,0 +1,258 @@
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// spareWriteWait bounds how long handing an instance to a spare may
+// block on its control pipe (it does not, below the pipe's 64 KiB).
+const spareWriteWait = 10 * time.Second
+
+// errNoSpare says a spare could not take the instance: Start goes on
+// without it, as without a spare.
+var errNoSpare = errors.New("no usable spare supervisor")
+
+// spare is a supervisor started before the instance it will run, idle on
+// its control pipe (see [Supervise], -spare): its exec and the runtime's
+// start are paid before Start. It has its own process group and its own
+// output, status and control pipes, which become the instance's.
+type spare struct {
+	cmd     *exec.Cmd
+	pid     int
+	cancel  context.CancelFunc // cancels cmd's context: Cmd.Cancel sends SIGTERM to the instance
+	inst    atomic.Pointer[instance]
+	outR    *os.File
+	errR    *os.File
+	statusR *os.File
+	control *os.File
+	unbind  func() bool // stops the context.AfterFunc that drops it; set under Runner.spareMu
+}
+
+// spares is a runner's slot for one idle spare. Every field is guarded by
+// mu.
+type spares struct {
+	mu        sync.Mutex
+	idle      *spare
+	starting  bool           // a spare is being started
+	off       bool           // moving a spare into a cgroup failed: no more spares
+	closed    bool           // Close was called
+	wg        sync.WaitGroup // goroutines that start or stop spares
+	warnStart sync.Once
+	warnMove  sync.Once
+}
+
+// Close stops the runner's idle spare supervisor, if it has one, and
+// makes later starts go without one; it returns once the spare has
+// exited. Instances keep running. A runner whose Start contexts end (the
+// pool's, when a revision is retired or the pool stops) needs no Close:
+// its spare is stopped with the context of the Start that made it.
+// Close is safe to call more than once.
+func (r *Runner) Close() error {
+	r.spares.mu.Lock()
+	r.spares.closed = true
+	sp := r.spares.idle
+	r.spares.idle = nil
+	r.spares.mu.Unlock()
+	if sp != nil {
+		sp.unbind()
+		sp.stop()
+	}
+	r.spares.wg.Wait()
+	return nil
+}
+
+// spareRequest returns the request that hands an instance with env to a
+// spare, and false when it is too long for one.
+func (r *Runner) spareRequest(env []string) ([]byte, bool) {
+	msg, err := json.Marshal(spareRequest{
+		Path: r.path,
+		Argv: append([]string{r.opts.Command}, r.opts.Args...),
+		Env:  env,
+		Dir:  r.opts.Dir,
+	})
+	if err != nil || len(msg)+1 > maxSpareRequest {
+		return nil, false
+	}
+	return append(msg, '\n'), true
+}
+
+// takeSpare returns the idle spare, if there is one and it is alive.
+func (r *Runner) takeSpare() *spare {
+	r.spares.mu.Lock()
+	sp := r.spares.idle
+	r.spares.idle = nil
+	r.spares.mu.Unlock()
+	if sp == nil {
+		return nil
+	}
+	sp.unbind()
+	if sp.exited() {
+		r.log.Warn("the spare instance supervisor exited while idle; starting the instance without it", "pid", sp.pid)
+		sp.stop() // reaps it at once
+		return nil
+	}
+	return sp
+}
+
+// refillSpare starts the next spare in the background, unless there is
+// one, one is being started, or spares are off. The spare is stopped
+// when ctx ends or the runner is closed.
+func (r *Runner) refillSpare(ctx context.Context) {
+	s := &r.spares
+	s.mu.Lock()
+	if s.closed || s.off || s.idle != nil || s.starting || ctx.Err() != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.starting = true
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		sp, err := r.newSpare()
+		s.mu.Lock()
+		s.starting = false
+		if err == nil && !s.closed && !s.off && ctx.Err() == nil {
+			s.idle = sp
+			sp.unbind = context.AfterFunc(ctx, func() { r.dropSpare(sp) })
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		if err != nil {
+			s.warnStart.Do(func() {
+				r.log.Warn("cannot start a spare instance supervisor; instances start without one", "err", err)
+			})
+			return
+		}
+		sp.stop()
+	}()
+}
+
+// dropSpare stops sp if it is still the idle spare (its context ended).
+func (r *Runner) dropSpare(sp *spare) {
+	s := &r.spares
+	s.mu.Lock()
+	if s.idle != sp || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.idle = nil
+	s.wg.Add(1) // not closed yet: before Close's Wait
+	s.mu.Unlock()
+	defer s.wg.Done()
+	sp.stop()
+}
+
+// spareOff stops using spares (moving one into a cgroup failed).
+func (r *Runner) spareOff() {
+	s := &r.spares
+	s.mu.Lock()
+	s.off = true
+	sp := s.idle
+	s.idle = nil
+	s.mu.Unlock()
+	if sp != nil {
+		sp.unbind()
+		sp.stop()
+	}
+}
+
+// newSpare starts a spare supervisor, with pipes of its own, in a process
+// group of its own, from the forking thread, as a supervisor for an
+// instance is started.
+func (r *Runner) newSpare() (*spare, error) {
+	var files [8]*os.File // outR, outW, errR, errW, statusR, statusW, controlR, controlW
+	for n := 0; n < len(files); n += 2 {
+		var err error
+		if files[n], files[n+1], err = os.Pipe(); err != nil {
+			closeAll(files[:n]...)
+			return nil, err
+		}
+	}
+	outR, outW, errR, errW := files[0], files[1], files[2], files[3]
+	statusR, statusW, controlR, controlW := files[4], files[5], files[6], files[7]
+	ctx, cancel := context.WithCancel(context.Background())
+	sp := &spare{cancel: cancel, outR: outR, errR: errR, statusR: statusR, control: controlW}
+	sup := r.opts.Supervisor
+	cmd := exec.CommandContext(ctx, r.super, append(append([]string(nil), sup[1:]...), pipesFlag, spareFlag)...)
+	cmd.Args[0] = sup[0]
+	cmd.Dir = r.opts.Dir
+	cmd.Env = append([]string(nil), r.env...)
+	cmd.ExtraFiles = []*os.File{statusW, controlR} // statusFD, controlFD
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:   true,                  // the instance's group, as a fresh supervisor's
+		Pdeathsig: supervisorDeathSignal, // dies with tollgate; see startOnLockedThread
+	}
+	cmd.Cancel = func() error {
+		if i := sp.inst.Load(); i != nil {
+			return i.signalGroup(syscall.SIGTERM)
+		}
+		return cmd.Process.Kill() // an idle spare: nothing of an instance to stop
+	}
+	cmd.WaitDelay = r.opts.StopGrace
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err := startOnLockedThread(cmd)
+	closeAll(outW, errW, statusW, controlR) // the spare holds its own copies
+	if err != nil {
+		cancel()
+		closeAll(outR, errR, statusR, controlW)
+		return nil, err
+	}
+	sp.cmd, sp.pid = cmd, cmd.Process.Pid
+	return sp, nil
+}
+
+// exited reports whether the spare has exited (it is left unreaped).
+func (sp *spare) exited() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, sp.pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err != nil || info.Signo != 0
+}
+
+// stop ends an idle spare: the end of its control pipe tells it to exit;
+// it is killed if it has not within supervisorKillWait. It returns once
+// the spare has been reaped.
+func (sp *spare) stop() {
+	_ = sp.control.Close()
+	done := make(chan struct{})
+	go func() {
+		_ = sp.cmd.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(supervisorKillWait)
+	select {
+	case <-done:
+	case <-t.C:
+		_ = sp.cmd.Process.Kill() // os.Process knows whether it was reaped
+		<-done
+	}
+	t.Stop()
+	sp.cancel()
+	closeAll(sp.outR, sp.errR, sp.statusR)
+}
+
+// moveSpare moves the spare into the instance's cgroup (cgroup v2
+// cgroup.procs), before it starts the command, so that the command is
+// counted there from its first instruction.
+func moveSpare(sp *spare, cgroupFD int) error {
+	fd, err := unix.Openat(cgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: "cgroup.procs", Err: err}
+	}
+	f := os.NewFile(uintptr(fd), "cgroup.procs")
+	defer f.Close()
+	_, err = f.Write([]byte(strconv.Itoa(sp.pid)))
+	return err
+}
