@@ -66,20 +66,17 @@ func (r *Runner) start(ctx context.Context, spec pool.InstanceSpec, port int) (*
 		"K_REVISION="+spec.Revision,
 		"K_CONFIGURATION="+spec.Service,
 	)
-	i.cpu = r.newCPUMeter(spec, i.log)
-	var (
-		p   pipes
-		err error
-	)
+	var p pipes
+	err := errNoSpare
 	if r.super != "" {
-		err = errNoSpare
 		if req, ok := r.spareRequest(env); ok {
 			if sp := r.takeSpare(); sp != nil {
 				p, err = r.startOnSpare(i, sp, req)
 			}
 		}
 	}
-	if r.super == "" || errors.Is(err, errNoSpare) {
+	if errors.Is(err, errNoSpare) {
+		i.cpu = r.newCPUMeter(spec.Service, spec.ID, i.log)
 		p, err = r.startFresh(i, env)
 	}
 	if err == nil {
@@ -88,14 +85,14 @@ func (r *Runner) start(ctx context.Context, spec pool.InstanceSpec, port int) (*
 	switch {
 	case r.super == "":
 	case err != nil:
-		r.refillSpare(ctx)
+		r.refillSpare(ctx, spec.Service)
 	default:
 		// The next spare starts once this instance is ready (or failed),
 		// so that its start does not slow this one's.
 		go func() {
 			select {
 			case <-i.ready:
-				r.refillSpare(ctx)
+				r.refillSpare(ctx, spec.Service)
 			case <-ctx.Done():
 			}
 		}()
@@ -212,26 +209,10 @@ func (r *Runner) startFresh(i *instance, env []string) (pipes, error) {
 	return pipes{outR, errR, statusR}, nil
 }
 
-// startOnSpare hands the instance to spare sp: it moves sp into the
-// instance's cgroup and sends it req. It returns errNoSpare, having
-// stopped sp, when sp cannot take the instance: Start then goes on
-// without it.
+// startOnSpare hands the instance to spare sp, whose cgroup (if any)
+// becomes the instance's. It returns errNoSpare, having stopped sp, when
+// sp cannot take the instance: Start then goes on without it.
 func (r *Runner) startOnSpare(i *instance, sp *spare, req []byte) (pipes, error) {
-	if fd := i.cpu.cgroupFD(); fd >= 0 {
-		if err := moveSpare(sp, fd); err != nil {
-			if sp.exited() {
-				r.log.Warn("the spare instance supervisor exited while idle; starting the instance without it", "pid", sp.pid)
-				sp.stop()
-				return pipes{}, errNoSpare
-			}
-			r.spares.warnMove.Do(func() {
-				r.log.Warn("cannot move a spare instance supervisor into the instance's cgroup; instances start without one", "cgroup", i.cpu.cgroupDir, "err", err)
-			})
-			sp.stop()
-			r.spareOff()
-			return pipes{}, errNoSpare
-		}
-	}
 	i.started = time.Now()
 	_ = sp.control.SetWriteDeadline(i.started.Add(spareWriteWait))
 	_, err := sp.control.Write(req)
@@ -244,7 +225,8 @@ func (r *Runner) startOnSpare(i *instance, sp *spare, req []byte) (pipes, error)
 		return pipes{}, errNoSpare
 	}
 	sp.inst.Store(i)
-	i.cmd, i.pid, i.control, i.cancel = sp.cmd, sp.pid, sp.control, sp.cancel
+	sp.cpu.log = i.log
+	i.cmd, i.pid, i.control, i.cancel, i.cpu = sp.cmd, sp.pid, sp.control, sp.cancel, sp.cpu
 	return pipes{sp.outR, sp.errR, sp.statusR}, nil
 }
 

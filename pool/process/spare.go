@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -36,7 +35,8 @@ type spare struct {
 	errR    *os.File
 	statusR *os.File
 	control *os.File
-	unbind  func() bool // stops the context.AfterFunc that drops it; set under Runner.spareMu
+	cpu     *cpuMeter   // its cgroup, which becomes the instance's
+	unbind  func() bool // stops the context.AfterFunc that drops it; set under spares.mu
 }
 
 // spares is a runner's slot for one idle spare. Every field is guarded by
@@ -45,11 +45,10 @@ type spares struct {
 	mu        sync.Mutex
 	idle      *spare
 	starting  bool           // a spare is being started
-	off       bool           // moving a spare into a cgroup failed: no more spares
 	closed    bool           // Close was called
 	wg        sync.WaitGroup // goroutines that start or stop spares
 	warnStart sync.Once
-	warnMove  sync.Once
+	warnCgrp  sync.Once
 }
 
 // Close stops the runner's idle spare supervisor, if it has one, and
@@ -105,13 +104,13 @@ func (r *Runner) takeSpare() *spare {
 	return sp
 }
 
-// refillSpare starts the next spare in the background, unless there is
-// one, one is being started, or spares are off. The spare is stopped
-// when ctx ends or the runner is closed.
-func (r *Runner) refillSpare(ctx context.Context) {
+// refillSpare starts the next spare for instances of service in the
+// background, unless there is one or one is being started. The spare is
+// stopped when ctx ends or the runner is closed.
+func (r *Runner) refillSpare(ctx context.Context, service string) {
 	s := &r.spares
 	s.mu.Lock()
-	if s.closed || s.off || s.idle != nil || s.starting || ctx.Err() != nil {
+	if s.closed || s.idle != nil || s.starting || ctx.Err() != nil {
 		s.mu.Unlock()
 		return
 	}
@@ -120,10 +119,10 @@ func (r *Runner) refillSpare(ctx context.Context) {
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		sp, err := r.newSpare()
+		sp, err := r.newSpare(service)
 		s.mu.Lock()
 		s.starting = false
-		if err == nil && !s.closed && !s.off && ctx.Err() == nil {
+		if err == nil && !s.closed && ctx.Err() == nil {
 			s.idle = sp
 			sp.unbind = context.AfterFunc(ctx, func() { r.dropSpare(sp) })
 			s.mu.Unlock()
@@ -155,24 +154,14 @@ func (r *Runner) dropSpare(sp *spare) {
 	sp.stop()
 }
 
-// spareOff stops using spares (moving one into a cgroup failed).
-func (r *Runner) spareOff() {
-	s := &r.spares
-	s.mu.Lock()
-	s.off = true
-	sp := s.idle
-	s.idle = nil
-	s.mu.Unlock()
-	if sp != nil {
-		sp.unbind()
-		sp.stop()
-	}
-}
-
 // newSpare starts a spare supervisor, with pipes of its own, in a process
-// group of its own, from the forking thread, as a supervisor for an
-// instance is started.
-func (r *Runner) newSpare() (*spare, error) {
+// group and a cgroup of its own, from the forking thread, as a supervisor
+// for an instance is started; the cgroup is made for an instance of
+// service and becomes that instance's, so the command is counted there
+// from its first instruction, as is the supervisor (as a fresh one is).
+// Moving the spare into a cgroup made at Start would cost a cgroup
+// migration (an RCU grace period: milliseconds) on every start.
+func (r *Runner) newSpare(service string) (*spare, error) {
 	var files [8]*os.File // outR, outW, errR, errW, statusR, statusW, controlR, controlW
 	for n := 0; n < len(files); n += 2 {
 		var err error
@@ -185,28 +174,47 @@ func (r *Runner) newSpare() (*spare, error) {
 	statusR, statusW, controlR, controlW := files[4], files[5], files[6], files[7]
 	ctx, cancel := context.WithCancel(context.Background())
 	sp := &spare{cancel: cancel, outR: outR, errR: errR, statusR: statusR, control: controlW}
-	sup := r.opts.Supervisor
-	cmd := exec.CommandContext(ctx, r.super, append(append([]string(nil), sup[1:]...), pipesFlag, spareFlag)...)
-	cmd.Args[0] = sup[0]
-	cmd.Dir = r.opts.Dir
-	cmd.Env = append([]string(nil), r.env...)
-	cmd.ExtraFiles = []*os.File{statusW, controlR} // statusFD, controlFD
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:   true,                  // the instance's group, as a fresh supervisor's
-		Pdeathsig: supervisorDeathSignal, // dies with tollgate; see startOnLockedThread
-	}
-	cmd.Cancel = func() error {
-		if i := sp.inst.Load(); i != nil {
-			return i.signalGroup(syscall.SIGTERM)
+	sp.cpu = r.newCPUMeter(service, "spare", r.log)
+	newCmd := func() *exec.Cmd {
+		sup := r.opts.Supervisor
+		cmd := exec.CommandContext(ctx, r.super, append(append([]string(nil), sup[1:]...), pipesFlag, spareFlag)...)
+		cmd.Args[0] = sup[0]
+		cmd.Dir = r.opts.Dir
+		cmd.Env = append([]string(nil), r.env...)
+		cmd.ExtraFiles = []*os.File{statusW, controlR} // statusFD, controlFD
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Setpgid:   true,                  // the instance's group, as a fresh supervisor's
+			Pdeathsig: supervisorDeathSignal, // dies with tollgate; see startOnLockedThread
 		}
-		return cmd.Process.Kill() // an idle spare: nothing of an instance to stop
+		if fd := sp.cpu.cgroupFD(); fd >= 0 {
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+		}
+		cmd.Cancel = func() error {
+			if i := sp.inst.Load(); i != nil {
+				return i.signalGroup(syscall.SIGTERM)
+			}
+			return cmd.Process.Kill() // an idle spare: nothing of an instance to stop
+		}
+		cmd.WaitDelay = r.opts.StopGrace
+		cmd.Stdout, cmd.Stderr = outW, errW
+		return cmd
 	}
-	cmd.WaitDelay = r.opts.StopGrace
-	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd := newCmd()
 	err := startOnLockedThread(cmd)
+	if err != nil && sp.cpu.cgroupFD() >= 0 {
+		// A kernel or sandbox without clone3 into a cgroup: go without,
+		// as a fresh supervisor does.
+		r.spares.warnCgrp.Do(func() {
+			r.log.Warn("starting a spare instance supervisor in its own cgroup failed; its instances' CPU time is measured from /proc", "cgroup", sp.cpu.cgroupDir, "err", err)
+		})
+		sp.cpu.dropCgroup()
+		cmd = newCmd()
+		err = startOnLockedThread(cmd)
+	}
 	closeAll(outW, errW, statusW, controlR) // the spare holds its own copies
 	if err != nil {
 		cancel()
+		sp.cpu.close()
 		closeAll(outR, errR, statusR, controlW)
 		return nil, err
 	}
@@ -240,19 +248,6 @@ func (sp *spare) stop() {
 	}
 	t.Stop()
 	sp.cancel()
+	sp.cpu.close()
 	closeAll(sp.outR, sp.errR, sp.statusR)
-}
-
-// moveSpare moves the spare into the instance's cgroup (cgroup v2
-// cgroup.procs), before it starts the command, so that the command is
-// counted there from its first instruction.
-func moveSpare(sp *spare, cgroupFD int) error {
-	fd, err := unix.Openat(cgroupFD, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &os.PathError{Op: "open", Path: "cgroup.procs", Err: err}
-	}
-	f := os.NewFile(uintptr(fd), "cgroup.procs")
-	defer f.Close()
-	_, err = f.Write([]byte(strconv.Itoa(sp.pid)))
-	return err
 }

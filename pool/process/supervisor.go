@@ -135,8 +135,10 @@ func Supervise(args []string) int {
 	if control != nil {
 		ctl = bufio.NewReader(control)
 	}
-	req := spareRequest{Path: args[0], Argv: args[1:], Env: os.Environ()}
-	if spare {
+	var req spareRequest
+	if !spare {
+		req = spareRequest{Path: args[0], Argv: args[1:], Env: os.Environ()}
+	} else {
 		var (
 			ok  bool
 			err error
