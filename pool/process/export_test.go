@@ -1,5 +1,7 @@
 package process
 
+import "context"
+
 // CgroupDir returns the cgroup v2 directory r makes instances' cgroups
 // in, or "" when it measures CPU time from /proc.
 func (r *Runner) CgroupDir() string { return r.cgroup }
@@ -13,3 +15,7 @@ func SparePID(r *Runner) int {
 	}
 	return r.spares.idle.pid
 }
+
+// WarmSpare starts r's spare supervisor in the background, as a Start
+// with ctx does once its instance is ready.
+func WarmSpare(r *Runner, ctx context.Context) { r.refillSpare(ctx, "warm") }
