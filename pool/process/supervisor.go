@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -220,36 +221,55 @@ func Supervise(args []string) int {
 }
 
 // awaitRequest waits, as a spare, for the runner's request. It returns
-// false when the control pipe ends or tollgate dies first.
-func awaitRequest(ctl *bufio.Reader, sigs <-chan os.Signal, ppid int) (spareRequest, bool, error) {
-	type result struct {
-		req spareRequest
-		err error
-	}
-	got := make(chan result, 1)
+// false when the control pipe ends first; when tollgate dies first, the
+// spare exits at once (it has started nothing). The request is read on
+// the calling goroutine, which is locked to the thread that forks: a
+// request wakes that thread alone, with no handoff between threads.
+func awaitRequest(ctl *bufio.Reader, sigs chan os.Signal, ppid int) (spareRequest, bool, error) {
+	var (
+		mu   sync.Mutex
+		idle = true
+	)
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
-		req, err := readSpareRequest(ctl)
-		got <- result{req, err}
-	}()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case res := <-got:
-			if errors.Is(res.err, io.EOF) {
-				return spareRequest{}, false, nil
+		defer close(stopped)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			var sig os.Signal
+			select {
+			case <-stop:
+				return
+			case sig = <-sigs:
+			case <-tick.C:
 			}
-			return res.req, res.err == nil, res.err
-		case sig := <-sigs:
-			if sig != syscall.SIGCHLD && os.Getppid() != ppid {
-				return spareRequest{}, false, nil
+			if sig == syscall.SIGCHLD || os.Getppid() == ppid {
+				continue
 			}
-		case <-tick.C:
-			if os.Getppid() != ppid {
-				return spareRequest{}, false, nil
+			mu.Lock()
+			if idle {
+				os.Exit(0) // tollgate is gone before the request
 			}
+			mu.Unlock()
+			if sig != nil {
+				select {
+				case sigs <- sig: // the supervisor's own loop sees it
+				default:
+				}
+			}
+			return
 		}
+	}()
+	req, err := readSpareRequest(ctl)
+	mu.Lock()
+	idle = false
+	mu.Unlock()
+	close(stop)
+	<-stopped
+	if errors.Is(err, io.EOF) {
+		return spareRequest{}, false, nil
 	}
+	return req, err == nil, err
 }
 
 // readSpareRequest reads one request line of at most maxSpareRequest
