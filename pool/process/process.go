@@ -115,6 +115,14 @@ type Options struct {
 	// kills only each instance's main process (Linux's parent-death
 	// signal), and what an instance started itself is left running until
 	// the next tollgate starts, where cgroups are used.
+	//
+	// With it, the runner also keeps one warm spare supervisor (see
+	// [Supervise], -spare): started and idle once an instance it started
+	// is ready, it takes the next instance, which then starts without the
+	// supervisor's exec and runtime start (see the package
+	// documentation). The spare is stopped when the context of the Start
+	// that made it ends (the pool's, when the revision is done with) or
+	// on [Runner.Close].
 	Supervisor []string
 }
 
