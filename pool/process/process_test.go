@@ -426,8 +426,9 @@ func TestOwnProcessGroupAndChildrenStop(t *testing.T) {
 // exits on SIGTERM or is killed after the grace period. Without a
 // supervisor it would be left running.
 func TestSupervisorStopsEscapedChild(t *testing.T) {
-	for _, ignore := range []bool{false, true} {
-		t.Run(fmt.Sprintf("ignoreSIGTERM=%v", ignore), func(t *testing.T) {
+	for _, tc := range []struct{ ignore, spare bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		ignore := tc.ignore
+		t.Run(fmt.Sprintf("ignoreSIGTERM=%v/spare=%v", ignore, tc.spare), func(t *testing.T) {
 			r := newRunner(t, process.Options{
 				NoCgroup:   true,
 				Supervisor: supervisor(t),
@@ -437,7 +438,12 @@ func TestSupervisorStopsEscapedChild(t *testing.T) {
 					testservice.EnvIgnoreSIGTERM + "=" + strconv.FormatBool(ignore),
 				},
 			})
-			inst := pooltest.Start(t, r, pooltest.Spec())
+			var inst pool.Instance
+			if tc.spare {
+				inst = startOnSpare(t, r)
+			} else {
+				inst = pooltest.Start(t, r, pooltest.Spec())
+			}
 			pooltest.Ready(t, inst)
 			pid, pgid, children := pids(t, inst)
 			if len(children) != 1 || !alive(children[0]) {

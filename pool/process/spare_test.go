@@ -37,6 +37,24 @@ func waitSpare(t *testing.T, r *process.Runner, not int) int {
 	}
 }
 
+// startOnSpare starts an instance of r through a warm spare supervisor,
+// kept for the test's life.
+func startOnSpare(t *testing.T, r *process.Runner) pool.Instance {
+	t.Helper()
+	t.Cleanup(func() { _ = r.Close() })
+	process.WarmSpare(r, t.Context())
+	spare := waitSpare(t, r, 0)
+	inst, err := r.Start(t.Context(), pooltest.Spec())
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = inst.Stop(time.Second) })
+	if p := ppid(inst.PID()); p != spare {
+		t.Fatalf("instance started by %d, want the spare %d", p, spare)
+	}
+	return inst
+}
+
 // procView is what an instance's process was given: its argv, working
 // directory and environment.
 type procView struct {
