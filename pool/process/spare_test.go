@@ -226,9 +226,12 @@ func TestSpareStopped(t *testing.T) {
 	if pid := process.SparePID(r); pid != 0 {
 		t.Errorf("SparePID() = %d after the context ended", pid)
 	}
-	if cg != "" {
-		if _, err := os.Stat(cg); err == nil {
-			t.Errorf("the idle spare's cgroup %s is left", cg)
+	for deadline := time.Now().Add(pooltest.Wait); cg != ""; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(cg); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle spare's cgroup %s is left %v after it exited", cg, pooltest.Wait)
 		}
 	}
 	if !alive(inst.PID()) {
