@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,8 +41,8 @@ type spare struct {
 	unbind  func() bool // stops the context.AfterFunc that drops it; set under spares.mu
 }
 
-// spares is a runner's slot for one idle spare. Every field is guarded by
-// mu.
+// spares is a runner's slot for one idle spare. idle, starting and closed
+// are guarded by mu.
 type spares struct {
 	mu        sync.Mutex
 	idle      *spare
@@ -97,11 +99,19 @@ func (r *Runner) takeSpare() *spare {
 	}
 	sp.unbind()
 	if sp.exited() {
-		r.log.Warn("the spare instance supervisor exited while idle; starting the instance without it", "pid", sp.pid)
-		sp.stop() // reaps it at once
+		r.dead(sp)
 		return nil
 	}
 	return sp
+}
+
+// dead reaps a spare that exited while idle and says so, with what it
+// wrote to stderr.
+func (r *Runner) dead(sp *spare) {
+	said, _ := io.ReadAll(io.LimitReader(sp.errR, 4096)) // it has exited: its end is closed
+	sp.stop()                                            // reaps it at once
+	r.log.Warn("the spare instance supervisor exited while idle; starting the instance without it",
+		"pid", sp.pid, "exit", sp.cmd.ProcessState.String(), "stderr", strings.TrimSpace(string(said)))
 }
 
 // refillSpare starts the next spare for instances of service in the
