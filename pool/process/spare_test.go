@@ -266,7 +266,8 @@ func TestSpareStopped(t *testing.T) {
 // replaced until the next Start, which starts its instance without it
 // and then makes a new spare.
 func TestSpareDiedIsReplacedAtNextStart(t *testing.T) {
-	r := newRunner(t, process.Options{Supervisor: supervisor(t)})
+	log, logged := testLogger(t)
+	r := newRunner(t, process.Options{Supervisor: supervisor(t), Logger: log})
 	t.Cleanup(func() { _ = r.Close() })
 	ctx := t.Context()
 	inst, err := r.Start(ctx, pooltest.Spec())
@@ -290,6 +291,9 @@ func TestSpareDiedIsReplacedAtNextStart(t *testing.T) {
 	pooltest.Ready(t, inst)
 	if p := ppid(inst.PID()); p == spare {
 		t.Fatalf("instance started by the dead spare %d", spare)
+	}
+	if !strings.Contains(logged.String(), "exited while idle") || !strings.Contains(logged.String(), "signal: killed") {
+		t.Errorf("the dead spare's end is not logged with its exit:\n%s", logged)
 	}
 	_ = inst.Stop(pooltest.Wait)
 	next := waitSpare(t, r, spare)
