@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
-
-	"github.com/tollgate/tollgate/pool"
 )
 
 // cpuMeter measures the CPU time of one instance: from the cgroup v2 the
@@ -32,14 +30,15 @@ type cpuMeter struct {
 	final bool          // the instance is gone; last is its total
 }
 
-// newCPUMeter makes the instance's cgroup when the runner has a place for
-// it, and falls back to /proc otherwise.
-func (r *Runner) newCPUMeter(spec pool.InstanceSpec, log *slog.Logger) *cpuMeter {
+// newCPUMeter makes the cgroup of an instance of service (id names it;
+// "spare" for a spare supervisor's) when the runner has a place for it,
+// and falls back to /proc otherwise.
+func (r *Runner) newCPUMeter(service, id string, log *slog.Logger) *cpuMeter {
 	m := &cpuMeter{log: log, fd: -1}
 	if r.cgroup == "" {
 		return m
 	}
-	name := fmt.Sprintf("%s%d-%s-%s-%s", cgroupPrefix(), os.Getpid(), cgroupName(spec.Service), cgroupName(spec.ID), randomSuffix())
+	name := fmt.Sprintf("%s%d-%s-%s-%s", cgroupPrefix(), os.Getpid(), cgroupName(service), cgroupName(id), randomSuffix())
 	dir := filepath.Join(r.cgroup, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		log.Warn("cannot create the instance's cgroup; measuring its CPU time from /proc", "err", err)

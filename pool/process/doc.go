@@ -77,6 +77,27 @@
 // the end of the control pipe or a changed parent process tells it too.
 // It exits with the command's status, or dies of the command's signal.
 //
+// Starting tollgate's large binary and its runtime for each instance
+// would cost milliseconds of every cold start, so the runner keeps one
+// warm spare supervisor, the way a zygote or a pre-forked worker is kept:
+// once an instance it started is ready (so as not to slow that start),
+// it starts a supervisor that waits, idle, on its control pipe, in a
+// process group and a cgroup of its own (made for the next instance), with
+// output pipes of its own. Start hands it the instance (the command's
+// path, argv, environment with PORT and the K_ variables, and working
+// directory, as one JSON line of at most 1 MiB), and it starts the command
+// as a supervisor started for it would: its process group, cgroup and
+// pipes are the instance's, so the command is counted in the cgroup from
+// its first instruction, with the supervisor, as a fresh one is. A burst
+// of starts gives the spare to the first; the others start a fresh
+// supervisor at once, which is never slower than waiting for a spare to
+// be started. A spare found dead at Start is replaced then (not sooner);
+// a spare whose context ends (that of the Start that made it: the pool's
+// revision's) or whose runner is closed ([Runner.Close]) is stopped; an
+// idle spare exits when its control pipe ends or tollgate dies, and it is
+// never an instance. Where no spare is at hand, or one cannot take the
+// instance, Start starts a fresh supervisor, as above.
+//
 // If tollgate itself is killed, then, no process of any instance is left.
 // Without a supervisor the parent-death signal kills each instance's main
 // process only: processes an instance started itself are left running;

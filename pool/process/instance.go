@@ -49,32 +49,86 @@ type instance struct {
 
 var _ pool.Instance = (*instance)(nil)
 
-func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
-	ctx, cancel := context.WithCancel(context.Background())
+func (r *Runner) start(ctx context.Context, spec pool.InstanceSpec, port int) (*instance, error) {
 	i := &instance{
 		r:      r,
 		spec:   spec,
 		port:   port,
 		addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		log:    r.log.With("service", spec.Service, "revision", spec.Revision, "instance", spec.ID),
-		cancel: cancel,
 		exited: make(chan struct{}),
 		done:   make(chan struct{}),
 		ready:  make(chan struct{}),
 	}
+	env := append(append([]string(nil), r.env...),
+		"PORT="+strconv.Itoa(port),
+		"K_SERVICE="+spec.Service,
+		"K_REVISION="+spec.Revision,
+		"K_CONFIGURATION="+spec.Service,
+	)
+	var p pipes
+	err := errNoSpare
+	if r.super != "" {
+		if req, ok := r.spareRequest(env); ok {
+			if sp := r.takeSpare(); sp != nil {
+				p, err = r.startOnSpare(i, sp, req)
+			}
+		}
+	}
+	if errors.Is(err, errNoSpare) {
+		i.cpu = r.newCPUMeter(spec.Service, spec.ID, i.log)
+		p, err = r.startFresh(i, env)
+	}
+	if err == nil {
+		err = i.started1(p)
+	}
+	switch {
+	case r.super == "":
+	case err != nil:
+		r.refillSpare(ctx, spec.Service)
+	default:
+		// The next spare starts once this instance is ready (or failed),
+		// so that its start does not slow this one's.
+		go func() {
+			select {
+			case <-i.ready:
+				r.refillSpare(ctx, spec.Service)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return i, nil
+}
+
+// pipes are the runner's ends of a started supervisor's or command's
+// pipes; status is nil without a supervisor.
+type pipes struct {
+	out, err, status *os.File
+}
+
+// startFresh starts the command, or a supervisor for it, and sets i's
+// cmd, control and cancel.
+func (r *Runner) startFresh(i *instance, env []string) (pipes, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	i.cancel = cancel
 	// Output goes through pipes of our own, not exec's copying
 	// goroutines, so Wait returns when the process exits even if a
 	// process it left behind holds the pipes open.
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		cancel()
-		return nil, err
+		i.cpu.close()
+		return pipes{}, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		cancel()
+		i.cpu.close()
 		closeAll(outR, outW)
-		return nil, err
+		return pipes{}, err
 	}
 	// A supervisor tells the command's pid (or why it could not start
 	// it) on a pipe of its own.
@@ -84,17 +138,18 @@ func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
 	if r.super != "" {
 		if statusR, statusW, err = os.Pipe(); err != nil {
 			cancel()
+			i.cpu.close()
 			closeAll(outR, outW, errR, errW)
-			return nil, err
+			return pipes{}, err
 		}
 		if controlR, i.control, err = os.Pipe(); err != nil {
 			cancel()
+			i.cpu.close()
 			closeAll(outR, outW, errR, errW, statusR, statusW)
-			return nil, err
+			return pipes{}, err
 		}
 	}
-	cpu := r.newCPUMeter(spec, i.log)
-	i.cpu = cpu
+	cpu := i.cpu
 	newCmd := func() *exec.Cmd {
 		cmd := exec.CommandContext(ctx, r.path, r.opts.Args...)
 		cmd.Args[0] = r.opts.Command
@@ -108,12 +163,7 @@ func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
 			deathSig = supervisorDeathSignal
 		}
 		cmd.Dir = r.opts.Dir
-		cmd.Env = append(append([]string(nil), r.env...),
-			"PORT="+strconv.Itoa(port),
-			"K_SERVICE="+spec.Service,
-			"K_REVISION="+spec.Revision,
-			"K_CONFIGURATION="+spec.Service,
-		)
+		cmd.Env = env
 		cmd.SysProcAttr = &syscall.SysProcAttr{
 			Setpgid:   true,     // its own process group, signalled as a whole
 			Pdeathsig: deathSig, // dies with tollgate; see startOnLockedThread
@@ -152,37 +202,65 @@ func (r *Runner) start(spec pool.InstanceSpec, port int) (*instance, error) {
 		if statusR != nil {
 			closeAll(statusR, i.control)
 		}
-		return nil, err
+		return pipes{}, err
 	}
 	i.pid = cmd.Process.Pid
-	i.mainPID = i.pid
 	i.started = time.Now()
-	cpu.started(i.pid)
-	if statusR != nil {
-		i.mainPID, err = readStatus(statusR)
-		closeAll(statusR)
+	return pipes{outR, errR, statusR}, nil
+}
+
+// startOnSpare hands the instance to spare sp, whose cgroup (if any)
+// becomes the instance's. It returns errNoSpare, having stopped sp, when
+// sp cannot take the instance: Start then goes on without it.
+func (r *Runner) startOnSpare(i *instance, sp *spare, req []byte) (pipes, error) {
+	i.started = time.Now()
+	_ = sp.control.SetWriteDeadline(i.started.Add(spareWriteWait))
+	_, err := sp.control.Write(req)
+	_ = sp.control.SetWriteDeadline(time.Time{})
+	if err != nil {
+		// It died since it was checked, or hangs: it started nothing.
+		r.log.Warn("cannot hand the instance to the spare instance supervisor; starting it without one", "pid", sp.pid, "err", err)
+		_ = syscall.Kill(-sp.pid, syscall.SIGKILL) // unreaped: the group is still its
+		sp.stop()
+		return pipes{}, errNoSpare
+	}
+	sp.inst.Store(i)
+	sp.cpu.log = i.log
+	i.cmd, i.pid, i.control, i.cancel, i.cpu = sp.cmd, sp.pid, sp.control, sp.cancel, sp.cpu
+	return pipes{sp.outR, sp.errR, sp.statusR}, nil
+}
+
+// started1 finishes a start: it reads the supervisor's status, if any,
+// and starts watching the process, its output and its readiness.
+func (i *instance) started1(p pipes) error {
+	i.mainPID = i.pid
+	i.cpu.started(i.pid)
+	if p.status != nil {
+		var err error
+		i.mainPID, err = readStatus(p.status)
+		closeAll(p.status)
 		if err != nil {
 			// The supervisor started nothing, or what it started is
 			// killed with its group: leave nothing running.
 			_ = syscall.Kill(-i.pid, syscall.SIGKILL)
-			cpu.killCgroup()
-			_ = cmd.Wait()
-			cancel()
-			cpu.close()
-			closeAll(outR, errR, i.control)
-			return nil, err
+			i.cpu.killCgroup()
+			_ = i.cmd.Wait()
+			i.cancel()
+			i.cpu.close()
+			closeAll(p.out, p.err, i.control)
+			return err
 		}
 		i.log = i.log.With("supervisor", i.pid)
 	}
-	i.log.Info("instance started", "pid", i.mainPID, "addr", i.addr, "command", r.path)
+	i.log.Info("instance started", "pid", i.mainPID, "addr", i.addr, "command", i.r.path)
 
 	var output sync.WaitGroup
 	output.Add(2)
-	go func() { defer output.Done(); logLines(outR, i.log, "stdout") }()
-	go func() { defer output.Done(); logLines(errR, i.log, "stderr") }()
-	go i.wait(&output, outR, errR)
+	go func() { defer output.Done(); logLines(p.out, i.log, "stdout") }()
+	go func() { defer output.Done(); logLines(p.err, i.log, "stderr") }()
+	go i.wait(&output, p.out, p.err)
 	go i.probe()
-	return i, nil
+	return nil
 }
 
 // readStatus reads what a supervisor says on its status pipe: the

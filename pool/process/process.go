@@ -115,6 +115,14 @@ type Options struct {
 	// kills only each instance's main process (Linux's parent-death
 	// signal), and what an instance started itself is left running until
 	// the next tollgate starts, where cgroups are used.
+	//
+	// With it, the runner also keeps one warm spare supervisor (see
+	// [Supervise], -spare): started and idle once an instance it started
+	// is ready, it takes the next instance, which then starts without the
+	// supervisor's exec and runtime start (see the package
+	// documentation). The spare is stopped when the context of the Start
+	// that made it ends (the pool's, when the revision is done with) or
+	// on [Runner.Close].
 	Supervisor []string
 }
 
@@ -130,6 +138,8 @@ type Runner struct {
 
 	mu    sync.Mutex
 	ports map[int]bool // ports of live instances
+
+	spares spares // the idle spare supervisor, with Supervisor
 }
 
 var _ pool.Runner = (*Runner)(nil)
@@ -264,7 +274,7 @@ func (r *Runner) Start(ctx context.Context, spec pool.InstanceSpec) (pool.Instan
 	if err != nil {
 		return nil, fmt.Errorf("starting instance %s of %s: picking a port: %w", spec.ID, spec.Service, err)
 	}
-	i, err := r.start(spec, port)
+	i, err := r.start(ctx, spec, port)
 	if err != nil {
 		r.releasePort(port)
 		return nil, fmt.Errorf("starting instance %s of %s: %w", spec.ID, spec.Service, err)

@@ -92,11 +92,41 @@ func factory(noCgroup, supervised bool) pooltest.Factory {
 	}
 }
 
+// spareFactory makes supervised runners that have a warm spare
+// supervisor before the first Start and keep one for the test's life
+// (pooltest's contexts end with each Start, which would leave a runner
+// without spares), so that the suite's starts go through spares.
+func spareFactory(noCgroup bool) pooltest.Factory {
+	return func(t *testing.T, cfg pooltest.Config) pool.Runner {
+		r := factory(noCgroup, true)(t, cfg).(*process.Runner)
+		t.Cleanup(func() { _ = r.Close() })
+		process.WarmSpare(r, t.Context())
+		waitSpare(t, r, 0)
+		return spareRunner{r, t.Context()}
+	}
+}
+
+// spareRunner starts instances of r with a context that lives as long as
+// the test, as the pool's does.
+type spareRunner struct {
+	r   *process.Runner
+	ctx context.Context
+}
+
+func (s spareRunner) Start(ctx context.Context, spec pool.InstanceSpec) (pool.Instance, error) {
+	if ctx.Err() != nil {
+		return s.r.Start(ctx, spec)
+	}
+	return s.r.Start(s.ctx, spec)
+}
+
 func TestConformance(t *testing.T) {
 	t.Run("cgroup", func(t *testing.T) { pooltest.Run(t, factory(false, false)) })
 	t.Run("proc", func(t *testing.T) { pooltest.Run(t, factory(true, false)) })
 	t.Run("supervised-cgroup", func(t *testing.T) { pooltest.Run(t, factory(false, true)) })
 	t.Run("supervised-proc", func(t *testing.T) { pooltest.Run(t, factory(true, true)) })
+	t.Run("supervised-spare-cgroup", func(t *testing.T) { pooltest.Run(t, spareFactory(false)) })
+	t.Run("supervised-spare-proc", func(t *testing.T) { pooltest.Run(t, spareFactory(true)) })
 }
 
 func TestNewRejectsBadCommand(t *testing.T) {
@@ -396,8 +426,9 @@ func TestOwnProcessGroupAndChildrenStop(t *testing.T) {
 // exits on SIGTERM or is killed after the grace period. Without a
 // supervisor it would be left running.
 func TestSupervisorStopsEscapedChild(t *testing.T) {
-	for _, ignore := range []bool{false, true} {
-		t.Run(fmt.Sprintf("ignoreSIGTERM=%v", ignore), func(t *testing.T) {
+	for _, tc := range []struct{ ignore, spare bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		ignore := tc.ignore
+		t.Run(fmt.Sprintf("ignoreSIGTERM=%v/spare=%v", ignore, tc.spare), func(t *testing.T) {
 			r := newRunner(t, process.Options{
 				NoCgroup:   true,
 				Supervisor: supervisor(t),
@@ -407,7 +438,12 @@ func TestSupervisorStopsEscapedChild(t *testing.T) {
 					testservice.EnvIgnoreSIGTERM + "=" + strconv.FormatBool(ignore),
 				},
 			})
-			inst := pooltest.Start(t, r, pooltest.Spec())
+			var inst pool.Instance
+			if tc.spare {
+				inst = startOnSpare(t, r)
+			} else {
+				inst = pooltest.Start(t, r, pooltest.Spec())
+			}
 			pooltest.Ready(t, inst)
 			pid, pgid, children := pids(t, inst)
 			if len(children) != 1 || !alive(children[0]) {
@@ -499,14 +535,23 @@ func parentMain() {
 			child = v.Children[0]
 		}
 	}
-	fmt.Printf("pid %d child %d\n", inst.PID(), child)
+	// A supervised runner has an idle spare supervisor once the instance
+	// is ready: it must die with tollgate too.
+	spare := 0
+	for deadline := time.Now().Add(pooltest.Wait); opts.Supervisor != nil && spare == 0 && time.Now().Before(deadline); {
+		if spare = process.SparePID(r); spare == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	fmt.Printf("pid %d child %d spare %d\n", inst.PID(), child, spare)
 	select {}
 }
 
 // startParent runs this test binary as a tollgate that starts one
 // instance of the test service with env, and returns the instance's pid,
-// its child's pid (0 without one) and a function that SIGKILLs the parent.
-func startParent(t *testing.T, supervised bool, env ...string) (pid, child int, kill func()) {
+// its child's pid (0 without one), the runner's idle spare supervisor's
+// pid (0 without a supervisor) and a function that SIGKILLs the parent.
+func startParent(t *testing.T, supervised bool, env ...string) (pid, child, spare int, kill func()) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -554,17 +599,17 @@ func startParent(t *testing.T, supervised bool, env ...string) (pid, child int, 
 	}()
 	select {
 	case line := <-lines:
-		if _, err := fmt.Sscanf(line, "pid %d child %d", &pid, &child); err != nil {
+		if _, err := fmt.Sscanf(line, "pid %d child %d spare %d", &pid, &child, &spare); err != nil {
 			t.Fatalf("parent said %q", line)
 		}
 	case <-time.After(pooltest.Wait):
 		t.Fatal("parent did not start an instance")
 	}
-	return pid, child, kill
+	return pid, child, spare, kill
 }
 
 func TestInstancesDieWithTollgate(t *testing.T) {
-	pid, _, kill := startParent(t, false)
+	pid, _, _, kill := startParent(t, false)
 	// Readiness has passed and the runtime has ended the thread the
 	// parent called Start on: the instance must still be alive.
 	time.Sleep(200 * time.Millisecond)
@@ -577,31 +622,36 @@ func TestInstancesDieWithTollgate(t *testing.T) {
 
 // TestSupervisedInstanceTreeDiesWithTollgate: with a supervisor, when
 // tollgate is killed the instance, the child it started in its process
-// group, a child it started in a session of its own, and the supervisor
-// are all gone, with no next tollgate to sweep anything.
+// group, a child it started in a session of its own, the supervisor and
+// the runner's idle spare supervisor are all gone, with no next tollgate
+// to sweep anything.
 func TestSupervisedInstanceTreeDiesWithTollgate(t *testing.T) {
 	for _, session := range []bool{false, true} {
 		t.Run(fmt.Sprintf("childSession=%v", session), func(t *testing.T) {
-			pid, child, kill := startParent(t, true,
+			pid, child, spare, kill := startParent(t, true,
 				testservice.EnvSpawnChild+"=1", testservice.EnvChildSession+"="+strconv.FormatBool(session))
 			if child == 0 {
 				t.Fatal("the instance has no child")
 			}
+			if spare == 0 {
+				t.Fatal("the runner has no idle spare supervisor")
+			}
+			t.Cleanup(func() { _ = syscall.Kill(spare, syscall.SIGKILL) })
 			t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
 			super := ppid(pid)
 			// Readiness has passed and the runtime has ended the thread
 			// the parent called Start on: all must still be alive.
 			time.Sleep(200 * time.Millisecond)
-			for _, p := range []int{super, pid, child} {
+			for _, p := range []int{super, pid, child, spare} {
 				if !alive(p) {
-					t.Fatalf("process %d (supervisor %d, instance %d, child %d) died while tollgate lives", p, super, pid, child)
+					t.Fatalf("process %d (supervisor %d, instance %d, child %d, spare %d) died while tollgate lives", p, super, pid, child, spare)
 				}
 			}
 			kill()
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				var left []int
-				for _, p := range []int{super, pid, child} {
+				for _, p := range []int{super, pid, child, spare} {
 					if alive(p) {
 						left = append(left, p)
 					}
@@ -610,7 +660,7 @@ func TestSupervisedInstanceTreeDiesWithTollgate(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("processes %v (supervisor %d, instance %d, child %d) still alive 30 s after tollgate was killed", left, super, pid, child)
+					t.Fatalf("processes %v (supervisor %d, instance %d, child %d, idle spare %d) still alive 30 s after tollgate was killed", left, super, pid, child, spare)
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
@@ -622,7 +672,7 @@ func TestNextTollgateKillsLeftovers(t *testing.T) {
 	if newRunner(t, process.Options{}).CgroupDir() == "" {
 		t.Skip("no delegated cgroup v2 here: nothing can find what a killed tollgate's instances left")
 	}
-	pid, child, kill := startParent(t, false, testservice.EnvSpawnChild+"=1")
+	pid, child, _, kill := startParent(t, false, testservice.EnvSpawnChild+"=1")
 	if child == 0 {
 		t.Fatal("the instance has no child")
 	}
@@ -635,7 +685,7 @@ func TestNextTollgateKillsLeftovers(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
 	// The next tollgate to start removes what the dead one left.
-	pid2, _, _ := startParent(t, false)
+	pid2, _, _, _ := startParent(t, false)
 	waitGone(t, 0, child)
 	if !alive(pid2) {
 		t.Errorf("the new tollgate's own instance %d is gone", pid2)

@@ -1,7 +1,9 @@
 package process
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -41,7 +44,23 @@ const (
 	statusFD  = 3
 	controlFD = 4
 	pipesFlag = "-pipes"
+	spareFlag = "-spare"
 )
+
+// maxSpareRequest bounds the request a spare supervisor reads: the
+// command's path, argv, environment and directory as one JSON line. A
+// runner whose request is longer starts its instances without a spare.
+const maxSpareRequest = 1 << 20
+
+// spareRequest is what a runner sends a spare supervisor on its control
+// pipe, as one JSON line: the command to start, as a supervisor started
+// for it gets it in its arguments, environment and working directory.
+type spareRequest struct {
+	Path string   `json:"path"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir,omitempty"`
+}
 
 // Supervise is the instance supervisor, the way a container's shim or
 // init process (conmon, tini) is: a runner with [Options.Supervisor]
@@ -49,10 +68,17 @@ const (
 // cgroup, and it starts the command. args are
 //
 //	[-pipes] [--] PATH ARGV0 [ARG…]
+//	-pipes -spare
 //
 // (the command's executable, its argv[0] and its arguments; -pipes, from
 // the runner, says that descriptors 3 and 4 are its status and control
-// pipes). The program
+// pipes). With -spare the supervisor is a runner's warm spare, started
+// before the instance it will run, the way a zygote or pre-forked worker
+// is: it waits on its control pipe for one JSON line naming the command
+// (path, argv, env, dir; at most 1 MiB) and then starts it as one started
+// with the command in its arguments does; if the control pipe ends
+// first (the runner no longer needs it, or tollgate is gone) or tollgate
+// dies, it exits at once, with nothing to kill. The program
 // calling it (`tollgate instance-supervisor`) exits with what it returns.
 //
 // The supervisor makes itself a child subreaper (prctl
@@ -78,18 +104,22 @@ const (
 //     reaps them and exits.
 //
 // The environment, working directory, stdout and stderr are passed to the
-// command unchanged.
+// command unchanged (a spare passes those of the request).
 func Supervise(args []string) int {
 	var status, control *os.File
+	spare := false
 	if len(args) > 0 && args[0] == pipesFlag {
 		args = args[1:]
 		status, control = openFD(statusFD, "status"), openFD(controlFD, "control")
+		if len(args) > 0 && args[0] == spareFlag {
+			args, spare = args[1:], true
+		}
 	}
-	if len(args) > 0 && args[0] == "--" {
+	if len(args) > 0 && args[0] == "--" && !spare {
 		args = args[1:]
 	}
-	if len(args) < 2 {
-		return supervisorFail(status, 2, errors.New("usage: tollgate "+SupervisorCommand+" [-pipes] -- PATH ARGV0 [ARG...]"))
+	if spare && (len(args) > 0 || control == nil) || !spare && len(args) < 2 {
+		return supervisorFail(status, 2, errors.New("usage: tollgate "+SupervisorCommand+" [-pipes] -- PATH ARGV0 [ARG...] | -pipes -spare"))
 	}
 	ppid := os.Getppid()
 	// Catch (not ignore: an ignored signal stays ignored across exec) what
@@ -103,13 +133,32 @@ func Supervise(args []string) int {
 	// The command's parent-death signal (SIGKILL, should the supervisor
 	// itself be killed) is tied to the forking thread: keep this one.
 	runtime.LockOSThread()
-	pid, err := syscall.ForkExec(args[0], args[1:], &syscall.ProcAttr{
-		Env:   os.Environ(),
+	var ctl *bufio.Reader
+	if control != nil {
+		ctl = bufio.NewReader(control)
+	}
+	var req spareRequest
+	if !spare {
+		req = spareRequest{Path: args[0], Argv: args[1:], Env: os.Environ()}
+	} else {
+		var (
+			ok  bool
+			err error
+		)
+		if req, ok, err = awaitRequest(ctl, sigs, ppid); err != nil {
+			return supervisorFail(status, 2, err)
+		} else if !ok {
+			return 0 // tollgate is gone, or needs no spare any more
+		}
+	}
+	pid, err := syscall.ForkExec(req.Path, req.Argv, &syscall.ProcAttr{
+		Dir:   req.Dir,
+		Env:   req.Env,
 		Files: []uintptr{0, 1, 2},
 		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	})
 	if err != nil {
-		return supervisorFail(status, 127, fmt.Errorf("starting %s: %w", args[0], err))
+		return supervisorFail(status, 127, fmt.Errorf("starting %s: %w", req.Path, err))
 	}
 	if status != nil {
 		_, _ = fmt.Fprintf(status, "pid %d\n", pid)
@@ -119,13 +168,13 @@ func Supervise(args []string) int {
 	requests := make(chan bool, 1) // true: kill; false: the runner is gone
 	if control != nil {
 		go func() {
-			var b [1]byte
 			for {
-				if _, err := control.Read(b[:]); err != nil {
+				b, err := ctl.ReadByte()
+				if err != nil {
 					requests <- false
 					return
 				}
-				if b[0] == 'k' {
+				if b == 'k' {
 					requests <- true
 					return
 				}
@@ -170,6 +219,85 @@ func Supervise(args []string) int {
 			return exitLike(ws)
 		}
 	}
+}
+
+// awaitRequest waits, as a spare, for the runner's request. It returns
+// false when the control pipe ends first; when tollgate dies first, the
+// spare exits at once (it has started nothing). The request is read on
+// the calling goroutine, which is locked to the thread that forks: a
+// request wakes that thread alone, with no handoff between threads.
+func awaitRequest(ctl *bufio.Reader, sigs chan os.Signal, ppid int) (spareRequest, bool, error) {
+	var (
+		mu   sync.Mutex
+		idle = true
+	)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			var sig os.Signal
+			select {
+			case <-stop:
+				return
+			case sig = <-sigs:
+			case <-tick.C:
+			}
+			if sig == syscall.SIGCHLD || os.Getppid() == ppid {
+				continue
+			}
+			mu.Lock()
+			if idle {
+				os.Exit(0) // tollgate is gone before the request
+			}
+			mu.Unlock()
+			if sig != nil {
+				select {
+				case sigs <- sig: // the supervisor's own loop sees it
+				default:
+				}
+			}
+			return
+		}
+	}()
+	req, err := readSpareRequest(ctl)
+	mu.Lock()
+	idle = false
+	mu.Unlock()
+	close(stop)
+	<-stopped
+	if errors.Is(err, io.EOF) {
+		return spareRequest{}, false, nil
+	}
+	return req, err == nil, err
+}
+
+// readSpareRequest reads one request line of at most maxSpareRequest
+// bytes. It returns io.EOF when the input ends before the line does.
+func readSpareRequest(r *bufio.Reader) (spareRequest, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > maxSpareRequest {
+			return spareRequest{}, fmt.Errorf("spare request longer than %d bytes", maxSpareRequest)
+		}
+		line = append(line, chunk...)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return spareRequest{}, err
+		}
+	}
+	var req spareRequest
+	if err := json.Unmarshal(line, &req); err != nil {
+		return spareRequest{}, fmt.Errorf("spare request: %w", err)
+	}
+	if req.Path == "" || len(req.Argv) == 0 {
+		return spareRequest{}, errors.New("spare request: no path or argv")
+	}
+	return req, nil
 }
 
 // openFD returns the pipe the runner passed as fd, or nil.
