@@ -385,3 +385,47 @@ func TestReplacementBackoffCountsTheFailure(t *testing.T) {
 		t.Fatalf("fourth start %v after the third failure, want a backoff of %v", gap, backoff(3))
 	}
 }
+
+// warmRunner is a serverRunner that records Warm calls.
+type warmRunner struct {
+	serverRunner
+	mu    sync.Mutex
+	warms []context.Context
+}
+
+func (r *warmRunner) Warm(ctx context.Context, service string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.warms = append(r.warms, ctx)
+}
+
+func (r *warmRunner) calls() []context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.warms)
+}
+
+// TestPoolWarmsAnIdleRunner: a revision with no instance to start warms
+// its runner once, with a context that ends with the pool; one that
+// starts min instances at once does not.
+func TestPoolWarmsAnIdleRunner(t *testing.T) {
+	t.Parallel()
+	idle, busy := &warmRunner{}, &warmRunner{}
+	p, _ := newTestPool(t,
+		ServiceSpec{Name: "idle", Runner: idle},
+		ServiceSpec{Name: "busy", Runner: busy, Engine: autoscale.Config{MinInstances: 1}})
+	stop := runPool(t, p)
+	eventually(t, 20*time.Second, "the idle service's runner was not warmed", func() bool { return len(idle.calls()) == 1 })
+	eventually(t, 20*time.Second, "the min instance did not start", func() bool { return busy.running() == 1 })
+	if n := len(busy.calls()); n != 0 {
+		t.Fatalf("a runner starting its min instance was warmed %d times", n)
+	}
+	ctx := idle.calls()[0]
+	if ctx.Err() != nil {
+		t.Fatal("Warm's context ended while the pool runs")
+	}
+	stop()
+	if ctx.Err() == nil {
+		t.Fatal("Warm's context outlived the pool")
+	}
+}

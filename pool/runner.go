@@ -19,6 +19,16 @@ type Runner interface {
 	Start(ctx context.Context, spec InstanceSpec) (Instance, error)
 }
 
+// Warmer is implemented by a Runner that can prepare its next Start ahead
+// of time: a process runner with a supervisor starts an idle spare
+// supervisor, so that the first request to a service scaled to zero does
+// not wait for the supervisor's own start. The pool calls Warm when a
+// revision begins to run with no instance to start at once; what Warm
+// prepares is released when ctx ends. Warm returns without waiting.
+type Warmer interface {
+	Warm(ctx context.Context, service string)
+}
+
 // InstanceSpec names one instance for its Runner.
 type InstanceSpec struct {
 	// Service is the service's name (K_SERVICE, K_CONFIGURATION).

@@ -106,6 +106,16 @@ func (rv *revision) run(ctx context.Context) error {
 
 	// Instances below min instances start at once, not a second later.
 	rv.tick(time.Now())
+	// With none to start, the runner may get ready for the first request
+	// (starting it alongside an instance would only slow that start).
+	if w, ok := rv.runner.(Warmer); ok {
+		rv.mu.Lock()
+		idle := len(rv.insts) == 0
+		rv.mu.Unlock()
+		if idle {
+			w.Warm(ctx, rv.service)
+		}
+	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {

@@ -80,8 +80,9 @@
 // Starting tollgate's large binary and its runtime for each instance
 // would cost milliseconds of every cold start, so the runner keeps one
 // warm spare supervisor, the way a zygote or a pre-forked worker is kept:
-// once an instance it started is ready (so as not to slow that start),
-// it starts a supervisor that waits, idle, on its control pipe, in a
+// when the pool begins to run a revision with no instance to start
+// ([Runner.Warm], [pool.Warmer]), and once an instance it started is
+// ready (so as not to slow that start), it starts a supervisor that waits, idle, on its control pipe, in a
 // process group and a cgroup of its own (made for the next instance), with
 // output pipes of its own. Start hands it the instance (the command's
 // path, argv, environment with PORT and the K_ variables, and working

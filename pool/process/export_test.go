@@ -1,7 +1,5 @@
 package process
 
-import "context"
-
 // CgroupDir returns the cgroup v2 directory r makes instances' cgroups
 // in, or "" when it measures CPU time from /proc.
 func (r *Runner) CgroupDir() string { return r.cgroup }
@@ -15,7 +13,3 @@ func SparePID(r *Runner) int {
 	}
 	return r.spares.idle.pid
 }
-
-// WarmSpare starts r's spare supervisor in the background, as a Start
-// with ctx does once its instance is ready.
-func WarmSpare(r *Runner, ctx context.Context) { r.refillSpare(ctx, "warm") }

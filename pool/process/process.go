@@ -142,7 +142,10 @@ type Runner struct {
 	spares spares // the idle spare supervisor, with Supervisor
 }
 
-var _ pool.Runner = (*Runner)(nil)
+var (
+	_ pool.Runner = (*Runner)(nil)
+	_ pool.Warmer = (*Runner)(nil)
+)
 
 // reserved are the variables the runner sets itself.
 var reserved = []string{"PORT", "K_SERVICE", "K_REVISION", "K_CONFIGURATION"}

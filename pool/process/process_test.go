@@ -100,7 +100,7 @@ func spareFactory(noCgroup bool) pooltest.Factory {
 	return func(t *testing.T, cfg pooltest.Config) pool.Runner {
 		r := factory(noCgroup, true)(t, cfg).(*process.Runner)
 		t.Cleanup(func() { _ = r.Close() })
-		process.WarmSpare(r, t.Context())
+		r.Warm(t.Context(), "warm")
 		waitSpare(t, r, 0)
 		return spareRunner{r, t.Context()}
 	}

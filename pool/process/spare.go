@@ -73,6 +73,16 @@ func (r *Runner) Close() error {
 	return nil
 }
 
+// Warm starts an idle spare supervisor for instances of service in the
+// background, when the runner has a supervisor and no spare yet, so that
+// its first Start is as quick as later ones; the spare is stopped when
+// ctx ends or the runner is closed. It implements [pool.Warmer].
+func (r *Runner) Warm(ctx context.Context, service string) {
+	if r.super != "" {
+		r.refillSpare(ctx, service)
+	}
+}
+
 // spareRequest returns the request that hands an instance with env to a
 // spare, and false when it is too long for one.
 func (r *Runner) spareRequest(env []string) ([]byte, bool) {

@@ -42,7 +42,7 @@ func waitSpare(t *testing.T, r *process.Runner, not int) int {
 func startOnSpare(t *testing.T, r *process.Runner) pool.Instance {
 	t.Helper()
 	t.Cleanup(func() { _ = r.Close() })
-	process.WarmSpare(r, t.Context())
+	r.Warm(t.Context(), "warm")
 	spare := waitSpare(t, r, 0)
 	inst, err := r.Start(t.Context(), pooltest.Spec())
 	if err != nil {
