@@ -207,7 +207,7 @@ func New(opts Options) (*Runner, error) {
 		opts:  opts,
 		path:  path,
 		super: super,
-		env:   append(inheritedEnv(), opts.Env...),
+		env:   dedupEnv(append(inheritedEnv(), opts.Env...)),
 		log:   opts.Logger,
 		ports: map[int]bool{},
 	}
@@ -251,6 +251,24 @@ func resolve(command, dir string) (string, error) {
 		return "", fmt.Errorf("%w: %s is not executable by tollgate: %w", ErrCommand, abs, err)
 	}
 	return abs, nil
+}
+
+// dedupEnv keeps the last of the entries with the same key, as exec.Cmd
+// does: a spare supervisor passes the environment on as it is, and getenv
+// returns the first entry, so an Env entry must replace the inherited one.
+func dedupEnv(env []string) []string {
+	last := map[string]int{}
+	for n, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		last[k] = n
+	}
+	out := make([]string, 0, len(last))
+	for n, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); last[k] == n {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // inheritedEnv is the part of tollgate's environment instances inherit.

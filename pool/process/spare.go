@@ -7,11 +7,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -84,8 +86,17 @@ func (r *Runner) Warm(ctx context.Context, service string) {
 }
 
 // spareRequest returns the request that hands an instance with env to a
-// spare, and false when it is too long for one.
+// spare, and false when it is too long for one or when a string is not
+// UTF-8 (JSON would replace its bytes).
 func (r *Runner) spareRequest(env []string) ([]byte, bool) {
+	if !utf8.ValidString(r.path) || !utf8.ValidString(r.opts.Dir) || !utf8.ValidString(r.opts.Command) {
+		return nil, false
+	}
+	for _, s := range slices.Concat(r.opts.Args, env) {
+		if !utf8.ValidString(s) {
+			return nil, false
+		}
+	}
 	msg, err := json.Marshal(spareRequest{
 		Path: r.path,
 		Argv: append([]string{r.opts.Command}, r.opts.Args...),
