@@ -194,7 +194,8 @@ type liveStore struct {
 	// Buckets is how many buckets a memory store holds.
 	Buckets *int `json:"buckets,omitempty"`
 	// FailurePolicy is how a Redis store decides while Redis cannot
-	// answer: open (allow) or closed (deny).
+	// answer: local (each node from its own bucket), open (allow) or
+	// closed (deny).
 	FailurePolicy string `json:"failure_policy,omitempty"`
 	// Decisions counts a Redis store's decisions since start by who made
 	// them: redis, deny_cache, failure_policy.
@@ -220,10 +221,13 @@ func (g *Gateway) serveLiveStore(w http.ResponseWriter, r *http.Request) {
 			out.State, out.Error = "unreachable", err.Error()
 		}
 		cancel()
-		if s.FailurePolicy() == redisstore.FailClosed {
+		switch s.FailurePolicy() {
+		case redisstore.FailClosed:
 			out.FailurePolicy = "closed"
-		} else {
+		case redisstore.FailOpen:
 			out.FailurePolicy = "open"
+		default:
+			out.FailurePolicy = "local"
 		}
 		st := s.Stats()
 		out.Decisions = map[string]uint64{"redis": st.Redis, "deny_cache": st.Cached, "failure_policy": st.Fallback}

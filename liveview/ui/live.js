@@ -239,7 +239,8 @@ function drawHot(hot) {
 function drawStore(st) {
   const items = [["kind", st.kind], ["state", st.state + (st.error ? " (" + st.error + ")" : "")]];
   if (st.buckets !== undefined) items.push(["buckets held", st.buckets.toLocaleString("en-US")]);
-  if (st.failure_policy) items.push(["when Redis cannot answer", st.failure_policy === "open" ? "allow (fail open)" : "deny (fail closed)"]);
+  const policies = { local: "decide from this node's own buckets (fail local)", open: "allow (fail open)", closed: "deny (fail closed)" };
+  if (st.failure_policy) items.push(["when Redis cannot answer", policies[st.failure_policy] || st.failure_policy]);
   if (st.decisions) {
     items.push(["decided by Redis", st.decisions.redis.toLocaleString("en-US")]);
     items.push(["decided by the deny cache", st.decisions.deny_cache.toLocaleString("en-US")]);
