@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -389,14 +390,20 @@ func TestReplacementBackoffCountsTheFailure(t *testing.T) {
 // warmRunner is a serverRunner that records Warm calls.
 type warmRunner struct {
 	serverRunner
-	mu    sync.Mutex
-	warms []context.Context
+	mu     sync.Mutex
+	warms  []context.Context
+	closed atomic.Int64
 }
 
 func (r *warmRunner) Warm(ctx context.Context, service string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.warms = append(r.warms, ctx)
+}
+
+func (r *warmRunner) Close() error {
+	r.closed.Add(1)
+	return nil
 }
 
 func (r *warmRunner) calls() []context.Context {
@@ -407,7 +414,8 @@ func (r *warmRunner) calls() []context.Context {
 
 // TestPoolWarmsAnIdleRunner: a revision with no instance to start warms
 // its runner once, with a context that ends with the pool; one that
-// starts min instances at once does not.
+// starts min instances at once does not. Both runners are closed before
+// Run returns.
 func TestPoolWarmsAnIdleRunner(t *testing.T) {
 	t.Parallel()
 	idle, busy := &warmRunner{}, &warmRunner{}
@@ -424,8 +432,14 @@ func TestPoolWarmsAnIdleRunner(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("Warm's context ended while the pool runs")
 	}
+	if idle.closed.Load() != 0 {
+		t.Fatal("the runner was closed while its revision runs")
+	}
 	stop()
 	if ctx.Err() == nil {
 		t.Fatal("Warm's context outlived the pool")
+	}
+	if a, b := idle.closed.Load(), busy.closed.Load(); a != 1 || b != 1 {
+		t.Fatalf("runners closed %d and %d times by the time Run returned, want once each", a, b)
 	}
 }

@@ -10,7 +10,9 @@ import (
 )
 
 // Runner starts the instances of one service revision. It is safe for
-// concurrent use.
+// concurrent use. A Runner that is also an [io.Closer] is closed when its
+// revision has stopped its last instance (retired, or the pool stopped);
+// give each revision a runner of its own.
 type Runner interface {
 	// Start launches one instance and returns as soon as it has been
 	// started, not once it is ready (see Instance.Ready). ctx bounds the

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -103,6 +104,15 @@ func (rv *revision) run(ctx context.Context) error {
 		defer func() { close(regDone); <-regExited }() // after every instance is gone
 	}
 	close(rv.started)
+	if c, ok := rv.runner.(io.Closer); ok {
+		// What the runner kept for later starts (a warm spare) goes
+		// with the revision, before Run returns.
+		defer func() {
+			if err := c.Close(); err != nil {
+				rv.log.Warn("closing the revision's runner", "err", err)
+			}
+		}()
+	}
 
 	// Instances below min instances start at once, not a second later.
 	rv.tick(time.Now())

@@ -92,9 +92,11 @@
 // its first instruction, with the supervisor, as a fresh one is. A burst
 // of starts gives the spare to the first; the others start a fresh
 // supervisor at once, which is never slower than waiting for a spare to
-// be started. A spare found dead at Start is replaced then (not sooner);
-// a spare whose context ends (that of the Start that made it: the pool's
-// revision's) or whose runner is closed ([Runner.Close]) is stopped; an
+// be started. A spare found dead at Start is logged, and replaced once the
+// instance that Start began fresh is ready (at once if it failed), not in
+// a loop; a spare whose context ends (that of the Start or Warm that made
+// it: the pool's revision's) or whose runner is closed ([Runner.Close],
+// which the pool calls when a revision ends) is stopped; an
 // idle spare exits when its control pipe ends or tollgate dies, and it is
 // never an instance. Where no spare is at hand, or one cannot take the
 // instance, Start starts a fresh supervisor, as above.

@@ -117,12 +117,13 @@ type Options struct {
 	// the next tollgate starts, where cgroups are used.
 	//
 	// With it, the runner also keeps one warm spare supervisor (see
-	// [Supervise], -spare): started and idle once an instance it started
-	// is ready, it takes the next instance, which then starts without the
+	// [Supervise], -spare): started by [Runner.Warm], once an instance it
+	// started is ready, or after a Start that failed, and idle until then,
+	// it takes the next instance, which then starts without the
 	// supervisor's exec and runtime start (see the package
 	// documentation). The spare is stopped when the context of the Start
-	// that made it ends (the pool's, when the revision is done with) or
-	// on [Runner.Close].
+	// or Warm that made it ends or on [Runner.Close], which the pool calls
+	// when the revision is done with.
 	Supervisor []string
 }
 

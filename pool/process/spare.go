@@ -33,7 +33,7 @@ var errNoSpare = errors.New("no usable spare supervisor")
 type spare struct {
 	cmd     *exec.Cmd
 	pid     int
-	cancel  context.CancelFunc // cancels cmd's context: Cmd.Cancel sends SIGTERM to the instance
+	cancel  context.CancelFunc // cancels cmd's context: Cmd.Cancel sends SIGTERM to the instance, or SIGKILL to an idle spare
 	inst    atomic.Pointer[instance]
 	outR    *os.File
 	errR    *os.File
