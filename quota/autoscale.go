@@ -345,6 +345,7 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 			cfg.InitialColdStart = d
 		},
 		"cloud_map": func(_, v *yaml.Node, f string) {
+			p.cloudMaps = append(p.cloudMaps, located{v, f})
 			c, good := p.cloudMap(v, f)
 			ok = ok && good
 			a.CloudMap = c

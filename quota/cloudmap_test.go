@@ -62,3 +62,29 @@ func TestParseAutoscaleCloudMapErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestCloudMapWithoutItsAPIWarns: a cloud_map section in a config without
+// a service answering Cloud Map's API is valid but warned of, at its place.
+func TestCloudMapWithoutItsAPIWarns(t *testing.T) {
+	const svc = `  - name: web
+    route: {path_prefix: /web/}
+    autoscale:
+      command: sh
+      cloud_map: {namespace: local, service: web}
+`
+	cfg, err := Parse("c.yaml", []byte("services:\n"+svc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := cfg.Warnings()
+	if len(ws) != 1 || ws[0].Line != 6 || ws[0].Column != 18 || ws[0].Field != "services[0].autoscale.cloud_map" || !strings.Contains(ws[0].Msg, "preset: cloudmap") {
+		t.Fatalf("warnings %v, want one at c.yaml:6:18 on services[0].autoscale.cloud_map", ws)
+	}
+	cfg, err = Parse("c.yaml", []byte("services:\n  - preset: cloudmap\n"+svc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws := cfg.Warnings(); len(ws) != 0 {
+		t.Fatalf("warnings with the cloudmap preset: %v", ws)
+	}
+}

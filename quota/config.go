@@ -121,13 +121,39 @@ func Parse(file string, data []byte) (*Config, error) {
 	if len(p.w.Errs) > 0 {
 		return nil, p.w.Errs
 	}
+	cfg.warnings = p.warnings(cfg)
 	return cfg, nil
 }
 
 // parser reads one config file; its yamlfield.Walker holds the problems.
 type parser struct {
-	file string
-	w    yamlfield.Walker
+	file      string
+	w         yamlfield.Walker
+	cloudMaps []located // every autoscale.cloud_map section
+}
+
+// located is a node of the file with its field path.
+type located struct {
+	n     *yaml.Node
+	field string
+}
+
+// Warnings returns what in a parsed config is valid but likely not what
+// its author meant, each located as a config error is: an autoscaled
+// service listed in Cloud Map (cloud_map) when no service of the config
+// answers Cloud Map's API (no `preset: cloudmap`), so that only another
+// tollgate sharing the Redis store could answer DiscoverInstances for it.
+func (c *Config) Warnings() []*FieldError { return c.warnings }
+
+func (p *parser) warnings(cfg *Config) []*FieldError {
+	var out []*FieldError
+	if !slices.ContainsFunc(cfg.services, func(s *Service) bool { return s.TargetPrefix == cloudMapTargetPrefix }) {
+		for _, at := range p.cloudMaps {
+			out = append(out, &FieldError{File: p.file, Line: at.n.Line, Column: at.n.Column, Field: at.field,
+				Msg: "no service of this config answers Cloud Map's API (add `- preset: cloudmap` to services), so DiscoverInstances reaches these instances only through another tollgate sharing the store"})
+		}
+	}
+	return out
 }
 
 func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {

@@ -99,12 +99,15 @@ var presets = map[string]func() *Service{
 		if err != nil {
 			panic(err)
 		}
-		s.TargetPrefix = "Route53AutoNaming_v20170314"
+		s.TargetPrefix = cloudMapTargetPrefix
 		s.SigningName = "servicediscovery"
 		s.Throttle = Throttle{Code: "RequestLimitExceeded", Message: "Rate exceeded", HTTPStatus: 400}
 		return s
 	},
 }
+
+// cloudMapTargetPrefix is the X-Amz-Target prefix of AWS Cloud Map's API.
+const cloudMapTargetPrefix = "Route53AutoNaming_v20170314"
 
 // PresetNames lists the built-in services: "cloudmap", "ecs".
 func PresetNames() []string {

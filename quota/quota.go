@@ -166,6 +166,7 @@ type Config struct {
 	accounts  map[string]string
 	store     Store
 	rls       RLS
+	warnings  []*FieldError
 }
 
 // Store is where a server keeps bucket state, as a config file says. The

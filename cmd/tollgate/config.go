@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"syscall"
 	"time"
@@ -87,4 +88,11 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// warnConfig logs each of cfg's warnings (valid, but likely not meant).
+func warnConfig(log *slog.Logger, cfg *quota.Config) {
+	for _, w := range cfg.Warnings() {
+		log.Warn("config warning", "warning", w.Error())
+	}
 }

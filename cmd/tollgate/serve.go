@@ -317,6 +317,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
+	warnConfig(log, cfg)
 	token, err := adminToken(ctx, f.adminTokenFile)
 	if err != nil {
 		return nil, err
@@ -378,6 +379,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 			if err != nil {
 				return nil, err
 			}
+			warnConfig(log, next)
 			if err := fitsStore(next, st); err != nil {
 				return nil, err
 			}
