@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +15,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sd "github.com/aws/aws-sdk-go-v2/service/servicediscovery"
+	"github.com/aws/aws-sdk-go-v2/service/servicediscovery/types"
 
 	"github.com/tollgate/tollgate/internal/testservice"
 )
@@ -316,7 +322,8 @@ func TestServeThrottledServiceOnPool(t *testing.T) {
 
 // TestExampleAutoscale runs examples/autoscale as the README says (from
 // the repository root): the first request under /hello/ starts an
-// instance (with go run) and is answered by it.
+// instance (with go run) and is answered by it; the instance is listed in
+// Cloud Map while it runs and no longer once it has idled away.
 func TestExampleAutoscale(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command: the example runs its service with go run")
@@ -328,6 +335,30 @@ func TestExampleAutoscale(t *testing.T) {
 	code, body := getBody(t, "http://"+s.addr+"/hello/there")
 	if code != 200 || !strings.HasPrefix(body, "Hello from hello (revision hello-00001") || !strings.Contains(body, "path /there") {
 		t.Fatalf("GET /hello/there: %d %q", code, body)
+	}
+	client := sdClient(s.addr, "AKIDEXAMPLE")
+	listed := func() int {
+		out, err := client.DiscoverInstances(context.Background(), &sd.DiscoverInstancesInput{NamespaceName: aws.String("example.local"), ServiceName: aws.String("hello")})
+		var nf *types.NamespaceNotFound
+		if errors.As(err, &nf) { // made at the first registration
+			return 0
+		}
+		if err != nil {
+			t.Fatalf("DiscoverInstances: %v", err)
+		}
+		return len(out.Instances)
+	}
+	// Listed once ready (the registrar follows the pool by a moment);
+	// idled away 20 s after the request (idle_timeout).
+	for deadline := time.Now().Add(15 * time.Second); listed() != 1; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the example's instance answered, but %d are listed in Cloud Map", listed())
+		}
+	}
+	for deadline := time.Now().Add(2 * time.Minute); listed() != 0; time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatal("the example's instance is still listed in Cloud Map 2 min after its last request")
+		}
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	if err := s.cmd.Wait(); err != nil {
