@@ -8,6 +8,8 @@
 #
 #   PEER=/path/to/ratelimit bash bench/rls.sh
 #
+# TOLLGATE_ARGS adds flags to tollgate serve (e.g. "--store-pipelines 1").
+#
 # PEER is envoy ratelimit built from its public source (not kept in this
 # repository):  git clone https://github.com/envoyproxy/ratelimit &&
 #               (cd ratelimit && go build -o /tmp/ratelimit ./src/service_cmd)
@@ -41,7 +43,7 @@ measure() { # name grpc-port server-pid c
 for c in 16 64; do
   gport=$(free)
   "$tmp/tollgate" serve --listen "127.0.0.1:$(free)" --store "redis://127.0.0.1:$rport/0" \
-    --rls-config bench/rls --grpc-listen "127.0.0.1:$gport" --log-level warn &
+    --rls-config bench/rls --grpc-listen "127.0.0.1:$gport" --log-level warn ${TOLLGATE_ARGS:-} &
   tpid=$!; pids+=("$tpid")
   wait_port "$gport"
   measure tollgate "$gport" "$tpid" "$c"
