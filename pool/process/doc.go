@@ -99,7 +99,9 @@
 // which the pool calls when a revision ends) is stopped; an
 // idle spare exits when its control pipe ends or tollgate dies, and it is
 // never an instance. Where no spare is at hand, or one cannot take the
-// instance, Start starts a fresh supervisor, as above.
+// instance, or one took it but died or did not answer within the
+// readiness timeout (it is killed), Start starts a fresh supervisor, as
+// above.
 //
 // If tollgate itself is killed, then, no process of any instance is left.
 // Without a supervisor the parent-death signal kills each instance's main

@@ -68,10 +68,12 @@ func (r *Runner) start(ctx context.Context, spec pool.InstanceSpec, port int) (*
 	)
 	var p pipes
 	err := errNoSpare
+	fromSpare := false
 	if r.super != "" {
 		if req, ok := r.spareRequest(env); ok {
 			if sp := r.takeSpare(); sp != nil {
 				p, err = r.startOnSpare(i, sp, req)
+				fromSpare = err == nil
 			}
 		}
 	}
@@ -81,6 +83,15 @@ func (r *Runner) start(ctx context.Context, spec pool.InstanceSpec, port int) (*
 	}
 	if err == nil {
 		err = i.started1(p)
+		if fromSpare && (errors.Is(err, errSupervisorGone) || errors.Is(err, os.ErrDeadlineExceeded)) {
+			// The spare died, or hung, after it was handed the
+			// instance, which started1 has killed: start it fresh.
+			i.log.Warn("the spare instance supervisor did not start the instance; starting it without one", "err", err)
+			i.cpu = r.newCPUMeter(spec.Service, spec.ID, i.log)
+			if p, err = r.startFresh(i, env); err == nil {
+				err = i.started1(p)
+			}
+		}
 	}
 	switch {
 	case r.super == "":
@@ -237,6 +248,9 @@ func (i *instance) started1(p pipes) error {
 	i.cpu.started(i.pid)
 	if p.status != nil {
 		var err error
+		// It answers as soon as it has forked the command: a frozen
+		// supervisor must not hold Start for ever.
+		_ = p.status.SetReadDeadline(time.Now().Add(i.r.opts.Readiness.Timeout))
 		i.mainPID, err = readStatus(p.status)
 		closeAll(p.status)
 		if err != nil {
@@ -263,6 +277,9 @@ func (i *instance) started1(p pipes) error {
 	return nil
 }
 
+// errSupervisorGone says a supervisor exited without saying a word.
+var errSupervisorGone = errors.New("the instance supervisor exited before starting the command")
+
 // readStatus reads what a supervisor says on its status pipe: the
 // command's pid, or why it could not start it.
 func readStatus(f *os.File) (int, error) {
@@ -280,7 +297,7 @@ func readStatus(f *os.File) (int, error) {
 		return 0, fmt.Errorf("instance supervisor: %s", rest)
 	}
 	if line == "" {
-		return 0, errors.New("the instance supervisor exited before starting the command")
+		return 0, errSupervisorGone
 	}
 	return 0, fmt.Errorf("the instance supervisor said %q", line)
 }

@@ -302,6 +302,37 @@ func TestSpareDiedIsReplacedAtNextStart(t *testing.T) {
 	}
 }
 
+// TestFrozenSpareFallsBackToFresh: a spare that takes the instance but
+// never answers (stopped here) holds Start no longer than the readiness
+// timeout; it is killed and the instance starts through a fresh
+// supervisor.
+func TestFrozenSpareFallsBackToFresh(t *testing.T) {
+	log, logged := testLogger(t)
+	r := newRunner(t, process.Options{Supervisor: supervisor(t), Logger: log, Readiness: process.Readiness{Timeout: 10 * time.Second}})
+	t.Cleanup(func() { _ = r.Close() })
+	r.Warm(t.Context(), "warm")
+	spare := waitSpare(t, r, 0)
+	if err := syscall.Kill(spare, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(spare, syscall.SIGKILL) })
+	inst, err := r.Start(t.Context(), pooltest.Spec())
+	if err != nil {
+		t.Fatalf("Start with a frozen spare: %v", err)
+	}
+	t.Cleanup(func() { _ = inst.Stop(pooltest.Wait) })
+	pooltest.Ready(t, inst)
+	if p := ppid(inst.PID()); p == spare {
+		t.Fatalf("instance started by the frozen spare %d", spare)
+	}
+	if alive(spare) {
+		t.Errorf("the frozen spare %d is still there after Start gave up on it", spare)
+	}
+	if !strings.Contains(logged.String(), "did not start the instance") {
+		t.Errorf("the fallback is not logged:\n%s", logged)
+	}
+}
+
 // superviseSpare runs the supervisor as a spare with its status and
 // control pipes, and returns the command, the runner's ends of the pipes
 // and its stdout.
