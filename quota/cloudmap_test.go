@@ -88,3 +88,28 @@ func TestCloudMapWithoutItsAPIWarns(t *testing.T) {
 		t.Fatalf("warnings with the cloudmap preset: %v", ws)
 	}
 }
+
+// TestCloudMapPresetForwardedWarns: a cloudmap preset whose requests go to
+// an upstream (or to an autoscale pool) is not answered by tollgate's own
+// registry, so the instances a cloud_map section registers there are as
+// invisible as without the preset: warned of too.
+func TestCloudMapPresetForwardedWarns(t *testing.T) {
+	const svc = `  - name: web
+    route: {path_prefix: /web/}
+    autoscale:
+      command: sh
+      cloud_map: {namespace: local, service: web}
+`
+	for _, preset := range []string{
+		"  - preset: cloudmap\n    upstream: https://servicediscovery.us-east-1.amazonaws.com\n",
+		"  - preset: cloudmap\n    route: {path_prefix: /sd/}\n    autoscale: {command: sh}\n",
+	} {
+		cfg, err := Parse("c.yaml", []byte("services:\n"+preset+svc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ws := cfg.Warnings(); len(ws) != 1 || ws[0].Field != "services[1].autoscale.cloud_map" {
+			t.Errorf("warnings %v with\n%s want one on services[1].autoscale.cloud_map", ws, preset)
+		}
+	}
+}

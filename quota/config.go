@@ -141,16 +141,25 @@ type located struct {
 // Warnings returns what in a parsed config is valid but likely not what
 // its author meant, each located as a config error is: an autoscaled
 // service listed in Cloud Map (cloud_map) when no service of the config
-// answers Cloud Map's API (no `preset: cloudmap`), so that only another
-// tollgate sharing the Redis store could answer DiscoverInstances for it.
+// answers Cloud Map's API (no `preset: cloudmap`, or one whose requests
+// go to an upstream or an autoscale pool rather than to tollgate's own
+// registry), so that only another tollgate sharing the Redis store could
+// answer DiscoverInstances for it.
 func (c *Config) Warnings() []*FieldError { return c.warnings }
+
+// answersCloudMap reports whether s is the cloudmap preset as tollgate
+// serve answers it: from its own registry (the handler of the service
+// named cloudmap), which an upstream or an autoscale pool replaces.
+func answersCloudMap(s *Service) bool {
+	return s.Name == "cloudmap" && s.TargetPrefix == cloudMapTargetPrefix && s.Upstream == "" && s.Autoscale == nil
+}
 
 func (p *parser) warnings(cfg *Config) []*FieldError {
 	var out []*FieldError
-	if !slices.ContainsFunc(cfg.services, func(s *Service) bool { return s.TargetPrefix == cloudMapTargetPrefix }) {
+	if !slices.ContainsFunc(cfg.services, answersCloudMap) {
 		for _, at := range p.cloudMaps {
 			out = append(out, &FieldError{File: p.file, Line: at.n.Line, Column: at.n.Column, Field: at.field,
-				Msg: "no service of this config answers Cloud Map's API (add `- preset: cloudmap` to services), so DiscoverInstances reaches these instances only through another tollgate sharing the store"})
+				Msg: "no service of this config answers Cloud Map's API from tollgate's registry (add `- preset: cloudmap`, without upstream or autoscale, to services), so DiscoverInstances reaches these instances only through another tollgate sharing the store"})
 		}
 	}
 	return out

@@ -400,3 +400,24 @@ func TestServeDrainDelayReportsNotReady(t *testing.T) {
 		t.Fatal("serve exited cleanly after a second SIGTERM; want it killed")
 	}
 }
+
+// TestCheckPrintsWarnings: a valid config with a warning (a cloud_map
+// section and no cloudmap preset to answer Cloud Map's API) passes check,
+// which prints the warning at its file:line:col on stderr.
+func TestCheckPrintsWarnings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	cfg := "services:\n  - name: web\n    route: {path_prefix: /web/}\n    autoscale:\n      command: [sh]\n      cloud_map: {namespace: local, service: web}\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runCmd("check", path)
+	if want := "warning: " + path + ":6:18: services[0].autoscale.cloud_map: "; code != 0 || !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
+		t.Fatalf("exit %d, stderr %q; want 0 and one line starting %q", code, errs, want)
+	}
+	if err := os.WriteFile(path, []byte("services:\n  - preset: cloudmap\n"+cfg[len("services:\n"):]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCmd("check", path); code != 0 || errs != "" {
+		t.Fatalf("with the cloudmap preset: exit %d, stderr %q; want 0 and no warning", code, errs)
+	}
+}
