@@ -14,8 +14,9 @@
 //
 // On the decision path a Recorder costs one atomic add per decision
 // ([Series.Count]) and, for a throttled decision, a copy of the key into
-// one of a few fixed buffers (64 KiB each, one per CPU up to 32) under that
-// buffer's lock ([Recorder.Throttled]). The Space-Saving work happens off
+// one of a few fixed buffers (64 KiB each; as many as CPUs rounded up to
+// a power of two, at most 32) under that buffer's lock
+// ([Recorder.Throttled]). The Space-Saving work happens off
 // the decision path: [Recorder.Run] folds the buffers into the current
 // summary whenever one is half full, and [Recorder.Tick] folds what is left
 // before closing the second. A throttle that finds its buffer full is

@@ -411,7 +411,7 @@ func (r *Recorder) Hot(n int) (keys []HotKey, window time.Duration, dropped uint
 		}
 		return cmp.Compare(a.Key.String(), b.Key.String())
 	})
-	out = out[:min(n, len(out))]
+	out = out[:min(max(n, 0), len(out))]
 	if window > 0 {
 		for i := range out {
 			out[i].PerSecond = float64(out[i].Throttled) / window.Seconds()

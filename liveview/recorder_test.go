@@ -342,3 +342,16 @@ func TestServices(t *testing.T) {
 		t.Errorf("without Options.Services: %+v", none)
 	}
 }
+
+// TestHotNegativeN: Hot with n below 1 returns no keys rather than
+// panicking.
+func TestHotNegativeN(t *testing.T) {
+	r := New(Options{})
+	r.Throttled(acct(1))
+	r.Tick(sec(1))
+	for _, n := range []int{0, -1} {
+		if keys, _, _ := r.Hot(n); len(keys) != 0 {
+			t.Fatalf("Hot(%d) = %v", n, keys)
+		}
+	}
+}
