@@ -421,3 +421,21 @@ func TestCheckPrintsWarnings(t *testing.T) {
 		t.Fatalf("with the cloudmap preset: exit %d, stderr %q; want 0 and no warning", code, errs)
 	}
 }
+
+// TestServeLogsConfigWarnings: serve logs the config's warnings at start
+// and again on a reload that still has them.
+func TestServeLogsConfigWarnings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	cfg := "services:\n  - name: web\n    route: {path_prefix: /web/}\n    autoscale:\n      command: [sh]\n      cloud_map: {namespace: local, service: web}\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "--config", path)
+	line := s.waitLog(t, "config warning")
+	if !strings.Contains(line, path+":6:18: services[0].autoscale.cloud_map") {
+		t.Fatalf("warning line %q does not locate the cloud_map section", line)
+	}
+	s.cmd.Process.Signal(syscall.SIGHUP)
+	s.waitLog(t, "config warning") // the reloaded file's, before it is applied
+	s.waitLog(t, "config reloaded")
+}
