@@ -134,7 +134,8 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			"account", account, "region", cred.Region, "allowed", d.Allowed, "remaining", d.Remaining)
 	}
 	if !d.Allowed {
-		writeAWSError(w, svc.Throttle.HTTPStatus, svc.Throttle.Code, svc.Throttle.Message)
+		th := svc.ThrottleOf(cat)
+		writeAWSError(w, th.HTTPStatus, th.Code, th.Message)
 		return
 	}
 	if proxy, ok := pol.proxies[svc.Name]; ok {

@@ -135,6 +135,22 @@ func TestCloudMapThrottleWireShape(t *testing.T) {
 	}
 }
 
+// TestCloudMapControlPlaneThrottleIsThrottlingException: a throttled
+// Cloud Map control-plane call answers ThrottlingException, its category's
+// error, not the service's RequestLimitExceeded.
+func TestCloudMapControlPlaneThrottleIsThrottlingException(t *testing.T) {
+	clock := limitertest.NewClock()
+	_, srv := newTestServer(t, clock, Options{})
+	postJSON(t, srv.URL+"/v1/take", `{"service":"cloudmap","account":"AKIDCP","region":"us-east-1","action":"ListServices","tokens":100}`)
+	resp := awsRequest(t, srv.URL, "Route53AutoNaming_v20170314.RegisterInstance", sigv4("AKIDCP", "us-east-1", "servicediscovery"), "{}")
+	if resp.StatusCode != 400 || resp.Header.Get("X-Amzn-ErrorType") != "ThrottlingException" {
+		t.Fatalf("status %d, error type %q", resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"))
+	}
+	if body := readAll(t, resp.Body); body != `{"__type":"ThrottlingException","message":"Rate exceeded"}` {
+		t.Errorf("body = %s", body)
+	}
+}
+
 func TestBadAWSRequestsGet4xxAndConsumeNothing(t *testing.T) {
 	clock := limitertest.NewClock()
 	_, srv := newTestServer(t, clock, Options{MaxBodyBytes: 1024})

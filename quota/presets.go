@@ -91,10 +91,14 @@ var presets = map[string]func() *Service{
 			Limit:   bucket.MustLimit(3000, 3000),
 		}, {
 			// AWS publishes no rate for the control plane; tollgate
-			// gives it one bucket of 100, refilled 20 per second.
-			Name:    "control-plane",
-			Actions: slices.Clone(cloudMapControlPlane),
-			Limit:   bucket.MustLimit(100, 20),
+			// gives it one bucket of 100, refilled 20 per second. A
+			// throttled control-plane call answers ThrottlingException,
+			// as AWS's does (RequestLimitExceeded is modelled for the
+			// Discover operations only).
+			Name:     "control-plane",
+			Actions:  slices.Clone(cloudMapControlPlane),
+			Limit:    bucket.MustLimit(100, 20),
+			Throttle: &Throttle{Code: "ThrottlingException", Message: "Rate exceeded", HTTPStatus: 400},
 		}})
 		if err != nil {
 			panic(err)

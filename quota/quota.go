@@ -41,6 +41,11 @@ type Category struct {
 	Actions []string
 	// Limit is the default capacity (burst) and refill (sustained rate).
 	Limit bucket.Limit
+	// Throttle, when set, is the error a throttled request of this
+	// category gets in place of its service's Throttle: Cloud Map's
+	// control plane answers ThrottlingException, its Discover operations
+	// RequestLimitExceeded.
+	Throttle *Throttle
 }
 
 // Service is an API whose actions are throttled together.
@@ -99,6 +104,15 @@ func (s *Service) index() error {
 		}
 	}
 	return nil
+}
+
+// ThrottleOf returns the error a throttled request of cat gets: cat's own
+// Throttle if it has one, else the service's.
+func (s *Service) ThrottleOf(cat *Category) Throttle {
+	if cat != nil && cat.Throttle != nil {
+		return *cat.Throttle
+	}
+	return s.Throttle
 }
 
 // CategoryOf returns the category of an action.

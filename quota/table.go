@@ -50,6 +50,11 @@ func (c *Config) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", cat.Name, cat.Limit.Capacity(),
 				strconv.FormatFloat(cat.Limit.RefillPerSecond(), 'f', -1, 64), strings.Join(cat.Actions, " "))
 		}
+		for _, cat := range s.Categories {
+			if t := cat.Throttle; t != nil {
+				fmt.Fprintf(tw, "  %s throttled: HTTP %d %s %q\n", cat.Name, t.HTTPStatus, t.Code, t.Message)
+			}
+		}
 	}
 	if len(c.overList) > 0 {
 		fmt.Fprintln(tw)
