@@ -268,6 +268,22 @@ type listIn struct {
 }
 
 // match applies a filter's condition to one value (EQ by default).
+// matchAll reports whether every filter holds for the value valueOf
+// gives its name. Every resource here is the caller's own, so a
+// RESOURCE_OWNER filter holds when it asks for SELF.
+func matchAll(filters []filterJSON, valueOf func(name string) string) bool {
+	for _, f := range filters {
+		v := "SELF"
+		if f.Name != "RESOURCE_OWNER" {
+			v = valueOf(f.Name)
+		}
+		if !f.match(v) {
+			return false
+		}
+	}
+	return true
+}
+
 func (f filterJSON) match(v string) bool {
 	switch f.Condition {
 	case "IN":
@@ -370,18 +386,12 @@ func (r *Registry) listNamespaces(ctx context.Context, sc Scope, body []byte) (a
 	err = r.store.view(ctx, sc.key(), func(s *state) error {
 		var all []namespaceJSON
 		for _, ns := range s.Namespaces {
-			ok := true
-			for _, f := range in.Filters {
-				switch f.Name {
-				case "TYPE":
-					ok = ok && f.match(ns.Type)
-				case "NAME", "HTTP_NAME":
-					ok = ok && f.match(ns.Name)
-				case "RESOURCE_OWNER":
-					ok = ok && f.Values[0] == "SELF"
+			if matchAll(in.Filters, func(name string) string {
+				if name == "TYPE" {
+					return ns.Type
 				}
-			}
-			if ok {
+				return ns.Name // NAME, HTTP_NAME
+			}) {
 				all = append(all, r.namespaceJSON(sc, s, ns, true))
 			}
 		}

@@ -235,16 +235,7 @@ func (r *Registry) listServices(ctx context.Context, sc Scope, body []byte) (any
 	err = r.store.view(ctx, sc.key(), func(s *state) error {
 		var all []serviceJSON
 		for _, sv := range s.Services {
-			ok := true
-			for _, f := range in.Filters {
-				switch f.Name {
-				case "NAMESPACE_ID":
-					ok = ok && f.match(sv.NamespaceID)
-				case "RESOURCE_OWNER":
-					ok = ok && f.Values[0] == "SELF"
-				}
-			}
-			if ok {
+			if matchAll(in.Filters, func(string) string { return sv.NamespaceID }) { // NAMESPACE_ID
 				all = append(all, serviceOut(sc, sv, true))
 			}
 		}
