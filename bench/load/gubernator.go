@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -193,7 +191,7 @@ func gubernatorWorker(ctx context.Context, conn *grpc.ClientConn, o options, id 
 			err = countGubernatorResp(resp, &r)
 		}
 		if err != nil {
-			if dl, ok := ctx.Deadline(); ctx.Err() != nil || ok && status.Code(err) == codes.DeadlineExceeded && time.Until(dl) < 10*time.Millisecond {
+			if runEnded(ctx, err) {
 				break
 			}
 			r.errs++

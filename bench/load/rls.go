@@ -75,9 +75,7 @@ func rlsWorker(ctx context.Context, client rlspb.RateLimitServiceClient, o optio
 		}
 		resp, err := client.ShouldRateLimit(ctx, req)
 		if err != nil {
-			// gRPC times a call out by ctx's deadline on its own timer,
-			// which may fire just before ctx reports it: the run's end.
-			if dl, ok := ctx.Deadline(); ctx.Err() != nil || ok && status.Code(err) == codes.DeadlineExceeded && time.Until(dl) < 10*time.Millisecond {
+			if runEnded(ctx, err) {
 				break
 			}
 			r.errs++
@@ -98,4 +96,12 @@ func rlsWorker(ctx context.Context, client rlspb.RateLimitServiceClient, o optio
 		r.latencies = append(r.latencies, lat)
 	}
 	return r
+}
+
+// runEnded reports whether a gRPC call failed because the run ended: gRPC
+// times a call out by ctx's deadline on its own timer, which may fire just
+// before ctx reports it.
+func runEnded(ctx context.Context, err error) bool {
+	dl, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && status.Code(err) == codes.DeadlineExceeded && time.Until(dl) < 10*time.Millisecond
 }
