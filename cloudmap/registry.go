@@ -17,6 +17,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/gateway"
 )
 
@@ -186,7 +187,7 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, &apiError{Code: "UnknownOperationException", Message: "Cloud Map requests are POSTs"})
 		return
 	}
-	prefix, action, err := gateway.ParseTarget(req.Header.Get("X-Amz-Target"))
+	prefix, action, err := awsjson.ParseTarget(req.Header.Get("X-Amz-Target"))
 	op, ok := operations[action]
 	if err != nil || prefix != TargetPrefix || !ok {
 		writeError(w, http.StatusBadRequest, &apiError{Code: "UnknownOperationException",
@@ -238,7 +239,7 @@ func knows(codes []string, code string) bool {
 
 // scopeOf finds the account and region of a request.
 func scopeOf(req *http.Request) Scope {
-	cred, err := gateway.ParseAuthorization(req.Header.Get("Authorization"))
+	cred, err := awsjson.ParseAuthorization(req.Header.Get("Authorization"))
 	if err != nil {
 		return DefaultScope
 	}

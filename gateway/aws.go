@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -64,7 +65,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pol := g.policy.Load()
-	prefix, action, err := ParseTarget(r.Header.Get("X-Amz-Target"))
+	prefix, action, err := awsjson.ParseTarget(r.Header.Get("X-Amz-Target"))
 	if err != nil {
 		writeAWSError(w, http.StatusBadRequest, "UnknownOperationException", err.Error())
 		return
@@ -86,10 +87,10 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			"Content-Type must be "+contentTypeAWSJSON+", got "+clip(ct))
 		return
 	}
-	cred, err := ParseAuthorization(r.Header.Get("Authorization"))
+	cred, err := awsjson.ParseAuthorization(r.Header.Get("Authorization"))
 	if err != nil {
 		code := "IncompleteSignatureException"
-		if errors.Is(err, ErrMissingAuth) {
+		if errors.Is(err, awsjson.ErrMissingAuth) {
 			code = "MissingAuthenticationTokenException"
 		}
 		writeAWSError(w, http.StatusBadRequest, code, err.Error())
@@ -197,6 +198,12 @@ func checkAWSBody(body []byte) string {
 	}
 	return "request body is not valid JSON: " + clipMessage(err.Error())
 }
+
+// clip quotes client input for an error message (see [awsjson.Clip]).
+var clip = awsjson.Clip
+
+// maxEcho is the most of a client's input an error message quotes.
+const maxEcho = awsjson.MaxEcho
 
 // clipMessage shortens an error text that may quote client input.
 func clipMessage(s string) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/quota"
@@ -202,7 +203,7 @@ func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 	if !quota.ValidAccount(req.Account) {
 		return r, &fieldError{"account", "missing or not 1-128 letters, digits, '.', '_' or '-'"}
 	}
-	if !isLowerName(req.Region) {
+	if !awsjson.ValidRegion(req.Region) {
 		return r, &fieldError{"region", "missing or not 1-64 lowercase letters, digits or '-'"}
 	}
 	switch {
