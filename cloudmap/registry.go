@@ -18,7 +18,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/awsjson"
-	"github.com/tollgate/tollgate/gateway"
 )
 
 // TargetPrefix is the X-Amz-Target prefix of the Cloud Map API.
@@ -177,8 +176,6 @@ func Operations() []string {
 	return slices.Sorted(maps.Keys(operations))
 }
 
-const contentType = "application/x-amz-json-1.1"
-
 // ServeHTTP answers one Cloud Map API request. The host does not matter, so
 // the SDK's data- prefixed DiscoverInstances host is served too.
 func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -221,11 +218,7 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusInternalServerError, &apiError{Code: "InternalFailure", Message: err.Error()})
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	awsjson.WriteResult(w, b)
 }
 
 func knows(codes []string, code string) bool {
@@ -239,15 +232,11 @@ func knows(codes []string, code string) bool {
 
 // scopeOf finds the account and region of a request.
 func scopeOf(req *http.Request) Scope {
-	cred, err := awsjson.ParseAuthorization(req.Header.Get("Authorization"))
+	id, err := awsjson.IdentityOf(req.Header)
 	if err != nil {
 		return DefaultScope
 	}
-	sc := Scope{Account: cred.AccessKeyID, Region: cred.Region}
-	if a := req.Header.Get(gateway.HeaderAccount); a != "" {
-		sc.Account = a
-	}
-	return sc
+	return Scope{Account: id.Account, Region: id.Region}
 }
 
 // decode reads a JSON request document into v. An empty body is {}.
