@@ -22,7 +22,7 @@ func (g *Gateway) serveBucket(w http.ResponseWriter, r *http.Request) {
 		Category: q.Get("category"),
 		Tokens:   &zero,
 	}
-	res, err := resolve(g.policy.Load().cfg, &req)
+	res, err := g.resolve(g.policy.Load().cfg, &req)
 	if err != nil {
 		writeFieldError(w, err)
 		return

@@ -86,7 +86,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 
 	account := pol.cfg.Account(cred.AccessKeyID)
 	key := quota.Key{Service: svc.Name, Account: account, Region: cred.Region, Category: cat.Name}
-	limit, _ := pol.cfg.Limit(key)
+	limit, _ := g.limitOf(pol.cfg, key)
 	d, err := g.limiter.Take(r.Context(), key.String(), limit, 1)
 	g.metrics.observe(pol.counters[cat], d.Allowed, err, time.Since(start))
 	g.noteThrottled(key, d, err)

@@ -39,6 +39,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tollgate/tollgate/awsjson"
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
 	"github.com/tollgate/tollgate/liveview"
@@ -109,9 +110,19 @@ type Options struct {
 	// and what its route leads to. Nil: such services are answered
 	// locally and their routes are not served.
 	Pools func(service string) http.Handler
+	// Limits, when set, has the last word on every decision's limit: it
+	// gets the bucket's key and the config's limit and returns the limit
+	// to take from (an approved Service Quotas increase, package
+	// servicequotas). It is called on every take, so it must be fast.
+	Limits Limits
 	// AdminHandlers are more admin endpoints by mux pattern (such as
 	// "GET /v1/admin/pools"), behind the admin token like the others.
 	AdminHandlers map[string]http.Handler
+}
+
+// Limits adjusts the config's limit of a bucket (see Options.Limits).
+type Limits interface {
+	Limit(k quota.Key, l bucket.Limit) bucket.Limit
 }
 
 // HeaderAccount is the request header in which the gateway tells an
@@ -123,6 +134,7 @@ const HeaderAccount = awsjson.HeaderAccount
 // for concurrent use; its config can be swapped atomically with Reload.
 type Gateway struct {
 	limiter     limiter.Limiter
+	limits      Limits // nil: the config's limits as they are
 	log         *slog.Logger
 	adminOn     bool // a token is configured
 	adminDigest [32]byte
@@ -168,6 +180,7 @@ func New(opts Options) (*Gateway, error) {
 		maxBatch:    opts.MaxBatch,
 		inFlight:    inFlight{max: opts.MaxInFlightBytes},
 		handlers:    opts.Handlers,
+		limits:      opts.Limits,
 		live:        opts.Live,
 		pools:       opts.Pools,
 	}
@@ -515,6 +528,15 @@ func bodyErrorStatus(err error) int {
 		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusBadRequest
+}
+
+// limitOf returns the limit of bucket k under cfg, after Options.Limits.
+func (g *Gateway) limitOf(cfg *quota.Config, k quota.Key) (bucket.Limit, bool) {
+	l, ok := cfg.Limit(k)
+	if ok && g.limits != nil {
+		l = g.limits.Limit(k, l)
+	}
+	return l, ok
 }
 
 // requestIDKey carries a request's id through a proxied request's context.

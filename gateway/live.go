@@ -165,7 +165,7 @@ func (g *Gateway) serveLiveHot(w http.ResponseWriter, r *http.Request) {
 	for _, h := range keys {
 		b := hotBucket{Key: h.Key.String(), Service: h.Key.Service, Account: h.Key.Account, Region: h.Key.Region,
 			Category: h.Key.Category, Throttled: h.Throttled, ErrorBound: h.ErrorBound, ThrottlesPerSecond: round3(h.PerSecond)}
-		if limit, ok := cfg.Limit(h.Key); ok { // else the key's category left the config
+		if limit, ok := g.limitOf(cfg, h.Key); ok { // else the key's category left the config
 			b.Capacity = limit.Capacity()
 			reqs = append(reqs, limiter.Request{Key: b.Key, Limit: limit, Tokens: 0})
 			at = append(at, len(out.Buckets))

@@ -191,7 +191,7 @@ type resolved struct {
 
 // resolve validates a take against the config. Its field errors name the
 // take's own fields; a batch puts "requests[i]." in front.
-func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
+func (g *Gateway) resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 	var r resolved
 	if req.Service == "" {
 		return r, &fieldError{"service", "missing"}
@@ -222,7 +222,7 @@ func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 	}
 	r.svc = svc
 	r.key = quota.Key{Service: svc.Name, Account: req.Account, Region: req.Region, Category: r.cat.Name}
-	r.limit, _ = cfg.Limit(r.key)
+	r.limit, _ = g.limitOf(cfg, r.key)
 	r.tokens = 1
 	if req.Tokens != nil {
 		r.tokens = *req.Tokens
@@ -289,7 +289,7 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pol := g.policy.Load()
-	res, err := resolve(pol.cfg, &req)
+	res, err := g.resolve(pol.cfg, &req)
 	if err != nil {
 		writeFieldError(w, err)
 		return
@@ -359,7 +359,7 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	keyBuf := slices.Grow(bd.keyBuf[:0], n*48) // a key is about 45 bytes
 	for i := range bd.items {
 		req := bd.request(all, &bd.items[i])
-		res, err := resolve(pol.cfg, &req)
+		res, err := g.resolve(pol.cfg, &req)
 		if err != nil {
 			var fe *fieldError
 			if errors.As(err, &fe) {

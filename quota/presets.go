@@ -108,12 +108,54 @@ var presets = map[string]func() *Service{
 		s.Throttle = Throttle{Code: "RequestLimitExceeded", Message: "Rate exceeded", HTTPStatus: 400}
 		return s
 	},
+	"servicequotas": func() *Service {
+		// AWS publishes no numbers for the Service Quotas API's own
+		// throttle; these keep a tenant's polling cheap and its
+		// increase requests rare.
+		s, err := NewService("servicequotas", []*Category{{
+			Name:    "read",
+			Actions: slices.Clone(serviceQuotasRead),
+			Limit:   bucket.MustLimit(20, 10),
+		}, {
+			Name:    "modify",
+			Actions: slices.Clone(serviceQuotasModify),
+			Limit:   bucket.MustLimit(5, 1),
+		}})
+		if err != nil {
+			panic(err)
+		}
+		s.TargetPrefix = ServiceQuotasTargetPrefix
+		s.SigningName = "servicequotas"
+		s.Throttle = Throttle{Code: "TooManyRequestsException", Message: "Rate exceeded", HTTPStatus: 400}
+		return s
+	},
 }
+
+// ServiceQuotasTargetPrefix is the X-Amz-Target prefix of the AWS Service
+// Quotas API (botocore service-quotas/2019-06-24).
+const ServiceQuotasTargetPrefix = "ServiceQuotasV20190624"
+
+// serviceQuotasRead and serviceQuotasModify are every operation of the
+// Service Quotas API (botocore service-quotas/2019-06-24), those that
+// read and those that change something; package servicequotas answers
+// them (some as unsupported).
+var (
+	serviceQuotasRead = []string{"GetAWSDefaultServiceQuota", "GetAssociationForServiceQuotaTemplate",
+		"GetAutoManagementConfiguration", "GetQuotaUtilizationReport", "GetRequestedServiceQuotaChange",
+		"GetServiceQuota", "GetServiceQuotaIncreaseRequestFromTemplate", "ListAWSDefaultServiceQuotas",
+		"ListRequestedServiceQuotaChangeHistory", "ListRequestedServiceQuotaChangeHistoryByQuota",
+		"ListServiceQuotaIncreaseRequestsInTemplate", "ListServiceQuotas", "ListServices", "ListTagsForResource"}
+	serviceQuotasModify = []string{"AssociateServiceQuotaTemplate", "CreateSupportCase",
+		"DeleteServiceQuotaIncreaseRequestFromTemplate", "DisassociateServiceQuotaTemplate",
+		"PutServiceQuotaIncreaseRequestIntoTemplate", "RequestServiceQuotaIncrease", "StartAutoManagement",
+		"StartQuotaUtilizationReport", "StopAutoManagement", "TagResource", "UntagResource", "UpdateAutoManagement"}
+)
 
 // cloudMapTargetPrefix is the X-Amz-Target prefix of AWS Cloud Map's API.
 const cloudMapTargetPrefix = "Route53AutoNaming_v20170314"
 
-// PresetNames lists the built-in services: "cloudmap", "ecs".
+// PresetNames lists the built-in services: "cloudmap", "ecs",
+// "servicequotas".
 func PresetNames() []string {
 	names := make([]string, 0, len(presets))
 	for n := range presets {
@@ -126,7 +168,9 @@ func PresetNames() []string {
 // Preset returns a fresh copy of a built-in service: "ecs" (Amazon ECS, 20
 // categories) or "cloudmap" (AWS Cloud Map: DiscoverInstances 20,000 /
 // 1,000 per second; DiscoverInstancesRevision 3,000 / 3,000 per second;
-// every control-plane action in one bucket of 100 / 20 per second).
+// every control-plane action in one bucket of 100 / 20 per second) or
+// "servicequotas" (the AWS Service Quotas API: reads 20 / 10 per second,
+// changes 5 / 1 per second, throttled with TooManyRequestsException).
 func Preset(name string) (*Service, error) {
 	mk, ok := presets[name]
 	if !ok {
