@@ -1,0 +1,247 @@
+package servicequotas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/quota"
+)
+
+// DefaultPollInterval is how often Run looks for changes other nodes made.
+const DefaultPollInterval = 200 * time.Millisecond
+
+// Options configure a Service. The zero value works: the default config,
+// state in memory, every request PENDING until an operator decides.
+type Options struct {
+	// Config is the throttling policy whose categories are the quotas;
+	// nil means quota.Default().
+	Config *quota.Config
+	// Policy decides requests as they are made.
+	Policy Policy
+	// Redis, when set, keeps requests and approved values in Redis, so
+	// that every node sharing it applies them and they survive
+	// restarts; nil keeps them in memory.
+	Redis redis.UniversalClient
+	// PollInterval is how often Run checks Redis for changes made on
+	// other nodes; 0 means DefaultPollInterval.
+	PollInterval time.Duration
+	// Now is the clock of request timestamps; nil means time.Now.
+	Now func() time.Time
+	// Log receives store failures; nil means slog.Default().
+	Log *slog.Logger
+}
+
+// Service is the Service Quotas API and the source of approved values. It
+// is safe for concurrent use.
+type Service struct {
+	be      backend
+	now     func() time.Time
+	log     *slog.Logger
+	poll    time.Duration
+	catalog atomic.Pointer[Catalog]
+	policy  atomic.Pointer[Policy]
+	applied atomic.Pointer[snapshot]
+}
+
+// snapshot is the applied values as limits, by bucket key without the
+// key's string form.
+type snapshot struct {
+	version int64
+	st      *state
+	limits  map[limitKey]bucket.Limit
+}
+
+type limitKey struct{ service, account, region, category string }
+
+// New returns a Service. It starts nothing; call Run to follow other
+// nodes' changes.
+func New(o Options) (*Service, error) {
+	cfg := o.Config
+	if cfg == nil {
+		cfg = quota.Default()
+	}
+	s := &Service{now: o.Now, log: o.Log, poll: o.PollInterval}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.poll <= 0 {
+		s.poll = DefaultPollInterval
+	}
+	if o.Redis != nil {
+		s.be = &redisBackend{rdb: o.Redis}
+	} else {
+		s.be = &memoryBackend{st: state{Applied: map[string]float64{}}}
+	}
+	if err := s.SetConfig(cfg, o.Policy); err != nil {
+		return nil, err
+	}
+	s.applied.Store(&snapshot{version: -1, st: &state{Applied: map[string]float64{}}})
+	return s, nil
+}
+
+// SetConfig swaps the config and policy, as a reload does. Approved
+// values stay: they are in the store, not the file.
+func (s *Service) SetConfig(cfg *quota.Config, p Policy) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("servicequotas: policy: %w", err)
+	}
+	c, err := NewCatalog(cfg)
+	if err != nil {
+		return err
+	}
+	s.catalog.Store(c)
+	s.policy.Store(&p)
+	if old := s.applied.Load(); old != nil {
+		s.applied.Store(buildSnapshot(c, old.version, old.st))
+	}
+	return nil
+}
+
+// Catalog returns the current catalog.
+func (s *Service) Catalog() *Catalog { return s.catalog.Load() }
+
+// Limit returns the limit of bucket k: l (the config's) unless an
+// approved change applies to k's account, region and category, whose
+// burst and rate then replace l's. It is the gateway's Options.Limits.
+func (s *Service) Limit(k quota.Key, l bucket.Limit) bucket.Limit {
+	snap := s.applied.Load()
+	if len(snap.limits) == 0 {
+		return l
+	}
+	if a, ok := snap.limits[limitKey{k.Service, k.Account, k.Region, k.Category}]; ok {
+		return a
+	}
+	return l
+}
+
+// Refresh reads the store now and applies what changed. Run calls it
+// every PollInterval; the API calls it after each change it makes.
+func (s *Service) Refresh(ctx context.Context) error {
+	v, err := s.be.version(ctx)
+	if err != nil {
+		return err
+	}
+	if old := s.applied.Load(); old != nil && old.version == v {
+		return nil
+	}
+	st, err := s.be.load(ctx)
+	if err != nil {
+		return err
+	}
+	s.install(st)
+	return nil
+}
+
+func (s *Service) install(st *state) {
+	for {
+		old := s.applied.Load()
+		if old.version >= st.Version && old.version != -1 {
+			return
+		}
+		if s.applied.CompareAndSwap(old, buildSnapshot(s.catalog.Load(), st.Version, st)) {
+			return
+		}
+	}
+}
+
+// Run follows changes made on other nodes until ctx ends; it returns nil
+// then. Store failures are logged and retried at the next poll.
+func (s *Service) Run(ctx context.Context) error {
+	t := time.NewTicker(s.poll)
+	defer t.Stop()
+	failing := false
+	for {
+		if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
+			if !failing {
+				s.log.Warn("service quotas store unavailable; approved values as last read", "error", err)
+			}
+			failing = true
+		} else {
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// buildSnapshot turns applied values into limits. A value whose quota
+// left the config is kept in the store and ignored here.
+func buildSnapshot(c *Catalog, version int64, st *state) *snapshot {
+	snap := &snapshot{version: version, st: st, limits: map[limitKey]bucket.Limit{}}
+	type pair struct{ burst, rate float64 }
+	vals := map[limitKey]*pair{}
+	for k, v := range st.Applied {
+		account, region, svc, code, ok := splitAppliedKey(k)
+		if !ok {
+			continue
+		}
+		q, ok := c.Quota(svc, code)
+		if !ok {
+			continue
+		}
+		lk := limitKey{c.configName(svc), account, region, q.Category}
+		p := vals[lk]
+		if p == nil {
+			p = &pair{}
+			vals[lk] = p
+		}
+		if q.Kind == Burst {
+			p.burst = v
+		} else {
+			p.rate = v
+		}
+	}
+	for lk, p := range vals {
+		l, ok := c.cfg.Limit(quota.Key{Service: lk.service, Account: lk.account, Region: lk.region, Category: lk.category})
+		if !ok {
+			continue
+		}
+		capacity, rate := l.Capacity(), l.RefillPerSecond()
+		if p.burst > 0 {
+			capacity = int64(p.burst)
+		}
+		if p.rate > 0 {
+			rate = p.rate
+		}
+		nl, err := bucket.NewLimit(capacity, rate)
+		if err != nil {
+			continue
+		}
+		snap.limits[lk] = nl
+	}
+	return snap
+}
+
+func splitAppliedKey(k string) (account, region, svc, code string, ok bool) {
+	var parts [4]string
+	n := 0
+	start := 0
+	for i := 0; i < len(k) && n < 3; i++ {
+		if k[i] == '|' {
+			parts[n] = k[start:i]
+			n++
+			start = i + 1
+		}
+	}
+	if n != 3 {
+		return "", "", "", "", false
+	}
+	parts[3] = k[start:]
+	return parts[0], parts[1], parts[2], parts[3], true
+}
+
+// errStore marks a failure of the store, answered as ServiceException.
+var errStore = errors.New("service quotas store unavailable")
