@@ -15,13 +15,12 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate/tollgate/internal/yamlfield"
-	"github.com/tollgate/tollgate/quota"
 )
 
 // ErrInvalidConfig is matched (with errors.Is) by every error of [Load] and
-// [Parse]. It is quota.ErrInvalidConfig: config problems of every kind are
-// reported as [quota.FieldError]s, "file:line:column: field: message".
-var ErrInvalidConfig = quota.ErrInvalidConfig
+// [Parse]. It is config.ErrInvalidConfig: config problems of every kind are
+// reported as config.FieldErrors, "file:line:column: field: message".
+var ErrInvalidConfig = yamlfield.ErrInvalidConfig
 
 // MaxFileBytes bounds one config file; larger files are refused.
 const MaxFileBytes = 16 << 20
@@ -53,7 +52,7 @@ type LoadOptions struct {
 // in lexical order, skipping names that start with a dot (so the "..data"
 // links of a Kubernetes ConfigMap volume are read once). dir may also name
 // one file. Every problem of every file is reported, each with its file,
-// line, column and field, as [quota.ConfigErrors]; nothing is partially
+// line, column and field, as config.ConfigErrors; nothing is partially
 // loaded.
 func Load(dir string, opts LoadOptions) (*Config, error) {
 	info, err := os.Stat(dir)
@@ -138,7 +137,7 @@ type File struct {
 // domain, a composite key given twice in one list, a unit given with
 // unlimited, an unknown unit, an empty or self-naming replaces entry,
 // share_threshold without a wildcard, a domain in two files), checks every
-// field's place and type, and reports every problem as [quota.ConfigErrors].
+// field's place and type, and reports every problem as config.ConfigErrors.
 func Parse(files []File, opts LoadOptions) (*Config, error) {
 	p := &parser{opts: opts, cfg: &Config{domains: map[string]*level{}}, domainAt: map[string]string{}}
 	p.w = yamlfield.Walker{KnownLabel: "known here", Resolve: p.resolve, Kind: kindName}

@@ -9,9 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/limiter"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
-	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/rls"
 )
 
@@ -49,7 +49,7 @@ func (b optBool) or(def bool) bool {
 
 // rlsSettings merges the rls flags over the config file's rls section:
 // each flag given wins over the file.
-func rlsSettings(f serveFlags, file quota.RLS) quota.RLS {
+func rlsSettings(f serveFlags, file config.RLS) config.RLS {
 	st := file
 	if f.rlsConfig != "" {
 		st.ConfigDir = f.rlsConfig
@@ -75,7 +75,7 @@ func rlsSettings(f serveFlags, file quota.RLS) quota.RLS {
 // its listener, when --rls-config or the config's rls.config_dir names
 // envoy ratelimit's config directory; with neither it returns nils and
 // nothing listens. configName names the config file in errors.
-func buildRLS(f serveFlags, file quota.RLS, configName string, st quota.Store, store limiter.Limiter, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, error) {
+func buildRLS(f serveFlags, file config.RLS, configName string, st config.Store, store limiter.Limiter, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, error) {
 	set := rlsSettings(f, file)
 	if set.ConfigDir == "" {
 		return nil, nil, nil
