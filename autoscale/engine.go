@@ -98,12 +98,14 @@ type Engine struct {
 	now    time.Time
 	nowSec int64 // e.second(now)
 
-	svc       *window // service-wide totals: spans 6 s, 1 min, 10 min
-	instances map[InstanceID]*instance
-	starting  []*instance // in start order
-	ready     []*instance // in rank order: first ready ranks first
-	draining  int
-	actSum    int // sum of ACT over ready instances
+	svc        *window // service-wide totals: spans 6 s, 1 min, 10 min
+	sampled    bool    // a sample has been observed
+	sampledSec int64   // the newest second observed; see metricEnd
+	instances  map[InstanceID]*instance
+	starting   []*instance // in start order
+	ready      []*instance // in rank order: first ready ranks first
+	draining   int
+	actSum     int // sum of ACT over ready instances
 
 	requests    map[RequestID]request
 	pending     []pendingEntry

@@ -27,9 +27,10 @@ const maxSampleSkew = 100 * 365 * 24 * 3600
 // Engine method it moves the engine's clock to now (if later) and slides
 // the service windows to now's second, so a sample later passed to Observe
 // for a second more than 10 minutes before now is stale. Tick calls it.
+// The averages end at the last complete second (see metricEnd).
 func (e *Engine) Metrics(now time.Time) Metrics {
 	now = e.clock(now)
-	sec := e.nowSec
+	sec := e.metricEnd()
 	m := Metrics{
 		Now:     now,
 		Current: e.rec.Count,
@@ -45,6 +46,20 @@ func (e *Engine) Metrics(now time.Time) Metrics {
 		m.ACTCapacity = float64(e.actSum) / float64(len(e.ready))
 	}
 	return m
+}
+
+// metricEnd is the last second the averages count: the current second
+// once a sample for it is in (a caller that observes and ticks at the same
+// time has closed it), else the one before, the last complete second. A
+// Tick that runs on a current second nothing has been observed for yet (the
+// pool and the simulator observe the second that just ended, then tick)
+// would otherwise read that empty second as idle: the 1-minute average
+// 59/60 of the truth, the 6-second one 5/6.
+func (e *Engine) metricEnd() int64 {
+	if e.sampled && e.sampledSec >= e.nowSec {
+		return e.nowSec
+	}
+	return e.nowSec - 1
 }
 
 // NewDeployment resets every instance's ACT value to the configured
@@ -97,6 +112,9 @@ func (e *Engine) Observe(now time.Time, id InstanceID, cpuCores, concurrency flo
 	v := pair{cpu: int64(math.Round(cpuCores * milli)), conc: int64(math.Round(concurrency * milli))}
 	delta, _ := in.win.put(sec, v, true)
 	e.svc.put(sec, delta, false)
+	if !e.sampled || sec > e.sampledSec {
+		e.sampled, e.sampledSec = true, sec
+	}
 
 	if in.actSeen && sec <= in.actSec {
 		return nil
@@ -144,7 +162,7 @@ func (e *Engine) scaleDown(now time.Time) {
 	if r == len(e.ready) {
 		return
 	}
-	sec := e.second(now)
+	sec := e.metricEnd()
 	// Surplus instances ranked below protect are stopped only for the
 	// idle timeout, not for low utilisation: all of them while a request
 	// is pending, else those the recent demand needs.
@@ -201,7 +219,7 @@ func (e *Engine) scaleDown(now time.Time) {
 
 // recentNeed is the number of instances the last seconds' demand needs at
 // the targets: the service's CPU and concurrency averaged over the 6
-// seconds ending at second sec (the span of Knative's panic window), the
+// seconds ending at second sec, the last complete one (the span of Knative's panic window), the
 // concurrency raised to the requests in flight now when more, against the
 // ready instances' mean ACT value (the configured maximum when none is
 // ready).
