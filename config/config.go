@@ -25,6 +25,9 @@ type Config struct {
 	Store Store
 	// RLS is the rls section.
 	RLS RLS
+	// ServiceQuotas is the service_quotas section: the approval policy
+	// of quota increase requests.
+	ServiceQuotas ServiceQuotas
 	// Warnings is what in the file is valid but likely not what its
 	// author meant, each located as a config error is: an autoscaled
 	// service listed in Cloud Map (cloud_map) when no service of the

@@ -95,6 +95,9 @@ var (
 //	  config_dir: ratelimit/config   # envoy ratelimit's config directory, read as is
 //	  grpc_listen: 127.0.0.1:8081
 //	  response_headers: true         # RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset
+//	service_quotas:                  # the Service Quotas API's approval policy; see [ServiceQuotas]
+//	  approval:
+//	    - {service: ecs, auto_approve_factor: 2, max: 1000}
 //
 // Every problem is reported, each with its line and field, as
 // [ConfigErrors]; nothing is partially applied.
@@ -120,7 +123,8 @@ func Parse(file string, data []byte) (*Config, error) {
 type parser struct {
 	file      string
 	w         yamlfield.Walker
-	cloudMaps []located // every autoscale.cloud_map section
+	cloudMaps []located    // every autoscale.cloud_map section
+	sqNodes   []*yaml.Node // every service_quotas.approval rule
 }
 
 // located is a node of the file with its field path.
@@ -275,6 +279,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	accessKeys := map[string]string{}
 	var store Store
 	var rls RLS
+	var sq ServiceQuotas
 	var servicesNode *yaml.Node
 	p.fields(root, "", map[string]func(k, v *yaml.Node, f string){
 		"services": func(_, v *yaml.Node, f string) {
@@ -338,7 +343,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 				},
 			})
 		},
-		"rls": func(_, v *yaml.Node, f string) { rls = p.rls(v, f) },
+		"rls":            func(_, v *yaml.Node, f string) { rls = p.rls(v, f) },
+		"service_quotas": func(_, v *yaml.Node, f string) { sq = p.serviceQuotas(v, f) },
 		"access_keys": func(_, v *yaml.Node, f string) {
 			if v.Kind != yaml.MappingNode {
 				p.errorf(v, f, "want a mapping of access key id to account id, got %s", kindName(v))
@@ -386,6 +392,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 			byPrefix[s.TargetPrefix] = s.Name
 		}
 	}
+	p.checkServiceQuotas(sq, byName)
 	routes := map[quota.Route]string{}
 	for i, s := range services {
 		if s.Route == nil {
@@ -428,7 +435,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		p.errorf(root, "", "%v", err)
 		return nil
 	}
-	cfg := &Config{File: p.file, Quota: policy, Store: store, RLS: rls}
+	cfg := &Config{File: p.file, Quota: policy, Store: store, RLS: rls, ServiceQuotas: sq}
 	for i, a := range scales {
 		if a != nil {
 			if cfg.Autoscale == nil {

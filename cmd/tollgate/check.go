@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/servicequotas"
 )
 
 func checkCommand() command {
@@ -59,6 +60,10 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "check", "one config FILE at a time, not %d", fs.NArg())
 	}
 	if err := cfg.WriteTable(stdout); err != nil {
+		fmt.Fprintln(stderr, "tollgate check:", err)
+		return 1
+	}
+	if err := servicequotas.WriteTable(stdout, cfg.Quota); err != nil {
 		fmt.Fprintln(stderr, "tollgate check:", err)
 		return 1
 	}
