@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/gateway"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/limitertest"
@@ -284,4 +285,13 @@ func TestSDKErrors(t *testing.T) {
 	if !errors.As(err, &throttled) {
 		t.Fatalf("the API's own throttle: %v", err)
 	}
+}
+
+func mustLimit(t *testing.T, capacity int64, rate float64) bucket.Limit {
+	t.Helper()
+	l, err := bucket.NewLimit(capacity, rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/rls"
+	"github.com/tollgate/tollgate/servicequotas"
 )
 
 func serveCommand() command {
@@ -307,12 +308,13 @@ type node struct {
 	ln         net.Listener
 	sweep      *memory.Store // the memory store to sweep; nil with Redis
 	configName string
-	close      func()             // closes the store, after run has returned
-	rls        *rls.Server        // the Envoy rate limit service; nil without --rls-config
-	rlsLn      net.Listener       // its gRPC listener
-	pools      *pool.Pool         // the autoscaled services' instances
-	live       *liveview.Recorder // per-second decisions for /ui
-	kube       *kubeRunners       // runners of services on Kubernetes
+	close      func()                 // closes the store, after run has returned
+	rls        *rls.Server            // the Envoy rate limit service; nil without --rls-config
+	rlsLn      net.Listener           // its gRPC listener
+	pools      *pool.Pool             // the autoscaled services' instances
+	live       *liveview.Recorder     // per-second decisions for /ui
+	kube       *kubeRunners           // runners of services on Kubernetes
+	quotas     *servicequotas.Service // the Service Quotas API and its approved values
 }
 
 // build loads the config, opens the store, and makes the gateway and the
@@ -358,7 +360,14 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	// Services on Kubernetes: one runner per Deployment for tollgate's
 	// life, closed before the pools stop so Deployments keep their pods.
 	s.kube = newKubeRunners(f.kube, log, reg)
-	s.close = func() { s.kube.Close(); closeRegistry(); closeStore() }
+	quotas, closeQuotas, err := newServiceQuotas(cfg, st, log)
+	if err != nil {
+		closeRegistry()
+		closeStore()
+		return nil, err
+	}
+	s.quotas = quotas
+	s.close = func() { s.kube.Close(); closeQuotas(); closeRegistry(); closeStore() }
 	if s.pools, err = newPools(cfg, log, reg, registry, s.kube); err != nil {
 		s.close()
 		return nil, err
@@ -370,7 +379,8 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	s.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
 	lastStore, lastRLS := cfg.Store, cfg.RLS
 	s.gw, err = gateway.New(gateway.Options{
-		Handlers:   map[string]http.Handler{"cloudmap": registry},
+		Handlers:   map[string]http.Handler{"cloudmap": registry, "servicequotas": quotas},
+		Limits:     quotas,
 		Live:       s.live,
 		Config:     cfg.Quota,
 		Limiter:    store,
@@ -391,6 +401,9 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 			if err := applyPools(pools, next, log, registry, s.kube); err != nil {
 				return nil, err
 			}
+			if err := quotas.SetConfig(next.Quota, quotaPolicy(next.ServiceQuotas)); err != nil {
+				return nil, err
+			}
 			if next.Store != lastStore {
 				log.Warn("the config's store section changed; store settings take effect on restart")
 				lastStore = next.Store
@@ -405,7 +418,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		MaxBatch:         f.maxBatch,
 		MaxInFlightBytes: f.maxInFlight,
 		Pools:            pools.Handler,
-		AdminHandlers:    map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()},
+		AdminHandlers:    withAdmin(map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()}, quotas.AdminHandlers()),
 	})
 	if err != nil {
 		s.close()
@@ -489,6 +502,7 @@ func (s *node) run(stopping context.Context, startShutdown context.CancelFunc, s
 			}
 		}
 	})
+	grp.Go(func() error { return s.quotas.Run(background) }) // follows other nodes' approvals
 	if s.sweep != nil {
 		grp.Go(func() error {
 			sweepEvery(background, s.sweep, 10*time.Second)
