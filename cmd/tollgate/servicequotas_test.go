@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -19,5 +20,30 @@ func TestCheckShowsQuotaCodes(t *testing.T) {
 	}
 	if n := strings.Count(out, "  ecs  "); n < 40 {
 		t.Errorf("%d quota rows, want 40", n)
+	}
+}
+
+// TestReadmeServiceQuotasConfigChecks: the README's service_quotas
+// config passes `tollgate check`.
+func TestReadmeServiceQuotasConfigChecks(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Quota increases: the Service Quotas API\n")
+	if !ok {
+		t.Fatal("README has no Service Quotas section")
+	}
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("the section has no yaml block")
+	}
+	path := t.TempDir() + "/sq.yaml"
+	if err := os.WriteFile(path, []byte(block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runCmd("check", path); code != 0 || errs != "" || !strings.Contains(out, "servicequotas") {
+		t.Fatalf("check: exit %d: %s\n%s", code, errs, out)
 	}
 }
