@@ -47,7 +47,7 @@ func (r *Registry) namespaceJSON(sc Scope, s *state, ns *namespace, summary bool
 	if !summary {
 		j.CreatorRequestId = ns.RequestID
 	}
-	if ns.Type == "DNS_PRIVATE" {
+	if ns.Type == "DNS_PRIVATE" || ns.Type == "DNS_PUBLIC" {
 		zone := "Z" + strings.ToUpper(strings.TrimPrefix(ns.ID, "ns-"))
 		j.Properties.DnsProperties = &dnsPropertiesJSON{HostedZoneId: &zone}
 		if ns.SOATTL != nil {
@@ -104,13 +104,13 @@ func (r *Registry) createNamespace(ctx context.Context, sc Scope, in createNames
 	if err := checkDescription(in.Description); err != nil {
 		return nil, err
 	}
-	if len(in.Tags) > 200 {
-		return nil, invalid("at most 200 Tags")
+	tags, err := checkTags(in.Tags, in.Name)
+	if err != nil {
+		return nil, err
 	}
 	var ttl *int64
 	if in.Properties != nil && in.Properties.DnsProperties != nil && in.Properties.DnsProperties.SOA != nil {
-		ttl = in.Properties.DnsProperties.SOA.TTL
-		if ttl == nil || *ttl < 0 || *ttl > 2147483647 {
+		if ttl = in.Properties.DnsProperties.SOA.TTL; checkTTL(ttl) != nil {
 			return nil, invalid("Properties.DnsProperties.SOA.TTL must be between 0 and 2147483647")
 		}
 	}
@@ -122,7 +122,7 @@ func (r *Registry) createNamespace(ctx context.Context, sc Scope, in createNames
 	if err != nil {
 		return nil, err
 	}
-	err = r.store.update(ctx, sc.key(), func(s *state) error {
+	err = r.update(ctx, sc, func(s *state) error {
 		for _, ns := range s.Namespaces {
 			if in.CreatorRequestId != "" && ns.RequestID == in.CreatorRequestId {
 				if ns.Name == in.Name && ns.Type == typ {
@@ -142,27 +142,23 @@ func (r *Registry) createNamespace(ctx context.Context, sc Scope, in createNames
 		if len(s.Namespaces) >= r.lim.Namespaces {
 			return &apiError{Code: codeResourceLimitExceeded, Message: "at most " + strconv.Itoa(r.lim.Namespaces) + " namespaces per account and region"}
 		}
+		if err := s.roomForTags(id, tags, codeResourceLimitExceeded); err != nil {
+			return err
+		}
 		now := r.nowMillis()
-		s.Seq++
-		s.Namespaces[id] = &namespace{ID: id, Name: in.Name, Type: typ, Description: in.Description,
+		ns := &namespace{ID: id, Name: in.Name, Type: typ, Description: in.Description,
 			RequestID: in.CreatorRequestId, OpID: opID, Vpc: in.Vpc, SOATTL: ttl, Created: now}
-		r.addOp(s, opID, "CREATE_NAMESPACE", map[string]string{"NAMESPACE": id}, now)
+		if err := s.putNamespace(ns, codeResourceLimitExceeded); err != nil {
+			return err
+		}
+		s.setTags(id, tags)
+		s.addOp(&operation{ID: opID, Type: "CREATE_NAMESPACE", Targets: map[string]string{"NAMESPACE": id}, Created: now}, r.lim.Operations)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return operationIDOut{opID}, nil
-}
-
-// addOp records an operation, forgetting the oldest beyond the limit.
-func (r *Registry) addOp(s *state, id, typ string, targets map[string]string, now int64) {
-	s.Ops[id] = &operation{ID: id, Type: typ, Targets: targets, Created: now}
-	s.OpOrder = append(s.OpOrder, id)
-	for len(s.OpOrder) > r.lim.Operations {
-		delete(s.Ops, s.OpOrder[0])
-		s.OpOrder = slices.Delete(s.OpOrder, 0, 1)
-	}
 }
 
 // idIn is the input of the calls that take one resource's Id.
@@ -213,7 +209,7 @@ func (r *Registry) getNamespace(ctx context.Context, sc Scope, body []byte) (any
 		return nil, err
 	}
 	var out struct{ Namespace namespaceJSON }
-	err = r.store.view(ctx, sc.key(), func(s *state) error {
+	err = r.view(ctx, sc, func(s *state) error {
 		ns, err := findNamespace(s, in.Id)
 		if err != nil {
 			return err
@@ -233,7 +229,7 @@ func (r *Registry) deleteNamespace(ctx context.Context, sc Scope, body []byte) (
 	if err != nil {
 		return nil, err
 	}
-	err = r.store.update(ctx, sc.key(), func(s *state) error {
+	err = r.update(ctx, sc, func(s *state) error {
 		ns, err := findNamespace(s, in.Id)
 		if err != nil {
 			return err
@@ -243,9 +239,8 @@ func (r *Registry) deleteNamespace(ctx context.Context, sc Scope, body []byte) (
 				return &apiError{Code: codeResourceInUse, Message: "namespace " + ns.ID + " still has services (" + sv.ID + ")"}
 			}
 		}
-		s.Seq++
-		delete(s.Namespaces, ns.ID)
-		r.addOp(s, opID, "DELETE_NAMESPACE", map[string]string{"NAMESPACE": ns.ID}, r.nowMillis())
+		s.deleteNamespace(ns)
+		s.addOp(&operation{ID: opID, Type: "DELETE_NAMESPACE", Targets: map[string]string{"NAMESPACE": ns.ID}, Created: r.nowMillis()}, r.lim.Operations)
 		return nil
 	})
 	if err != nil {
@@ -383,7 +378,7 @@ func (r *Registry) listNamespaces(ctx context.Context, sc Scope, body []byte) (a
 		Namespaces []namespaceJSON
 		NextToken  string `json:",omitempty"`
 	}
-	err = r.store.view(ctx, sc.key(), func(s *state) error {
+	err = r.view(ctx, sc, func(s *state) error {
 		var all []namespaceJSON
 		for _, ns := range s.Namespaces {
 			if matchAll(in.Filters, func(name string) string {
