@@ -32,7 +32,9 @@ func call(t *testing.T, url, key, account, op, body string) (int, string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var doc struct{ Type string `json:"__type"` }
+	var doc struct {
+		Type string `json:"__type"`
+	}
 	json.NewDecoder(resp.Body).Decode(&doc)
 	return resp.StatusCode, doc.Type
 }
