@@ -362,10 +362,7 @@ func (r *Registry) getOperation(ctx context.Context, sc Scope, body []byte) (any
 		if !ok || (in.OwnerAccount != "" && in.OwnerAccount != sc.Account) {
 			return notFound(codeOperationNotFound, "operation", in.OperationId)
 		}
-		status, updated := "SUBMITTED", op.Created
-		if done := op.Created + r.delay.Milliseconds(); r.nowMillis() >= done {
-			status, updated = "SUCCESS", done
-		}
+		status, updated := r.opStatus(op)
 		out.Operation = operationJSON{CreateDate: epoch(op.Created), Id: op.ID, OwnerAccount: sc.Account,
 			Status: status, Targets: op.Targets, Type: op.Type, UpdateDate: epoch(updated)}
 		return nil

@@ -77,8 +77,11 @@ func (r *Registry) createHTTPNamespace(ctx context.Context, sc Scope, body []byt
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	if err := checkRequired("Name", in.Name, maxNameLen); err != nil {
+	if err := checkNamespaceName("HTTP", in.Name); err != nil {
 		return nil, err
+	}
+	if in.Vpc != "" || in.Properties != nil {
+		return nil, invalid("an HTTP namespace takes no Vpc or DNS properties")
 	}
 	return r.createNamespace(ctx, sc, in, "HTTP")
 }
@@ -88,7 +91,7 @@ func (r *Registry) createPrivateDNSNamespace(ctx context.Context, sc Scope, body
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	if err := checkRequired("Name", in.Name, maxDNSNameLen); err != nil {
+	if err := checkNamespaceName("DNS_PRIVATE", in.Name); err != nil {
 		return nil, err
 	}
 	if err := checkRequired("Vpc", in.Vpc, maxIDLen); err != nil {
@@ -281,6 +284,8 @@ func matchAll(filters []filterJSON, valueOf func(name string) string) bool {
 
 func (f filterJSON) match(v string) bool {
 	switch f.Condition {
+	case "BETWEEN":
+		return v == "in" // the caller compares the range
 	case "IN":
 		return slices.Contains(f.Values, v)
 	case "BEGINS_WITH":
@@ -300,8 +305,16 @@ func checkFilter(f filterJSON, names []string, conds []string) error {
 	if !slices.Contains(conds, f.Condition) {
 		return invalid("filter %s: Condition %s is not one of %s", f.Name, quote(f.Condition), strings.Join(conds, ", "))
 	}
-	if len(f.Values) == 0 || len(f.Values) > maxFilterValues || (f.Condition != "IN" && len(f.Values) != 1) {
+	switch {
+	case f.Condition == "BETWEEN" && len(f.Values) != 2:
+		return invalid("filter %s: BETWEEN takes two Values", f.Name)
+	case len(f.Values) == 0 || len(f.Values) > maxFilterValues || (f.Condition != "IN" && f.Condition != "BETWEEN" && len(f.Values) != 1):
 		return invalid("filter %s: Values must hold one value (%s), or 1 to %d for IN", f.Name, f.Condition, maxFilterValues)
+	}
+	for _, v := range f.Values {
+		if v == "" || len(v) > 255 {
+			return invalid("filter %s: each value is 1 to 255 characters", f.Name)
+		}
 	}
 	return nil
 }

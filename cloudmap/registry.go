@@ -192,21 +192,30 @@ func New(opts Options) (*Registry, error) {
 type handler func(r *Registry, ctx context.Context, sc Scope, body []byte) (any, error)
 
 // operations maps each operation to its handler and the error codes the
-// AWS SDK knows for it (aws-sdk-go-v2 service/servicediscovery v1.40.2,
-// awsAwsjson11_deserializeOpError<Op>).
+// model declares for it (botocore servicediscovery/2017-03-14
+// service-2.json, as aws-sdk-go-v2 service/servicediscovery v1.40.2
+// decodes them).
 var operations = map[string]struct {
 	h     handler
 	codes []string
 }{
-	"CreateHttpNamespace":              {(*Registry).createHTTPNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceAlreadyExists, codeResourceLimitExceeded}},
-	"CreatePrivateDnsNamespace":        {(*Registry).createPrivateDNSNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceAlreadyExists, codeResourceLimitExceeded}},
+	"CreateHttpNamespace":              {(*Registry).createHTTPNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceAlreadyExists, codeResourceLimitExceeded, codeTooManyTags}},
+	"CreatePrivateDnsNamespace":        {(*Registry).createPrivateDNSNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceAlreadyExists, codeResourceLimitExceeded, codeTooManyTags}},
+	"CreatePublicDnsNamespace":         {(*Registry).createPublicDNSNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceAlreadyExists, codeResourceLimitExceeded, codeTooManyTags}},
 	"ListNamespaces":                   {(*Registry).listNamespaces, []string{codeInvalidInput}},
 	"GetNamespace":                     {(*Registry).getNamespace, []string{codeInvalidInput, codeNamespaceNotFound}},
 	"DeleteNamespace":                  {(*Registry).deleteNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceNotFound, codeResourceInUse}},
-	"CreateService":                    {(*Registry).createService, []string{codeInvalidInput, codeNamespaceNotFound, codeResourceLimitExceeded, codeServiceAlreadyExists}},
+	"UpdateHttpNamespace":              {(*Registry).updateHTTPNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceNotFound, codeResourceInUse}},
+	"UpdatePrivateDnsNamespace":        {(*Registry).updatePrivateDNSNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceNotFound, codeResourceInUse}},
+	"UpdatePublicDnsNamespace":         {(*Registry).updatePublicDNSNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceNotFound, codeResourceInUse}},
+	"CreateService":                    {(*Registry).createService, []string{codeInvalidInput, codeNamespaceNotFound, codeResourceLimitExceeded, codeServiceAlreadyExists, codeTooManyTags}},
 	"ListServices":                     {(*Registry).listServices, []string{codeInvalidInput}},
 	"GetService":                       {(*Registry).getService, []string{codeInvalidInput, codeServiceNotFound}},
+	"UpdateService":                    {(*Registry).updateService, []string{codeDuplicateRequest, codeInvalidInput, codeServiceNotFound}},
 	"DeleteService":                    {(*Registry).deleteService, []string{codeInvalidInput, codeResourceInUse, codeServiceNotFound}},
+	"GetServiceAttributes":             {(*Registry).getServiceAttributes, []string{codeInvalidInput, codeServiceNotFound}},
+	"UpdateServiceAttributes":          {(*Registry).updateServiceAttributes, []string{codeInvalidInput, codeServiceNotFound, codeAttributesLimit}},
+	"DeleteServiceAttributes":          {(*Registry).deleteServiceAttributes, []string{codeInvalidInput, codeServiceNotFound}},
 	"RegisterInstance":                 {(*Registry).registerInstance, []string{codeDuplicateRequest, codeInvalidInput, codeResourceInUse, codeResourceLimitExceeded, codeServiceNotFound}},
 	"DeregisterInstance":               {(*Registry).deregisterInstance, []string{codeDuplicateRequest, codeInstanceNotFound, codeInvalidInput, codeResourceInUse, codeServiceNotFound}},
 	"GetInstance":                      {(*Registry).getInstance, []string{codeInstanceNotFound, codeInvalidInput, codeServiceNotFound}},
@@ -216,6 +225,10 @@ var operations = map[string]struct {
 	"DiscoverInstances":                {(*Registry).discoverInstances, []string{codeInvalidInput, codeNamespaceNotFound, codeRequestLimitExceeded, codeServiceNotFound}},
 	"DiscoverInstancesRevision":        {(*Registry).discoverInstancesRevision, []string{codeInvalidInput, codeNamespaceNotFound, codeRequestLimitExceeded, codeServiceNotFound}},
 	"GetOperation":                     {(*Registry).getOperation, []string{codeInvalidInput, codeOperationNotFound}},
+	"ListOperations":                   {(*Registry).listOperations, []string{codeInvalidInput}},
+	"ListTagsForResource":              {(*Registry).listTagsForResource, []string{codeInvalidInput, codeResourceNotFound}},
+	"TagResource":                      {(*Registry).tagResource, []string{codeInvalidInput, codeResourceNotFound, codeTooManyTags}},
+	"UntagResource":                    {(*Registry).untagResource, []string{codeInvalidInput, codeResourceNotFound}},
 }
 
 // Operations lists the operations the registry answers, sorted.

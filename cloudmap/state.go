@@ -41,6 +41,8 @@ type namespace struct {
 	SOATTL      *int64 `json:"soa_ttl,omitempty"`
 	Created     int64  `json:"created"` // Unix milliseconds
 	Updated     int64  `json:"updated,omitempty"`
+	UpdaterID   string `json:"updater_request_id,omitempty"` // of the last update
+	UpdateOp    string `json:"update_op,omitempty"`          // its operation
 }
 
 type service struct {
