@@ -56,6 +56,7 @@ type serveFlags struct {
 	storeOnFailure  string
 	denyCache       bool
 	storePipelines  int
+	storeNodes      int
 	drainDelay      time.Duration
 	cpuProfile      string
 	grpcListen      string
@@ -82,6 +83,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	durationVar(fs, &f.storeTimeout, "store-timeout", 0, "longest wait for Redis per decision before --store-on-failure decides (default: the config's store.timeout, else 50ms)")
 	choiceVar(fs, &f.storeOnFailure, "store-on-failure", "", []string{"local", "open", "closed", "fail-local", "fail-open", "fail-closed"}, "decisions while Redis does not answer: local (each node from its own in-memory bucket at the configured limit), open (allow) or closed (deny, and /readyz answers 503) (default: the config's store.on_failure, else local)")
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
+	fs.IntVar(&f.storeNodes, "store-nodes", 1, "with Redis and --store-on-failure local, the number of tollgate nodes sharing the store: while Redis does not answer, each node decides from its share (capacity and refill divided by this number)")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
@@ -205,7 +207,7 @@ func storeSettings(f serveFlags, cfg *quota.Config) (quota.Store, error) {
 
 // openStore returns the limiter the store settings name, and a function
 // that closes it.
-func openStore(ctx context.Context, st quota.Store, denyCache bool, pipelines int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
+func openStore(ctx context.Context, st quota.Store, denyCache bool, pipelines, nodes int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
 	if st.URL == "memory" {
 		return memory.New(memory.Options{}), func() {}, nil
 	}
@@ -225,6 +227,7 @@ func openStore(ctx context.Context, st quota.Store, denyCache bool, pipelines in
 		FailurePolicy: policy,
 		DenyCache:     denyCache,
 		Pipelines:     pipelines,
+		Nodes:         nodes,
 		Logger:        log,
 	})
 	if err != nil {
@@ -334,7 +337,10 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	if f.storePipelines < 0 {
 		return nil, fmt.Errorf("--store-pipelines %d must not be negative", f.storePipelines)
 	}
-	store, closeStore, err := openStore(ctx, st, f.denyCache, f.storePipelines, log, reg)
+	if f.storeNodes < 1 {
+		return nil, fmt.Errorf("--store-nodes %d must be at least 1", f.storeNodes)
+	}
+	store, closeStore, err := openStore(ctx, st, f.denyCache, f.storePipelines, f.storeNodes, log, reg)
 	if err != nil {
 		return nil, err
 	}
