@@ -44,21 +44,44 @@
 //
 // # Failures
 //
-// When Redis cannot answer within Options.Timeout (50 ms by default) a
-// decision follows Options.FailurePolicy: [FailLocal] (the default) decides
-// from a bucket of the same key and limit in this process's memory (a
-// [memory.Store]), so that an outage costs cross-node exactness (each node
-// admits up to the limit on its own) but never all protection; [FailOpen]
-// decides as if the bucket were full, [FailClosed] as if it were empty.
-// Such decisions are counted in [Stats] (for a metric). The first one of an
-// outage logs a warning with its cause at once (of a Redis that flaps, the
-// first three outages, then one per Options.LogInterval), and while the
-// outage lasts a warning with the count follows at most once per interval;
-// the first decision by Redis after a logged outage logs that Redis is
-// back and how long it was away. Nothing remembers the failure: every take
-// asks Redis again, so decisions come from Redis again as soon as go-redis
-// reconnects (it probes a refused server once a second; tests measure 0.2
-// to 0.5 s after a restart).
+// A take waits for Redis at least Options.Timeout (50 ms by default), and
+// longer while Redis's recent answers are slow: twice the smoothed round
+// trip plus four deviations (TCP's retransmission timer), at most
+// Options.MaxTimeout (4 × Timeout). A take Redis does not answer in time
+// follows Options.FailurePolicy.
+//
+// [FailLocal] (the default) keeps, for the keys this node decided recently
+// (Options.LocalKeys, 100,000, least recently used forgotten first), the
+// state Redis last reported, counted from when its answer arrived, plus the
+// takes sent and not yet answered and the takes whose pipeline failed (Redis
+// may still apply them). A take Redis does not answer in time is decided
+// from that view, its own charge counted once, so a slow answer never
+// admits what Redis may admit too. Tokens admitted this way are written
+// back: the next take of the key sent to Redis is preceded by a charge of
+// those tokens (less what refilled since) without a check, up to an empty
+// bucket; a take admitted here and then by a late answer is not written
+// twice. One node alone therefore never admits more than the bucket
+// allows, across stalls and outages of any length. A key this node never
+// saw starts as its share of a full bucket. Every local decision is made
+// under the node's share of the limit, capacity and refill divided by
+// Options.Nodes (the store cannot count nodes while Redis is away; the
+// operator or the autoscaler can), so that N nodes, with Nodes ≥ N, admit
+// together at most one bucket's worth during an outage; with Nodes < N,
+// up to N/Nodes times it.
+//
+// A stall is not an outage: only breakerFailures (3) pipelines in a row
+// that get no answer within MaxTimeout, or whose connection is refused,
+// open the breaker. While it is open, takes are decided at once, without
+// waiting, and a prober pings Redis every 100 ms; the first answer closes
+// it. A script error is an answer: it does not count.
+//
+// [FailOpen] decides as if the bucket were full, [FailClosed] as if it
+// were empty. Decisions by policy are counted in [Stats] (for a metric).
+// The first one of an outage logs a warning with its cause at once (of a
+// Redis that flaps, the first three outages, then one per
+// Options.LogInterval), and while the outage lasts a warning with the count
+// follows at most once per interval; the first decision by Redis after a
+// logged outage logs that Redis is back and how long it was away.
 //
 // go-redis writes log lines of its own (failed dials, for instance) to
 // standard error, process-wide; [SetClientLogger] sends them to a
@@ -128,12 +151,13 @@ var ErrClosed = errors.New("redis: store closed")
 type FailurePolicy int
 
 const (
-	// FailLocal decides from a bucket of the same key and limit kept in
-	// this process's memory, which starts full and is used only while
-	// Redis does not answer. It is the default: during an outage every
-	// node still throttles each key to its limit, so N nodes admit at
-	// most N times the limit, where FailOpen admits everything that fits
-	// the capacity, however often it is asked.
+	// FailLocal decides from the state Redis last reported for the key,
+	// charged with what this node sent or admitted since, under the
+	// node's share of the limit (see Failures in the package
+	// documentation). It is the default: one node never admits more than
+	// the bucket allows, and N nodes with Options.Nodes ≥ N admit together
+	// at most one bucket's worth during an outage, where FailOpen admits
+	// everything that fits the capacity, however often it is asked.
 	FailLocal FailurePolicy = iota
 	// FailOpen decides as if the bucket were full: every take that fits
 	// the capacity is allowed. A Redis outage (or a slow Redis) then costs
@@ -250,8 +274,8 @@ type Stats struct {
 	// Cached counts the takes denied locally by the deny cache.
 	Cached uint64
 	// Fallback counts the decisions made by the failure policy because
-	// Redis could not answer in time (under FailLocal, by the local
-	// buckets).
+	// Redis could not answer in time or the breaker was open (under
+	// FailLocal, from the state Redis last reported).
 	Fallback uint64
 	// Errors counts the script calls that failed: Redis refused or did
 	// not answer before the pipeline's deadline, or answered an error. One
