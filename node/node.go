@@ -61,6 +61,10 @@ type Options struct {
 	// StorePipelines is the Redis store's pipelines in flight; 0 means
 	// its default.
 	StorePipelines int
+	// StoreNodes is the number of nodes sharing the Redis store: under
+	// the local failure policy each decides from its share of a bucket
+	// while Redis does not answer. 0 means 1.
+	StoreNodes int
 	// Memory bounds the memory store (buckets and bytes of keys held);
 	// its zero value takes memory.Options' defaults.
 	Memory memory.Options
@@ -136,7 +140,10 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	if opts.StorePipelines < 0 {
 		return nil, fmt.Errorf("--store-pipelines %d must not be negative", opts.StorePipelines)
 	}
-	store, closeStore, err := openStore(ctx, st, opts.Memory, opts.DenyCache, opts.StorePipelines, log, reg)
+	if opts.StoreNodes < 0 {
+		return nil, fmt.Errorf("--store-nodes %d must be at least 1", opts.StoreNodes)
+	}
+	store, closeStore, err := openStore(ctx, st, opts.Memory, opts.DenyCache, opts.StorePipelines, opts.StoreNodes, log, reg)
 	if err != nil {
 		return nil, err
 	}

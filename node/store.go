@@ -39,7 +39,7 @@ func storeSettings(over, file config.Store) config.Store {
 
 // openStore returns the limiter the store settings name, and a function
 // that closes it.
-func openStore(ctx context.Context, st config.Store, mem memory.Options, denyCache bool, pipelines int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
+func openStore(ctx context.Context, st config.Store, mem memory.Options, denyCache bool, pipelines, nodes int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
 	if st.URL == "memory" {
 		return memory.New(mem), func() {}, nil
 	}
@@ -59,6 +59,7 @@ func openStore(ctx context.Context, st config.Store, mem memory.Options, denyCac
 		FailurePolicy: policy,
 		DenyCache:     denyCache,
 		Pipelines:     pipelines,
+		Nodes:         nodes,
 		Logger:        log,
 	})
 	if err != nil {

@@ -50,6 +50,7 @@ type serveFlags struct {
 	storePipelines  int
 	memMaxBuckets   int
 	memMaxKeyBytes  int64
+	storeNodes      int
 	drainDelay      time.Duration
 	cpuProfile      string
 	grpcListen      string
@@ -85,6 +86,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
 	fs.IntVar(&f.memMaxBuckets, "memory-max-buckets", memory.DefaultMaxBuckets, "with the memory store, the most buckets in debt it holds; beyond it the buckets closest to full are forgotten (counted in tollgate_buckets_evicted_total); -1: no bound")
 	fs.Int64Var(&f.memMaxKeyBytes, "memory-max-key-bytes", memory.DefaultMaxKeyBytes, "with the memory store, the most bytes of bucket keys it holds, as --memory-max-buckets; -1: no bound")
+	fs.IntVar(&f.storeNodes, "store-nodes", 1, "with Redis and --store-on-failure local, the number of tollgate nodes sharing the store: while Redis does not answer, each node decides from its share (capacity and refill divided by this number)")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
@@ -196,6 +198,7 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 		Store:            config.Store{URL: f.store, Timeout: f.storeTimeout},
 		DenyCache:        f.denyCache,
 		StorePipelines:   f.storePipelines,
+		StoreNodes:       f.storeNodes,
 		Memory:           memory.Options{MaxBuckets: f.memMaxBuckets, MaxKeyBytes: f.memMaxKeyBytes},
 		RLS: node.RLSOptions{
 			ConfigDir:       f.rlsConfig,
@@ -223,6 +226,9 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 		o.Store.OnFailure = "closed"
 	default:
 		return o, fmt.Errorf("--store-on-failure %q: want local, open or closed", f.storeOnFailure)
+	}
+	if f.storeNodes < 1 {
+		return o, fmt.Errorf("--store-nodes %d must be at least 1", f.storeNodes)
 	}
 	return o, nil
 }
