@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate/tollgate/internal/yamlfield"
 	"github.com/tollgate/tollgate/limiter/limitertest"
 	"github.com/tollgate/tollgate/quota"
 )
@@ -257,7 +258,7 @@ func TestAllowedRequestsAreProxied(t *testing.T) {
 		io.WriteString(w, `{"clusters":[]}`)
 	}))
 	defer upstream.Close()
-	cfg, err := quota.Parse("test.yaml", []byte("services:\n  - preset: ecs\n    upstream: "+upstream.URL+"\n"))
+	cfg, err := parseConfig("test.yaml", []byte("services:\n  - preset: ecs\n    upstream: "+upstream.URL+"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +456,7 @@ func TestReloadKeepsStateAndRejectsBadConfig(t *testing.T) {
 	}
 	i := 0
 	reload := func() (*quota.Config, error) {
-		c, err := quota.Parse("reload.yaml", []byte(next[i]))
+		c, err := parseConfig("reload.yaml", []byte(next[i]))
 		i++
 		return c, err
 	}
@@ -486,7 +487,7 @@ func TestReloadKeepsStateAndRejectsBadConfig(t *testing.T) {
 		t.Fatalf("a rejected reload replaced the config: capacity %d", l.Capacity())
 	}
 	i = 1 // the bad config again, through Reload (what SIGHUP calls)
-	var errs quota.ConfigErrors
+	var errs yamlfield.Errors
 	if err := g.Reload(); err == nil || !errors.As(err, &errs) {
 		t.Fatalf("Reload of a bad config: %v", err)
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/limitertest"
 	"github.com/tollgate/tollgate/limiter/memory"
-	"github.com/tollgate/tollgate/quota"
 )
 
 // batchBody is a batch of n ListClusters takes of account acct.
@@ -145,7 +144,7 @@ func refusedURL(t *testing.T) string {
 }
 
 func TestUnreachableUpstreamKeepsTheRequestID(t *testing.T) {
-	cfg, err := quota.Parse("test.yaml", []byte("services:\n  - preset: ecs\n    upstream: "+refusedURL(t)+"\n"))
+	cfg, err := parseConfig("test.yaml", []byte("services:\n  - preset: ecs\n    upstream: "+refusedURL(t)+"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
