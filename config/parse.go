@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/internal/suggest"
 	"github.com/tollgate/tollgate/internal/yamlfield"
 	"github.com/tollgate/tollgate/quota"
 )
@@ -406,11 +408,15 @@ func (p *parser) config(root *yaml.Node) *Config {
 		f := fmt.Sprintf("overrides[%d]", i)
 		s, ok := byName[o.Service]
 		if !ok {
-			p.errorf(n, f+".service", "%v %q", quota.ErrUnknownService, o.Service)
+			p.errorf(n, f+".service", "%v %q%s", quota.ErrUnknownService, o.Service, suggest.DidYouMean(o.Service, slices.Sorted(maps.Keys(byName))))
 			continue
 		}
 		if _, ok := s.CategoryNamed(o.Category); !ok {
-			p.errorf(n, f+".category", "%v %q of service %s", quota.ErrUnknownCategory, o.Category, o.Service)
+			var cats []string
+			for _, c := range s.Categories {
+				cats = append(cats, c.Name)
+			}
+			p.errorf(n, f+".category", "%v %q of service %s%s", quota.ErrUnknownCategory, o.Category, o.Service, suggest.DidYouMean(o.Category, cats))
 			continue
 		}
 		k := overrideKey{o.Service, o.Account, o.Region, o.Category}
@@ -463,7 +469,7 @@ func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale)
 				return
 			}
 			if !slices.Contains(quota.PresetNames(), s) {
-				p.errorf(v, f, "%v %q (have %s)", quota.ErrUnknownPreset, s, strings.Join(quota.PresetNames(), ", "))
+				p.errorf(v, f, "%v %q%s (have %s)", quota.ErrUnknownPreset, s, suggest.DidYouMean(s, quota.PresetNames()), strings.Join(quota.PresetNames(), ", "))
 				fail()
 				return
 			}

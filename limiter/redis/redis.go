@@ -170,15 +170,16 @@ const (
 	FailClosed
 )
 
-// String returns "fail-local", "fail-open" or "fail-closed".
+// String returns "local", "open" or "closed": the words of tollgate's
+// --store-on-failure flag and store.on_failure setting.
 func (p FailurePolicy) String() string {
 	switch p {
 	case FailLocal:
-		return "fail-local"
+		return "local"
 	case FailOpen:
-		return "fail-open"
+		return "open"
 	case FailClosed:
-		return "fail-closed"
+		return "closed"
 	}
 	return "FailurePolicy(" + strconv.Itoa(int(p)) + ")"
 }
@@ -186,9 +187,9 @@ func (p FailurePolicy) String() string {
 // ErrInvalidPolicy is wrapped by the error of [ParseFailurePolicy].
 var ErrInvalidPolicy = errors.New("redis: invalid failure policy")
 
-// ParseFailurePolicy parses "fail-local", "fail-open" or "fail-closed",
-// the forms [FailurePolicy.String] writes, or the short forms "local",
-// "open" and "closed" that tollgate's flags and config files use.
+// ParseFailurePolicy parses "local", "open" or "closed", the forms
+// [FailurePolicy.String] writes and tollgate's flags and config files use,
+// or the long forms "fail-local", "fail-open" and "fail-closed".
 func ParseFailurePolicy(s string) (FailurePolicy, error) {
 	switch s {
 	case "fail-local", "local":
