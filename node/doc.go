@@ -1,7 +1,8 @@
 // Package node assembles one tollgate server from a config file and
 // options: the store (memory or Redis), the gateway and its HTTP
 // listener, the autoscaled pools (local processes or Kubernetes), the
-// local Cloud Map registry, the live view, the admin endpoints and, with
+// local Cloud Map registry, the Service Quotas API (whose approved values
+// are the gateway's limits), the live view, the admin endpoints and, with
 // an rls config directory, the Envoy rate limit service. It is what
 // `tollgate serve` runs, so tests and other programs can build the same
 // node without the binary; package main only turns flags into [Options]
