@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,11 +96,18 @@ func buildRLS(ctx context.Context, f serveFlags, file quota.RLS, configName stri
 	if st.URL != "memory" {
 		opts.MaxWindow = redisstore.MaxWindow // what the Redis script holds exactly
 	}
-	load := func() (*rls.Config, error) { return rls.LoadContext(ctx, set.ConfigDir, opts) }
+	load := func() (*rls.Config, error) {
+		cfg, err := rls.LoadContext(ctx, set.ConfigDir, opts)
+		if err == nil && f.rlsRequireDomain && len(cfg.Domains()) == 0 {
+			err = fmt.Errorf("%s: no domain loaded from %d files (--rls-require-domain)", set.ConfigDir, len(cfg.Files()))
+		}
+		return cfg, err
+	}
 	cfg, err := load()
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", source, err)
 	}
+	rls.LogWarnings(log.With("component", "rls"), cfg)
 	srv := rls.New(rls.Options{
 		Config:           cfg,
 		Limiter:          store,
@@ -122,4 +130,15 @@ func buildRLS(ctx context.Context, f serveFlags, file quota.RLS, configName stri
 		"rls_config", set.ConfigDir, "domains", len(cfg.Domains()), "rules", len(cfg.Rules()),
 		"shadow_mode", set.ShadowMode, "response_headers", set.ResponseHeaders)
 	return srv, ln, nil
+}
+
+// rlsRoutes are envoy ratelimit's HTTP endpoints (POST /json, GET
+// /healthcheck) on tollgate's HTTP listener, when the Envoy rate limit
+// service runs.
+func rlsRoutes(srv *rls.Server) map[string]http.Handler {
+	if srv == nil {
+		return nil
+	}
+	h := srv.HTTPHandler()
+	return map[string]http.Handler{"POST /json": h, "/json": h, "GET /healthcheck": h}
 }

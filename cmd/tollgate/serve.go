@@ -42,31 +42,32 @@ func serveCommand() command {
 // serveFlags are the settings of `tollgate serve`. Every flag is declared
 // here and registered in define, nowhere else.
 type serveFlags struct {
-	listen          string
-	configPath      string
-	logFormat       string
-	logLevel        string
-	adminTokenFile  string
-	maxBody         int64
-	maxBatch        int
-	maxInFlight     int64
-	shutdownTimeout time.Duration
-	store           string
-	storeTimeout    time.Duration
-	storeOnFailure  string
-	denyCache       bool
-	storePipelines  int
-	memMaxBuckets   int
-	memMaxKeyBytes  int64
-	drainDelay      time.Duration
-	cpuProfile      string
-	grpcListen      string
-	rlsConfig       string
-	rlsHeaders      optBool
-	rlsMerge        optBool
-	rlsShadow       optBool
-	rlsHeaderNames  [3]string // limit, remaining, reset; "" for the config's, else envoy ratelimit's
-	kube            kubeFlags
+	listen           string
+	configPath       string
+	logFormat        string
+	logLevel         string
+	adminTokenFile   string
+	maxBody          int64
+	maxBatch         int
+	maxInFlight      int64
+	shutdownTimeout  time.Duration
+	store            string
+	storeTimeout     time.Duration
+	storeOnFailure   string
+	denyCache        bool
+	storePipelines   int
+	memMaxBuckets    int
+	memMaxKeyBytes   int64
+	rlsRequireDomain bool
+	drainDelay       time.Duration
+	cpuProfile       string
+	grpcListen       string
+	rlsConfig        string
+	rlsHeaders       optBool
+	rlsMerge         optBool
+	rlsShadow        optBool
+	rlsHeaderNames   [3]string // limit, remaining, reset; "" for the config's, else envoy ratelimit's
+	kube             kubeFlags
 }
 
 // define registers every flag of `tollgate serve` on fs, with its default.
@@ -90,6 +91,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
 	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (every file in it, read as envoy ratelimit reads them) for the Envoy rate limit service; reloaded on SIGHUP (default: the config's rls.config_dir)")
+	fs.BoolVar(&f.rlsRequireDomain, "rls-require-domain", false, "refuse to start (and refuse a reload) when the rls config directory defines no domain; without it such a config is logged at ERROR and answers OK to everything")
 	fs.Var(&f.rlsMerge, "rls-merge-domains", "let several rls config files add to one domain (envoy ratelimit's MERGE_DOMAIN_CONFIG) (default: the config's rls.merge_domains)")
 	fs.Var(&f.rlsShadow, "rls-shadow-mode", "decide and count every Envoy rate limit request but answer OK (envoy ratelimit's SHADOW_MODE), e.g. while migrating (default: the config's rls.shadow_mode)")
 	fs.Var(&f.rlsHeaders, "rls-response-headers", "add the limit, remaining and reset headers to Envoy rate limit answers (envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED) (default: the config's rls.response_headers)")
@@ -368,7 +370,12 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	}
 	s.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
 	lastStore, lastRLS := cfg.Store(), cfg.RLS()
+	if s.rls, s.rlsLn, err = buildRLS(ctx, f, cfg.RLS(), s.configName, st, store, log, reg); err != nil {
+		s.close()
+		return nil, err
+	}
 	s.gw, err = gateway.New(gateway.Options{
+		Routes:     rlsRoutes(s.rls),
 		Handlers:   map[string]http.Handler{"cloudmap": registry},
 		Live:       s.live,
 		Config:     cfg,
@@ -407,10 +414,9 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		AdminHandlers:    map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()},
 	})
 	if err != nil {
-		s.close()
-		return nil, err
-	}
-	if s.rls, s.rlsLn, err = buildRLS(ctx, f, cfg.RLS(), s.configName, st, store, log, reg); err != nil {
+		if s.rlsLn != nil {
+			s.rlsLn.Close()
+		}
 		s.close()
 		return nil, err
 	}
