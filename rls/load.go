@@ -30,7 +30,7 @@ const DefaultLoadTimeout = 10 * time.Second
 // with a dot (so the "..data" links of a Kubernetes ConfigMap volume are
 // read once). dir may also name one file. Every problem of every file is
 // reported, each with its file, line, column and field, as
-// [quota.ConfigErrors]; nothing is partially loaded.
+// config.ConfigErrors; nothing is partially loaded.
 //
 // Load reads regular files only (symbolic links to them are followed): a
 // named pipe, socket or device under dir is an error, found without

@@ -13,13 +13,12 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate/tollgate/internal/yamlfield"
-	"github.com/tollgate/tollgate/quota"
 )
 
 // ErrInvalidConfig is matched (with errors.Is) by every error of [Load] and
-// [Parse]. It is quota.ErrInvalidConfig: config problems of every kind are
-// reported as [quota.FieldError]s, "file:line:column: field: message".
-var ErrInvalidConfig = quota.ErrInvalidConfig
+// [Parse]. It is config.ErrInvalidConfig: config problems of every kind are
+// reported as config.FieldErrors, "file:line:column: field: message".
+var ErrInvalidConfig = yamlfield.ErrInvalidConfig
 
 // maxNodes bounds the YAML nodes walked per file, aliases expanded, so that
 // a file of nested aliases cannot make the walk exponential.
@@ -70,7 +69,7 @@ type File struct {
 // domain, a composite key given twice in one list, a unit given with
 // unlimited, an unknown unit, an empty or self-naming replaces entry,
 // share_threshold without a wildcard, a domain in two files), checks every
-// field's place and type, and reports every problem as [quota.ConfigErrors].
+// field's place and type, and reports every problem as config.ConfigErrors.
 func Parse(files []File, opts LoadOptions) (*Config, error) {
 	p := &parser{opts: opts, cfg: &Config{domains: map[string]*level{}}, domainAt: map[string]string{}}
 	p.w = yamlfield.Walker{KnownLabel: "known here", Resolve: p.resolve, Kind: kindName}

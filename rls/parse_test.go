@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/config"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -103,7 +103,7 @@ descriptors:
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Errorf("%v does not match ErrInvalidConfig", err)
 			}
-			var fe *quota.FieldError
+			var fe *config.FieldError
 			if !errors.As(err, &fe) {
 				t.Errorf("%v holds no FieldError", err)
 			}

@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/limiter"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
-	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/rls"
 )
 
@@ -51,7 +51,7 @@ func (b optBool) or(def bool) bool {
 
 // rlsSettings merges the rls flags over the config file's rls section:
 // each flag given wins over the file.
-func rlsSettings(f serveFlags, file quota.RLS) quota.RLS {
+func rlsSettings(f serveFlags, file config.RLS) config.RLS {
 	st := file
 	if f.rlsConfig != "" {
 		st.ConfigDir = f.rlsConfig
@@ -78,7 +78,7 @@ func rlsSettings(f serveFlags, file quota.RLS) quota.RLS {
 // envoy ratelimit's config directory; with neither it returns nils and
 // nothing listens. configName names the config file in errors; ctx
 // bounds the reads of the config directory, at start and on reload.
-func buildRLS(ctx context.Context, f serveFlags, file quota.RLS, configName string, st quota.Store, store limiter.Limiter, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, error) {
+func buildRLS(ctx context.Context, f serveFlags, file config.RLS, configName string, st config.Store, store limiter.Limiter, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, error) {
 	set := rlsSettings(f, file)
 	if set.ConfigDir == "" {
 		return nil, nil, nil

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/gateway"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
@@ -168,7 +169,7 @@ func adminToken(ctx context.Context, file string) (string, error) {
 		}
 		return tok, nil
 	}
-	b, err := readBounded(ctx, "--admin-token-file", file, maxTokenBytes, configReadTimeout)
+	b, err := config.ReadFile(ctx, "--admin-token-file", file, config.Limits{MaxBytes: maxTokenBytes})
 	if err != nil {
 		return "", err
 	}
@@ -181,8 +182,8 @@ func adminToken(ctx context.Context, file string) (string, error) {
 
 // storeSettings merges the store flags over the config file's store
 // section.
-func storeSettings(f serveFlags, cfg *quota.Config) (quota.Store, error) {
-	st := cfg.Store()
+func storeSettings(f serveFlags, cfg *config.Config) (config.Store, error) {
+	st := cfg.Store
 	if f.store != "" {
 		st.URL = f.store
 	}
@@ -211,7 +212,7 @@ func storeSettings(f serveFlags, cfg *quota.Config) (quota.Store, error) {
 
 // openStore returns the limiter the store settings name, and a function
 // that closes it.
-func openStore(ctx context.Context, st quota.Store, mem memory.Options, denyCache bool, pipelines int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
+func openStore(ctx context.Context, st config.Store, mem memory.Options, denyCache bool, pipelines int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
 	if st.URL == "memory" {
 		return memory.New(mem), func() {}, nil
 	}
@@ -319,7 +320,7 @@ type node struct {
 // build loads the config, opens the store, and makes the gateway and the
 // listener. ctx bounds the config reads of later reloads.
 func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
-	cfg, err := loadConfig(ctx, f.configPath)
+	cfg, err := config.Load(ctx, f.configPath)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +335,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := fitsStore(cfg, st); err != nil {
+	if err := fitsStore(cfg.Quota, st); err != nil {
 		return nil, err
 	}
 	if f.storePipelines < 0 {
@@ -369,8 +370,8 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		s.sweep = ms
 	}
 	s.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
-	lastStore, lastRLS := cfg.Store(), cfg.RLS()
-	if s.rls, s.rlsLn, err = buildRLS(ctx, f, cfg.RLS(), s.configName, st, store, log, reg); err != nil {
+	lastStore, lastRLS := cfg.Store, cfg.RLS
+	if s.rls, s.rlsLn, err = buildRLS(ctx, f, cfg.RLS, s.configName, st, store, log, reg); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -378,7 +379,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		Routes:     rlsRoutes(s.rls),
 		Handlers:   map[string]http.Handler{"cloudmap": registry},
 		Live:       s.live,
-		Config:     cfg,
+		Config:     cfg.Quota,
 		Limiter:    store,
 		Logger:     log,
 		Registry:   reg,
@@ -386,26 +387,26 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		// Reload serves SIGHUP and /v1/admin/reload; the gateway runs one
 		// at a time.
 		Reload: func() (*quota.Config, error) {
-			next, err := loadConfig(ctx, f.configPath)
+			next, err := config.Load(ctx, f.configPath)
 			if err != nil {
 				return nil, err
 			}
 			warnConfig(log, next)
-			if err := fitsStore(next, st); err != nil {
+			if err := fitsStore(next.Quota, st); err != nil {
 				return nil, err
 			}
 			if err := applyPools(pools, next, log, registry, s.kube); err != nil {
 				return nil, err
 			}
-			if next.Store() != lastStore {
+			if next.Store != lastStore {
 				log.Warn("the config's store section changed; store settings take effect on restart")
-				lastStore = next.Store()
+				lastStore = next.Store
 			}
-			if next.RLS() != lastRLS { // the rls config directory's files do reload
+			if next.RLS != lastRLS { // the rls config directory's files do reload
 				log.Warn("the config's rls section changed; rls settings take effect on restart")
-				lastRLS = next.RLS()
+				lastRLS = next.RLS
 			}
-			return next, nil
+			return next.Quota, nil
 		},
 		MaxBodyBytes:     f.maxBody,
 		MaxBatch:         f.maxBatch,
@@ -582,7 +583,7 @@ func redactURL(raw string) string {
 
 // fitsStore checks that the store can hold every limit of cfg: the Redis
 // script is exact only for buckets that refill within redis.MaxWindow.
-func fitsStore(cfg *quota.Config, st quota.Store) error {
+func fitsStore(cfg *quota.Config, st config.Store) error {
 	if st.URL == "memory" {
 		return nil
 	}
@@ -620,5 +621,12 @@ func sweepEvery(ctx context.Context, s *memory.Store, period time.Duration) {
 		case <-t.C:
 			s.Sweep()
 		}
+	}
+}
+
+// warnConfig logs each of cfg's warnings (valid, but likely not meant).
+func warnConfig(log *slog.Logger, cfg *config.Config) {
+	for _, w := range cfg.Warnings {
+		log.Warn("config warning", "warning", w.Error())
 	}
 }
