@@ -112,6 +112,9 @@ type Options struct {
 	// AdminHandlers are more admin endpoints by mux pattern (such as
 	// "GET /v1/admin/pools"), behind the admin token like the others.
 	AdminHandlers map[string]http.Handler
+	// Routes are more public endpoints by mux pattern (such as envoy
+	// ratelimit's "POST /json"), without the admin token.
+	Routes map[string]http.Handler
 }
 
 // HeaderAccount is the request header in which the gateway tells an
@@ -229,6 +232,9 @@ func New(opts Options) (*Gateway, error) {
 	handle("GET /metrics", "metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}).ServeHTTP)
 	for pattern, h := range opts.AdminHandlers {
 		handle(pattern, "admin", g.admin(h.ServeHTTP))
+	}
+	for pattern, h := range opts.Routes {
+		handle(pattern, "route", h.ServeHTTP)
 	}
 	g.poolMetrics = g.metrics.route("pool")
 	g.mux = mux

@@ -175,7 +175,12 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
 	lastStore, lastRLS := cfg.Store, cfg.RLS
+	if n.rls, n.rlsLn, err = buildRLS(ctx, opts.RLS, cfg.RLS, n.configName, st, store, opts.ShutdownTimeout, log, reg); err != nil {
+		n.Close()
+		return nil, err
+	}
 	n.gw, err = gateway.New(gateway.Options{
+		Routes:     rlsRoutes(n.rls),
 		Handlers:   map[string]http.Handler{"cloudmap": registry},
 		Live:       n.live,
 		Config:     cfg.Quota,
@@ -214,10 +219,6 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		AdminHandlers:    map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()},
 	})
 	if err != nil {
-		n.Close()
-		return nil, err
-	}
-	if n.rls, n.rlsLn, err = buildRLS(ctx, opts.RLS, cfg.RLS, n.configName, st, store, opts.ShutdownTimeout, log, reg); err != nil {
 		n.Close()
 		return nil, err
 	}

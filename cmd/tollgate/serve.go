@@ -34,32 +34,33 @@ func serveCommand() command {
 // serveFlags are the settings of `tollgate serve`. Every flag is declared
 // here and registered in define, nowhere else.
 type serveFlags struct {
-	listen          string
-	configPath      string
-	logFormat       string
-	logLevel        string
-	adminTokenFile  string
-	maxBody         int64
-	maxBatch        int
-	maxInFlight     int64
-	shutdownTimeout time.Duration
-	store           string
-	storeTimeout    time.Duration
-	storeOnFailure  string
-	denyCache       bool
-	storePipelines  int
-	memMaxBuckets   int
-	memMaxKeyBytes  int64
-	storeNodes      int
-	drainDelay      time.Duration
-	cpuProfile      string
-	grpcListen      string
-	rlsConfig       string
-	rlsHeaders      optBool
-	rlsMerge        optBool
-	rlsShadow       optBool
-	rlsHeaderNames  [3]string // limit, remaining, reset; "" for the config's, else envoy ratelimit's
-	kube            kubeFlags
+	listen           string
+	configPath       string
+	logFormat        string
+	logLevel         string
+	adminTokenFile   string
+	maxBody          int64
+	maxBatch         int
+	maxInFlight      int64
+	shutdownTimeout  time.Duration
+	store            string
+	storeTimeout     time.Duration
+	storeOnFailure   string
+	denyCache        bool
+	storePipelines   int
+	memMaxBuckets    int
+	memMaxKeyBytes   int64
+	storeNodes       int
+	rlsRequireDomain bool
+	drainDelay       time.Duration
+	cpuProfile       string
+	grpcListen       string
+	rlsConfig        string
+	rlsHeaders       optBool
+	rlsMerge         optBool
+	rlsShadow        optBool
+	rlsHeaderNames   [3]string // limit, remaining, reset; "" for the config's, else envoy ratelimit's
+	kube             kubeFlags
 }
 
 // kubeFlags are serve's Kubernetes flags.
@@ -91,6 +92,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
 	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (every file in it, read as envoy ratelimit reads them) for the Envoy rate limit service; reloaded on SIGHUP (default: the config's rls.config_dir)")
+	fs.BoolVar(&f.rlsRequireDomain, "rls-require-domain", false, "refuse to start (and refuse a reload) when the rls config directory defines no domain; without it such a config is logged at ERROR and answers OK to everything")
 	fs.Var(&f.rlsMerge, "rls-merge-domains", "let several rls config files add to one domain (envoy ratelimit's MERGE_DOMAIN_CONFIG) (default: the config's rls.merge_domains)")
 	fs.Var(&f.rlsShadow, "rls-shadow-mode", "decide and count every Envoy rate limit request but answer OK (envoy ratelimit's SHADOW_MODE), e.g. while migrating (default: the config's rls.shadow_mode)")
 	fs.Var(&f.rlsHeaders, "rls-response-headers", "add the limit, remaining and reset headers to Envoy rate limit answers (envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED) (default: the config's rls.response_headers)")
@@ -206,6 +208,7 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 			MergeDomains:    f.rlsMerge.ptr(),
 			ShadowMode:      f.rlsShadow.ptr(),
 			ResponseHeaders: f.rlsHeaders.ptr(),
+			RequireDomain:   f.rlsRequireDomain,
 			LimitHeader:     f.rlsHeaderNames[0],
 			RemainingHeader: f.rlsHeaderNames[1],
 			ResetHeader:     f.rlsHeaderNames[2],
