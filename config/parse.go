@@ -42,7 +42,7 @@ var (
 	actionPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 	accountChars  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 	// accessKeyChars is what a SigV4 credential scope can carry as an
-	// access key id (gateway.ParseAuthorization accepts no more).
+	// access key id (awsjson.ParseAuthorization accepts no more).
 	accessKeyChars = regexp.MustCompile(`^[A-Za-z0-9_]{1,128}$`)
 )
 

@@ -57,6 +57,8 @@ type serveFlags struct {
 	storeOnFailure  string
 	denyCache       bool
 	storePipelines  int
+	memMaxBuckets   int
+	memMaxKeyBytes  int64
 	drainDelay      time.Duration
 	cpuProfile      string
 	grpcListen      string
@@ -83,6 +85,8 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	durationVar(fs, &f.storeTimeout, "store-timeout", 0, "longest wait for Redis per decision before --store-on-failure decides (default: the config's store.timeout, else 50ms)")
 	choiceVar(fs, &f.storeOnFailure, "store-on-failure", "", []string{"local", "open", "closed", "fail-local", "fail-open", "fail-closed"}, "decisions while Redis does not answer: local (each node from its own in-memory bucket at the configured limit), open (allow) or closed (deny, and /readyz answers 503) (default: the config's store.on_failure, else local)")
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
+	fs.IntVar(&f.memMaxBuckets, "memory-max-buckets", memory.DefaultMaxBuckets, "with the memory store, the most buckets in debt it holds; beyond it the buckets closest to full are forgotten (counted in tollgate_buckets_evicted_total); -1: no bound")
+	fs.Int64Var(&f.memMaxKeyBytes, "memory-max-key-bytes", memory.DefaultMaxKeyBytes, "with the memory store, the most bytes of bucket keys it holds, as --memory-max-buckets; -1: no bound")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
@@ -206,9 +210,9 @@ func storeSettings(f serveFlags, cfg *config.Config) (config.Store, error) {
 
 // openStore returns the limiter the store settings name, and a function
 // that closes it.
-func openStore(ctx context.Context, st config.Store, denyCache bool, pipelines int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
+func openStore(ctx context.Context, st config.Store, mem memory.Options, denyCache bool, pipelines int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
 	if st.URL == "memory" {
-		return memory.New(memory.Options{}), func() {}, nil
+		return memory.New(mem), func() {}, nil
 	}
 	policy := redisstore.FailLocal
 	if st.OnFailure != "" {
@@ -335,7 +339,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	if f.storePipelines < 0 {
 		return nil, fmt.Errorf("--store-pipelines %d must not be negative", f.storePipelines)
 	}
-	store, closeStore, err := openStore(ctx, st, f.denyCache, f.storePipelines, log, reg)
+	store, closeStore, err := openStore(ctx, st, memory.Options{MaxBuckets: f.memMaxBuckets, MaxKeyBytes: f.memMaxKeyBytes}, f.denyCache, f.storePipelines, log, reg)
 	if err != nil {
 		return nil, err
 	}
