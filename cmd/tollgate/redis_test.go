@@ -335,7 +335,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // 200 saying Redis is down, and every log line, go-redis's included, is
 // JSON, go-redis's at most one per 10 s.
 func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
-	t.Parallel() // its own servers, files and markers
+	t.Parallel()                    // its own servers, files and markers
 	dead := redistest.ClosedAddr(t) // refuses, and no other test's server can take it
 	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
 	os.WriteFile(cfg, []byte(`services:
