@@ -78,15 +78,22 @@ type instance struct {
 }
 
 // ExpectedColdStart is the mean of the observed starts (InstanceReady time
-// minus start time), or Config.InitialColdStart before the first.
+// minus start time), or Config.InitialColdStart before the first, raised
+// to how long the oldest instance still starting has been starting at the
+// engine's current time: a start in progress for t shows a cold start
+// takes at least t, whatever the guess or the past said.
 func (e *Engine) ExpectedColdStart() time.Duration {
-	if e.coldStarts == 0 {
-		return e.cfg.InitialColdStart
+	d := e.cfg.InitialColdStart
+	if e.coldStarts > 0 {
+		d = time.Duration(math.MaxInt64)
+		if e.coldStartMean < math.MaxInt64 {
+			d = time.Duration(math.Round(e.coldStartMean))
+		}
 	}
-	if e.coldStartMean >= math.MaxInt64 {
-		return time.Duration(math.MaxInt64)
+	if len(e.starting) > 0 {
+		d = max(d, e.now.Sub(e.starting[0].startedAt))
 	}
-	return time.Duration(math.Round(e.coldStartMean))
+	return d
 }
 
 // Instance describes instance id, or reports false if it is not starting,

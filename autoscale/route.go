@@ -51,8 +51,10 @@ type RouteResult struct {
 	// request: the caller must start it and call InstanceReady.
 	Started bool
 
-	// Deadline is, for a queued request, when its wait ends: then a new
-	// instance is started for it, or at max instances it fails with 429.
+	// Deadline is, for a queued request, when its wait ends as judged on
+	// arrival: then a new instance is started for it, or at max instances
+	// it fails with 429. A start still in progress by then lengthens the
+	// wait (see PendingWait).
 	Deadline time.Time
 }
 
@@ -72,13 +74,14 @@ type request struct {
 }
 
 type pendingEntry struct {
-	id       RequestID
-	deadline time.Time
-	done     bool
+	id    RequestID
+	since time.Time // start of its current wait: arrival, or the hedge's start
+	done  bool
 }
 
 // PendingWait is how long a request may wait pending: the larger of
-// MinPendingWait and PendingColdStartFactor × ExpectedColdStart.
+// MinPendingWait and PendingColdStartFactor × ExpectedColdStart, as
+// known at the engine's current time.
 func (e *Engine) PendingWait() time.Duration {
 	return max(MinPendingWait, time.Duration(PendingColdStartFactor*float64(e.ExpectedColdStart())))
 }
@@ -244,7 +247,7 @@ func (e *Engine) enqueue(now time.Time, id RequestID, target *instance) time.Tim
 	}
 	deadline := now.Add(e.PendingWait())
 	seq := e.pendingBase + uint64(len(e.pending))
-	e.pending = append(e.pending, pendingEntry{id: id, deadline: deadline})
+	e.pending = append(e.pending, pendingEntry{id: id, since: now})
 	e.nPending++
 	if target != nil {
 		target.queued++
@@ -311,12 +314,17 @@ func (e *Engine) RequestDone(now time.Time, id RequestID) (Events, error) {
 	return e.ev, nil
 }
 
-// expire handles pending requests whose deadline has passed.
+// expire handles pending requests that have waited PendingWait. The wait
+// is judged now, not when the request arrived: an instance still starting
+// raises the expected cold start (ExpectedColdStart), so a request queued
+// on an instance on its way does not hedge with another one every
+// MinPendingWait while a slow start goes on.
 func (e *Engine) expire(now time.Time) {
 	var fresh *instance // instance started in this pass with queue room
+	wait := e.PendingWait()
 	for i := e.pendingHead; i < len(e.pending); i++ {
 		p := &e.pending[i]
-		if p.done || p.deadline.After(now) {
+		if p.done || p.since.Add(wait).After(now) {
 			continue
 		}
 		r := e.requests[p.id]
@@ -338,7 +346,7 @@ func (e *Engine) expire(now time.Time) {
 		r.inst = fresh
 		fresh.queued++
 		e.requests[p.id] = r
-		p.deadline = now.Add(e.PendingWait())
+		p.since = now
 	}
 }
 

@@ -62,6 +62,9 @@ func poolSpecs(cfg *config.Config, log *slog.Logger, registry *cloudmap.Registry
 			Runner:    r,
 			Template:  a.Template(),
 			StopGrace: a.StopGrace,
+
+			RequestTimeout: a.RequestTimeout,
+			MaxPending:     a.MaxPending,
 		}
 		if cm := a.CloudMap; cm != nil {
 			sc := cloudmap.DefaultScope
