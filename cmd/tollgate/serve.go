@@ -60,6 +60,7 @@ type serveFlags struct {
 	memMaxBuckets    int
 	memMaxKeyBytes   int64
 	rlsRequireDomain bool
+	rlsWatch         bool
 	drainDelay       time.Duration
 	cpuProfile       string
 	grpcListen       string
@@ -92,6 +93,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
 	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (every file in it, read as envoy ratelimit reads them) for the Envoy rate limit service; reloaded on SIGHUP (default: the config's rls.config_dir)")
+	fs.BoolVar(&f.rlsWatch, "rls-watch", true, "reload when a file of the rls config directory changes (fsnotify, debounced; Kubernetes ConfigMap updates included), as envoy ratelimit does; the same bounded reload as SIGHUP")
 	fs.BoolVar(&f.rlsRequireDomain, "rls-require-domain", false, "refuse to start (and refuse a reload) when the rls config directory defines no domain; without it such a config is logged at ERROR and answers OK to everything")
 	fs.Var(&f.rlsMerge, "rls-merge-domains", "let several rls config files add to one domain (envoy ratelimit's MERGE_DOMAIN_CONFIG) (default: the config's rls.merge_domains)")
 	fs.Var(&f.rlsShadow, "rls-shadow-mode", "decide and count every Envoy rate limit request but answer OK (envoy ratelimit's SHADOW_MODE), e.g. while migrating (default: the config's rls.shadow_mode)")
@@ -312,6 +314,7 @@ type node struct {
 	close      func()             // closes the store, after run has returned
 	rls        *rls.Server        // the Envoy rate limit service; nil without --rls-config
 	rlsLn      net.Listener       // its gRPC listener
+	rlsFile    config.RLS         // the config file's rls section, as at start
 	pools      *pool.Pool         // the autoscaled services' instances
 	live       *liveview.Recorder // per-second decisions for /ui
 	kube       *kubeRunners       // runners of services on Kubernetes
@@ -371,6 +374,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	}
 	s.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
 	lastStore, lastRLS := cfg.Store, cfg.RLS
+	s.rlsFile = cfg.RLS
 	if s.rls, s.rlsLn, err = buildRLS(ctx, f, cfg.RLS, s.configName, st, store, log, reg); err != nil {
 		s.close()
 		return nil, err
@@ -482,6 +486,17 @@ func (s *node) run(stopping context.Context, startShutdown context.CancelFunc, s
 			}
 		}
 	})
+	if s.rls != nil && s.f.rlsWatch {
+		grp.Go(func() error { // the rls config directory's changes queue the same reload as SIGHUP
+			return rls.Watch(failed, rlsSettings(s.f, s.rlsFile).ConfigDir, rls.WatchOptions{Logger: s.log}, func() {
+				select {
+				case reloads <- struct{}{}:
+					s.log.Info("rls config directory changed: reloading config")
+				default:
+				}
+			})
+		})
+	}
 	grp.Go(func() error { // reload worker
 		for {
 			select {
