@@ -98,6 +98,7 @@ type Node struct {
 	closeOnce  sync.Once          // of Close
 	rls        *rls.Server        // the Envoy rate limit service; nil without an rls config directory
 	rlsLn      net.Listener       // its gRPC listener
+	rlsDir     string             // the rls config directory in use
 	pools      *pool.Pool         // the autoscaled services' instances
 	live       *liveview.Recorder // per-second decisions for /ui
 	kube       *kubeRunners       // runners of services on Kubernetes
@@ -175,6 +176,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
 	lastStore, lastRLS := cfg.Store, cfg.RLS
+	n.rlsDir = rlsSettings(opts.RLS, cfg.RLS).ConfigDir
 	if n.rls, n.rlsLn, err = buildRLS(ctx, opts.RLS, cfg.RLS, n.configName, st, store, opts.ShutdownTimeout, log, reg); err != nil {
 		n.Close()
 		return nil, err

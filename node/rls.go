@@ -41,6 +41,10 @@ type RLSOptions struct {
 	// that defines no domain; without it such a config is logged at
 	// ERROR and answers OK to everything.
 	RequireDomain bool
+	// Watch reloads when a file of the config directory changes
+	// (rls.Watch: fsnotify, debounced), through the node's reload queue,
+	// as SIGHUP does.
+	Watch bool
 }
 
 // or returns *b if b is set, else def.

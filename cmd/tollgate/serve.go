@@ -52,6 +52,7 @@ type serveFlags struct {
 	memMaxKeyBytes   int64
 	storeNodes       int
 	rlsRequireDomain bool
+	rlsWatch         bool
 	drainDelay       time.Duration
 	cpuProfile       string
 	grpcListen       string
@@ -92,6 +93,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
 	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (every file in it, read as envoy ratelimit reads them) for the Envoy rate limit service; reloaded on SIGHUP (default: the config's rls.config_dir)")
+	fs.BoolVar(&f.rlsWatch, "rls-watch", true, "reload when a file of the rls config directory changes (fsnotify, debounced; Kubernetes ConfigMap updates included), as envoy ratelimit does; the same bounded reload as SIGHUP")
 	fs.BoolVar(&f.rlsRequireDomain, "rls-require-domain", false, "refuse to start (and refuse a reload) when the rls config directory defines no domain; without it such a config is logged at ERROR and answers OK to everything")
 	fs.Var(&f.rlsMerge, "rls-merge-domains", "let several rls config files add to one domain (envoy ratelimit's MERGE_DOMAIN_CONFIG) (default: the config's rls.merge_domains)")
 	fs.Var(&f.rlsShadow, "rls-shadow-mode", "decide and count every Envoy rate limit request but answer OK (envoy ratelimit's SHADOW_MODE), e.g. while migrating (default: the config's rls.shadow_mode)")
@@ -209,6 +211,7 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 			ShadowMode:      f.rlsShadow.ptr(),
 			ResponseHeaders: f.rlsHeaders.ptr(),
 			RequireDomain:   f.rlsRequireDomain,
+			Watch:           f.rlsWatch,
 			LimitHeader:     f.rlsHeaderNames[0],
 			RemainingHeader: f.rlsHeaderNames[1],
 			ResetHeader:     f.rlsHeaderNames[2],
