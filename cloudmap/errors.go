@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/tollgate/tollgate/awsjson"
 )
 
 // Error codes, exactly as the AWS SDK matches them
@@ -56,13 +58,8 @@ func (e *apiError) status() int {
 }
 
 func writeError(w http.ResponseWriter, status int, e *apiError) {
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("X-Amzn-ErrorType", e.Code)
 	b, _ := json.Marshal(e)
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	w.Write(b)
+	awsjson.WriteErrorBody(w, status, e.Code, b)
 }
 
 func invalid(format string, args ...any) *apiError {

@@ -22,7 +22,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/tollgate/tollgate/gateway"
+	"github.com/tollgate/tollgate/awsjson"
 )
 
 // TargetPrefix is the X-Amz-Target prefix of the Cloud Map API.
@@ -236,8 +236,6 @@ func Operations() []string {
 	return slices.Sorted(maps.Keys(operations))
 }
 
-const contentType = "application/x-amz-json-1.1"
-
 // ServeHTTP answers one Cloud Map API request. The host does not matter, so
 // the SDK's data- prefixed DiscoverInstances host is served too.
 func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -246,7 +244,7 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, &apiError{Code: "UnknownOperationException", Message: "Cloud Map requests are POSTs"})
 		return
 	}
-	prefix, action, err := gateway.ParseTarget(req.Header.Get("X-Amz-Target"))
+	prefix, action, err := awsjson.ParseTarget(req.Header.Get("X-Amz-Target"))
 	op, ok := operations[action]
 	if err != nil || prefix != TargetPrefix || !ok {
 		writeError(w, http.StatusBadRequest, &apiError{Code: "UnknownOperationException",
@@ -283,11 +281,7 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusInternalServerError, &apiError{Code: "InternalFailure", Message: err.Error()})
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	awsjson.WriteResult(w, b)
 }
 
 func knows(codes []string, code string) bool {
@@ -302,18 +296,15 @@ func knows(codes []string, code string) bool {
 // scopeOf finds the account and region of a request. An account the
 // gateway mapped from the access key (access_keys) is known from then on.
 func (r *Registry) scopeOf(req *http.Request) Scope {
-	cred, err := gateway.ParseAuthorization(req.Header.Get("Authorization"))
+	id, err := awsjson.IdentityOf(req.Header)
 	if err != nil {
 		return DefaultScope
 	}
-	sc := Scope{Account: cred.AccessKeyID, Region: cred.Region}
-	if a := req.Header.Get(gateway.HeaderAccount); a != "" && a != cred.AccessKeyID {
-		sc.Account = a
-		sc = sc.normal()
+	sc := Scope{Account: id.Account, Region: id.Region}.normal()
+	if id.Account != id.AccessKeyID {
 		r.markKnown(sc)
-		return sc
 	}
-	return sc.normal()
+	return sc
 }
 
 // markKnown notes that sc's account is one the operator named.

@@ -293,7 +293,18 @@ func TestProcessCrashLoopBacksOff(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	srv := httptest.NewServer(p.Handler("loop"))
 	defer srv.Close()
-	go http.Get(srv.URL + "/") // waits pending while instances fail
+	// Each request is answered 503 as soon as the start it waits for has
+	// failed (or at once during the backoff); a client that keeps asking
+	// keeps the instance restarting.
+	go func() {
+		for ctx.Err() == nil {
+			if resp, err := http.Get(srv.URL + "/"); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
 	exits := func() float64 {
 		return metricValue(t, reg, "tollgate_pool_instance_exits_total")
 	}

@@ -1,4 +1,4 @@
-package quota
+package config
 
 import (
 	"errors"
@@ -33,15 +33,17 @@ func TestParseAutoscaleService(t *testing.T) {
       max_instances: 5
       idle_timeout: 30s
       termination_grace_period: 3s
+      request_timeout: 10m
+      max_pending: 50
   - preset: ecs
     autoscale: {command: sh, env: {MODE: ecs}}
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := cfg.Service("hello")
-	a := s.Autoscale
-	if a == nil || s.Route == nil || len(s.Categories) != 0 {
+	s, _ := cfg.Quota.Service("hello")
+	a := cfg.Autoscale["hello"]
+	if a == nil || !s.Autoscaled || s.Route == nil || len(s.Categories) != 0 {
 		t.Fatalf("service: %+v", s)
 	}
 	if a.WorkingDir != dir || a.Command[0] != "./bin/hello" || a.Args[0] != "x" || a.Env[0] != (EnvVar{"GREETING", "hi"}) {
@@ -53,8 +55,11 @@ func TestParseAutoscaleService(t *testing.T) {
 		a.Readiness != (Readiness{"/healthz", 20 * time.Second}) {
 		t.Fatalf("engine: %+v", a)
 	}
-	ecs, _ := cfg.Service("ecs")
-	if ecs.Autoscale == nil || ecs.Route != nil || len(ecs.Categories) != 20 {
+	if a.RequestTimeout != 10*time.Minute || a.MaxPending != 50 {
+		t.Fatalf("request bounds: %v %d", a.RequestTimeout, a.MaxPending)
+	}
+	ecs, _ := cfg.Quota.Service("ecs")
+	if !ecs.Autoscaled || cfg.Autoscale["ecs"] == nil || ecs.Route != nil || len(ecs.Categories) != 20 {
 		t.Fatalf("ecs preset with a pool: %+v", ecs)
 	}
 	if got, ok := s.Route.Match("x", "/hello/a/b"); !ok || got != "/a/b" {
@@ -66,7 +71,7 @@ func TestParseAutoscaleService(t *testing.T) {
 	if got, ok := s.Route.Match("x", "/hello"); !ok || got != "/" {
 		t.Fatalf("Match(/hello) = %q %v", got, ok)
 	}
-	if r := cfg.Routed(); len(r) != 1 || r[0] != s {
+	if r := cfg.Quota.Routed(); len(r) != 1 || r[0] != s {
 		t.Fatalf("Routed = %v", r)
 	}
 	var table strings.Builder
@@ -98,16 +103,6 @@ func TestParseAutoscaleService(t *testing.T) {
 	}
 }
 
-func TestRouteHostMatch(t *testing.T) {
-	r := &Route{Host: "hello.example"}
-	if p, ok := r.Match("Hello.Example:8080", "/x"); !ok || p != "/x" {
-		t.Fatalf("host match: %q %v", p, ok)
-	}
-	if _, ok := r.Match("other.example", "/x"); ok {
-		t.Fatal("other host matched")
-	}
-}
-
 func TestParseAutoscaleErrors(t *testing.T) {
 	dir := t.TempDir()
 	noexec := filepath.Join(dir, "noexec")
@@ -135,6 +130,8 @@ func TestParseAutoscaleErrors(t *testing.T) {
 			"c.yaml:3:15: services[0].upstream: a service has an upstream or an autoscale pool, not both"},
 		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh}\n  - name: b\n    route: {host: a.example}\n    autoscale: {command: sh}\n",
 			"c.yaml:5:5: services[1].route: the same route as service \"a\""},
+		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, request_timeout: 2h, max_pending: 0}\n",
+			"c.yaml:4:47: services[0].autoscale.request_timeout: \"2h\" is not a duration in [1s, 1h0m0s] such as 30s\nc.yaml:4:64: services[0].autoscale.max_pending: 0 not in [1, 1000000]"},
 		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, working_dir: nowhere}\n",
 			"services[0].autoscale.working_dir: " + dir + "/nowhere is not a directory"},
 	}
