@@ -237,7 +237,7 @@ func TestServeFollowsTheFailurePolicyAndRecovers(t *testing.T) {
 			waitFor(t, "a take decided by Redis", func() bool { status, _ := take(t, s.addr, req); return status == 200 })
 			waitFor(t, "/readyz 200 with redis up", func() bool {
 				status, body := get(t, "http://"+s.addr+"/readyz")
-				return status == 200 && strings.Contains(body, "store: redis up (on failure: fail-closed)")
+				return status == 200 && strings.Contains(body, "store: redis up (on failure: closed)")
 			})
 			if mode == "killed" {
 				rs.Stop()
@@ -250,7 +250,7 @@ func TestServeFollowsTheFailurePolicyAndRecovers(t *testing.T) {
 			s.waitLog(t, "redis store unavailable")
 			waitFor(t, "/readyz 503 with redis down", func() bool {
 				status, body := get(t, "http://"+s.addr+"/readyz")
-				return status == 503 && strings.Contains(body, "store: redis down (on failure: fail-closed)")
+				return status == 503 && strings.Contains(body, "store: redis down (on failure: closed)")
 			})
 			if mode == "killed" {
 				rs.Restart()
@@ -352,7 +352,7 @@ func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
 		}
 	}
 	status, body := get(t, "http://"+s.addr+"/readyz")
-	if status != 200 || !strings.Contains(body, "store: redis down (on failure: fail-local)") {
+	if status != 200 || !strings.Contains(body, "store: redis down (on failure: local)") {
 		t.Fatalf("/readyz = %d %q", status, body)
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
@@ -373,7 +373,7 @@ func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
 			client++
 		case "redis store unavailable, deciding by failure policy":
 			warned = true
-			if rec["policy"] != "fail-local" {
+			if rec["policy"] != "local" {
 				t.Errorf("warning names policy %v", rec["policy"])
 			}
 		}
