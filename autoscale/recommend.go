@@ -143,16 +143,24 @@ func (e *Engine) takeWindow() *window {
 	return newWindow(span1m, span10m)
 }
 
-// bound applies the engine's rules to a policy's recommendation.
-func (e *Engine) bound(rec Recommendation, m Metrics) Recommendation {
-	if m.Active == 0 && (m.Live == 0 || m.Now.Sub(e.lastRequest) >= e.cfg.IdleTimeout) {
+// bound applies the engine's rules to a policy's recommendation. Zero is
+// decided by requests only: no instance live and none asked for, or no
+// request for the idle timeout. Until then a live instance stays
+// recommended whatever the metrics read (an idle instance's own background
+// CPU must not make the count flap between 0 and 1). It reports whether
+// the idle timeout set the count.
+func (e *Engine) bound(rec Recommendation, m Metrics) (Recommendation, bool) {
+	idle := false
+	switch {
+	case m.Active == 0 && m.Live > 0 && m.Now.Sub(e.lastRequest) >= e.cfg.IdleTimeout:
+		rec.Count, idle = 0, true
+	case m.Active == 0 && m.Live == 0:
 		rec.Count = 0
-	}
-	if m.Active > 0 {
+	default:
 		rec.Count = max(rec.Count, 1)
 	}
 	rec.Count = min(max(rec.Count, e.cfg.MinInstances), e.cfg.MaxInstances)
-	return rec
+	return rec, idle
 }
 
 // scaleDown stops or drains surplus instances, newest (lowest ranked)
