@@ -59,6 +59,16 @@ func (r *Route) Match(host, path string) (string, bool) {
 	return rest, true
 }
 
+// The defaults of the autoscale settings that the runtime applies (package
+// pool and pool/process; cmd/tollgate's tests check they agree), for
+// WriteTable to print the effective values.
+const (
+	DefaultRequestTimeout   = 300 * time.Second
+	DefaultMaxPending       = 1000
+	DefaultReadinessTimeout = 240 * time.Second
+	DefaultStopGrace        = 10 * time.Second
+)
+
 // Autoscale is how a service's instances are run and scaled (SPEC §3): the
 // process contract of a Cloud Run container, run on this machine.
 type Autoscale struct {

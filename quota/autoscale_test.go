@@ -78,7 +78,8 @@ func TestParseAutoscaleService(t *testing.T) {
 	if err := cfg.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"route: host any, path prefix /hello/, strip prefix true", `autoscaled: ["./bin/hello" "--flag" "x"]`, "1–5 instances, max concurrency 8"} {
+	for _, want := range []string{"route: host any, path prefix /hello/, strip prefix true", `autoscaled: ["./bin/hello" "--flag" "x"]`, "1–5 instances, max concurrency 8",
+		"limits: request timeout 10m0s (pending wait included), max pending 50, readiness timeout 20s, termination grace 3s"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
