@@ -255,3 +255,45 @@ func (e *Engine) underused(in *instance, now time.Time, sec int64) bool {
 	util := max(cpu/e.cfg.CPUsPerInstance, conc/float64(e.cfg.MaxConcurrency))
 	return util < SurplusUtilisation
 }
+
+// History is the service-wide usage of an engine's last complete seconds,
+// for a new revision's engine to start from (Seed).
+type History struct {
+	secs []pair // oldest first; the last is the engine's last complete second
+}
+
+// History returns the service-wide per-second usage of the 10 minutes
+// ending at the last complete second at now (moving the engine's clock to
+// now, as every method does).
+func (e *Engine) History(now time.Time) History {
+	e.clock(now)
+	end := e.metricEnd()
+	w := e.svc
+	if !w.started || end < w.first {
+		return History{}
+	}
+	w.advance(end)
+	from := max(w.first, end-span10m+1, w.last-span10m+1)
+	h := History{secs: make([]pair, 0, end-from+1)}
+	for s := from; s <= end; s++ {
+		h.secs = append(h.secs, w.buf[w.slot(s)])
+	}
+	return h
+}
+
+// Seed adds h to the engine's service-wide windows, its last second as the
+// engine's last complete second at now: a new revision taking over a
+// service's traffic decides from the load it takes over, not from empty
+// windows (its count went 10 → 1 → 2 → 3 right after a rollout). Seconds
+// h holds that the engine has already left behind are skipped.
+func (e *Engine) Seed(now time.Time, h History) {
+	e.clock(now)
+	end := e.metricEnd()
+	for i, v := range h.secs {
+		sec := end - int64(len(h.secs)-1-i)
+		if e.nowSec-sec >= span10m || !e.svc.accepts(sec) {
+			continue
+		}
+		e.svc.put(sec, v, false)
+	}
+}
