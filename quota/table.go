@@ -41,6 +41,13 @@ func (c *Config) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "  limits: request timeout %v (pending wait included), max pending %d, readiness timeout %v, termination grace %v\n",
 				orDuration(a.RequestTimeout, DefaultRequestTimeout), orInt(a.MaxPending, DefaultMaxPending),
 				orDuration(a.Readiness.Timeout, DefaultReadinessTimeout), orDuration(a.StopGrace, DefaultStopGrace))
+			if a.Kubernetes == nil && (a.Engine.CPUsPerInstance != 0 || a.Memory != 0) {
+				mem := "unlimited"
+				if a.Memory > 0 {
+					mem = strconv.FormatInt(a.Memory, 10) + " bytes"
+				}
+				fmt.Fprintf(tw, "  instance limits (cgroup v2 where tollgate can): %g CPUs, memory %s\n", e.CPUsPerInstance, mem)
+			}
 		}
 		if len(s.Categories) == 0 {
 			continue

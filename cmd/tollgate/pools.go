@@ -95,6 +95,8 @@ func newRunner(a *quota.Autoscale, log *slog.Logger) (pool.Runner, error) {
 		Dir:        a.WorkingDir,
 		Readiness:  process.Readiness{Path: a.Readiness.Path, Timeout: a.Readiness.Timeout},
 		StopGrace:  a.StopGrace,
+		CPUs:       a.Engine.CPUsPerInstance, // 0 when cpus is not set: no limit
+		Memory:     a.Memory,
 		Logger:     log,
 		Supervisor: supervisor(log),
 	})

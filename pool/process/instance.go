@@ -346,6 +346,9 @@ func (i *instance) wait(output *sync.WaitGroup, pipes ...*os.File) {
 		if werr == nil {
 			werr = errors.New("exit status 0")
 		}
+		if i.cpu.oomKilled() {
+			werr = wrapOOM(werr)
+		}
 		i.err = fmt.Errorf("%w: %s of %s (pid %d): %w", ErrExited, i.spec.ID, i.spec.Service, i.mainPID, werr)
 	}
 	err := i.err
