@@ -6,7 +6,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/internal/yamlfield"
 )
 
 // serveBucket handles GET /v1/admin/bucket?service=&account=&region=&action=
@@ -49,7 +49,7 @@ type reloadResponse struct {
 // serveReload handles POST /v1/admin/reload.
 func (g *Gateway) serveReload(w http.ResponseWriter, r *http.Request) {
 	if err := g.Reload(); err != nil {
-		var errs quota.ConfigErrors
+		var errs yamlfield.Errors
 		resp := reloadResponse{}
 		if errors.As(err, &errs) {
 			for _, e := range errs {

@@ -38,6 +38,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
 	"github.com/tollgate/tollgate/liveview"
@@ -115,8 +116,8 @@ type Options struct {
 
 // HeaderAccount is the request header in which the gateway tells an
 // in-process handler (Options.Handlers) the account a request belongs to;
-// any value the client sent is replaced.
-const HeaderAccount = "X-Tollgate-Account"
+// any value the client sent is replaced. It is [awsjson.HeaderAccount].
+const HeaderAccount = awsjson.HeaderAccount
 
 // Gateway is an http.Handler serving every tollgate endpoint. It is safe
 // for concurrent use; its config can be swapped atomically with Reload.
@@ -238,8 +239,8 @@ func New(opts Options) (*Gateway, error) {
 // in X-Amzn-Requestid; at debug level every request is logged with it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := newRequestID()
-	w.Header()[headerRequestID] = []string{id}
+	id := awsjson.NewRequestID()
+	w.Header()[awsjson.HeaderRequestID] = []string{id}
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	var rm *routeMetrics
 	if h, r2 := g.policy.Load().matchRoute(r); h != nil {
@@ -358,9 +359,9 @@ func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
 		// The upstream's request id, when it sends one, is the answer's
 		// only one; otherwise tollgate's stands.
 		ModifyResponse: func(resp *http.Response) error {
-			if resp.Header.Get(headerRequestID) == "" {
+			if resp.Header.Get(awsjson.HeaderRequestID) == "" {
 				if id, ok := resp.Request.Context().Value(requestIDKey{}).(string); ok {
-					resp.Header.Set(headerRequestID, id)
+					resp.Header.Set(awsjson.HeaderRequestID, id)
 				}
 			}
 			return nil
@@ -373,9 +374,9 @@ func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
 			g.log.Log(r.Context(), f.Level, "upstream failed", "request_id", id, "service", service,
 				"upstream", u.Redacted(), "reason", f.Reason, "error", err)
 			if id != "" {
-				w.Header()[headerRequestID] = []string{id}
+				w.Header()[awsjson.HeaderRequestID] = []string{id}
 			}
-			writeAWSError(w, f.Status, f.Code, f.Message)
+			awsjson.WriteError(w, f.Status, f.Code, f.Message)
 		},
 	}
 }
@@ -518,12 +519,6 @@ func bodyErrorStatus(err error) int {
 
 // requestIDKey carries a request's id through a proxied request's context.
 type requestIDKey struct{}
-
-// headerRequestID is X-Amzn-Requestid in canonical form, so it can be set
-// straight into a header map.
-const headerRequestID = "X-Amzn-Requestid"
-
-func newRequestID() string { return uuid.NewString() }
 
 // retryAfterSeconds rounds a wait up to whole seconds, at least 1, as
 // Retry-After needs.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate/tollgate/internal/yamlfield"
 	"github.com/tollgate/tollgate/limiter/limitertest"
 	"github.com/tollgate/tollgate/quota"
 )
@@ -198,7 +199,10 @@ func TestBadAWSRequestsGet4xxAndConsumeNothing(t *testing.T) {
 			if resp.StatusCode != tc.status || resp.Header.Get("X-Amzn-ErrorType") != tc.code {
 				t.Fatalf("status %d code %q (%s); want %d %s", resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), body, tc.status, tc.code)
 			}
-			var e awsError
+			var e struct {
+				Type    string `json:"__type"`
+				Message string `json:"message"`
+			}
 			if err := json.Unmarshal([]byte(body), &e); err != nil || e.Type != tc.code || e.Message == "" {
 				t.Fatalf("body %q is not an AWS error with a message", body)
 			}
@@ -257,7 +261,7 @@ func TestAllowedRequestsAreProxied(t *testing.T) {
 		io.WriteString(w, `{"clusters":[]}`)
 	}))
 	defer upstream.Close()
-	cfg, err := quota.Parse("test.yaml", []byte("services:\n  - preset: ecs\n    upstream: "+upstream.URL+"\n"))
+	cfg, err := parseConfig("test.yaml", []byte("services:\n  - preset: ecs\n    upstream: "+upstream.URL+"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +459,7 @@ func TestReloadKeepsStateAndRejectsBadConfig(t *testing.T) {
 	}
 	i := 0
 	reload := func() (*quota.Config, error) {
-		c, err := quota.Parse("reload.yaml", []byte(next[i]))
+		c, err := parseConfig("reload.yaml", []byte(next[i]))
 		i++
 		return c, err
 	}
@@ -486,7 +490,7 @@ func TestReloadKeepsStateAndRejectsBadConfig(t *testing.T) {
 		t.Fatalf("a rejected reload replaced the config: capacity %d", l.Capacity())
 	}
 	i = 1 // the bad config again, through Reload (what SIGHUP calls)
-	var errs quota.ConfigErrors
+	var errs yamlfield.Errors
 	if err := g.Reload(); err == nil || !errors.As(err, &errs) {
 		t.Fatalf("Reload of a bad config: %v", err)
 	}

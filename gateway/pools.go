@@ -23,7 +23,7 @@ func (g *Gateway) setPools(p *policy, cfg *quota.Config) {
 	}
 	p.pools = map[string]http.Handler{}
 	for _, s := range cfg.Services() {
-		if s.Autoscale != nil {
+		if s.Autoscaled {
 			p.pools[s.Name] = g.pools(s.Name)
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-
-	"github.com/tollgate/tollgate/quota"
 )
 
 // TestPoolRoutesAndUpstream checks that a route reaches its service's pool
@@ -14,7 +12,7 @@ import (
 // request of a throttled service with a pool goes to that pool, and that
 // extra admin endpoints sit behind the token.
 func TestPoolRoutesAndUpstream(t *testing.T) {
-	cfg, err := quota.Parse("pools.yaml", []byte(`services:
+	cfg, err := parseConfig("pools.yaml", []byte(`services:
   - name: hello
     route: {path_prefix: /hello/, strip_prefix: true}
     autoscale: {command: [sh]}

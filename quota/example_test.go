@@ -4,20 +4,18 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/quota"
 )
 
 func Example() {
-	cfg, err := quota.Parse("tollgate.yaml", []byte(`
-services:
-  - preset: ecs
-overrides:
-  - service: ecs
-    account: "123456789012"
-    category: cluster-read
-    capacity: 100
-    refill_per_second: 40
-`))
+	ecs, err := quota.Preset("ecs")
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg, err := quota.NewConfig([]*quota.Service{ecs}, []quota.Override{{
+		Service: "ecs", Account: "123456789012", Category: "cluster-read", Limit: bucket.MustLimit(100, 40),
+	}}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -32,17 +30,4 @@ overrides:
 	// Output:
 	// {ecs/123456789012}:us-east-1:cluster-read 100/40
 	// {ecs/210987654321}:us-east-1:cluster-read 50/20
-}
-
-func ExampleParse_errors() {
-	_, err := quota.Parse("tollgate.yaml", []byte(`
-services:
-  - preset: ecs
-  - name: orders
-    categories:
-      - {name: read, capacity: 0, refill_per_second: 20, actions: [GetOrder]}
-`))
-	fmt.Println(err)
-	// Output:
-	// tollgate.yaml:6:32: services[1].categories[0].capacity: capacity 0 must be at least 1
 }

@@ -9,14 +9,15 @@
 // raise a category's limits ("quota increases"), and the access keys that
 // belong to one account.
 //
-// Configs come from the built-in presets ([Preset]: "ecs", "cloudmap") or
-// from a YAML file ([Load], [Parse]); every validation error names the file,
-// line and field.
+// Configs come from the built-in presets ([Preset]: "ecs", "cloudmap"),
+// from [NewConfig], or from a YAML file through package config, which
+// owns the file format and names the file, line and field of every
+// problem. quota owns the policy model only: it reads no file and knows
+// nothing of the store, the pools or the Envoy rate limit service.
 package quota
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/tollgate/tollgate/bucket"
 )
@@ -70,9 +71,10 @@ type Service struct {
 	// Route sends matching HTTP requests straight to the service's
 	// autoscaled pool; nil for none.
 	Route *Route
-	// Autoscale runs the service's instances on this machine and makes
-	// them its upstream (in place of Upstream); nil for none.
-	Autoscale *Autoscale
+	// Autoscaled says the service's instances are run and scaled by
+	// tollgate (how is the config's autoscale section, package config),
+	// and that they are its upstream in place of Upstream.
+	Autoscaled bool
 
 	byAction map[string]*Category
 	byName   map[string]*Category
@@ -178,31 +180,11 @@ type Config struct {
 	overrides map[overrideKey]bucket.Limit
 	overList  []Override
 	accounts  map[string]string
-	store     Store
-	rls       RLS
-	warnings  []*FieldError
 }
-
-// Store is where a server keeps bucket state, as a config file says. The
-// zero Store means the in-memory default.
-type Store struct {
-	// URL is "memory" (or empty) or a Redis URL: redis://, rediss://, or
-	// a cluster or sentinel form.
-	URL string
-	// Timeout bounds one call to the store; 0 means the store's default.
-	Timeout time.Duration
-	// OnFailure is what decisions do while the store is unreachable:
-	// "local" (each node decides from its own in-memory bucket), "open"
-	// (allow), "closed" (deny), or "" for the store's default (local).
-	OnFailure string
-}
-
-// Store returns the config's store settings.
-func (c *Config) Store() Store { return c.store }
 
 // NewConfig builds a config from services, overrides and an access-key →
-// account map (which may be nil). It reports the first inconsistency; use
-// [Parse] for a YAML file and errors with line numbers.
+// account map (which may be nil). It reports the first inconsistency;
+// package config parses a YAML file, with errors that give line numbers.
 func NewConfig(services []*Service, overrides []Override, accessKeys map[string]string) (*Config, error) {
 	c := &Config{
 		byName:    make(map[string]*Service, len(services)),
@@ -267,6 +249,9 @@ func (c *Config) ServiceByTargetPrefix(prefix string) (*Service, bool) {
 
 // Overrides returns the quota increases in the order they were given.
 func (c *Config) Overrides() []Override { return c.overList }
+
+// AccessKeys returns how many access keys the config maps to accounts.
+func (c *Config) AccessKeys() int { return len(c.accounts) }
 
 // Account returns the account an access key belongs to: the mapped account
 // when the config maps the key, else the key itself.

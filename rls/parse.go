@@ -2,11 +2,7 @@ package rls
 
 import (
 	"fmt"
-	"io"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -15,16 +11,12 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate/tollgate/internal/yamlfield"
-	"github.com/tollgate/tollgate/quota"
 )
 
 // ErrInvalidConfig is matched (with errors.Is) by every error of [Load] and
-// [Parse]. It is quota.ErrInvalidConfig: config problems of every kind are
-// reported as [quota.FieldError]s, "file:line:column: field: message".
-var ErrInvalidConfig = quota.ErrInvalidConfig
-
-// MaxFileBytes bounds one config file; larger files are refused.
-const MaxFileBytes = 16 << 20
+// [Parse]. It is config.ErrInvalidConfig: config problems of every kind are
+// reported as config.FieldErrors, "file:line:column: field: message".
+var ErrInvalidConfig = yamlfield.ErrInvalidConfig
 
 // maxNodes bounds the YAML nodes walked per file, aliases expanded, so that
 // a file of nested aliases cannot make the walk exponential.
@@ -46,71 +38,8 @@ type LoadOptions struct {
 	// (envoy ratelimit's MERGE_DOMAIN_CONFIG); by default a domain given
 	// twice is an error.
 	MergeDomains bool
-}
-
-// Load reads envoy ratelimit config files as envoy ratelimit does from its
-// runtime directory: every *.yaml and *.yml file under dir, recursively,
-// in lexical order, skipping names that start with a dot (so the "..data"
-// links of a Kubernetes ConfigMap volume are read once). dir may also name
-// one file. Every problem of every file is reported, each with its file,
-// line, column and field, as [quota.ConfigErrors]; nothing is partially
-// loaded.
-func Load(dir string, opts LoadOptions) (*Config, error) {
-	info, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	var paths []string
-	if !info.IsDir() {
-		paths = []string{dir}
-	} else {
-		err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if path != dir && strings.HasPrefix(d.Name(), ".") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.IsDir() {
-				return nil
-			}
-			if ext := filepath.Ext(path); ext == ".yaml" || ext == ".yml" {
-				paths = append(paths, path)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
-	}
-	files := make([]File, 0, len(paths))
-	for _, p := range paths {
-		data, err := readBounded(p)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
-		files = append(files, File{Name: p, Data: data})
-	}
-	return Parse(files, opts)
-}
-
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxFileBytes)
-	}
-	return data, nil
+	// Timeout bounds the reading of [Load]; 0 means DefaultLoadTimeout.
+	Timeout time.Duration
 }
 
 // File is one config file's name (used in errors) and contents.
@@ -138,7 +67,7 @@ type File struct {
 // domain, a composite key given twice in one list, a unit given with
 // unlimited, an unknown unit, an empty or self-naming replaces entry,
 // share_threshold without a wildcard, a domain in two files), checks every
-// field's place and type, and reports every problem as [quota.ConfigErrors].
+// field's place and type, and reports every problem as config.ConfigErrors.
 func Parse(files []File, opts LoadOptions) (*Config, error) {
 	p := &parser{opts: opts, cfg: &Config{domains: map[string]*level{}}, domainAt: map[string]string{}}
 	p.w = yamlfield.Walker{KnownLabel: "known here", Resolve: p.resolve, Kind: kindName}

@@ -1,14 +1,16 @@
 package rls
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/config"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -97,7 +99,7 @@ descriptors:
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Errorf("%v does not match ErrInvalidConfig", err)
 			}
-			var fe *quota.FieldError
+			var fe *config.FieldError
 			if !errors.As(err, &fe) {
 				t.Errorf("%v holds no FieldError", err)
 			}
@@ -198,16 +200,23 @@ func TestLoadDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	write("sub/two.yml", "domain: two\n")
-	write("README.md", "not yaml")
 	write(".hidden.yaml", "domain: one\n")
+	// Every file counts, whatever its name, as in envoy ratelimit: one
+	// named "rules" is loaded, a README is an error.
+	write("rules", "domain: three\n")
+	write("README.md", "not yaml")
+	if _, err := Load(dir, LoadOptions{}); err == nil || !strings.Contains(err.Error(), "README.md") {
+		t.Errorf("a README beside the rules: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "README.md"))
 	cfg, err := Load(dir, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.Domains(), ","); got != "one,two" {
+	if got := strings.Join(cfg.Domains(), ","); got != "one,three,two" {
 		t.Errorf("domains %q", got)
 	}
-	if len(cfg.Files()) != 2 {
+	if len(cfg.Files()) != 3 {
 		t.Errorf("files %v", cfg.Files())
 	}
 	// One file may be named.
@@ -240,4 +249,47 @@ func FuzzParse(f *testing.F) {
 			cfg.Lookup(r.Domain, desc(strings.Split(r.Key, ".")...).Entries)
 		}
 	})
+}
+
+// Load reads regular files only: a named pipe held open by a writer that
+// never writes, or a link to a character device, is an error naming the
+// file, returned at once instead of a read that never ends.
+func TestLoadRefusesNonRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("domain: a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "b.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	done := make(chan error, 1)
+	go func() { _, err := Load(dir, LoadOptions{}); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "b.yaml: not a regular file (a named pipe)") {
+			t.Errorf("FIFO: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Load hung on a FIFO")
+	}
+	os.Remove(fifo)
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir, LoadOptions{}); err == nil || !strings.Contains(err.Error(), "zero: not a regular file (a character device)") {
+		t.Errorf("/dev/zero: %v", err)
+	}
+	// A context that has ended stops the load.
+	os.Remove(filepath.Join(dir, "zero"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := LoadContext(ctx, dir, LoadOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ended context: %v", err)
+	}
 }

@@ -40,7 +40,7 @@ func (p *parser) fields(n *yaml.Node, path string, each map[string]fieldFunc) {
 	p.w.Fields(n, path, each)
 }
 
-// kindName describes a node as quota's walker does (yamlfield.KindName),
+// kindName describes a node as config's walker does (yamlfield.KindName),
 // but null and an unresolved alias as "nothing".
 func kindName(n *yaml.Node) string {
 	if isNull(n) || n.Kind == yaml.AliasNode {

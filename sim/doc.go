@@ -44,7 +44,7 @@
 // scenario plus variants under runs, each replacing whole blocks of it.
 // Unknown fields (with the known ones listed), fields given twice and bad
 // values are errors of the form "file:line:column: field.path: message",
-// as quota config errors are, every one of them reported. Preset
+// as package config's errors are, every one of them reported. Preset
 // returns the built-in studies ("ecs-burst", "thundering-herd",
 // "autoscale-step"), whose files in the presets directory show the format;
 // testdata/reference.yaml lists every field.

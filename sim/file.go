@@ -44,10 +44,10 @@ func (st *Study) Run() ([]*Result, error) {
 }
 
 // FileError is a problem at one place of a scenario file. Its message has
-// the form of a quota config error (quota.FieldError), formatted by the
+// the form of a config file error (config.FieldError), formatted by the
 // same code: "file:line:column: field.path: message". Unlike
-// quota.FieldError it wraps an underlying error and matches
-// ErrInvalidScenario, not quota.ErrInvalidConfig.
+// config.FieldError it wraps an underlying error and matches
+// ErrInvalidScenario, not config.ErrInvalidConfig.
 type FileError struct {
 	// File is the file name given to ParseStudy.
 	File string

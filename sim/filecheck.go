@@ -13,12 +13,12 @@ import (
 )
 
 // checker walks a scenario file's YAML nodes against the Go type they
-// decode into, the way package quota walks a config file: every unknown
+// decode into, the way package config walks a config file: every unknown
 // field, key given twice and value of the wrong kind becomes a FileError
 // with its line, column and field path, before any decoding. The struct
 // decoder's own messages name Go types; these name the file's fields.
 type checker struct {
-	// w records the problems, as quota's parser does; ParseStudy turns
+	// w records the problems, as config's parser does; ParseStudy turns
 	// each into a FileError.
 	w yamlfield.Walker
 	// seen holds anchored nodes already walked for a type: an alias (or

@@ -30,6 +30,7 @@ func main() {
 	client := &http.Client{Transport: tr, Timeout: *timeout}
 	var mu sync.Mutex
 	codes := map[string]int{}
+	first, last := map[string]time.Duration{}, map[string]time.Duration{}
 	var slowest time.Duration
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -53,6 +54,10 @@ func main() {
 			mu.Lock()
 			codes[key]++
 			slowest = max(slowest, d)
+			if f, ok := first[key]; !ok || d < f {
+				first[key] = d
+			}
+			last[key] = max(last[key], d)
 			mu.Unlock()
 		})
 	}
@@ -64,7 +69,7 @@ func main() {
 	sort.Strings(keys)
 	fmt.Printf("clients %d in %v (slowest %v):", *n, time.Since(start).Round(time.Millisecond), slowest.Round(time.Millisecond))
 	for _, k := range keys {
-		fmt.Printf(" %s=%d", k, codes[k])
+		fmt.Printf(" %s=%d (after %v–%v)", k, codes[k], first[k].Round(time.Millisecond), last[k].Round(time.Millisecond))
 	}
 	fmt.Println()
 }

@@ -398,7 +398,7 @@ func checkLiveView(t *testing.T, addr string) {
 			s := scaled.Services[0]
 			ready := s.Instances["ready"]
 			ok = len(ready) > 0 && ready[len(ready)-1] == 1 && len(s.ScaleDecisions) > 0 &&
-				s.ScaleDecisions[0].From == 0 && s.ScaleDecisions[0].To == 1 && strings.Contains(s.ScaleDecisions[0].Reason, "asked for")
+				s.ScaleDecisions[0].From == 0 && s.ScaleDecisions[0].To == 1 && strings.Contains(s.ScaleDecisions[0].Reason, "scale from zero")
 		}
 		if ok {
 			return

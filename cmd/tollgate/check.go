@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -26,20 +28,26 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, checkSynopsis, args, stdout, stderr); !ok {
 		return code
 	}
-	var cfg *quota.Config
+	var cfg *config.Config
 	switch {
 	case *preset != "" && fs.NArg() == 0:
 		s, err := quota.Preset(*preset)
 		if err != nil {
 			return usageError(stderr, "check", "%v", err)
 		}
-		if cfg, err = quota.NewConfig([]*quota.Service{s}, nil, nil); err != nil {
+		cfg = &config.Config{}
+		if cfg.Quota, err = quota.NewConfig([]*quota.Service{s}, nil, nil); err != nil {
 			fmt.Fprintln(stderr, "tollgate check:", err)
 			return 1
 		}
 	case *preset == "" && fs.NArg() == 1:
 		var err error
-		if cfg, err = quota.Load(fs.Arg(0)); err != nil {
+		data, err := os.ReadFile(fs.Arg(0))
+		if err != nil {
+			fmt.Fprintf(stderr, "%v: %v\n", config.ErrInvalidConfig, err)
+			return 1
+		}
+		if cfg, err = config.Parse(fs.Arg(0), data); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
@@ -54,7 +62,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tollgate check:", err)
 		return 1
 	}
-	for _, w := range cfg.Warnings() {
+	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	return 0

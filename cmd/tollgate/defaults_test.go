@@ -5,19 +5,19 @@ import (
 
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/process"
-	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/config"
 )
 
 // TestCheckPrintsTheRuntimeDefaults: tollgate check prints a service's
 // effective request timeout, pending bound, readiness timeout and grace
-// from quota's copies of the defaults; they must be the ones the pool and
+// from config.s copies of the defaults; they must be the ones the pool and
 // the process runner apply.
 func TestCheckPrintsTheRuntimeDefaults(t *testing.T) {
-	if quota.DefaultRequestTimeout != pool.DefaultRequestTimeout || quota.DefaultMaxPending != pool.DefaultMaxPending ||
-		quota.DefaultReadinessTimeout != process.DefaultReadyTimeout ||
-		quota.DefaultStopGrace != pool.DefaultStopGrace {
-		t.Fatalf("quota's defaults %v %d %v %v differ from the runtime's %v %d %v %v",
-			quota.DefaultRequestTimeout, quota.DefaultMaxPending, quota.DefaultReadinessTimeout, quota.DefaultStopGrace,
+	if config.DefaultRequestTimeout != pool.DefaultRequestTimeout || config.DefaultMaxPending != pool.DefaultMaxPending ||
+		config.DefaultReadinessTimeout != process.DefaultReadyTimeout ||
+		config.DefaultStopGrace != pool.DefaultStopGrace {
+		t.Fatalf("config.s defaults %v %d %v %v differ from the runtime's %v %d %v %v",
+			config.DefaultRequestTimeout, config.DefaultMaxPending, config.DefaultReadinessTimeout, config.DefaultStopGrace,
 			pool.DefaultRequestTimeout, pool.DefaultMaxPending, process.DefaultReadyTimeout, pool.DefaultStopGrace)
 	}
 }

@@ -9,9 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/kube"
-	"github.com/tollgate/tollgate/quota"
 )
 
 // kubeFlags are serve's Kubernetes flags.
@@ -48,7 +48,7 @@ func newKubeRunners(f kubeFlags, log *slog.Logger, reg prometheus.Registerer) *k
 // runner returns the running runner of a's Deployment, making and
 // starting it the first time. The API server is first reached here, so
 // a config without kubernetes sections never needs one.
-func (k *kubeRunners) runner(a *quota.Autoscale) (pool.Runner, error) {
+func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 	spec := a.Kubernetes
 	t := kube.Target{Namespace: spec.Namespace, Deployment: spec.Deployment, Service: spec.Service, Port: spec.Port}
 	key := fmt.Sprintf("%s/%s/%d", t, t.Service, t.Port)

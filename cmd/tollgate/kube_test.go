@@ -9,16 +9,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/config"
 )
 
 // A kubernetes service with a kubeconfig that does not exist is an error
 // naming the kubeconfig; a config without kubernetes never loads one.
 func TestKubeRunnersNeedAConfigOnlyWhenUsed(t *testing.T) {
 	dir := t.TempDir()
-	parse := func(yaml string) *quota.Config {
+	parse := func(yaml string) *config.Config {
 		t.Helper()
-		cfg, err := quota.Parse(filepath.Join(dir, "c.yaml"), []byte(yaml))
+		cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(yaml))
 		if err != nil {
 			t.Fatal(err)
 		}

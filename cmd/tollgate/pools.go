@@ -10,16 +10,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/cloudmap"
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/process"
-	"github.com/tollgate/tollgate/quota"
 )
 
 // newPools returns the pool of the config's autoscaled services, not yet
 // running; its metrics go to reg, instances of services with a
 // cloud_map section are listed in registry, and services on Kubernetes
 // get their runner from kr.
-func newPools(cfg *quota.Config, log *slog.Logger, reg prometheus.Registerer, registry *cloudmap.Registry, kr *kubeRunners) (*pool.Pool, error) {
+func newPools(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer, registry *cloudmap.Registry, kr *kubeRunners) (*pool.Pool, error) {
 	p := pool.New(pool.Options{Logger: log, Registry: reg})
 	if err := applyPools(p, cfg, log, registry, kr); err != nil {
 		return nil, err
@@ -29,7 +29,7 @@ func newPools(cfg *quota.Config, log *slog.Logger, reg prometheus.Registerer, re
 
 // applyPools makes p run the autoscaled services of cfg (on a reload:
 // new bounds in place, new revisions for changed commands).
-func applyPools(p *pool.Pool, cfg *quota.Config, log *slog.Logger, registry *cloudmap.Registry, kr *kubeRunners) error {
+func applyPools(p *pool.Pool, cfg *config.Config, log *slog.Logger, registry *cloudmap.Registry, kr *kubeRunners) error {
 	specs, err := poolSpecs(cfg, log, registry, kr)
 	if err != nil {
 		return err
@@ -39,10 +39,10 @@ func applyPools(p *pool.Pool, cfg *quota.Config, log *slog.Logger, registry *clo
 
 // poolSpecs turns the autoscale sections of cfg into the pool's specs,
 // each with a runner for its command.
-func poolSpecs(cfg *quota.Config, log *slog.Logger, registry *cloudmap.Registry, kr *kubeRunners) ([]pool.ServiceSpec, error) {
+func poolSpecs(cfg *config.Config, log *slog.Logger, registry *cloudmap.Registry, kr *kubeRunners) ([]pool.ServiceSpec, error) {
 	var specs []pool.ServiceSpec
-	for _, s := range cfg.Services() {
-		a := s.Autoscale
+	for _, s := range cfg.Quota.Services() {
+		a := cfg.Autoscale[s.Name]
 		if a == nil {
 			continue
 		}
@@ -83,7 +83,7 @@ func poolSpecs(cfg *quota.Config, log *slog.Logger, registry *cloudmap.Registry,
 
 // newRunner returns the process runner of one autoscaled service. Its
 // errors (a command that cannot be run) are config errors.
-func newRunner(a *quota.Autoscale, log *slog.Logger) (pool.Runner, error) {
+func newRunner(a *config.Autoscale, log *slog.Logger) (pool.Runner, error) {
 	env := make([]string, 0, len(a.Env))
 	for _, e := range a.Env {
 		env = append(env, e.Name+"="+e.Value)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -10,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/config"
 )
 
 // demoStep is one curl command of the README's "Try it" block and the
@@ -182,19 +183,19 @@ func TestReadmeConfigExampleNeedsNoRedis(t *testing.T) {
 	if err := os.WriteFile(dir+"/my-quotas.yaml", []byte(yamlBlock("Config")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := quota.Load(dir + "/my-quotas.yaml")
+	c, err := config.Load(context.Background(), dir+"/my-quotas.yaml")
 	if err != nil {
 		t.Fatalf("the README's config example does not load: %v", err)
 	}
-	if st := c.Store(); st.URL != "" {
+	if st := c.Store; st.URL != "" {
 		t.Errorf("the README's main config example points at a store (%+v); keep Redis out of it", st)
 	}
 	redisBlock := "services:\n  - preset: ecs\n" + yamlBlock("Many nodes, one quota: Redis")
-	c, err = quota.Parse("README.md#redis", []byte(redisBlock))
+	c, err = config.Parse("README.md#redis", []byte(redisBlock))
 	if err != nil {
 		t.Fatalf("the README's store snippet does not parse: %v", err)
 	}
-	if st := c.Store(); st.URL == "" || st.OnFailure != "local" {
+	if st := c.Store; st.URL == "" || st.OnFailure != "local" {
 		t.Errorf("the README's store snippet gives %+v; want a URL and the default policy, local", st)
 	}
 }

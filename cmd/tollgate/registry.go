@@ -5,8 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/tollgate/tollgate/cloudmap"
+	"github.com/tollgate/tollgate/config"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
-	"github.com/tollgate/tollgate/quota"
 )
 
 // newRegistry builds the local Cloud Map registry that answers the
@@ -14,7 +14,7 @@ import (
 // store settings name, so that every node shares it. It is built once per
 // process, so a SIGHUP reload keeps every registration. The returned
 // function closes its Redis client.
-func newRegistry(st quota.Store, log *slog.Logger) (*cloudmap.Registry, func(), error) {
+func newRegistry(st config.Store, log *slog.Logger) (*cloudmap.Registry, func(), error) {
 	opts := cloudmap.Options{Logger: log}
 	closeFn := func() {}
 	if st.URL != "memory" {

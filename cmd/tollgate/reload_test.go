@@ -146,28 +146,6 @@ func rssBytes(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// TestReadBoundedGivesUpOnAStalledFIFO: a read from a FIFO whose writer
-// never writes ends at the time bound, or earlier when the context ends.
-func TestReadBoundedGivesUpOnAStalledFIFO(t *testing.T) {
-	fifo := filepath.Join(t.TempDir(), "fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
-	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if _, err := readBounded(context.Background(), "config", fifo, 1<<20, 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "reading took longer than 200ms") {
-		t.Errorf("stalled FIFO with a time bound: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(200*time.Millisecond, cancel)
-	if _, err := readBounded(ctx, "config", fifo, 1<<20, time.Hour); err == nil || !strings.Contains(err.Error(), "shutting down") {
-		t.Errorf("stalled FIFO, context ended: %v", err)
-	}
-}
-
 // TestServeAdminTokenIsTrimmedAndNeverEmpty: the token from the
 // environment is trimmed like the token file's, and an empty one (after
 // trimming) is refused at start rather than locking everyone out.

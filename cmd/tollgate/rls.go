@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,9 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/limiter"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
-	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/rls"
 )
 
@@ -49,7 +50,7 @@ func (b optBool) or(def bool) bool {
 
 // rlsSettings merges the rls flags over the config file's rls section:
 // each flag given wins over the file.
-func rlsSettings(f serveFlags, file quota.RLS) quota.RLS {
+func rlsSettings(f serveFlags, file config.RLS) config.RLS {
 	st := file
 	if f.rlsConfig != "" {
 		st.ConfigDir = f.rlsConfig
@@ -74,8 +75,9 @@ func rlsSettings(f serveFlags, file quota.RLS) quota.RLS {
 // buildRLS builds the Envoy rate limit service of `tollgate serve` and
 // its listener, when --rls-config or the config's rls.config_dir names
 // envoy ratelimit's config directory; with neither it returns nils and
-// nothing listens. configName names the config file in errors.
-func buildRLS(f serveFlags, file quota.RLS, configName string, st quota.Store, store limiter.Limiter, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, error) {
+// nothing listens. configName names the config file in errors; ctx
+// bounds the reads of the config directory, at start and on reload.
+func buildRLS(ctx context.Context, f serveFlags, file config.RLS, configName string, st config.Store, store limiter.Limiter, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, error) {
 	set := rlsSettings(f, file)
 	if set.ConfigDir == "" {
 		return nil, nil, nil
@@ -93,7 +95,7 @@ func buildRLS(f serveFlags, file quota.RLS, configName string, st quota.Store, s
 	if st.URL != "memory" {
 		opts.MaxWindow = redisstore.MaxWindow // what the Redis script holds exactly
 	}
-	load := func() (*rls.Config, error) { return rls.Load(set.ConfigDir, opts) }
+	load := func() (*rls.Config, error) { return rls.LoadContext(ctx, set.ConfigDir, opts) }
 	cfg, err := load()
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", source, err)

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/rls"
 )
 
@@ -237,11 +237,11 @@ func TestReadmeRLSSectionParses(t *testing.T) {
 	if !ok || !ok2 {
 		t.Fatal("README has no ```yaml block starting with rls:")
 	}
-	cfg, err := quota.Parse("README.md", []byte("services: [{preset: ecs}]\nrls:\n"+block))
+	cfg, err := config.Parse("README.md", []byte("services: [{preset: ecs}]\nrls:\n"+block))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := cfg.RLS()
+	got := cfg.RLS
 	if got.LimitHeader != rls.DefaultLimitHeader || got.RemainingHeader != rls.DefaultRemainingHeader || got.ResetHeader != rls.DefaultResetHeader {
 		t.Errorf("README's header names %+v are not the service's defaults", got)
 	}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/gateway"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
@@ -56,6 +57,8 @@ type serveFlags struct {
 	storeOnFailure  string
 	denyCache       bool
 	storePipelines  int
+	memMaxBuckets   int
+	memMaxKeyBytes  int64
 	drainDelay      time.Duration
 	cpuProfile      string
 	grpcListen      string
@@ -82,10 +85,12 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	durationVar(fs, &f.storeTimeout, "store-timeout", 0, "longest wait for Redis per decision before --store-on-failure decides (default: the config's store.timeout, else 50ms)")
 	choiceVar(fs, &f.storeOnFailure, "store-on-failure", "", []string{"local", "open", "closed", "fail-local", "fail-open", "fail-closed"}, "decisions while Redis does not answer: local (each node from its own in-memory bucket at the configured limit), open (allow) or closed (deny, and /readyz answers 503) (default: the config's store.on_failure, else local)")
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
+	fs.IntVar(&f.memMaxBuckets, "memory-max-buckets", memory.DefaultMaxBuckets, "with the memory store, the most buckets in debt it holds; beyond it the buckets closest to full are forgotten (counted in tollgate_buckets_evicted_total); -1: no bound")
+	fs.Int64Var(&f.memMaxKeyBytes, "memory-max-key-bytes", memory.DefaultMaxKeyBytes, "with the memory store, the most bytes of bucket keys it holds, as --memory-max-buckets; -1: no bound")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
-	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (its *.yaml files, read as is) for the Envoy rate limit service; reloaded on SIGHUP (default: the config's rls.config_dir)")
+	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (every file in it, read as envoy ratelimit reads them) for the Envoy rate limit service; reloaded on SIGHUP (default: the config's rls.config_dir)")
 	fs.Var(&f.rlsMerge, "rls-merge-domains", "let several rls config files add to one domain (envoy ratelimit's MERGE_DOMAIN_CONFIG) (default: the config's rls.merge_domains)")
 	fs.Var(&f.rlsShadow, "rls-shadow-mode", "decide and count every Envoy rate limit request but answer OK (envoy ratelimit's SHADOW_MODE), e.g. while migrating (default: the config's rls.shadow_mode)")
 	fs.Var(&f.rlsHeaders, "rls-response-headers", "add the limit, remaining and reset headers to Envoy rate limit answers (envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED) (default: the config's rls.response_headers)")
@@ -162,7 +167,7 @@ func adminToken(ctx context.Context, file string) (string, error) {
 		}
 		return tok, nil
 	}
-	b, err := readBounded(ctx, "--admin-token-file", file, maxTokenBytes, configReadTimeout)
+	b, err := config.ReadFile(ctx, "--admin-token-file", file, config.Limits{MaxBytes: maxTokenBytes})
 	if err != nil {
 		return "", err
 	}
@@ -175,8 +180,8 @@ func adminToken(ctx context.Context, file string) (string, error) {
 
 // storeSettings merges the store flags over the config file's store
 // section.
-func storeSettings(f serveFlags, cfg *quota.Config) (quota.Store, error) {
-	st := cfg.Store()
+func storeSettings(f serveFlags, cfg *config.Config) (config.Store, error) {
+	st := cfg.Store
 	if f.store != "" {
 		st.URL = f.store
 	}
@@ -205,9 +210,9 @@ func storeSettings(f serveFlags, cfg *quota.Config) (quota.Store, error) {
 
 // openStore returns the limiter the store settings name, and a function
 // that closes it.
-func openStore(ctx context.Context, st quota.Store, denyCache bool, pipelines int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
+func openStore(ctx context.Context, st config.Store, mem memory.Options, denyCache bool, pipelines int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
 	if st.URL == "memory" {
-		return memory.New(memory.Options{}), func() {}, nil
+		return memory.New(mem), func() {}, nil
 	}
 	policy := redisstore.FailLocal
 	if st.OnFailure != "" {
@@ -313,7 +318,7 @@ type node struct {
 // build loads the config, opens the store, and makes the gateway and the
 // listener. ctx bounds the config reads of later reloads.
 func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
-	cfg, err := loadConfig(ctx, f.configPath)
+	cfg, err := config.Load(ctx, f.configPath)
 	if err != nil {
 		return nil, err
 	}
@@ -328,13 +333,13 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := fitsStore(cfg, st); err != nil {
+	if err := fitsStore(cfg.Quota, st); err != nil {
 		return nil, err
 	}
 	if f.storePipelines < 0 {
 		return nil, fmt.Errorf("--store-pipelines %d must not be negative", f.storePipelines)
 	}
-	store, closeStore, err := openStore(ctx, st, f.denyCache, f.storePipelines, log, reg)
+	store, closeStore, err := openStore(ctx, st, memory.Options{MaxBuckets: f.memMaxBuckets, MaxKeyBytes: f.memMaxKeyBytes}, f.denyCache, f.storePipelines, log, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -363,11 +368,11 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		s.sweep = ms
 	}
 	s.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
-	lastStore, lastRLS := cfg.Store(), cfg.RLS()
+	lastStore, lastRLS := cfg.Store, cfg.RLS
 	s.gw, err = gateway.New(gateway.Options{
 		Handlers:   map[string]http.Handler{"cloudmap": registry},
 		Live:       s.live,
-		Config:     cfg,
+		Config:     cfg.Quota,
 		Limiter:    store,
 		Logger:     log,
 		Registry:   reg,
@@ -375,26 +380,26 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		// Reload serves SIGHUP and /v1/admin/reload; the gateway runs one
 		// at a time.
 		Reload: func() (*quota.Config, error) {
-			next, err := loadConfig(ctx, f.configPath)
+			next, err := config.Load(ctx, f.configPath)
 			if err != nil {
 				return nil, err
 			}
 			warnConfig(log, next)
-			if err := fitsStore(next, st); err != nil {
+			if err := fitsStore(next.Quota, st); err != nil {
 				return nil, err
 			}
 			if err := applyPools(pools, next, log, registry, s.kube); err != nil {
 				return nil, err
 			}
-			if next.Store() != lastStore {
+			if next.Store != lastStore {
 				log.Warn("the config's store section changed; store settings take effect on restart")
-				lastStore = next.Store()
+				lastStore = next.Store
 			}
-			if next.RLS() != lastRLS { // the rls config directory's files do reload
+			if next.RLS != lastRLS { // the rls config directory's files do reload
 				log.Warn("the config's rls section changed; rls settings take effect on restart")
-				lastRLS = next.RLS()
+				lastRLS = next.RLS
 			}
-			return next, nil
+			return next.Quota, nil
 		},
 		MaxBodyBytes:     f.maxBody,
 		MaxBatch:         f.maxBatch,
@@ -406,7 +411,7 @@ func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
 		s.close()
 		return nil, err
 	}
-	if s.rls, s.rlsLn, err = buildRLS(f, cfg.RLS(), s.configName, st, store, log, reg); err != nil {
+	if s.rls, s.rlsLn, err = buildRLS(ctx, f, cfg.RLS, s.configName, st, store, log, reg); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -572,7 +577,7 @@ func redactURL(raw string) string {
 
 // fitsStore checks that the store can hold every limit of cfg: the Redis
 // script is exact only for buckets that refill within redis.MaxWindow.
-func fitsStore(cfg *quota.Config, st quota.Store) error {
+func fitsStore(cfg *quota.Config, st config.Store) error {
 	if st.URL == "memory" {
 		return nil
 	}
@@ -610,5 +615,12 @@ func sweepEvery(ctx context.Context, s *memory.Store, period time.Duration) {
 		case <-t.C:
 			s.Sweep()
 		}
+	}
+}
+
+// warnConfig logs each of cfg's warnings (valid, but likely not meant).
+func warnConfig(log *slog.Logger, cfg *config.Config) {
+	for _, w := range cfg.Warnings {
+		log.Warn("config warning", "warning", w.Error())
 	}
 }

@@ -146,3 +146,20 @@ func TestSimHTMLReport(t *testing.T) {
 		}
 	}
 }
+
+// TestSimHeadingWithoutDescription checks the line above the summary of a
+// scenario file with a name and no description: the name alone, no colon.
+func TestSimHeadingWithoutDescription(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(file, []byte("name: quiet\nduration: 3s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCmd("sim", "--scenario", file, "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if first, _, _ := strings.Cut(out, "\n"); first != "quiet" {
+		t.Errorf("first line %q, want %q:\n%s", first, "quiet", out)
+	}
+}

@@ -1,8 +1,9 @@
 // Package yamlfield walks a YAML config file's node tree with the fields
 // known at each level and reports every problem with its place, as
 // "file:line:column: field.path: message". It is the one walker behind
-// quota's config files and envoy's rate limit files (package rls); quota
-// re-exports its error types as quota.FieldError and quota.ConfigErrors.
+// tollgate's config files (package config) and envoy's rate limit files
+// (package rls); config re-exports its error types as config.FieldError
+// and config.ConfigErrors.
 //
 // It never decodes into Go values and never stops at the first problem:
 // a [Walker] collects every [FieldError] of a file in [Walker.Errs].
@@ -29,7 +30,7 @@ import (
 )
 
 // ErrInvalidConfig is matched (with errors.Is) by every [FieldError] and
-// [Errors]; package quota exports it as quota.ErrInvalidConfig.
+// [Errors]; package config exports it as config.ErrInvalidConfig.
 var ErrInvalidConfig = errors.New("invalid config")
 
 // FieldError is one problem in a config file, located by file, line and

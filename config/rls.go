@@ -1,4 +1,4 @@
-package quota
+package config
 
 import (
 	"net"
@@ -44,9 +44,6 @@ type RLS struct {
 	// RateLimit-Remaining, RateLimit-Reset).
 	LimitHeader, RemainingHeader, ResetHeader string
 }
-
-// RLS returns the config's rls section.
-func (c *Config) RLS() RLS { return c.rls }
 
 func (p *parser) rls(n *yaml.Node, path string) RLS {
 	var r RLS

@@ -1,4 +1,4 @@
-package quota
+package config
 
 import (
 	"errors"
@@ -28,21 +28,21 @@ rls:
 		MergeDomains: true, ShadowMode: true, ResponseHeaders: true,
 		LimitHeader: "X-RateLimit-Limit", RemainingHeader: "X-RateLimit-Remaining", ResetHeader: "X-RateLimit-Reset",
 	}
-	if got := c.RLS(); got != want {
+	if got := c.RLS; got != want {
 		t.Fatalf("rls = %+v\nwant %+v", got, want)
 	}
-	if Default().RLS() != (RLS{}) {
+	if Default().RLS != (RLS{}) {
 		t.Error("the default config has an rls section")
 	}
 	c, err = Parse("t.yaml", []byte("services:\n  - preset: ecs\nrls:\n  config_dir: /srv/ratelimit\n"))
-	if err != nil || c.RLS() != (RLS{ConfigDir: "/srv/ratelimit"}) {
-		t.Fatalf("absolute config_dir: %+v, %v", c.RLS(), err)
+	if err != nil || c.RLS != (RLS{ConfigDir: "/srv/ratelimit"}) {
+		t.Fatalf("absolute config_dir: %+v, %v", c.RLS, err)
 	}
 	// A relative config_dir is taken from the config file's directory,
 	// wherever tollgate runs.
 	c, err = Parse("conf/t.yaml", []byte("services:\n  - preset: ecs\nrls:\n  config_dir: rl\n"))
-	if abs, _ := filepath.Abs("conf/rl"); err != nil || c.RLS().ConfigDir != abs {
-		t.Fatalf("relative config_dir: %+v, %v", c.RLS(), err)
+	if abs, _ := filepath.Abs("conf/rl"); err != nil || c.RLS.ConfigDir != abs {
+		t.Fatalf("relative config_dir: %+v, %v", c.RLS, err)
 	}
 }
 

@@ -1,9 +1,8 @@
-package quota
+package config
 
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,10 +12,11 @@ import (
 
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/internal/yamlfield"
+	"github.com/tollgate/tollgate/quota"
 )
 
-// ErrInvalidConfig is matched (with errors.Is) by every error of [Parse]
-// and [Load].
+// ErrInvalidConfig is matched (with errors.Is) by every error of [Parse],
+// [Load] and [ReadFile].
 var ErrInvalidConfig = yamlfield.ErrInvalidConfig
 
 // FieldError is one problem in a config file, located by file, line and
@@ -30,15 +30,6 @@ type FieldError = yamlfield.FieldError
 // finds a *FieldError, and it matches [ErrInvalidConfig].
 type ConfigErrors = yamlfield.Errors
 
-// Load reads and parses the config file at path.
-func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	return Parse(path, data)
-}
-
 // storeSchemes are the URL schemes a store may have besides "memory".
 var storeSchemes = []string{"redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel"}
 
@@ -49,7 +40,7 @@ var (
 	actionPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 	accountChars  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 	// accessKeyChars is what a SigV4 credential scope can carry as an
-	// access key id (gateway.ParseAuthorization accepts no more).
+	// access key id (awsjson.ParseAuthorization accepts no more).
 	accessKeyChars = regexp.MustCompile(`^[A-Za-z0-9_]{1,128}$`)
 )
 
@@ -121,7 +112,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	if len(p.w.Errs) > 0 {
 		return nil, p.w.Errs
 	}
-	cfg.warnings = p.warnings(cfg)
+	cfg.Warnings = p.warnings(cfg)
 	return cfg, nil
 }
 
@@ -138,25 +129,17 @@ type located struct {
 	field string
 }
 
-// Warnings returns what in a parsed config is valid but likely not what
-// its author meant, each located as a config error is: an autoscaled
-// service listed in Cloud Map (cloud_map) when no service of the config
-// answers Cloud Map's API (no `preset: cloudmap`, or one whose requests
-// go to an upstream or an autoscale pool rather than to tollgate's own
-// registry), so that only another tollgate sharing the Redis store could
-// answer DiscoverInstances for it.
-func (c *Config) Warnings() []*FieldError { return c.warnings }
-
 // answersCloudMap reports whether s is the cloudmap preset as tollgate
 // serve answers it: from its own registry (the handler of the service
 // named cloudmap), which an upstream or an autoscale pool replaces.
-func answersCloudMap(s *Service) bool {
-	return s.Name == "cloudmap" && s.TargetPrefix == cloudMapTargetPrefix && s.Upstream == "" && s.Autoscale == nil
+func answersCloudMap(s *quota.Service) bool {
+	cm, _ := quota.Preset("cloudmap")
+	return s.Name == "cloudmap" && s.TargetPrefix == cm.TargetPrefix && s.Upstream == "" && !s.Autoscaled
 }
 
 func (p *parser) warnings(cfg *Config) []*FieldError {
 	var out []*FieldError
-	if !slices.ContainsFunc(cfg.services, answersCloudMap) {
+	if !slices.ContainsFunc(cfg.Quota.Services(), answersCloudMap) {
 		for _, at := range p.cloudMaps {
 			out = append(out, &FieldError{File: p.file, Line: at.n.Line, Column: at.n.Column, Field: at.field,
 				Msg: "no service of this config answers Cloud Map's API from tollgate's registry (add `- preset: cloudmap`, without upstream or autoscale, to services), so DiscoverInstances reaches these instances only through another tollgate sharing the store"})
@@ -284,9 +267,10 @@ func (p *parser) limit(n *yaml.Node, path string, lf *limitFields) (bucket.Limit
 }
 
 func (p *parser) config(root *yaml.Node) *Config {
-	var services []*Service
+	var services []*quota.Service
 	var serviceNodes []*yaml.Node
-	var overrides []Override
+	var scales []*Autoscale // by index of services
+	var overrides []quota.Override
 	var overrideNodes []*yaml.Node
 	accessKeys := map[string]string{}
 	var store Store
@@ -296,8 +280,9 @@ func (p *parser) config(root *yaml.Node) *Config {
 		"services": func(_, v *yaml.Node, f string) {
 			servicesNode = v
 			for i, sn := range p.list(v, f) {
-				if s := p.service(sn, fmt.Sprintf("%s[%d]", f, i)); s != nil {
+				if s, a := p.service(sn, fmt.Sprintf("%s[%d]", f, i)); s != nil {
 					services = append(services, s)
+					scales = append(scales, a)
 					serviceNodes = append(serviceNodes, sn)
 				}
 			}
@@ -383,7 +368,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 
 	// Cross-checks: duplicate services and prefixes, overrides that name
 	// something that does not exist, overrides given twice.
-	byName := map[string]*Service{}
+	byName := map[string]*quota.Service{}
 	byPrefix := map[string]string{}
 	for i, s := range services {
 		n := serviceNodes[i]
@@ -401,12 +386,12 @@ func (p *parser) config(root *yaml.Node) *Config {
 			byPrefix[s.TargetPrefix] = s.Name
 		}
 	}
-	routes := map[Route]string{}
+	routes := map[quota.Route]string{}
 	for i, s := range services {
 		if s.Route == nil {
 			continue
 		}
-		k := Route{PathPrefix: strings.TrimSuffix(s.Route.PathPrefix, "/"), Host: s.Route.Host}
+		k := quota.Route{PathPrefix: strings.TrimSuffix(s.Route.PathPrefix, "/"), Host: s.Route.Host}
 		if other, dup := routes[k]; dup {
 			f := fmt.Sprintf("services[%d].route", slices.Index(servicesNode.Content, serviceNodes[i]))
 			p.errorf(serviceNodes[i], f, "the same route as service %q", other)
@@ -414,17 +399,18 @@ func (p *parser) config(root *yaml.Node) *Config {
 		}
 		routes[k] = s.Name
 	}
+	type overrideKey struct{ service, account, region, category string }
 	seen := map[overrideKey]bool{}
 	for i, o := range overrides {
 		n := overrideNodes[i]
 		f := fmt.Sprintf("overrides[%d]", i)
 		s, ok := byName[o.Service]
 		if !ok {
-			p.errorf(n, f+".service", "%v %q", ErrUnknownService, o.Service)
+			p.errorf(n, f+".service", "%v %q", quota.ErrUnknownService, o.Service)
 			continue
 		}
 		if _, ok := s.CategoryNamed(o.Category); !ok {
-			p.errorf(n, f+".category", "%v %q of service %s", ErrUnknownCategory, o.Category, o.Service)
+			p.errorf(n, f+".category", "%v %q of service %s", quota.ErrUnknownCategory, o.Category, o.Service)
 			continue
 		}
 		k := overrideKey{o.Service, o.Account, o.Region, o.Category}
@@ -437,25 +423,32 @@ func (p *parser) config(root *yaml.Node) *Config {
 	if len(p.w.Errs) > 0 {
 		return nil
 	}
-	cfg, err := NewConfig(services, overrides, accessKeys)
+	policy, err := quota.NewConfig(services, overrides, accessKeys)
 	if err != nil { // every check above ran first; this is a safety net
 		p.errorf(root, "", "%v", err)
 		return nil
 	}
-	cfg.store = store
-	cfg.rls = rls
+	cfg := &Config{File: p.file, Quota: policy, Store: store, RLS: rls}
+	for i, a := range scales {
+		if a != nil {
+			if cfg.Autoscale == nil {
+				cfg.Autoscale = map[string]*Autoscale{}
+			}
+			cfg.Autoscale[services[i].Name] = a
+		}
+	}
 	return cfg
 }
 
-func (p *parser) service(n *yaml.Node, path string) *Service {
+func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale) {
 	var (
 		preset, name, prefix, signing, upstream string
-		throttle                                Throttle
+		throttle                                quota.Throttle
 		hasThrottle                             bool
-		route                                   *Route
+		route                                   *quota.Route
 		scale                                   *Autoscale
 		upstreamNode, routeNode, scaleNode      *yaml.Node
-		categories                              []*Category
+		categories                              []*quota.Category
 		catNodes                                []*yaml.Node
 		nameNode, categoriesNode                *yaml.Node
 		ok                                      = true
@@ -469,8 +462,8 @@ func (p *parser) service(n *yaml.Node, path string) *Service {
 				fail()
 				return
 			}
-			if _, known := presets[s]; !known {
-				p.errorf(v, f, "%v %q (have %s)", ErrUnknownPreset, s, strings.Join(PresetNames(), ", "))
+			if !slices.Contains(quota.PresetNames(), s) {
+				p.errorf(v, f, "%v %q (have %s)", quota.ErrUnknownPreset, s, strings.Join(quota.PresetNames(), ", "))
 				fail()
 				return
 			}
@@ -535,7 +528,7 @@ func (p *parser) service(n *yaml.Node, path string) *Service {
 		"throttle": func(_, v *yaml.Node, f string) {
 			set["throttle"] = true
 			hasThrottle = true
-			throttle = Throttle{Message: "Rate exceeded", HTTPStatus: 400}
+			throttle = quota.Throttle{Message: "Rate exceeded", HTTPStatus: 400}
 			p.fields(v, f, map[string]func(k, v *yaml.Node, f string){
 				"code": func(_, v *yaml.Node, f string) {
 					if s, good := p.name(v, f, actionPattern, "error code"); good {
@@ -584,7 +577,7 @@ func (p *parser) service(n *yaml.Node, path string) *Service {
 		},
 	})
 	if n.Kind != yaml.MappingNode {
-		return nil
+		return nil, nil
 	}
 	if upstreamNode != nil && scaleNode != nil {
 		p.errorf(upstreamNode, joinField(path, "upstream"), "a service has an upstream or an autoscale pool, not both")
@@ -602,11 +595,11 @@ func (p *parser) service(n *yaml.Node, path string) *Service {
 			}
 		}
 		if !ok {
-			return nil
+			return nil, nil
 		}
-		s := presets[preset]()
-		s.Upstream, s.Route, s.Autoscale = upstream, route, scale
-		return s
+		s, _ := quota.Preset(preset) // known: checked above
+		s.Upstream, s.Route, s.Autoscaled = upstream, route, scale != nil
+		return s, scale
 	}
 	if nameNode == nil && ok {
 		p.errorf(n, joinField(path, "name"), "missing: give a name or a preset")
@@ -617,7 +610,7 @@ func (p *parser) service(n *yaml.Node, path string) *Service {
 		ok = false
 	}
 	if !hasThrottle {
-		throttle = Throttle{Code: "ThrottlingException", Message: "Rate exceeded", HTTPStatus: 400}
+		throttle = quota.Throttle{Code: "ThrottlingException", Message: "Rate exceeded", HTTPStatus: 400}
 	}
 	// An action in two categories, or a category name used twice.
 	cats := map[string]bool{}
@@ -639,24 +632,24 @@ func (p *parser) service(n *yaml.Node, path string) *Service {
 		}
 	}
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	s, err := NewService(name, categories)
+	s, err := quota.NewService(name, categories)
 	if err != nil {
 		p.errorf(n, path, "%v", err)
-		return nil
+		return nil, nil
 	}
 	s.TargetPrefix, s.SigningName, s.Throttle, s.Upstream = prefix, signing, throttle, upstream
-	s.Route, s.Autoscale = route, scale
+	s.Route, s.Autoscaled = route, scale != nil
 	if s.SigningName == "" {
 		s.SigningName = name
 	}
-	return s
+	return s, scale
 }
 
-func (p *parser) category(n *yaml.Node, path string) *Category {
+func (p *parser) category(n *yaml.Node, path string) *quota.Category {
 	var (
-		c     Category
+		c     quota.Category
 		lf    limitFields
 		ok    = true
 		named bool
@@ -716,9 +709,9 @@ func (p *parser) category(n *yaml.Node, path string) *Category {
 	return &c
 }
 
-func (p *parser) override(n *yaml.Node, path string) (Override, bool) {
+func (p *parser) override(n *yaml.Node, path string) (quota.Override, bool) {
 	var (
-		o  Override
+		o  quota.Override
 		lf limitFields
 		ok = true
 	)

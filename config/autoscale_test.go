@@ -1,4 +1,4 @@
-package quota
+package config
 
 import (
 	"errors"
@@ -41,9 +41,9 @@ func TestParseAutoscaleService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := cfg.Service("hello")
-	a := s.Autoscale
-	if a == nil || s.Route == nil || len(s.Categories) != 0 {
+	s, _ := cfg.Quota.Service("hello")
+	a := cfg.Autoscale["hello"]
+	if a == nil || !s.Autoscaled || s.Route == nil || len(s.Categories) != 0 {
 		t.Fatalf("service: %+v", s)
 	}
 	if a.WorkingDir != dir || a.Command[0] != "./bin/hello" || a.Args[0] != "x" || a.Env[0] != (EnvVar{"GREETING", "hi"}) {
@@ -58,8 +58,8 @@ func TestParseAutoscaleService(t *testing.T) {
 	if a.RequestTimeout != 10*time.Minute || a.MaxPending != 50 {
 		t.Fatalf("request bounds: %v %d", a.RequestTimeout, a.MaxPending)
 	}
-	ecs, _ := cfg.Service("ecs")
-	if ecs.Autoscale == nil || ecs.Route != nil || len(ecs.Categories) != 20 {
+	ecs, _ := cfg.Quota.Service("ecs")
+	if !ecs.Autoscaled || cfg.Autoscale["ecs"] == nil || ecs.Route != nil || len(ecs.Categories) != 20 {
 		t.Fatalf("ecs preset with a pool: %+v", ecs)
 	}
 	if got, ok := s.Route.Match("x", "/hello/a/b"); !ok || got != "/a/b" {
@@ -71,7 +71,7 @@ func TestParseAutoscaleService(t *testing.T) {
 	if got, ok := s.Route.Match("x", "/hello"); !ok || got != "/" {
 		t.Fatalf("Match(/hello) = %q %v", got, ok)
 	}
-	if r := cfg.Routed(); len(r) != 1 || r[0] != s {
+	if r := cfg.Quota.Routed(); len(r) != 1 || r[0] != s {
 		t.Fatalf("Routed = %v", r)
 	}
 	var table strings.Builder
@@ -101,16 +101,6 @@ func TestParseAutoscaleService(t *testing.T) {
 	a3.StopGrace = time.Minute
 	if a3.Template() == a.Template() {
 		t.Fatal("a new grace period kept the template (the runner's grace is fixed)")
-	}
-}
-
-func TestRouteHostMatch(t *testing.T) {
-	r := &Route{Host: "hello.example"}
-	if p, ok := r.Match("Hello.Example:8080", "/x"); !ok || p != "/x" {
-		t.Fatalf("host match: %q %v", p, ok)
-	}
-	if _, ok := r.Match("other.example", "/x"); ok {
-		t.Fatal("other host matched")
 	}
 }
 

@@ -1,4 +1,4 @@
-package quota
+package config
 
 import (
 	"fmt"
@@ -14,51 +14,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/quota"
 )
-
-// Route says which HTTP requests go straight to a service's autoscaled
-// pool, without throttling: those whose Host is Host (when set) and whose
-// path is under PathPrefix (when set). At least one is set.
-type Route struct {
-	// PathPrefix is a path such as "/hello/": it matches "/hello" and
-	// everything under "/hello/", not "/helloworld".
-	PathPrefix string
-	// StripPrefix removes PathPrefix (without its trailing slash) from
-	// the path the instance sees: "/hello/x" arrives as "/x".
-	StripPrefix bool
-	// Host matches the request's Host header without its port, case
-	// insensitively.
-	Host string
-}
-
-// Match reports whether a request for host and path takes the route, and
-// the path the instance sees.
-func (r *Route) Match(host, path string) (string, bool) {
-	if r.Host != "" {
-		h := host
-		if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
-			h = h[:i]
-		}
-		if !strings.EqualFold(h, r.Host) {
-			return "", false
-		}
-	}
-	prefix := strings.TrimSuffix(r.PathPrefix, "/")
-	if prefix == "" {
-		return path, true
-	}
-	if path != prefix && !strings.HasPrefix(path, prefix+"/") {
-		return "", false
-	}
-	if !r.StripPrefix {
-		return path, true
-	}
-	rest := strings.TrimPrefix(path, prefix)
-	if rest == "" {
-		rest = "/"
-	}
-	return rest, true
-}
 
 // The defaults of the autoscale settings that the runtime applies (package
 // pool and pool/process; cmd/tollgate's tests check they agree), for
@@ -238,8 +195,8 @@ func (p *parser) strings(n *yaml.Node, field string) ([]string, bool) {
 	return out, ok
 }
 
-func (p *parser) route(n *yaml.Node, path string) (*Route, bool) {
-	r := &Route{}
+func (p *parser) route(n *yaml.Node, path string) (*quota.Route, bool) {
+	r := &quota.Route{}
 	ok := true
 	p.fields(n, path, map[string]func(k, v *yaml.Node, f string){
 		"path_prefix": func(_, v *yaml.Node, f string) {
@@ -576,27 +533,6 @@ func (p *parser) env(n *yaml.Node, path string, a *Autoscale) bool {
 		ok = false
 	}
 	return ok
-}
-
-// Routed returns the services that have a route, most specific first: a
-// route with a host before one without, then longer path prefixes first.
-func (c *Config) Routed() []*Service {
-	var out []*Service
-	for _, s := range c.services {
-		if s.Route != nil {
-			out = append(out, s)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b *Service) int {
-		if (a.Route.Host != "") != (b.Route.Host != "") {
-			if a.Route.Host != "" {
-				return -1
-			}
-			return 1
-		}
-		return len(b.Route.PathPrefix) - len(a.Route.PathPrefix)
-	})
-	return out
 }
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)

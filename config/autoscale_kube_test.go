@@ -1,4 +1,4 @@
-package quota
+package config
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ func TestParseAutoscaleKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := cfg.Services()[0].Autoscale
+	a := cfg.Autoscale["hello"]
 	want := Kubernetes{Namespace: "apps", Deployment: "hello", Service: "hello", Port: 8080}
 	if a.Kubernetes == nil || *a.Kubernetes != want {
 		t.Fatalf("Kubernetes = %+v, want %+v", a.Kubernetes, want)

@@ -1,4 +1,4 @@
-package quota
+package config
 
 import (
 	"errors"
@@ -24,15 +24,15 @@ func TestParseAutoscaleCloudMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := cfg.Service("web")
-	c := s.Autoscale.CloudMap
+	a := cfg.Autoscale["web"]
+	c := a.CloudMap
 	if c == nil || c.Namespace != "example.local" || c.Service != "web" || c.Account != "111122223333" || c.Region != "eu-west-1" || c.Attributes["stage"] != "prod" {
 		t.Fatalf("cloud_map: %+v", c)
 	}
 	// The registration is part of what runs: a change makes a new revision.
-	before := s.Autoscale.Template()
+	before := a.Template()
 	c.Attributes["stage"] = "canary"
-	if s.Autoscale.Template() == before {
+	if a.Template() == before {
 		t.Fatal("Template ignores the cloud_map attributes")
 	}
 }
@@ -76,7 +76,7 @@ func TestCloudMapWithoutItsAPIWarns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := cfg.Warnings()
+	ws := cfg.Warnings
 	if len(ws) != 1 || ws[0].Line != 6 || ws[0].Column != 18 || ws[0].Field != "services[0].autoscale.cloud_map" || !strings.Contains(ws[0].Msg, "preset: cloudmap") {
 		t.Fatalf("warnings %v, want one at c.yaml:6:18 on services[0].autoscale.cloud_map", ws)
 	}
@@ -84,7 +84,7 @@ func TestCloudMapWithoutItsAPIWarns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ws := cfg.Warnings(); len(ws) != 0 {
+	if ws := cfg.Warnings; len(ws) != 0 {
 		t.Fatalf("warnings with the cloudmap preset: %v", ws)
 	}
 }
@@ -108,7 +108,7 @@ func TestCloudMapPresetForwardedWarns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ws := cfg.Warnings(); len(ws) != 1 || ws[0].Field != "services[1].autoscale.cloud_map" {
+		if ws := cfg.Warnings; len(ws) != 1 || ws[0].Field != "services[1].autoscale.cloud_map" {
 			t.Errorf("warnings %v with\n%s want one on services[1].autoscale.cloud_map", ws, preset)
 		}
 	}

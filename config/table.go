@@ -1,4 +1,4 @@
-package quota
+package config
 
 import (
 	"fmt"
@@ -11,10 +11,11 @@ import (
 )
 
 // WriteTable prints the effective policy of c as aligned text: every
-// service with its wire identity and categories, then the overrides.
+// service with its wire identity, route, autoscale settings and
+// categories, then the overrides.
 func (c *Config) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for i, s := range c.services {
+	for i, s := range c.Quota.Services() {
 		if i > 0 {
 			fmt.Fprintln(tw)
 		}
@@ -25,7 +26,7 @@ func (c *Config) WriteTable(w io.Writer) error {
 		if r := s.Route; r != nil {
 			fmt.Fprintf(tw, "  route: host %s, path prefix %s, strip prefix %v\n", orAny(r.Host), orAny(r.PathPrefix), r.StripPrefix)
 		}
-		if a := s.Autoscale; a != nil {
+		if a := c.Autoscale[s.Name]; a != nil {
 			e := a.Engine.WithDefaults()
 			runs := fmt.Sprintf("%q in %s", append(slices.Clone(a.Command), a.Args...), a.WorkingDir)
 			if k := a.Kubernetes; k != nil {
@@ -67,11 +68,11 @@ func (c *Config) WriteTable(w io.Writer) error {
 			}
 		}
 	}
-	if len(c.overList) > 0 {
+	if len(c.Quota.Overrides()) > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "overrides")
 		fmt.Fprintln(tw, "  SERVICE\tACCOUNT\tREGION\tCATEGORY\tCAPACITY\tREFILL/S")
-		for _, o := range c.overList {
+		for _, o := range c.Quota.Overrides() {
 			region := o.Region
 			if region == "" {
 				region = "*"
@@ -80,8 +81,8 @@ func (c *Config) WriteTable(w io.Writer) error {
 				o.Limit.Capacity(), strconv.FormatFloat(o.Limit.RefillPerSecond(), 'f', -1, 64))
 		}
 	}
-	if len(c.accounts) > 0 {
-		fmt.Fprintf(tw, "\n%d access keys mapped to accounts\n", len(c.accounts))
+	if n := c.Quota.AccessKeys(); n > 0 {
+		fmt.Fprintf(tw, "\n%d access keys mapped to accounts\n", n)
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,67 @@
+package config
+
+import (
+	"context"
+	"time"
+
+	"github.com/tollgate/tollgate/quota"
+)
+
+// Config is one config file, parsed and validated: the throttling policy
+// and the settings of every other part the file configures. It is built
+// whole or not at all, and treated as read-only once built, so that a
+// reload builds a new one and compares.
+type Config struct {
+	// File is the path the config was read from; "" for [Default].
+	File string
+	// Quota is the throttling policy: services, categories, overrides and
+	// access keys. Never nil.
+	Quota *quota.Config
+	// Autoscale is the autoscale section of every autoscaled service, by
+	// service name (the services whose Autoscaled is true); nil when none
+	// is.
+	Autoscale map[string]*Autoscale
+	// Store is the store section.
+	Store Store
+	// RLS is the rls section.
+	RLS RLS
+	// Warnings is what in the file is valid but likely not what its
+	// author meant, each located as a config error is: an autoscaled
+	// service listed in Cloud Map (cloud_map) when no service of the
+	// config answers Cloud Map's API (no `preset: cloudmap`, or one whose
+	// requests go to an upstream or an autoscale pool rather than to
+	// tollgate's own registry), so that only another tollgate sharing the
+	// Redis store could answer DiscoverInstances for it.
+	Warnings []*FieldError
+}
+
+// Default returns the config tollgate serves with no file: the built-in
+// ecs and cloudmap presets ([quota.Default]), in memory, no rls section.
+func Default() *Config { return &Config{Quota: quota.Default()} }
+
+// Store is where a server keeps bucket state, as a config file says. The
+// zero Store means the in-memory default.
+type Store struct {
+	// URL is "memory" (or empty) or a Redis URL: redis://, rediss://, or
+	// a cluster or sentinel form.
+	URL string
+	// Timeout bounds one call to the store; 0 means the store's default.
+	Timeout time.Duration
+	// OnFailure is what decisions do while the store is unreachable:
+	// "local" (each node decides from its own in-memory bucket), "open"
+	// (allow), "closed" (deny), or "" for the store's default (local).
+	OnFailure string
+}
+
+// Load reads the config file at path with [ReadFile]'s bounds (ctx ends
+// a read in progress) and parses it; an empty path means [Default].
+func Load(ctx context.Context, path string) (*Config, error) {
+	if path == "" {
+		return Default(), nil
+	}
+	data, err := ReadFile(ctx, "config", path, Limits{})
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}

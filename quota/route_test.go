@@ -1,0 +1,13 @@
+package quota
+
+import "testing"
+
+func TestRouteHostMatch(t *testing.T) {
+	r := &Route{Host: "hello.example"}
+	if p, ok := r.Match("Hello.Example:8080", "/x"); !ok || p != "/x" {
+		t.Fatalf("host match: %q %v", p, ok)
+	}
+	if _, ok := r.Match("other.example", "/x"); ok {
+		t.Fatal("other host matched")
+	}
+}
