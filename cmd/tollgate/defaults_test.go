@@ -3,9 +3,9 @@ package main
 import (
 	"testing"
 
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/process"
-	"github.com/tollgate/tollgate/config"
 )
 
 // TestCheckPrintsTheRuntimeDefaults: tollgate check prints a service's
