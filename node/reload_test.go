@@ -123,17 +123,6 @@ func TestShutdownEndsAStuckAdminReload(t *testing.T) {
 	}
 }
 
-// waitForLog polls the logs for substr, for up to 30 s.
-func waitForLog(t *testing.T, logs *logtest.Buffer, substr string) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs.String(), substr); {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in the logs within 30 s:\n%s", substr, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // reloading reports whether a Reload is running.
 func reloading(n *Node) bool {
 	if n.reloadMu.TryLock() {
