@@ -21,8 +21,9 @@ func (p *pair) add(q pair) { p.cpu += q.cpu; p.conc += q.conc }
 func (p *pair) sub(q pair) { p.cpu -= q.cpu; p.conc -= q.conc }
 
 // window is a sliding window of per-second buckets with a running sum for
-// each of up to maxSpans spans (in seconds; the last span is the longest and
-// sets the ring size).
+// each of up to maxSpans spans (in seconds; the last span is the longest;
+// the ring keeps one second more, so that an average can also end one
+// second before the window end: see average).
 //
 // Second s lives in buf[s mod size]. Moving the window end from second t-1 to
 // t subtracts, for every span k, the bucket of second t-span[k] from sums[k]
@@ -48,7 +49,7 @@ type window struct {
 func newWindow(spans ...int64) *window {
 	w := &window{nspans: len(spans)}
 	copy(w.spans[:], spans)
-	w.buf = make([]pair, spans[len(spans)-1])
+	w.buf = make([]pair, spans[len(spans)-1]+1)
 	return w
 }
 
@@ -109,7 +110,7 @@ func (w *window) advance(sec int64) {
 // accepts reports whether put would store a sample for second sec: sec is
 // not older than the longest span ending at the window end.
 func (w *window) accepts(sec int64) bool {
-	return !w.started || sec >= w.last || gap(sec, w.last) < uint64(w.size())
+	return !w.started || sec >= w.last || gap(sec, w.last) < uint64(w.spans[w.nspans-1])
 }
 
 // put stores v as the sample of second sec. With replace, v overwrites what
@@ -142,16 +143,31 @@ func (w *window) put(sec int64, v pair, replace bool) (pair, bool) {
 }
 
 // average returns the mean CPU (cores) and concurrency (requests) per
-// second over span k, ending at second now.
-func (w *window) average(k int, now int64) (cpu, conc float64) {
-	if !w.started {
+// second over span k ending at second end, that is over seconds
+// end-span+1 … end; seconds before the first sample are not part of the
+// history, so with none by end the average is zero. end may be the window
+// end or later (the window advances to it), or one second before the
+// window end (the engine's averages end at the last complete second while
+// a sample for the current one may already be in); anything earlier is
+// read as that.
+func (w *window) average(k int, end int64) (cpu, conc float64) {
+	if !w.started || end < w.first {
 		return 0, 0
 	}
-	w.advance(now)
+	w.advance(end)
+	sum := w.sums[k]
+	if end < w.last {
+		end = w.last - 1
+		// The span ending one second earlier: without the window end's
+		// second, with the one before the span. The ring keeps one
+		// second more than the longest span, so that one is still there.
+		sum.sub(w.buf[w.slot(w.last)])
+		sum.add(w.buf[w.slot(w.last-w.spans[k])])
+	}
 	covered := w.spans[k]
-	if g := gap(w.first, w.last); g < uint64(covered) {
+	if g := gap(w.first, end); g < uint64(covered) {
 		covered = int64(g) + 1
 	}
 	d := float64(covered) * milli
-	return float64(w.sums[k].cpu) / d, float64(w.sums[k].conc) / d
+	return float64(sum.cpu) / d, float64(sum.conc) / d
 }

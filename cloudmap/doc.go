@@ -1,6 +1,7 @@
 // Package cloudmap is a local AWS Cloud Map registry: an http.Handler that
 // speaks the Cloud Map API (AWS JSON 1.1, X-Amz-Target
-// Route53AutoNaming_v20170314.<Operation>) well enough that an unmodified
+// Route53AutoNaming_v20170314.<Operation>, spoken through package awsjson)
+// well enough that an unmodified
 // AWS SDK servicediscovery client can create namespaces and services,
 // register instances and discover them.
 //
@@ -36,7 +37,7 @@
 // # Scopes
 //
 // As in AWS, every account and region has its own registry. The account is
-// the X-Tollgate-Account header the gateway sets (gateway.HeaderAccount),
+// the X-Tollgate-Account header the gateway sets (awsjson.HeaderAccount),
 // else the access key id of the SigV4 credential; the region is the
 // credential's. A request with no Authorization header is scoped to
 // DefaultScope.

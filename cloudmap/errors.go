@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/tollgate/tollgate/awsjson"
 )
 
 // Error codes, exactly as the AWS SDK matches them
@@ -22,11 +24,14 @@ const (
 	codeResourceLimitExceeded  = "ResourceLimitExceeded"
 	codeServiceAlreadyExists   = "ServiceAlreadyExists"
 	codeServiceNotFound        = "ServiceNotFound"
+	codeTooManyTags            = "TooManyTagsException"
+	codeResourceNotFound       = "ResourceNotFoundException"
+	codeAttributesLimit        = "ServiceAttributesLimitExceededException"
 )
 
 // apiError is a Cloud Map error answer. The optional members are those the
-// SDK decodes for NamespaceAlreadyExists, ServiceAlreadyExists and
-// DuplicateRequest.
+// SDK decodes for NamespaceAlreadyExists, ServiceAlreadyExists,
+// DuplicateRequest and TooManyTagsException.
 type apiError struct {
 	Code                 string `json:"__type"`
 	Message              string `json:"message"`
@@ -35,6 +40,7 @@ type apiError struct {
 	ServiceID            string `json:"ServiceId,omitempty"`
 	ServiceArn           string `json:"ServiceArn,omitempty"`
 	DuplicateOperationID string `json:"DuplicateOperationId,omitempty"`
+	ResourceName         string `json:"ResourceName,omitempty"`
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -52,13 +58,8 @@ func (e *apiError) status() int {
 }
 
 func writeError(w http.ResponseWriter, status int, e *apiError) {
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("X-Amzn-ErrorType", e.Code)
 	b, _ := json.Marshal(e)
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	w.Write(b)
+	awsjson.WriteErrorBody(w, status, e.Code, b)
 }
 
 func invalid(format string, args ...any) *apiError {

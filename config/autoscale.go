@@ -43,6 +43,12 @@ type Autoscale struct {
 	// StopGrace is the time between SIGTERM and SIGKILL when an instance
 	// stops; 0 means the runner's default (10 s, as Cloud Run).
 	StopGrace time.Duration
+	// RequestTimeout bounds a proxied request, its pending wait included
+	// (request_timeout); 0 means the pool's default (300 s, as Cloud Run).
+	RequestTimeout time.Duration
+	// MaxPending bounds the requests waiting for an instance
+	// (max_pending); 0 means the pool's default (1,000).
+	MaxPending int
 	// CloudMap, when set, lists the ready instances in tollgate's Cloud
 	// Map registry.
 	CloudMap *CloudMap
@@ -307,6 +313,12 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 			ok = ok && good
 			a.CloudMap = c
 		},
+		"request_timeout": func(_, v *yaml.Node, f string) {
+			d, good := p.duration(v, f, time.Second, time.Hour)
+			ok = ok && good
+			a.RequestTimeout = d
+		},
+		"max_pending": whole(&a.MaxPending, 1, 1_000_000),
 		"termination_grace_period": func(_, v *yaml.Node, f string) {
 			d, good := p.duration(v, f, time.Millisecond, time.Hour)
 			ok = ok && good

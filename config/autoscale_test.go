@@ -33,6 +33,8 @@ func TestParseAutoscaleService(t *testing.T) {
       max_instances: 5
       idle_timeout: 30s
       termination_grace_period: 3s
+      request_timeout: 10m
+      max_pending: 50
   - preset: ecs
     autoscale: {command: sh, env: {MODE: ecs}}
 `))
@@ -52,6 +54,9 @@ func TestParseAutoscaleService(t *testing.T) {
 		e.MinInstances != 1 || e.MaxInstances != 5 || e.IdleTimeout != 30*time.Second || a.StopGrace != 3*time.Second ||
 		a.Readiness != (Readiness{"/healthz", 20 * time.Second}) {
 		t.Fatalf("engine: %+v", a)
+	}
+	if a.RequestTimeout != 10*time.Minute || a.MaxPending != 50 {
+		t.Fatalf("request bounds: %v %d", a.RequestTimeout, a.MaxPending)
 	}
 	ecs, _ := cfg.Quota.Service("ecs")
 	if !ecs.Autoscaled || cfg.Autoscale["ecs"] == nil || ecs.Route != nil || len(ecs.Categories) != 20 {
@@ -73,7 +78,7 @@ func TestParseAutoscaleService(t *testing.T) {
 	if err := cfg.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"route: host any, path prefix /hello/, strip prefix true", `autoscaled: ["./bin/hello" "--flag" "x"]`, "1–5 instances, max concurrency 8"} {
+	for _, want := range []string{"route: host any, path prefix /hello/, strip prefix true", `autoscaled: ["./bin/hello" "--flag" "x"]`, "1–5 instances, max concurrency 8", "1 CPU per instance,"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -125,6 +130,8 @@ func TestParseAutoscaleErrors(t *testing.T) {
 			"c.yaml:3:15: services[0].upstream: a service has an upstream or an autoscale pool, not both"},
 		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh}\n  - name: b\n    route: {host: a.example}\n    autoscale: {command: sh}\n",
 			"c.yaml:5:5: services[1].route: the same route as service \"a\""},
+		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, request_timeout: 2h, max_pending: 0}\n",
+			"c.yaml:4:47: services[0].autoscale.request_timeout: \"2h\" is not a duration in [1s, 1h0m0s] such as 30s\nc.yaml:4:64: services[0].autoscale.max_pending: 0 not in [1, 1000000]"},
 		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, working_dir: nowhere}\n",
 			"services[0].autoscale.working_dir: " + dir + "/nowhere is not a directory"},
 	}

@@ -3,118 +3,84 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/go-json-experiment/json/jsontext"
-
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/quota"
 )
 
-const contentTypeAWSJSON = "application/x-amz-json-1.1"
-
-// awsError is the body of an AWS JSON 1.1 error.
-type awsError struct {
-	Type    string `json:"__type"`
-	Message string `json:"message"`
-}
-
-// writeAWSError answers in the AWS JSON 1.1 error shape: the code in
-// X-Amzn-ErrorType and __type, in exact case, as the SDKs match it.
-func writeAWSError(w http.ResponseWriter, status int, code, message string) {
-	h := w.Header()
-	h.Set("Content-Type", contentTypeAWSJSON)
-	h.Set("X-Amzn-ErrorType", code)
-	body, _ := json.Marshal(awsError{Type: code, Message: message})
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
 var (
 	emptyJSON               = []byte("{}")
-	contentTypeAWSJSONValue = []string{contentTypeAWSJSON}
+	contentTypeAWSJSONValue = []string{awsjson.ContentType}
 	contentLength2          = []string{"2"}
 )
 
 // serveAWS handles the AWS JSON 1.1 protocol at "/".
 func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := w.Header().Get(headerRequestID)
+	id := w.Header().Get(awsjson.HeaderRequestID)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeAWSError(w, http.StatusMethodNotAllowed, "UnknownOperationException",
+		awsjson.WriteError(w, http.StatusMethodNotAllowed, "UnknownOperationException",
 			"AWS JSON requests are POSTs; "+r.Method+" "+r.URL.Path+" is not a tollgate endpoint")
 		return
 	}
-	// One header each: with two, a proxy in front and tollgate could read
-	// different operations or identities from one request.
-	if len(r.Header["X-Amz-Target"]) > 1 {
-		writeAWSError(w, http.StatusBadRequest, "UnknownOperationException", "more than one X-Amz-Target header")
-		return
-	}
-	if len(r.Header["Authorization"]) > 1 {
-		writeAWSError(w, http.StatusBadRequest, "IncompleteSignatureException", "more than one Authorization header")
+	if e := awsjson.CheckHeaders(r.Header); e != nil {
+		e.Write(w)
 		return
 	}
 	pol := g.policy.Load()
-	prefix, action, err := ParseTarget(r.Header.Get("X-Amz-Target"))
+	prefix, action, err := awsjson.ParseTarget(r.Header.Get("X-Amz-Target"))
 	if err != nil {
-		writeAWSError(w, http.StatusBadRequest, "UnknownOperationException", err.Error())
+		awsjson.WriteError(w, http.StatusBadRequest, "UnknownOperationException", err.Error())
 		return
 	}
 	svc, ok := pol.cfg.ServiceByTargetPrefix(prefix)
 	if !ok {
-		writeAWSError(w, http.StatusBadRequest, "UnknownOperationException",
+		awsjson.WriteError(w, http.StatusBadRequest, "UnknownOperationException",
 			"unknown X-Amz-Target prefix "+clip(prefix))
 		return
 	}
 	cat, ok := svc.CategoryOf(action)
 	if !ok {
-		writeAWSError(w, http.StatusBadRequest, "UnknownOperationException",
+		awsjson.WriteError(w, http.StatusBadRequest, "UnknownOperationException",
 			"unknown operation "+action+" of service "+svc.Name)
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); !isAWSJSON(ct) {
-		writeAWSError(w, http.StatusBadRequest, "SerializationException",
-			"Content-Type must be "+contentTypeAWSJSON+", got "+clip(ct))
+	if ct := r.Header.Get("Content-Type"); !awsjson.IsContentType(ct) {
+		awsjson.WriteError(w, http.StatusBadRequest, "SerializationException",
+			"Content-Type must be "+awsjson.ContentType+", got "+clip(ct))
 		return
 	}
-	cred, err := ParseAuthorization(r.Header.Get("Authorization"))
+	cred, err := awsjson.ParseAuthorization(r.Header.Get("Authorization"))
 	if err != nil {
-		code := "IncompleteSignatureException"
-		if errors.Is(err, ErrMissingAuth) {
-			code = "MissingAuthenticationTokenException"
-		}
-		writeAWSError(w, http.StatusBadRequest, code, err.Error())
+		awsjson.AuthError(err).Write(w)
 		return
 	}
 	if svc.SigningName != "" && cred.Service != svc.SigningName {
-		writeAWSError(w, http.StatusBadRequest, "IncompleteSignatureException",
+		awsjson.WriteError(w, http.StatusBadRequest, "IncompleteSignatureException",
 			"credential scope service "+clip(cred.Service)+" does not match "+strconv.Quote(svc.SigningName))
 		return
 	}
 	cost := g.bodyCost(r)
 	if !g.inFlight.acquire(cost) {
 		g.shed(w, r)
-		writeAWSError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", g.overloadedMessage())
+		awsjson.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", g.overloadedMessage())
 		return
 	}
 	defer g.inFlight.release(cost)
 	body, release, err := g.readBody(w, r)
 	defer release()
 	if err != nil {
-		writeAWSError(w, bodyErrorStatus(err), "SerializationException", err.Error())
+		awsjson.WriteError(w, bodyErrorStatus(err), "SerializationException", err.Error())
 		return
 	}
-	if msg := checkAWSBody(body); msg != "" {
-		writeAWSError(w, http.StatusBadRequest, "SerializationException", msg)
+	if msg := awsjson.CheckBody(body); msg != "" {
+		awsjson.WriteError(w, http.StatusBadRequest, "SerializationException", msg)
 		return
 	}
 
@@ -126,7 +92,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	g.noteThrottled(key, d, err)
 	if err != nil {
 		g.logLimiterError(r, err, "request_id", id, "key", key.String())
-		writeAWSError(w, http.StatusInternalServerError, "InternalFailure", "throttling store unavailable")
+		awsjson.WriteError(w, http.StatusInternalServerError, "InternalFailure", "throttling store unavailable")
 		return
 	}
 	if g.log.Enabled(r.Context(), slog.LevelDebug) {
@@ -135,7 +101,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if !d.Allowed {
 		th := svc.ThrottleOf(cat)
-		writeAWSError(w, th.HTTPStatus, th.Code, th.Message)
+		awsjson.WriteError(w, th.HTTPStatus, th.Code, th.Message)
 		return
 	}
 	if proxy, ok := pol.proxies[svc.Name]; ok {
@@ -145,7 +111,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		body = bytes.Clone(body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
-		w.Header().Del(headerRequestID) // ModifyResponse sets one
+		w.Header().Del(awsjson.HeaderRequestID) // ModifyResponse sets one
 		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
 		return
 	}
@@ -167,49 +133,8 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	w.Write(emptyJSON)
 }
 
-// checkAWSBody returns why an AWS JSON 1.1 body is unacceptable, or "".
-// The body must be empty or one JSON object under RFC 7493 (I-JSON): no
-// duplicate member names and no invalid UTF-8, which parsers resolve
-// differently (first or last wins, replacement characters), so the
-// upstream could act on another request than the one tollgate judged.
-func checkAWSBody(body []byte) string {
-	if len(body) == 0 {
-		return ""
-	}
-	if jsontext.Value(body).IsValid() {
-		if bytes.TrimLeft(body, " \t\r\n")[0] != '{' {
-			return "request body is not a JSON object"
-		}
-		return ""
-	}
-	// The slow path, for the message only.
-	dec := jsontext.NewDecoder(bytes.NewReader(body))
-	_, err := dec.ReadValue()
-	if err == nil {
-		_, err = dec.ReadToken()
-		if err == nil || err == io.EOF {
-			return "request body is more than one JSON value"
-		}
-	}
-	var synErr *jsontext.SyntacticError
-	if errors.As(err, &synErr) {
-		return "request body is not valid JSON at byte " + strconv.FormatInt(synErr.ByteOffset, 10) + ": " + clipMessage(synErr.Err.Error())
-	}
-	return "request body is not valid JSON: " + clipMessage(err.Error())
-}
+// clip quotes client input for an error message (see [awsjson.Clip]).
+var clip = awsjson.Clip
 
-// clipMessage shortens an error text that may quote client input.
-func clipMessage(s string) string {
-	const max = 2 * maxEcho
-	if len(s) <= max {
-		return s
-	}
-	return strings.ToValidUTF8(s[:max], "") + "…"
-}
-
-// isAWSJSON reports whether a Content-Type is AWS JSON 1.1, parameters
-// (such as a charset) allowed.
-func isAWSJSON(ct string) bool {
-	mt, _, _ := strings.Cut(ct, ";")
-	return strings.EqualFold(strings.TrimSpace(mt), contentTypeAWSJSON)
-}
+// maxEcho is the most of a client's input an error message quotes.
+const maxEcho = awsjson.MaxEcho

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/limiter"
 )
@@ -233,12 +234,12 @@ func (b *batchDecoder) syntax(err error) error {
 	}
 	var synErr *jsontext.SyntacticError
 	if errors.As(err, &synErr) {
-		return &fieldError{pointerField(synErr.JSONPointer), "malformed JSON at byte " + strconv.FormatInt(synErr.ByteOffset, 10) + ": " + clipMessage(synErr.Err.Error())}
+		return &fieldError{pointerField(synErr.JSONPointer), "malformed JSON at byte " + strconv.FormatInt(synErr.ByteOffset, 10) + ": " + awsjson.ClipMessage(synErr.Err.Error())}
 	}
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return &fieldError{pointerField(b.dec.StackPointer()), "malformed JSON: unexpected end of input"}
 	}
-	return &fieldError{"", "malformed JSON: " + clipMessage(err.Error())}
+	return &fieldError{"", "malformed JSON: " + awsjson.ClipMessage(err.Error())}
 }
 
 // request returns item i as a TakeRequest, its strings substrings of all

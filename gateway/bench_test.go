@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/limiter/limitertest"
 	"github.com/tollgate/tollgate/limiter/memory"
 )
@@ -140,7 +141,7 @@ func BenchmarkAWS(b *testing.B) {
 	for i := range benchAccounts {
 		akid := fmt.Sprintf("AKID%08d", i)
 		r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
-		r.Header.Set("Content-Type", contentTypeAWSJSON)
+		r.Header.Set("Content-Type", awsjson.ContentType)
 		r.Header.Set("X-Amz-Target", ecsTarget+"DescribeClusters")
 		r.Header.Set("Authorization", sigv4(akid, "us-east-1", "ecs"))
 		c.reqs = append(c.reqs, r)

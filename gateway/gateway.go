@@ -39,6 +39,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
 	"github.com/tollgate/tollgate/liveview"
@@ -119,12 +120,15 @@ type Options struct {
 	// AdminHandlers are more admin endpoints by mux pattern (such as
 	// "GET /v1/admin/pools"), behind the admin token like the others.
 	AdminHandlers map[string]http.Handler
+	// Routes are more public endpoints by mux pattern (such as envoy
+	// ratelimit's "POST /json"), without the admin token.
+	Routes map[string]http.Handler
 }
 
 // HeaderAccount is the request header in which the gateway tells an
 // in-process handler (Options.Handlers) the account a request belongs to;
-// any value the client sent is replaced.
-const HeaderAccount = "X-Tollgate-Account"
+// any value the client sent is replaced. It is [awsjson.HeaderAccount].
+const HeaderAccount = awsjson.HeaderAccount
 
 // Gateway is an http.Handler serving every tollgate endpoint. It is safe
 // for concurrent use; its config can be swapped atomically with Reload.
@@ -239,6 +243,9 @@ func New(opts Options) (*Gateway, error) {
 	for pattern, h := range opts.AdminHandlers {
 		handle(pattern, "admin", g.admin(h.ServeHTTP))
 	}
+	for pattern, h := range opts.Routes {
+		handle(pattern, "route", h.ServeHTTP)
+	}
 	g.poolMetrics = g.metrics.route("pool")
 	g.mux = mux
 	return g, nil
@@ -248,8 +255,8 @@ func New(opts Options) (*Gateway, error) {
 // in X-Amzn-Requestid; at debug level every request is logged with it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := newRequestID()
-	w.Header()[headerRequestID] = []string{id}
+	id := awsjson.NewRequestID()
+	w.Header()[awsjson.HeaderRequestID] = []string{id}
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	var rm *routeMetrics
 	if h, r2 := g.policy.Load().matchRoute(r); h != nil {
@@ -358,8 +365,37 @@ func (g *Gateway) setConfig(cfg *quota.Config) error {
 	return nil
 }
 
+// upstreamTransport carries every throttled service's proxied requests:
+// http.DefaultTransport's settings, but enough idle connections per
+// upstream for a busy service (the default keeps 2, so under concurrency
+// every other request opened a new connection), and bodies passed through
+// as the upstream sent them (no gzip asked for on the client's behalf).
+var upstreamTransport = func() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	tr.DisableCompression = true
+	return tr
+}()
+
+// copyBuffers lends the proxies their 32 KiB body-copy buffers, which
+// httputil.ReverseProxy otherwise allocates per request.
+var copyBuffers httputil.BufferPool = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+
 func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
+		Transport:  upstreamTransport,
+		BufferPool: copyBuffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
 			pr.Out.Host = pr.In.Host // as the client sent (and signed) it
@@ -368,9 +404,9 @@ func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
 		// The upstream's request id, when it sends one, is the answer's
 		// only one; otherwise tollgate's stands.
 		ModifyResponse: func(resp *http.Response) error {
-			if resp.Header.Get(headerRequestID) == "" {
+			if resp.Header.Get(awsjson.HeaderRequestID) == "" {
 				if id, ok := resp.Request.Context().Value(requestIDKey{}).(string); ok {
-					resp.Header.Set(headerRequestID, id)
+					resp.Header.Set(awsjson.HeaderRequestID, id)
 				}
 			}
 			return nil
@@ -383,9 +419,9 @@ func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
 			g.log.Log(r.Context(), f.Level, "upstream failed", "request_id", id, "service", service,
 				"upstream", u.Redacted(), "reason", f.Reason, "error", err)
 			if id != "" {
-				w.Header()[headerRequestID] = []string{id}
+				w.Header()[awsjson.HeaderRequestID] = []string{id}
 			}
-			writeAWSError(w, f.Status, f.Code, f.Message)
+			awsjson.WriteError(w, f.Status, f.Code, f.Message)
 		},
 	}
 }
@@ -528,12 +564,6 @@ func bodyErrorStatus(err error) int {
 
 // requestIDKey carries a request's id through a proxied request's context.
 type requestIDKey struct{}
-
-// headerRequestID is X-Amzn-Requestid in canonical form, so it can be set
-// straight into a header map.
-const headerRequestID = "X-Amzn-Requestid"
-
-func newRequestID() string { return uuid.NewString() }
 
 // retryAfterSeconds rounds a wait up to whole seconds, at least 1, as
 // Retry-After needs.

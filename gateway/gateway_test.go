@@ -199,7 +199,10 @@ func TestBadAWSRequestsGet4xxAndConsumeNothing(t *testing.T) {
 			if resp.StatusCode != tc.status || resp.Header.Get("X-Amzn-ErrorType") != tc.code {
 				t.Fatalf("status %d code %q (%s); want %d %s", resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), body, tc.status, tc.code)
 			}
-			var e awsError
+			var e struct {
+				Type    string `json:"__type"`
+				Message string `json:"message"`
+			}
 			if err := json.Unmarshal([]byte(body), &e); err != nil || e.Type != tc.code || e.Message == "" {
 				t.Fatalf("body %q is not an AWS error with a message", body)
 			}

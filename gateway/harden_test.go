@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/internal/redistest"
@@ -199,9 +200,9 @@ func TestErrorsEchoOnlyAShortPrefix(t *testing.T) {
 	_, srv := newTestServer(t, limitertest.NewClock(), Options{})
 	huge := strings.Repeat("A", 60<<10)
 	for name, req := range map[string][3]string{ // target, auth, content type
-		"authorization": {ecsTarget + "ListClusters", "AWS4-HMAC-SHA256 Credential=" + huge + ", SignedHeaders=host, Signature=ab", contentTypeAWSJSON},
-		"parameter":     {ecsTarget + "ListClusters", "AWS4-HMAC-SHA256 " + huge, contentTypeAWSJSON},
-		"target":        {ecsTarget + huge, sigv4("AKIDECHO", "us-east-1", "ecs"), contentTypeAWSJSON},
+		"authorization": {ecsTarget + "ListClusters", "AWS4-HMAC-SHA256 Credential=" + huge + ", SignedHeaders=host, Signature=ab", awsjson.ContentType},
+		"parameter":     {ecsTarget + "ListClusters", "AWS4-HMAC-SHA256 " + huge, awsjson.ContentType},
+		"target":        {ecsTarget + huge, sigv4("AKIDECHO", "us-east-1", "ecs"), awsjson.ContentType},
 		"content type":  {ecsTarget + "ListClusters", sigv4("AKIDECHO", "us-east-1", "ecs"), huge},
 	} {
 		resp := awsRequest(t, srv.URL, req[0], req[1], "{}", func(r *http.Request) { r.Header.Set("Content-Type", req[2]) })

@@ -55,6 +55,12 @@ func newMetrics(reg prometheus.Registerer, l limiter.Limiter, live *liveview.Rec
 			Help: "Buckets the store holds in memory (those in debt, plus full ones not yet swept).",
 		}, func() float64 { return float64(bc.Len()) }))
 	}
+	if ec, ok := l.(interface{ Evicted() uint64 }); ok {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tollgate_buckets_evicted_total",
+			Help: "Buckets in debt the memory store forgot to stay within --memory-max-buckets and --memory-max-key-bytes.",
+		}, func() float64 { return float64(ec.Evicted()) }))
+	}
 	if live != nil {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "tollgate_live_hot_dropped_total",

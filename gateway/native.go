@@ -14,6 +14,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/quota"
@@ -138,16 +139,16 @@ func decodeStrict(body []byte, v any) error {
 	case errors.As(err, &semErr) && semErr.GoType != nil:
 		return &fieldError{pointerField(semErr.JSONPointer), fmt.Sprintf("want %s, got JSON %s", jsonKind(semErr.GoType), semErr.JSONKind)}
 	case errors.As(err, &synErr):
-		return &fieldError{pointerField(synErr.JSONPointer), fmt.Sprintf("malformed JSON at byte %d: %s", synErr.ByteOffset, clipMessage(synErr.Err.Error()))}
+		return &fieldError{pointerField(synErr.JSONPointer), fmt.Sprintf("malformed JSON at byte %d: %s", synErr.ByteOffset, awsjson.ClipMessage(synErr.Err.Error()))}
 	}
-	return &fieldError{"", "malformed JSON: " + clipMessage(err.Error())}
+	return &fieldError{"", "malformed JSON: " + awsjson.ClipMessage(err.Error())}
 }
 
 // pointerField turns a JSON pointer, /requests/3/tokens, into the field
 // path the API's errors use, requests[3].tokens, cut short if a client's
 // member name makes it long.
 func pointerField(p jsontext.Pointer) string {
-	return clipMessage(pointerPath(p))
+	return awsjson.ClipMessage(pointerPath(p))
 }
 
 func pointerPath(p jsontext.Pointer) string {
@@ -202,7 +203,7 @@ func resolve(cfg *quota.Config, req *TakeRequest) (resolved, error) {
 	if !quota.ValidAccount(req.Account) {
 		return r, &fieldError{"account", "missing or not 1-128 letters, digits, '.', '_' or '-'"}
 	}
-	if !isLowerName(req.Region) {
+	if !awsjson.ValidRegion(req.Region) {
 		return r, &fieldError{"region", "missing or not 1-64 lowercase letters, digits or '-'"}
 	}
 	switch {
@@ -297,7 +298,7 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 	g.metrics.observe(pol.counters[res.cat], d.Allowed, err, time.Since(start))
 	g.noteThrottled(res.key, d, err)
 	if err != nil {
-		g.logLimiterError(r, err, "request_id", w.Header().Get(headerRequestID), "key", res.key.String())
+		g.logLimiterError(r, err, "request_id", w.Header().Get(awsjson.HeaderRequestID), "key", res.key.String())
 		writeNativeError(w, http.StatusServiceUnavailable, "", "throttling store unavailable: "+err.Error())
 		return
 	}
@@ -390,7 +391,7 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 			pol.counters[res.cat].fail()
 		}
 		g.metrics.latency.Observe(elapsed.Seconds())
-		g.logLimiterError(r, err, "request_id", w.Header().Get(headerRequestID), "batch", n)
+		g.logLimiterError(r, err, "request_id", w.Header().Get(awsjson.HeaderRequestID), "batch", n)
 		writeNativeError(w, http.StatusServiceUnavailable, "", "throttling store unavailable: "+err.Error())
 		return
 	}

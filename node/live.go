@@ -21,11 +21,37 @@ func poolSamples(p *pool.Pool) func() []liveview.ServiceSample {
 			}
 			for _, e := range s.Scales {
 				ls.Scales = append(ls.Scales, liveview.ScaleDecision{Time: e.Time, From: e.From, To: e.To, Driver: e.Driver,
-					Reason: fmt.Sprintf("%s asked for %d (need: cpu %.2f, concurrency %.2f, act %.2f); %d in flight on %d ready",
-						e.Driver, e.DriverCount, e.NeedCPU, e.NeedConcurrency, e.NeedACT, e.InFlight, e.Ready)})
+					Reason: scaleWhy(e)})
 			}
 			out = append(out, ls)
 		}
 		return out
 	}
+}
+
+// scaleWhy says, for the live page, why a scale decision was taken: the
+// reason of the scale log line in words, then the metrics behind it.
+func scaleWhy(e pool.ScaleEvent) string {
+	var head string
+	switch e.Reason {
+	case "metrics":
+		head = fmt.Sprintf("the %s metric needs %d", e.Driver, e.DriverCount)
+	case "requests waiting":
+		head = "requests waited with too few instances ready"
+		if e.From == 0 {
+			head = "a request arrived with no instance running (scale from zero)"
+		}
+	case "idle timeout":
+		head = "no request for the idle timeout: scale to zero"
+	case "max instances":
+		head = fmt.Sprintf("held at max instances (the %s metric asked for %d)", e.Driver, e.DriverCount)
+	case "min instances":
+		head = fmt.Sprintf("kept at min instances (the metrics asked for %d)", e.DriverCount)
+	case "":
+		head = fmt.Sprintf("%s asked for %d", e.Driver, e.DriverCount)
+	default:
+		head = fmt.Sprintf("%s (the %s metric asked for %d)", e.Reason, e.Driver, e.DriverCount)
+	}
+	return fmt.Sprintf("%s; %d in flight on %d ready (instances needed by cpu %.2f, concurrency %.2f, act %.2f)",
+		head, e.InFlight, e.Ready, e.NeedCPU, e.NeedConcurrency, e.NeedACT)
 }

@@ -61,6 +61,13 @@ type Options struct {
 	// StorePipelines is the Redis store's pipelines in flight; 0 means
 	// its default.
 	StorePipelines int
+	// StoreNodes is the number of nodes sharing the Redis store: under
+	// the local failure policy each decides from its share of a bucket
+	// while Redis does not answer. 0 means 1.
+	StoreNodes int
+	// Memory bounds the memory store (buckets and bytes of keys held);
+	// its zero value takes memory.Options' defaults.
+	Memory memory.Options
 	// RLS overrides the config's rls section.
 	RLS RLSOptions
 	// Kube is how autoscaled services on Kubernetes reach the API server.
@@ -91,6 +98,7 @@ type Node struct {
 	closeOnce  sync.Once          // of Close
 	rls        *rls.Server        // the Envoy rate limit service; nil without an rls config directory
 	rlsLn      net.Listener       // its gRPC listener
+	rlsDir     string             // the rls config directory in use
 	pools      *pool.Pool         // the autoscaled services' instances
 	live       *liveview.Recorder // per-second decisions for /ui
 	kube       *kubeRunners       // runners of services on Kubernetes
@@ -133,7 +141,10 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	if opts.StorePipelines < 0 {
 		return nil, fmt.Errorf("--store-pipelines %d must not be negative", opts.StorePipelines)
 	}
-	store, closeStore, err := openStore(ctx, st, opts.DenyCache, opts.StorePipelines, log, reg)
+	if opts.StoreNodes < 0 {
+		return nil, fmt.Errorf("--store-nodes %d must be at least 1", opts.StoreNodes)
+	}
+	store, closeStore, err := openStore(ctx, st, opts.Memory, opts.DenyCache, opts.StorePipelines, opts.StoreNodes, log, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +176,13 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
 	lastStore, lastRLS := cfg.Store, cfg.RLS
+	n.rlsDir = rlsSettings(opts.RLS, cfg.RLS).ConfigDir
+	if n.rls, n.rlsLn, err = buildRLS(ctx, opts.RLS, cfg.RLS, n.configName, st, store, opts.ShutdownTimeout, log, reg); err != nil {
+		n.Close()
+		return nil, err
+	}
 	n.gw, err = gateway.New(gateway.Options{
+		Routes:     rlsRoutes(n.rls),
 		Handlers:   map[string]http.Handler{"cloudmap": registry},
 		Live:       n.live,
 		Config:     cfg.Quota,
@@ -205,10 +222,6 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		AdminHandlers:    map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()},
 	})
 	if err != nil {
-		n.Close()
-		return nil, err
-	}
-	if n.rls, n.rlsLn, err = buildRLS(opts.RLS, cfg.RLS, n.configName, st, store, opts.ShutdownTimeout, log, reg); err != nil {
 		n.Close()
 		return nil, err
 	}

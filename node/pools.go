@@ -69,6 +69,9 @@ func (b pools) specs(cfg *config.Config) ([]pool.ServiceSpec, error) {
 			Runner:    r,
 			Template:  a.Template(),
 			StopGrace: a.StopGrace,
+
+			RequestTimeout: a.RequestTimeout,
+			MaxPending:     a.MaxPending,
 		}
 		if cm := a.CloudMap; cm != nil {
 			sc := cloudmap.DefaultScope

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tollgate/tollgate/rls"
 	"net/http"
 	"time"
 
@@ -45,6 +46,15 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		}
 	})
+	if n.rls != nil && n.opts.RLS.Watch {
+		grp.Go(func() error { // the rls config directory's changes queue the same reload as SIGHUP
+			return rls.Watch(failed, n.rlsDir, rls.WatchOptions{Logger: n.log}, func() {
+				if n.TriggerReload() {
+					n.log.Info("rls config directory changed: reloading config")
+				}
+			})
+		})
+	}
 	if n.sweep != nil {
 		grp.Go(func() error {
 			sweepEvery(background, n.sweep, 10*time.Second)

@@ -39,9 +39,9 @@ func storeSettings(over, file config.Store) config.Store {
 
 // openStore returns the limiter the store settings name, and a function
 // that closes it.
-func openStore(ctx context.Context, st config.Store, denyCache bool, pipelines int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
+func openStore(ctx context.Context, st config.Store, mem memory.Options, denyCache bool, pipelines, nodes int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
 	if st.URL == "memory" {
-		return memory.New(memory.Options{}), func() {}, nil
+		return memory.New(mem), func() {}, nil
 	}
 	policy := redisstore.FailLocal
 	if st.OnFailure != "" {
@@ -59,6 +59,7 @@ func openStore(ctx context.Context, st config.Store, denyCache bool, pipelines i
 		FailurePolicy: policy,
 		DenyCache:     denyCache,
 		Pipelines:     pipelines,
+		Nodes:         nodes,
 		Logger:        log,
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -178,6 +179,7 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 	in.lastChange, in.periodStart = now, now
 	in.cpuLast, in.cpuOK = run.CPUTime()
 	in.cpuAt = now
+	rv.startErr = ""
 	ev, err := rv.eng.InstanceReady(now, in.id)
 	if err == nil {
 		if !rv.retiring {
@@ -221,6 +223,45 @@ func (rv *revision) stopInstance(in *instance, run Instance, why string) {
 	rv.log.Info("instance stopped", "instance", in.name, "pid", run.PID(), "reason", why, "took", time.Since(start).Round(time.Millisecond))
 }
 
+// startFailed answers the requests waiting for an instance when a start
+// failed and none is ready: 503 at once with a short reason (the log has
+// the whole story), rather than a wait for the replacement that would most
+// likely fail the same way. Until the replacement's crash-loop backoff has
+// passed, new requests get the same answer at once (ServeHTTP). The engine
+// keeps its replacement; rv.mu is held.
+func (rv *revision) startFailed(now time.Time, in *instance, run Instance, why error) {
+	msg := "instance not ready: " + lastPart(why)
+	if run != nil {
+		if exited, err := in.exitedErr(); exited && err != nil {
+			msg = "instance exited before ready: " + lastPart(err)
+		} else if exited {
+			msg = "instance exited before ready"
+		}
+	}
+	rv.startErr, rv.startErrUntil = msg, now.Add(backoff(rv.failures))
+	if rv.eng.Stats().Ready > 0 {
+		return
+	}
+	for id, w := range rv.waiters {
+		w.failed = msg
+		delete(rv.waiters, id)
+		close(w.ch)
+	}
+}
+
+// lastPart is the innermost cause of a wrapped error's text: what follows
+// its last ": " ("exit status 2", "connection refused").
+func lastPart(err error) string {
+	if err == nil {
+		return "unknown"
+	}
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 && i+2 < len(s) {
+		return s[i+2:]
+	}
+	return s
+}
+
 // gone handles an instance that exited, or never got ready, on its own:
 // the engine forgets it (failing the requests that ran on it, which the
 // proxy answers 502) and places its pending requests elsewhere.
@@ -253,6 +294,9 @@ func (rv *revision) gone(in *instance, run Instance, why error) {
 	ev, err := rv.eng.InstanceExited(now, in.id)
 	if err == nil {
 		rv.apply(now, ev)
+	}
+	if reason == "start_failed" && !shutdown {
+		rv.startFailed(now, in, run, why)
 	}
 	failures := rv.failures
 	failed := len(ev.Failed)

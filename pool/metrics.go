@@ -20,6 +20,7 @@ type metrics struct {
 	cpu         *prometheus.GaugeVec     // service, instance
 	exits       *prometheus.CounterVec   // service, reason
 	backoff     *prometheus.GaugeVec     // service
+	refused     *prometheus.CounterVec   // service, reason
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -75,8 +76,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Wait before the next replacement of a crash-looping instance; 0 when healthy.",
 		}, []string{"service"}),
 	}
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_pool_refused_total",
+		Help: "Requests answered at once without waiting: reason pending_full (429, max_pending requests already waiting) or start_failed (503, the last start failed and its replacement is in backoff).",
+	}, []string{"service", "reason"})
 	reg.MustRegister(m.instances, m.recommended, m.driver, m.pending, m.inFlight, m.rejected,
-		m.coldStart, m.pendingWait, m.concurrency, m.cpu, m.exits, m.backoff)
+		m.coldStart, m.pendingWait, m.concurrency, m.cpu, m.exits, m.backoff, m.refused)
 	return m
 }
 
@@ -89,6 +94,7 @@ type serviceMetrics struct {
 	pendingWait prometheus.Observer
 	exits       *prometheus.CounterVec // reason
 	backoff     prometheus.Gauge
+	refused     *prometheus.CounterVec // reason
 }
 
 func (m *metrics) service(name string) *serviceMetrics {
@@ -101,6 +107,7 @@ func (m *metrics) service(name string) *serviceMetrics {
 		pendingWait: m.pendingWait.With(l),
 		exits:       m.exits.MustCurryWith(l),
 		backoff:     m.backoff.With(l),
+		refused:     m.refused.MustCurryWith(l),
 	}
 }
 

@@ -51,6 +51,50 @@ type ServiceSpec struct {
 	// it stops taking requests. Like Runner, it is kept for a revision: a
 	// reload with the same Template keeps the old one.
 	Registrar Registrar
+	// RequestTimeout bounds one proxied request from its arrival to its
+	// last byte, the pending wait included, as Cloud Run's request
+	// timeout; it replaces the server's read and write timeouts for the
+	// request. 0 means DefaultRequestTimeout; at most MaxRequestTimeout.
+	RequestTimeout time.Duration
+	// MaxPending bounds the requests waiting for an instance; one more is
+	// answered 429 at once, with Retry-After. 0 means DefaultMaxPending.
+	MaxPending int
+}
+
+// Request bounds (ServiceSpec.RequestTimeout and MaxPending).
+const (
+	// DefaultRequestTimeout is Cloud Run's default request timeout.
+	DefaultRequestTimeout = 300 * time.Second
+	// MaxRequestTimeout is Cloud Run's largest request timeout.
+	MaxRequestTimeout = time.Hour
+	// DefaultMaxPending is the default bound on a service's pending
+	// requests: each costs a connection and its buffers (≈ 25 KB
+	// measured), so 1,000 keep a node's memory and file descriptors in
+	// hand while covering a burst on a service scaling from zero.
+	DefaultMaxPending = 1000
+	// MaxMaxPending is the largest MaxPending.
+	MaxMaxPending = 1_000_000
+)
+
+// limits are a spec's request bounds with defaults applied.
+type limits struct {
+	requestTimeout time.Duration
+	maxPending     int
+	grace          time.Duration
+}
+
+func (s ServiceSpec) limits() limits {
+	l := limits{requestTimeout: s.RequestTimeout, maxPending: s.MaxPending, grace: s.StopGrace}
+	if l.requestTimeout <= 0 {
+		l.requestTimeout = DefaultRequestTimeout
+	}
+	if l.maxPending <= 0 {
+		l.maxPending = DefaultMaxPending
+	}
+	if l.grace <= 0 {
+		l.grace = DefaultStopGrace
+	}
+	return l
 }
 
 // ErrInvalidSpec is wrapped by Apply's errors about a spec.
@@ -122,6 +166,10 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 			return fmt.Errorf("%w: service %q given twice", ErrInvalidSpec, s.Name)
 		}
 		seen[s.Name] = true
+		if s.RequestTimeout < 0 || s.RequestTimeout > MaxRequestTimeout || s.MaxPending < 0 || s.MaxPending > MaxMaxPending {
+			return fmt.Errorf("%w: service %q: request timeout %v not in [0, %v] or max pending %d not in [0, %d]",
+				ErrInvalidSpec, s.Name, s.RequestTimeout, MaxRequestTimeout, s.MaxPending, MaxMaxPending)
+		}
 		if err := s.Engine.Validate(); err != nil {
 			return fmt.Errorf("service %s: %w", s.Name, err)
 		}
@@ -173,7 +221,7 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		svc.spec = s
 		if s.Template == old.Template {
 			rv := svc.cur.Load()
-			if err := rv.setConfig(s.Engine, s.StopGrace); err != nil {
+			if err := rv.setConfig(s.Engine, s.limits()); err != nil {
 				return err
 			}
 			continue
@@ -188,7 +236,7 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 func (p *Pool) newRevision(svc *service, s ServiceSpec, cfg autoscale.Config) (*revision, error) {
 	svc.number++
 	name := fmt.Sprintf("%s-%05d", svc.name, svc.number)
-	rv, err := newRevision(svc.name, name, cfg, s.Runner, s.StopGrace, p.log, svc.m)
+	rv, err := newRevision(svc.name, name, cfg, s.Runner, s.limits(), p.log, svc.m)
 	if err == nil {
 		rv.reg = s.Registrar
 	}
@@ -257,7 +305,7 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 		p.mu.Unlock()
 		p.log.Info("traffic moved to the new revision; draining the previous one", "service", svc.name, "revision", rv.name, "ready", rv.readyCount(), "previous", old.name)
 		old.retire(time.Now().Add(p.drainTimeout))
-		if err := rv.setConfig(cfg, s.StopGrace); err != nil {
+		if err := rv.setConfig(cfg, s.limits()); err != nil {
 			p.log.Error("new revision refused its config", "service", svc.name, "error", err)
 		}
 	}()

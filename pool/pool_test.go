@@ -376,7 +376,14 @@ func TestReplacementBackoffCountsTheFailure(t *testing.T) {
 	runPool(t, p)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go getCtx(ctx, p.Handler("s"), "/") // pending while starts fail
+	// A failed start answers its waiting requests 503 at once, so a client
+	// that keeps asking keeps the starts coming, at the backoff's pace.
+	go func() {
+		for ctx.Err() == nil {
+			getCtx(ctx, p.Handler("s"), "/")
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
 	eventually(t, 60*time.Second, "fewer than 4 starts", func() bool { return len(r.times()) >= 4 })
 	ts := r.times()
 	if gap := ts[2].Sub(ts[1]); gap < backoff(2)-100*time.Millisecond {

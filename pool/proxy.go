@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"sync"
 	"time"
 )
 
@@ -19,22 +20,44 @@ func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
 	tr.MaxIdleConnsPerHost = max(maxConcurrency, http.DefaultMaxIdleConnsPerHost)
 	tr.MaxIdleConns = 0 // no total limit: per host bounds it
 	tr.Proxy = nil      // instances are on loopback; never via an HTTP proxy
+	// Bodies pass through as the instance sent them: the transport must
+	// not ask for gzip on the client's behalf and inflate the answer.
+	tr.DisableCompression = true
 	return &httputil.ReverseProxy{
-		Transport: tr,
+		Transport:  tr,
+		BufferPool: copyBuffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			in := pr.In.Context().Value(instanceKey{}).(*instance)
 			pr.SetURL(in.url)
 			pr.Out.Host = pr.In.Host // as the client sent it, as Cloud Run does
 			pr.SetXForwarded()
 		},
+		// Every failed attempt is answered with an error status, never
+		// left to the server's implicit 200, and logged with the status
+		// written: a request whose client went away is still answered
+		// (nobody may read it), as the request log records.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			in, _ := r.Context().Value(instanceKey{}).(*instance)
+			client, _ := r.Context().Value(clientCtxKey{}).(context.Context)
+			if client == nil {
+				client = r.Context()
+			}
 			status, msg := proxyError(r.Context(), err)
 			level := slog.LevelWarn
-			if r.Context().Err() != nil {
-				level = slog.LevelDebug // the client went away: routine
-			}
-			if status == http.StatusBadGateway && in != nil && in.run != nil && r.Context().Err() == nil {
+			dl, timed := r.Context().Deadline()
+			switch {
+			case timed && !time.Now().Before(dl):
+				// The request timeout passed; the client may be there
+				// still (a body read cut by the deadline also ends the
+				// client's context).
+				status = http.StatusGatewayTimeout
+				msg = fmt.Sprintf("service %s: the request timeout passed before the instance answered", rv.service)
+			case client.Err() != nil:
+				// The client went away, or its connection failed while
+				// the request body was read.
+				level = slog.LevelInfo
+				status, msg = http.StatusBadGateway, "request ended before the instance answered: "+err.Error()
+			case status == http.StatusBadGateway && in != nil && in.run != nil:
 				// A dropped connection usually means the instance died;
 				// its exit is noticed a moment later. Wait briefly for it,
 				// so the answer says what happened.
@@ -45,7 +68,6 @@ func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
 				}
 				t.Stop()
 				if exited, why := in.exitedErr(); exited {
-					status = http.StatusBadGateway
 					msg = fmt.Sprintf("instance %s of service %s exited while serving the request (%v)", in.name, rv.service, why)
 				}
 			}
@@ -53,14 +75,26 @@ func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
 			if in != nil {
 				name = in.name
 			}
-			rv.log.Log(r.Context(), level, "proxy failed", "instance", name, "status", status, "error", err)
-			if r.Context().Err() != nil {
-				return
-			}
+			rv.log.Log(r.Context(), level, "proxy failed", "instance", name, "method", r.Method, "path", r.URL.Path, "status", status, "error", err)
 			http.Error(w, msg, status)
 		},
 	}
 }
+
+// copyBuffers lends every proxy its 32 KiB body-copy buffers;
+// httputil.ReverseProxy allocates one per request without a pool.
+var copyBuffers httputil.BufferPool = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // proxyError maps an upstream failure to a status and message: 504 when the
 // instance timed out, 502 for anything else.

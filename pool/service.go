@@ -32,23 +32,25 @@ type revision struct {
 	started  chan struct{}  // closed once run has begun
 	finished chan struct{}  // closed once run has returned
 
-	mu        sync.Mutex
-	eng       *autoscale.Engine
-	insts     map[autoscale.InstanceID]*instance
-	waiters   map[autoscale.RequestID]*waiter
-	nextInst  int // for instance names
-	lastRec   autoscale.Recommendation
-	failures  int             // instance exits in a row without a healthy run
-	ctx       context.Context // set by run
-	retiring  bool            // no new request is routed here
-	retireBy  time.Time       // stop the instances by then even if busy
-	grace     time.Duration
-	lastStart time.Time // when the last instance was launched
-	reg       Registrar // nil: no registry; set before run
-	regQ      []regEvent
-	regWake   chan struct{}
-	rejected  uint64       // requests answered 429, for the admin listing
-	scales    []ScaleEvent // the last scale decisions, oldest first
+	mu            sync.Mutex
+	eng           *autoscale.Engine
+	insts         map[autoscale.InstanceID]*instance
+	waiters       map[autoscale.RequestID]*waiter
+	nextInst      int // for instance names
+	lastRec       autoscale.Recommendation
+	failures      int             // instance exits in a row without a healthy run
+	ctx           context.Context // set by run
+	retiring      bool            // no new request is routed here
+	retireBy      time.Time       // stop the instances by then even if busy
+	lim           limits          // grace, request timeout, max pending
+	lastStart     time.Time       // when the last instance was launched
+	reg           Registrar       // nil: no registry; set before run
+	regQ          []regEvent
+	regWake       chan struct{}
+	rejected      uint64       // requests answered 429, for the admin listing
+	startErr      string       // why the last start failed; "" once an instance is ready
+	startErrUntil time.Time    // requests get 503 at once until then (the replacement's backoff)
+	scales        []ScaleEvent // the last scale decisions, oldest first
 }
 
 // waiter is one pending request. The engine's decision is written under
@@ -57,21 +59,19 @@ type waiter struct {
 	ch       chan struct{}
 	inst     *instance // the instance it was dispatched to
 	rejected bool
+	failed   string // why it is answered 503: the start it waited for failed
 }
 
-func newRevision(service, name string, cfg autoscale.Config, runner Runner, grace time.Duration, log *slog.Logger, m *serviceMetrics) (*revision, error) {
+func newRevision(service, name string, cfg autoscale.Config, runner Runner, lim limits, log *slog.Logger, m *serviceMetrics) (*revision, error) {
 	eng, err := autoscale.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("service %s: %w", service, err)
-	}
-	if grace <= 0 {
-		grace = DefaultStopGrace
 	}
 	rv := &revision{
 		service:  service,
 		name:     name,
 		runner:   runner,
-		grace:    grace,
+		lim:      lim,
 		log:      log.With("service", service, "revision", name),
 		m:        m,
 		eng:      eng,
@@ -176,17 +176,14 @@ func (rv *revision) readyCount() int {
 	return rv.eng.Stats().Ready
 }
 
-// setConfig applies new targets and bounds to the running engine.
-func (rv *revision) setConfig(cfg autoscale.Config, grace time.Duration) error {
+// setConfig applies new targets, bounds and limits to the running engine.
+func (rv *revision) setConfig(cfg autoscale.Config, lim limits) error {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
 	if err := rv.eng.SetConfig(cfg); err != nil {
 		return fmt.Errorf("service %s: %w", rv.service, err)
 	}
-	if grace <= 0 {
-		grace = DefaultStopGrace
-	}
-	rv.grace = grace
+	rv.lim = lim
 	return nil
 }
 
@@ -229,7 +226,11 @@ func (rv *revision) apply(now time.Time, ev autoscale.Events) {
 }
 
 // ServeHTTP routes, waits and proxies one request. The slot the engine
-// gives it is released by the deferred finish on every path.
+// gives it is released by the deferred finish on every path. The
+// service's request timeout bounds it all, the pending wait included: it
+// replaces the server's read and write deadlines for this request (a
+// long upload, download or computation is the service's to bound, as on
+// Cloud Run), and ends the wait and the proxied call when it passes.
 func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	select { // a request may come in before the pool runs
 	case <-rv.started:
@@ -243,6 +244,26 @@ func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rv.ctx == nil || rv.ctx.Err() != nil {
 		rv.mu.Unlock()
 		http.Error(w, "service "+rv.service+" is not running", http.StatusServiceUnavailable)
+		return
+	}
+	lim := rv.lim
+	st := rv.eng.Stats()
+	if st.Ready == 0 && rv.startErr != "" && start.Before(rv.startErrUntil) {
+		// The last start failed and its replacement is held back by the
+		// crash-loop backoff: waiting would only end in the same failure.
+		why := rv.startErr
+		rv.mu.Unlock()
+		rv.m.refused.WithLabelValues("start_failed").Inc()
+		http.Error(w, "service "+rv.service+": "+why, http.StatusServiceUnavailable)
+		return
+	}
+	if st.Pending >= lim.maxPending {
+		wait := rv.eng.PendingWait()
+		rv.rejected++
+		rv.mu.Unlock()
+		rv.m.refused.WithLabelValues("pending_full").Inc()
+		w.Header().Set("Retry-After", strconv.FormatInt(retryAfter(wait), 10))
+		http.Error(w, fmt.Sprintf("service %s: %d requests already waiting for an instance (max_pending); retry later", rv.service, lim.maxPending), http.StatusTooManyRequests)
 		return
 	}
 	res := rv.eng.Route(start)
@@ -261,23 +282,35 @@ func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rv.mu.Unlock()
 	defer func() { rv.finish(res.Request, in, wt) }()
 
+	deadline := start.Add(lim.requestTimeout)
+	rc := http.NewResponseController(w)
+	// Errors mean the writer cannot take deadlines (a test recorder):
+	// then the server's own, if any, stay. The write deadline leaves a
+	// moment past the request timeout to write its 504.
+	_ = rc.SetReadDeadline(deadline)
+	_ = rc.SetWriteDeadline(deadline.Add(requestTimeoutGrace))
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	defer cancel()
+
 	if wt != nil {
-		// The engine decides by the deadline (Tick then starts a fresh
-		// instance and waits for it as long again, or rejects); the timer
-		// only bounds the wait should no decision come.
-		limit := 3*res.Deadline.Sub(start) + autoscale.MinPendingWait
-		timer := time.NewTimer(limit)
-		defer timer.Stop()
+		// The engine decides whether to start another instance or reject
+		// (its pending wait); the request timeout bounds how long the
+		// request waits for an instance on its way.
 		select {
 		case <-wt.ch:
-		case <-r.Context().Done():
-			return // the client went away: finish drops it from the queue
-		case <-timer.C:
+		case <-ctx.Done():
 			rv.m.pendingWait.Observe(time.Since(start).Seconds())
-			http.Error(w, "service "+rv.service+": no instance became available in time", http.StatusGatewayTimeout)
+			if r.Context().Err() != nil {
+				return // the client went away: finish drops it from the queue
+			}
+			http.Error(w, fmt.Sprintf("service %s: no instance became available within the request timeout (%v)", rv.service, lim.requestTimeout), http.StatusGatewayTimeout)
 			return
 		}
 		rv.m.pendingWait.Observe(time.Since(start).Seconds())
+		if wt.failed != "" {
+			http.Error(w, "service "+rv.service+": "+wt.failed, http.StatusServiceUnavailable)
+			return
+		}
 		if wt.rejected {
 			// Every slot stayed busy at max instances for the whole
 			// pending wait: a retry sooner would most likely wait as long
@@ -288,8 +321,18 @@ func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		in = wt.inst
 	}
-	rv.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), instanceKey{}, in)))
+	ctx = context.WithValue(ctx, instanceKey{}, in)
+	ctx = context.WithValue(ctx, clientCtxKey{}, r.Context())
+	rv.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
+
+// requestTimeoutGrace is how long past the request timeout the answer
+// saying so may take to write.
+const requestTimeoutGrace = 5 * time.Second
+
+// clientCtxKey carries the client's own request context (without the
+// request timeout) to the proxy's error handler.
+type clientCtxKey struct{}
 
 // retryAfter is the Retry-After of a 429 for a request that waited
 // pending for wait: wait in whole seconds, rounded up, at least 1.
@@ -327,5 +370,5 @@ type instanceKey struct{}
 func (rv *revision) stopGrace() time.Duration {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
-	return rv.grace
+	return rv.lim.grace
 }

@@ -1,6 +1,8 @@
 package rls
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -18,6 +20,10 @@ import (
 // whole key is its own Redis Cluster hash tag, so descriptors spread over
 // the cluster, and the "rls:" prefix keeps these buckets apart from the
 // gateway's ("{ecs/…}").
+//
+// A key longer than MaxKeyBytes is replaced by its SHA-256,
+// "{rls:#<64 hex digits>}", so that a client sending long values cannot
+// make one bucket cost more than a short one in the store.
 func BucketKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, shared map[int]string) string {
 	n := len("{rls:}") + len(domain)
 	for _, e := range entries {
@@ -38,8 +44,16 @@ func BucketKey(domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry, 
 		escape(&b, v)
 	}
 	b.WriteByte('}')
+	if b.Len() > MaxKeyBytes {
+		sum := sha256.Sum256([]byte(b.String()))
+		return "{rls:#" + hex.EncodeToString(sum[:]) + "}"
+	}
 	return b.String()
 }
+
+// MaxKeyBytes is the longest bucket key [BucketKey] writes out; longer
+// ones are hashed.
+const MaxKeyBytes = 512
 
 func escape(b *strings.Builder, s string) {
 	if !strings.ContainsAny(s, "%/={}") {

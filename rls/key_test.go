@@ -1,6 +1,9 @@
 package rls
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestBucketKey(t *testing.T) {
 	for _, c := range []struct {
@@ -23,5 +26,14 @@ func TestBucketKey(t *testing.T) {
 	c := BucketKey("d/a", desc("b=c").Entries, nil)
 	if a == b || a == c || b == c {
 		t.Errorf("collision: %q %q %q", a, b, c)
+	}
+	// A long key is hashed: bounded, and still one bucket per value.
+	long1 := BucketKey("d", desc("k="+strings.Repeat("x", 1<<20)).Entries, nil)
+	long2 := BucketKey("d", desc("k="+strings.Repeat("x", 1<<20-1)+"y").Entries, nil)
+	if len(long1) != len("{rls:#}")+64 || !strings.HasPrefix(long1, "{rls:#") || long1 == long2 {
+		t.Errorf("long keys: %q %q", long1, long2)
+	}
+	if k := BucketKey("d", desc("k="+strings.Repeat("x", MaxKeyBytes-len("{rls:d/k=}"))).Entries, nil); len(k) != MaxKeyBytes || strings.Contains(k, "#") {
+		t.Errorf("a key of MaxKeyBytes is kept as is: %q", k)
 	}
 }

@@ -1,12 +1,10 @@
 package rls
 
 import (
+	"bytes"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -21,9 +19,6 @@ import (
 // [Parse]. It is config.ErrInvalidConfig: config problems of every kind are
 // reported as config.FieldErrors, "file:line:column: field: message".
 var ErrInvalidConfig = yamlfield.ErrInvalidConfig
-
-// MaxFileBytes bounds one config file; larger files are refused.
-const MaxFileBytes = 16 << 20
 
 // maxNodes bounds the YAML nodes walked per file, aliases expanded, so that
 // a file of nested aliases cannot make the walk exponential.
@@ -45,71 +40,8 @@ type LoadOptions struct {
 	// (envoy ratelimit's MERGE_DOMAIN_CONFIG); by default a domain given
 	// twice is an error.
 	MergeDomains bool
-}
-
-// Load reads envoy ratelimit config files as envoy ratelimit does from its
-// runtime directory: every *.yaml and *.yml file under dir, recursively,
-// in lexical order, skipping names that start with a dot (so the "..data"
-// links of a Kubernetes ConfigMap volume are read once). dir may also name
-// one file. Every problem of every file is reported, each with its file,
-// line, column and field, as config.ConfigErrors; nothing is partially
-// loaded.
-func Load(dir string, opts LoadOptions) (*Config, error) {
-	info, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
-	var paths []string
-	if !info.IsDir() {
-		paths = []string{dir}
-	} else {
-		err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if path != dir && strings.HasPrefix(d.Name(), ".") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.IsDir() {
-				return nil
-			}
-			if ext := filepath.Ext(path); ext == ".yaml" || ext == ".yml" {
-				paths = append(paths, path)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
-	}
-	files := make([]File, 0, len(paths))
-	for _, p := range paths {
-		data, err := readBounded(p)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
-		files = append(files, File{Name: p, Data: data})
-	}
-	return Parse(files, opts)
-}
-
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxFileBytes)
-	}
-	return data, nil
+	// Timeout bounds the reading of [Load]; 0 means DefaultLoadTimeout.
+	Timeout time.Duration
 }
 
 // File is one config file's name (used in errors) and contents.
@@ -163,16 +95,40 @@ func (p *parser) file(f File) {
 	p.name, p.nodes = f.Name, 0
 	p.cfg.files = append(p.cfg.files, f.Name)
 	p.w.File = f.Name
-	root, ferr := yamlfield.DecodeOne(f.Name, f.Data)
+	root, second, ferr := decodeFirst(f.Name, f.Data)
 	if ferr != nil {
 		p.w.Errs = append(p.w.Errs, ferr)
 		return
+	}
+	if second > 0 {
+		p.cfg.warnings = append(p.cfg.warnings, fmt.Sprintf("%s:%d: a second YAML document; only the first is loaded, as envoy ratelimit loads it", f.Name, second))
 	}
 	if root == nil {
 		p.errorf(nil, "", "the file is empty; it needs a domain")
 		return
 	}
 	p.root(root)
+}
+
+// decodeFirst decodes the first YAML document of data, as envoy
+// ratelimit's YAML library does, and reports the line of a second one (0
+// when there is none). A syntax error anywhere is an error: a file that
+// does not parse is not half loaded.
+func decodeFirst(file string, data []byte) (*yaml.Node, int, *yamlfield.FieldError) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
+		return nil, 0, yamlfield.SyntaxError(file, err)
+	}
+	var extra yaml.Node
+	second := 0
+	if err := dec.Decode(&extra); err == nil {
+		second = max(extra.Line, 1)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, second, nil
+	}
+	return doc.Content[0], second, nil
 }
 
 func (p *parser) root(n *yaml.Node) {
@@ -333,6 +289,10 @@ func (p *parser) rateLimit(n *yaml.Node, path string, r *Rule) *Rule {
 		"requests_per_unit": func(_, v *yaml.Node, f string) {
 			rpuNode = v
 			if isNull(v) {
+				return
+			}
+			if v.Kind == yaml.ScalarNode && quoted(v) {
+				p.errorf(v, f, "want a whole number, got the quoted string %q (envoy ratelimit refuses it too)", v.Value)
 				return
 			}
 			x, err := strconv.ParseUint(v.Value, 0, 32)

@@ -1,10 +1,12 @@
 package rls
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,11 +82,15 @@ descriptors:
 			`a.yaml:8:18: descriptors[2].shadow_mode: want true or false, got "maybe"`,
 			`a.yaml:10:9: descriptors[2].descriptors[0].key: descriptor has an empty key`,
 		}},
-		{"rate above 1e9/s", `domain: d
+		{"quoted numbers and booleans", `domain: d
 descriptors:
   - key: k
-    rate_limit: {unit: second, requests_per_unit: 4000000000}
-`, []string{"a.yaml:4:51: descriptors[0].rate_limit.requests_per_unit: 4000000000 per second: bucket: invalid limit: refill rate 4e+09 is above 1e9 tokens per second"}},
+    shadow_mode: "yes"
+    rate_limit: {unit: second, requests_per_unit: "10"}
+`, []string{
+			`a.yaml:4:18: descriptors[0].shadow_mode: want true or false, got the quoted string "yes" (envoy ratelimit refuses it too)`,
+			`a.yaml:5:51: descriptors[0].rate_limit.requests_per_unit: want a whole number, got the quoted string "10" (envoy ratelimit refuses it too)`,
+		}},
 		{"syntax", "domain: d\ndescriptors: [\n", []string{"a.yaml:2: did not find expected node content"}},
 		{"not a mapping", "- domain: d\n", []string{"a.yaml:1:1: want a mapping, got a list"}},
 		{"empty file", "", []string{"a.yaml: the file is empty; it needs a domain"}},
@@ -198,16 +204,23 @@ func TestLoadDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	write("sub/two.yml", "domain: two\n")
-	write("README.md", "not yaml")
 	write(".hidden.yaml", "domain: one\n")
+	// Every file counts, whatever its name, as in envoy ratelimit: one
+	// named "rules" is loaded, a README is an error.
+	write("rules", "domain: three\n")
+	write("README.md", "not yaml")
+	if _, err := Load(dir, LoadOptions{}); err == nil || !strings.Contains(err.Error(), "README.md") {
+		t.Errorf("a README beside the rules: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "README.md"))
 	cfg, err := Load(dir, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(cfg.Domains(), ","); got != "one,two" {
+	if got := strings.Join(cfg.Domains(), ","); got != "one,three,two" {
 		t.Errorf("domains %q", got)
 	}
-	if len(cfg.Files()) != 2 {
+	if len(cfg.Files()) != 3 {
 		t.Errorf("files %v", cfg.Files())
 	}
 	// One file may be named.
@@ -240,4 +253,62 @@ func FuzzParse(f *testing.F) {
 			cfg.Lookup(r.Domain, desc(strings.Split(r.Key, ".")...).Entries)
 		}
 	})
+}
+
+// Load reads regular files only: a named pipe held open by a writer that
+// never writes, or a link to a character device, is an error naming the
+// file, returned at once instead of a read that never ends.
+func TestLoadRefusesNonRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("domain: a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "b.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	done := make(chan error, 1)
+	go func() { _, err := Load(dir, LoadOptions{}); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "b.yaml: not a regular file (a named pipe)") {
+			t.Errorf("FIFO: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Load hung on a FIFO")
+	}
+	os.Remove(fifo)
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir, LoadOptions{}); err == nil || !strings.Contains(err.Error(), "zero: not a regular file (a character device)") {
+		t.Errorf("/dev/zero: %v", err)
+	}
+	// A context that has ended stops the load.
+	os.Remove(filepath.Join(dir, "zero"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := LoadContext(ctx, dir, LoadOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ended context: %v", err)
+	}
+}
+
+// A file of two YAML documents loads the first, as envoy ratelimit's YAML
+// library does, with a warning naming the second.
+func TestSecondDocumentWarns(t *testing.T) {
+	cfg, err := Parse([]File{{Name: "a.yaml", Data: []byte("domain: one\n---\ndomain: two\n")}}, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Domains(), ","); got != "one" {
+		t.Errorf("domains %q", got)
+	}
+	if w := cfg.Warnings(); len(w) != 1 || !strings.HasPrefix(w[0], "a.yaml:2: a second YAML document") {
+		t.Errorf("warnings %q", w)
+	}
 }

@@ -37,13 +37,14 @@ type figure struct {
 
 type scenarioView struct {
 	Name string
-	Rows [][2]string
+	YAML string
 }
 
 // WriteHTML writes one self-contained HTML page for a study's results: the
 // summary table, the per-group table, every figure as inline SVG (the
 // comparison first when there are several runs, then one per run), and
-// each scenario as run, with its defaults applied. The page loads nothing
+// each scenario as run, with its defaults applied, as the scenario file
+// (WriteScenario) that runs it again. The page loads nothing
 // from anywhere, so it reads offline, and it prints one figure per page.
 func WriteHTML(w io.Writer, study *Study, results []*Result) error {
 	rep := report{Name: study.Name, Description: study.Description, Results: results}
@@ -63,7 +64,11 @@ func WriteHTML(w io.Writer, study *Study, results []*Result) error {
 			return err
 		}
 		rep.Figures = append(rep.Figures, figure{"Run " + r.Scenario.Name, svg})
-		rep.Scenarios = append(rep.Scenarios, describeScenario(r))
+		sv, err := describeScenario(r)
+		if err != nil {
+			return err
+		}
+		rep.Scenarios = append(rep.Scenarios, sv)
 	}
 	if err := reportTemplate.Execute(w, rep); err != nil {
 		return fmt.Errorf("sim: write HTML report: %w", err)
@@ -86,78 +91,12 @@ func inlineSVG(plot func(io.Writer) error) (template.HTML, error) {
 	return template.HTML(s[i:]), nil
 }
 
-// describeScenario lists a run's scenario with its defaults applied, as
-// label and value rows.
-func describeScenario(r *Result) scenarioView {
-	sc := r.Scenario
-	v := scenarioView{Name: sc.Name}
-	add := func(label, format string, args ...any) {
-		v.Rows = append(v.Rows, [2]string{label, fmt.Sprintf(format, args...)})
+// describeScenario writes a run's scenario with its defaults applied, as
+// the scenario file that runs it again.
+func describeScenario(r *Result) (scenarioView, error) {
+	var buf bytes.Buffer
+	if err := WriteScenario(&buf, r); err != nil {
+		return scenarioView{}, err
 	}
-	add("duration", "%v", sc.Duration)
-	add("target", "%s %s in account %s, %s", sc.Target.Service, sc.Target.Action, sc.Target.Account, sc.Target.Region)
-	add("bucket", "capacity %d, refill %g per second", r.Limit.Capacity(), r.Limit.RefillPerSecond())
-	for _, c := range sc.Clients {
-		desc := fmt.Sprintf("%s arrivals at %g calls/s", c.Process, c.Rate)
-		for _, st := range c.Steps {
-			desc += fmt.Sprintf(", %g/s from %v", st.Rate, st.At)
-		}
-		if c.Burst > 0 {
-			desc += fmt.Sprintf(", a burst of %d calls at %v", c.Burst, c.BurstAt)
-		}
-		if c.Action != "" {
-			desc += ", calling " + c.Action
-		}
-		add("clients "+c.Name, "%s", desc)
-	}
-	rt := sc.Retry
-	switch {
-	case rt.Disabled:
-		add("retry", "none: every call is one attempt")
-	default:
-		add("retry schedule", "%s", describeSchedule(rt))
-		add("retry limits", "max attempts %s, deadline %s", orNone(rt.MaxAttempts), durOrNone(rt.Deadline))
-		budget := string(rt.Budget.Kind)
-		if budget == "" {
-			budget = "none"
-		} else if rt.Budget.Ratio != 0 || rt.Budget.Burst != 0 {
-			budget += fmt.Sprintf(" (ratio %g, burst %g)", rt.Budget.Ratio, rt.Budget.Burst)
-		}
-		add("retry budget", "%s", budget)
-		add("retry on", "throttles%s; Retry-After honoured: %v", map[bool]string{true: "", false: " and backend 429s"}[rt.No429], rt.UseRetryAfter)
-	}
-	b := sc.Backend
-	if b.None {
-		add("backend", "none: admitted calls succeed at once")
-	} else {
-		add("backend", "%s service times, mean %v, %g cores per request, cold start %v", b.Distribution, b.ServiceTime, b.CPUPerRequest, b.ColdStart)
-		add("autoscaler", "policy %s; %s", b.Policy, describeAutoscale(b))
-	}
-	return v
-}
-
-func describeSchedule(rt Retry) string {
-	if rt.Schedule == nil {
-		return "retry.DefaultSchedule (exponential backoff with additive jitter, at most 32 s)"
-	}
-	return fmt.Sprintf("%T %+v", rt.Schedule, rt.Schedule)
-}
-
-func describeAutoscale(b Backend) string {
-	s := fmt.Sprintf("%+v", b.Autoscale)
-	return strings.TrimSuffix(strings.TrimPrefix(s, "{"), "}")
-}
-
-func orNone(n int) string {
-	if n == 0 {
-		return "none"
-	}
-	return strconv.Itoa(n)
-}
-
-func durOrNone(d time.Duration) string {
-	if d < 0 {
-		return "none"
-	}
-	return d.String()
+	return scenarioView{Name: r.Scenario.Name, YAML: buf.String()}, nil
 }

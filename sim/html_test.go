@@ -2,6 +2,8 @@ package sim
 
 import (
 	"bytes"
+	"html"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -55,9 +57,27 @@ func TestWriteHTML(t *testing.T) {
 	if strings.Contains(page, "<b>&</b>") || !strings.Contains(page, "jitter &lt;b&gt;&amp;&lt;/b&gt;") {
 		t.Error("a run name was not escaped")
 	}
-	for _, want := range []string{"Scenarios as run", "capacity 50, refill 20 per second", "clients burst"} {
+	for _, want := range []string{"Scenarios as run", "capacity: 50", "refill_per_second: 20", "name: burst", "base: 1s", "max: 32s"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
+		}
+	}
+	// Each scenario as run is a file that runs the same run again.
+	pres := regexp.MustCompile(`(?s)<pre class="scenario">(.*?)</pre>`).FindAllStringSubmatch(page, -1)
+	if len(pres) != len(results) {
+		t.Fatalf("%d scenarios on the page, want %d", len(pres), len(results))
+	}
+	for i, m := range pres {
+		again, err := ParseStudy("page.yaml", []byte(html.UnescapeString(m[1])))
+		if err != nil {
+			t.Fatalf("scenario %d of the page does not parse: %v\n%s", i, err, m[1])
+		}
+		r, err := Run(again.Runs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Scenario.Name != results[i].Scenario.Name || !reflect.DeepEqual(r.Summary, results[i].Summary) {
+			t.Errorf("scenario %d of the page runs %q %+v, want %q %+v", i, r.Scenario.Name, r.Summary, results[i].Scenario.Name, results[i].Summary)
 		}
 	}
 	// Self-contained: no attribute loads anything; the only URLs are XML
@@ -70,7 +90,9 @@ func TestWriteHTML(t *testing.T) {
 			t.Errorf("the page names %s", u)
 		}
 	}
-	if strings.Contains(strings.ToLower(page), "seed") {
-		t.Error("the page speaks of the seed")
+	for _, bad := range []string{"<nil>", "{Unit:", "CPUTarget:"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the page shows a Go value: %q", bad)
+		}
 	}
 }

@@ -79,8 +79,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tollgate sim:", err)
 		return 1
 	}
-	if study.Name != "" || study.Description != "" {
-		fmt.Fprintf(stdout, "%s: %s\n\n", study.Name, study.Description)
+	if head := studyHeading(study); head != "" {
+		fmt.Fprintf(stdout, "%s\n\n", head)
 	}
 	if err := sim.WriteSummary(stdout, results); err != nil {
 		fmt.Fprintln(stderr, "tollgate sim:", err)
@@ -155,4 +155,16 @@ func writeSimFiles(dir string, study *sim.Study, results []*sim.Result, f sim.Fo
 		}
 	}
 	return names, nil
+}
+
+// studyHeading is the line naming a study above its summary: "name:
+// description", or whichever of the two it has.
+func studyHeading(st *sim.Study) string {
+	switch {
+	case st.Name != "" && st.Description != "":
+		return st.Name + ": " + st.Description
+	case st.Name != "":
+		return st.Name
+	}
+	return st.Description
 }

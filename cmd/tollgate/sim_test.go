@@ -91,7 +91,7 @@ func TestSimBadInput(t *testing.T) {
 		{[]string{"sim", "--preset", "ecs-burst", "--format", "gif"}, 2, `unknown --format "gif"`},
 		{[]string{"sim", "--seed", "-1", "--preset", "ecs-burst"}, 2, "invalid value"},
 		{[]string{"sim", "--preset", "ecs-burst", "extra"}, 2, "usage: tollgate sim"},
-		{[]string{"sim", "--scenario", "testdata/sim-bad.yaml"}, 1, "testdata/sim-bad.yaml:4:5: clients[0].burts: unknown field (known: action, burst, burst_at, name, process, rate, steps)"},
+		{[]string{"sim", "--scenario", "testdata/sim-bad.yaml"}, 1, "testdata/sim-bad.yaml:4:5: clients[0].burts: unknown field, did you mean \"burst\"? (known: action, burst, burst_at, name, process, rate, steps)"},
 		{[]string{"sim", "--scenario", "testdata/missing.yaml"}, 1, "no such file"},
 	} {
 		code, out, errs := runCmd(tc.args...)
@@ -109,6 +109,7 @@ func TestUsageListsSim(t *testing.T) {
 }
 
 func TestSimFileNamesNeverCollide(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	dir := t.TempDir()
 	if code, _, errs := runCmd("sim", "--scenario", "testdata/sim-collide.yaml", "--out", dir); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -144,5 +145,22 @@ func TestSimHTMLReport(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestSimHeadingWithoutDescription checks the line above the summary of a
+// scenario file with a name and no description: the name alone, no colon.
+func TestSimHeadingWithoutDescription(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(file, []byte("name: quiet\nduration: 3s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCmd("sim", "--scenario", file, "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if first, _, _ := strings.Cut(out, "\n"); first != "quiet" {
+		t.Errorf("first line %q, want %q:\n%s", first, "quiet", out)
 	}
 }

@@ -17,14 +17,28 @@
 // refill window (capacity ÷ rate: 2.5 s for ECS cluster-read, 20 s for
 // Cloud Map). Each tracked bucket costs a copy of the key plus about 56 bytes
 // of map entry (see BENCHMARKS.md).
+//
+// Buckets in debt are bounded too, by Options.MaxBuckets and
+// Options.MaxKeyBytes (each divided evenly among the shards): a flood of
+// distinct keys on a long refill window (300,000 values of a one-a-day
+// rule) would otherwise hold every one of them for the whole window. A
+// shard at its bound first forgets its full buckets; if it is still full,
+// it evicts the eighth of its buckets closest to full (those that will be
+// full soonest: they carry the least information, and a flood of one-hit
+// keys is evicted before the few clients deep in debt), so a new key is
+// always decided. An evicted bucket's next take starts from a full bucket:
+// the store may then admit up to that bucket's remaining debt again.
+// Evictions are counted ([Store.Evicted]).
 package memory
 
 import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/bucket"
@@ -41,7 +55,21 @@ type Options struct {
 	// Shards is the number of independently locked shards, rounded up to
 	// a power of two; 0 means 256.
 	Shards int
+	// MaxBuckets bounds the buckets held; 0 means DefaultMaxBuckets, a
+	// negative value means no bound. See the package documentation for
+	// what happens at the bound.
+	MaxBuckets int
+	// MaxKeyBytes bounds the bytes of the keys held; 0 means
+	// DefaultMaxKeyBytes, a negative value means no bound.
+	MaxKeyBytes int64
 }
+
+// Default bounds of a Store: about 150 MB of memory with keys of 64 bytes,
+// about 100 MB with keys of 1 KB.
+const (
+	DefaultMaxBuckets  = 1 << 20
+	DefaultMaxKeyBytes = 64 << 20
+)
 
 // minSweep is the size below which a shard is never swept.
 const minSweep = 256
@@ -52,13 +80,19 @@ type Store struct {
 	mask   uint64
 	seed   maphash.Seed
 	now    func() int64 // Unix nanoseconds
+
+	// Per-shard bounds: buckets and bytes of keys; 0 means none.
+	maxLen   int
+	maxBytes int64
+	evicted  atomic.Uint64
 }
 
 type shard struct {
 	mu      sync.Mutex
 	m       map[string]int64
-	sweepAt int // len(m) at which the next sweep runs
-	peak    int // largest len(m) since the map was last rebuilt
+	sweepAt int   // len(m) at which the next sweep runs
+	peak    int   // largest len(m) since the map was last rebuilt
+	bytes   int64 // bytes of the keys in m
 	_       [64]byte
 }
 
@@ -74,6 +108,19 @@ func New(opts Options) *Store {
 		}
 	}
 	s := &Store{shards: make([]shard, n), mask: uint64(n - 1), seed: maphash.MakeSeed()}
+	maxBuckets, maxBytes := opts.MaxBuckets, opts.MaxKeyBytes
+	if maxBuckets == 0 {
+		maxBuckets = DefaultMaxBuckets
+	}
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxKeyBytes
+	}
+	if maxBuckets > 0 {
+		s.maxLen = max(1, maxBuckets/n)
+	}
+	if maxBytes > 0 {
+		s.maxBytes = max(1, maxBytes/int64(n))
+	}
 	if opts.Now != nil {
 		s.now = func() int64 { return opts.Now().UnixNano() }
 	} else {
@@ -125,9 +172,17 @@ func (s *Store) take(key string, limit bucket.Limit, n int64, now int64) bucket.
 	next, d := limit.TakeAt(old, now, n)
 	if next != old {
 		if !tracked {
+			if !s.room(sh, len(key), now) {
+				// A key larger than a shard's whole budget is decided
+				// but not kept, as if evicted at once.
+				s.evicted.Add(1)
+				sh.mu.Unlock()
+				return d
+			}
 			// The map keeps the key: copy it, so a caller's larger
 			// buffer is not kept alive with it.
 			key = strings.Clone(key)
+			sh.bytes += int64(len(key))
 		}
 		sh.m[key] = int64(next)
 		if len(sh.m) >= sh.sweepAt {
@@ -138,6 +193,53 @@ func (s *Store) take(key string, limit bucket.Limit, n int64, now int64) bucket.
 	return d
 }
 
+// room makes room in sh for one more key of n bytes, within the store's
+// bounds: it forgets full buckets, then evicts those closest to full. It
+// reports false when the key alone exceeds the shard's byte budget.
+func (s *Store) room(sh *shard, n int, now int64) bool {
+	if s.maxBytes > 0 && int64(n) > s.maxBytes {
+		return false
+	}
+	if !s.over(sh, n) {
+		return true
+	}
+	sh.sweep(now)
+	if !s.over(sh, n) {
+		return true
+	}
+	// Evict the eighth of the shard that will be full soonest, and more
+	// if the new key's bytes still do not fit.
+	tats := make([]int64, 0, len(sh.m))
+	for _, tat := range sh.m {
+		tats = append(tats, tat)
+	}
+	slices.Sort(tats)
+	evict := max(1, len(tats)/8)
+	for i := evict - 1; ; i += evict {
+		i = min(i, len(tats)-1)
+		threshold := tats[i]
+		for k, tat := range sh.m {
+			if tat <= threshold {
+				delete(sh.m, k)
+				sh.bytes -= int64(len(k))
+				s.evicted.Add(1)
+			}
+		}
+		if !s.over(sh, n) || i == len(tats)-1 {
+			return true
+		}
+	}
+}
+
+// over reports whether one more key of n bytes would exceed a bound.
+func (s *Store) over(sh *shard, n int) bool {
+	return (s.maxLen > 0 && len(sh.m) >= s.maxLen) || (s.maxBytes > 0 && sh.bytes+int64(n) > s.maxBytes)
+}
+
+// Evicted returns the number of buckets in debt the store has forgotten
+// to stay within its bounds (Options.MaxBuckets, Options.MaxKeyBytes).
+func (s *Store) Evicted() uint64 { return s.evicted.Load() }
+
 // sweep forgets the shard's full buckets and, when most of the map is gone,
 // rebuilds it so the memory is returned.
 func (sh *shard) sweep(now int64) {
@@ -145,6 +247,7 @@ func (sh *shard) sweep(now int64) {
 	for k, tat := range sh.m {
 		if tat <= now {
 			delete(sh.m, k)
+			sh.bytes -= int64(len(k))
 		}
 	}
 	if live := len(sh.m); live*4 < sh.peak {

@@ -84,3 +84,55 @@ func TestFullBucketIsForgottenAndEqualsAbsent(t *testing.T) {
 		t.Fatalf("forgotten bucket reads %d tokens, want full 5", d.Remaining)
 	}
 }
+
+// A flood of distinct keys on a long refill window (one hit a day each)
+// stays within MaxBuckets and MaxKeyBytes; the evictions are counted and
+// fall on the buckets closest to full, so a client deep in debt keeps its
+// state through the flood.
+func TestBoundedUnderAFloodOfKeys(t *testing.T) {
+	c := limitertest.NewClock()
+	const maxBuckets, maxBytes = 1024, 64 << 10
+	s := New(Options{Now: c.Now, Shards: 4, MaxBuckets: maxBuckets, MaxKeyBytes: maxBytes})
+	day := bucket.MustLimit(10, 10.0/86400) // 10 a day
+	ctx := context.Background()
+	heavy := "heavy-client"
+	for range 10 {
+		s.Take(ctx, heavy, day, 1)
+	}
+	value := string(make([]byte, 100))
+	for i := range 20_000 {
+		if _, err := s.Take(ctx, fmt.Sprintf("flood-%d-%s", i, value), day, 1); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.Len(); n > maxBuckets {
+			t.Fatalf("after %d keys the store holds %d buckets, more than %d", i+1, n, maxBuckets)
+		}
+	}
+	var bytes int64
+	for i := range s.shards {
+		bytes += s.shards[i].bytes
+	}
+	if bytes > maxBytes {
+		t.Errorf("keys hold %d bytes, more than %d", bytes, maxBytes)
+	}
+	if s.Evicted() == 0 || s.Evicted() > 20_000 {
+		t.Errorf("evicted %d", s.Evicted())
+	}
+	// The heavy client spent its whole day; it was not evicted.
+	if d, _ := s.Take(ctx, heavy, day, 1); d.Allowed {
+		t.Errorf("the client deep in debt was evicted: %+v", d)
+	}
+	// A key larger than a shard's budget is decided, not kept.
+	huge := string(make([]byte, maxBytes))
+	if d, _ := s.Take(ctx, huge, day, 1); !d.Allowed {
+		t.Errorf("huge key: %+v", d)
+	}
+	// Unbounded when asked.
+	u := New(Options{Now: c.Now, Shards: 1, MaxBuckets: -1, MaxKeyBytes: -1})
+	for i := range 5000 {
+		u.Take(ctx, fmt.Sprint(i), day, 1)
+	}
+	if u.Len() != 5000 || u.Evicted() != 0 {
+		t.Errorf("unbounded store: %d buckets, %d evicted", u.Len(), u.Evicted())
+	}
+}

@@ -19,6 +19,7 @@
 //	GET /env                  the environment as a JSON object
 //	GET /pids                 {"pid":…,"pgid":…,"children":[…]} as JSON
 //	GET /log?line=S&n=K       writes S (or K bytes of 'x') as one line to stdout
+//	POST /echo                reads the whole body, then 200 "<n> bytes"
 //	any other path            200 "ok <pid>" after ?latency= and ?cpu= (Go
 //	                          durations; default the flags), counted for -crash-after
 //
@@ -197,6 +198,14 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Println(line)
 		fmt.Fprintln(w, "ok")
+		return
+	case "/echo":
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, "%d bytes\n", n)
 		return
 	}
 	latency, cpu := s.cfg.latency, s.cfg.cpu

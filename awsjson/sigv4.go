@@ -1,4 +1,4 @@
-package gateway
+package awsjson
 
 import (
 	"errors"
@@ -52,12 +52,12 @@ func ParseAuthorization(header string) (Credential, error) {
 	for p := range strings.SplitSeq(params, ",") {
 		name, value, ok := strings.Cut(strings.TrimSpace(p), "=")
 		if !ok {
-			return Credential{}, fmt.Errorf("%w: parameter %s is not name=value", ErrBadAuth, clip(p))
+			return Credential{}, fmt.Errorf("%w: parameter %s is not name=value", ErrBadAuth, Clip(p))
 		}
 		if name = strings.TrimSpace(name); !isWord(name, 64) {
 			// Such as "AWS4-HMAC-SHA256 Credential": two headers joined
 			// with a comma by a proxy.
-			return Credential{}, fmt.Errorf("%w: parameter name %s is not a word", ErrBadAuth, clip(name))
+			return Credential{}, fmt.Errorf("%w: parameter name %s is not a word", ErrBadAuth, Clip(name))
 		}
 		var dst *string
 		var i int
@@ -86,18 +86,18 @@ func ParseAuthorization(header string) (Credential, error) {
 	}
 	parts := strings.Split(cred, "/")
 	if len(parts) != 5 || parts[4] != "aws4_request" {
-		return Credential{}, fmt.Errorf("%w: Credential %s is not AccessKeyID/Date/Region/Service/aws4_request", ErrBadAuth, clip(cred))
+		return Credential{}, fmt.Errorf("%w: Credential %s is not AccessKeyID/Date/Region/Service/aws4_request", ErrBadAuth, Clip(cred))
 	}
 	c := Credential{AccessKeyID: parts[0], Date: parts[1], Region: parts[2], Service: parts[3]}
 	switch {
 	case !isWord(c.AccessKeyID, 128):
-		return Credential{}, fmt.Errorf("%w: access key id %s", ErrBadAuth, clip(c.AccessKeyID))
+		return Credential{}, fmt.Errorf("%w: access key id %s", ErrBadAuth, Clip(c.AccessKeyID))
 	case len(c.Date) != 8 || !isDigits(c.Date):
-		return Credential{}, fmt.Errorf("%w: credential date %s is not yyyymmdd", ErrBadAuth, clip(c.Date))
+		return Credential{}, fmt.Errorf("%w: credential date %s is not yyyymmdd", ErrBadAuth, Clip(c.Date))
 	case !isLowerName(c.Region):
-		return Credential{}, fmt.Errorf("%w: region %s", ErrBadAuth, clip(c.Region))
+		return Credential{}, fmt.Errorf("%w: region %s", ErrBadAuth, Clip(c.Region))
 	case !isLowerName(c.Service):
-		return Credential{}, fmt.Errorf("%w: service %s", ErrBadAuth, clip(c.Service))
+		return Credential{}, fmt.Errorf("%w: service %s", ErrBadAuth, Clip(c.Service))
 	}
 	return c, nil
 }
@@ -111,11 +111,11 @@ func ParseTarget(header string) (prefix, action string, err error) {
 	}
 	i := strings.LastIndexByte(header, '.')
 	if i < 0 {
-		return "", "", fmt.Errorf("%w: %s is not Prefix.Action", ErrBadTarget, clip(header))
+		return "", "", fmt.Errorf("%w: %s is not Prefix.Action", ErrBadTarget, Clip(header))
 	}
 	prefix, action = header[:i], header[i+1:]
 	if !isWord(prefix, 128) || !isWord(action, 128) {
-		return "", "", fmt.Errorf("%w: %s is not Prefix.Action", ErrBadTarget, clip(header))
+		return "", "", fmt.Errorf("%w: %s is not Prefix.Action", ErrBadTarget, Clip(header))
 	}
 	return prefix, action, nil
 }
@@ -143,6 +143,10 @@ func isDigits(s string) bool {
 	return true
 }
 
+// ValidRegion reports whether s is a region name as a credential scope
+// carries it: 1 to 64 lowercase letters, digits and dashes.
+func ValidRegion(s string) bool { return isLowerName(s) }
+
 // isLowerName reports whether s looks like an AWS region or service name:
 // lowercase letters, digits and dashes, at most 64 bytes.
 func isLowerName(s string) bool {
@@ -158,14 +162,14 @@ func isLowerName(s string) bool {
 	return true
 }
 
-// maxEcho is the most of a client's input an error message quotes.
-const maxEcho = 64
+// MaxEcho is the most of a client's input an error message quotes.
+const MaxEcho = 64
 
-// clip quotes s for an error message: whole when short, else its first
-// maxEcho bytes and its length, so that a huge header is never echoed back.
-func clip(s string) string {
-	if len(s) <= maxEcho {
+// Clip quotes s for an error message: whole when short, else its first
+// MaxEcho bytes and its length, so that a huge header is never echoed back.
+func Clip(s string) string {
+	if len(s) <= MaxEcho {
 		return strconv.Quote(s)
 	}
-	return strconv.Quote(s[:maxEcho]) + "… (" + strconv.Itoa(len(s)) + " bytes)"
+	return strconv.Quote(s[:MaxEcho]) + "… (" + strconv.Itoa(len(s)) + " bytes)"
 }

@@ -1,0 +1,188 @@
+package pool_test
+
+// End-to-end tests of a service's request bounds (request timeout, pending
+// bound) and of slow and failed starts, against real instance processes.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/internal/testservice"
+	"github.com/tollgate/tollgate/pool"
+)
+
+// startPoolBehind is startPool with a server that has tollgate serve's
+// short read and write timeouts (scaled down), which proxied requests must
+// not be cut by.
+func startPoolBehind(t *testing.T, spec pool.ServiceSpec, read, write time.Duration) (*pool.Pool, string) {
+	t.Helper()
+	p := pool.New(pool.Options{Logger: testLog(t)})
+	if err := p.Apply([]pool.ServiceSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	srv := httptest.NewUnstartedServer(p.Handler(spec.Name))
+	srv.Config.ReadHeaderTimeout = 5 * time.Second
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = read, write
+	srv.Start()
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Errorf("Run did not return within 60 s of its context ending")
+		}
+	})
+	return p, srv.URL
+}
+
+// TestProcessRequestTimeoutReplacesServerTimeouts: behind a server with
+// 1 s read and write timeouts, a 4 s request is answered (the request
+// timeout of 8 s bounds it instead), and one longer than the request
+// timeout is answered 504, not cut.
+func TestProcessRequestTimeoutReplacesServerTimeouts(t *testing.T) {
+	t.Parallel()
+	_, url := startPoolBehind(t, pool.ServiceSpec{Name: "long", Runner: testRunner(t),
+		Engine: autoscale.Config{MaxInstances: 1}, RequestTimeout: 8 * time.Second}, time.Second, time.Second)
+	if code, body, _ := fetch(t, url+"/?latency=4s"); code != 200 || !strings.HasPrefix(body, "ok ") {
+		t.Fatalf("a 4 s request behind 1 s server timeouts: %d %q", code, body)
+	}
+	start := time.Now()
+	code, body, _ := fetch(t, url+"/?latency=30s")
+	if code != http.StatusGatewayTimeout || !strings.Contains(body, "request timeout") {
+		t.Fatalf("a 30 s request with an 8 s request timeout: %d %q", code, body)
+	}
+	if took := time.Since(start); took > 25*time.Second {
+		t.Fatalf("answered after %v, not at the 8 s request timeout", took)
+	}
+}
+
+// slowBody yields one byte every interval, n times.
+type slowBody struct {
+	n        int
+	interval time.Duration
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.n == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(b.interval)
+	b.n--
+	p[0] = 'x'
+	return 1, nil
+}
+
+// TestProcessSlowUploadCutByTheRequestTimeoutIsNot200: an upload slower
+// than the request timeout fails the proxied attempt; the client gets an
+// error status, never the 200 with an empty body the server wrote when the
+// error handler returned without answering.
+func TestProcessSlowUploadCutByTheRequestTimeoutIsNot200(t *testing.T) {
+	t.Parallel()
+	_, url := startPoolBehind(t, pool.ServiceSpec{Name: "upload", Runner: testRunner(t),
+		Engine: autoscale.Config{MaxInstances: 1}, RequestTimeout: 3 * time.Second}, 30*time.Second, 60*time.Second)
+	if code, body, _ := fetch(t, url+"/"); code != 200 { // warm
+		t.Fatalf("warm-up: %d %q", code, body)
+	}
+	resp, err := http.Post(url+"/echo", "application/octet-stream", &slowBody{n: 40, interval: 250 * time.Millisecond})
+	if err != nil {
+		return // the connection was cut: not a 200 either
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Fatalf("an upload cut by the request timeout answered 200 %q", b)
+	}
+	if resp.StatusCode != http.StatusGatewayTimeout {
+		t.Errorf("status %d %q, want 504", resp.StatusCode, b)
+	}
+}
+
+// TestProcessSlowStartStartsOneInstance: a first request to a service whose
+// instances take 12 s to listen, with no cold start measured yet: it waits
+// for the one instance on its way (the 10 s hedge knows it has been
+// starting longer than the 2 s guess) and is answered; no second instance.
+func TestProcessSlowStartStartsOneInstance(t *testing.T) {
+	t.Parallel()
+	p, url, _ := startPool(t, pool.ServiceSpec{Name: "slow", Runner: testRunner(t, testservice.EnvStartupDelay+"=12s"),
+		Engine: autoscale.Config{MaxInstances: 3}})
+	if code, body, _ := fetch(t, url+"/"); code != 200 || !strings.HasPrefix(body, "ok ") {
+		t.Fatalf("first request: %d %q", code, body)
+	}
+	if st := p.Status()[0]; len(st.Instances) != 1 {
+		t.Fatalf("%d instances for one request: %+v", len(st.Instances), st.Instances)
+	}
+}
+
+// TestProcessFailedStartAnswers503AtOnce: a command that exits before it
+// listens (exit status 2) fails the waiting request with 503 and the
+// reason as soon as the start has failed, and so do the requests during
+// the crash-loop backoff, instead of a 504 after the pending wait.
+func TestProcessFailedStartAnswers503AtOnce(t *testing.T) {
+	t.Parallel()
+	_, url, _ := startPool(t, pool.ServiceSpec{Name: "nope", Runner: testRunner(t, testservice.EnvExit+"=2"),
+		Engine: autoscale.Config{MaxInstances: 1}})
+	for i := range 4 {
+		start := time.Now()
+		code, body, _ := fetch(t, url+"/")
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "exited before ready") || !strings.Contains(body, "exit status 2") {
+			t.Fatalf("request %d: %d %q, want 503 with the reason", i, code, body)
+		}
+		if took := time.Since(start); took > 8*time.Second {
+			t.Fatalf("request %d answered after %v: not at once", i, took)
+		}
+	}
+}
+
+// TestProcessPendingBound: with max_pending 2, one request in flight on the
+// only slot and two waiting, the next is answered 429 at once with
+// Retry-After, and the waiting ones are still served.
+func TestProcessPendingBound(t *testing.T) {
+	t.Parallel()
+	p, url, _ := startPool(t, pool.ServiceSpec{Name: "bounded", Runner: testRunner(t),
+		Engine: autoscale.Config{MaxConcurrency: 1, MaxInstances: 1}, MaxPending: 2})
+	if code, _, _ := fetch(t, url+"/"); code != 200 {
+		t.Fatalf("warm-up: %d", code)
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 3)
+	for i := range codes {
+		wg.Go(func() {
+			resp, err := http.Get(url + "/?latency=3s")
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		})
+		waitFor(t, 20*time.Second, "request not in flight or pending", func() bool {
+			st := p.Status()[0]
+			return st.InFlight+st.Pending == i+1
+		})
+	}
+	start := time.Now()
+	code, body, hdr := fetch(t, url+"/")
+	if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" || !strings.Contains(body, "max_pending") {
+		t.Fatalf("beyond max pending: %d %q Retry-After %q", code, body, hdr.Get("Retry-After"))
+	}
+	if took := time.Since(start); took > 8*time.Second {
+		t.Fatalf("429 after %v: not at once", took)
+	}
+	wg.Wait()
+	if fmt.Sprint(codes) != "[200 200 200]" {
+		t.Fatalf("in flight and pending requests: %v, want all 200", codes)
+	}
+}
