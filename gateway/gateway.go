@@ -19,6 +19,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -77,9 +78,16 @@ type Options struct {
 	// AdminToken guards /v1/admin/; empty disables the admin endpoints
 	// (they answer 404).
 	AdminToken string
-	// Reload returns a new config for /v1/admin/reload and Reload; nil
-	// means reload keeps the current config.
+	// Reload returns a new config for [Gateway.Reload] (and
+	// /v1/admin/reload without AdminReload); nil means reload keeps the
+	// current config.
 	Reload func() (*quota.Config, error)
+	// AdminReload, when set, is what POST /v1/admin/reload runs in place
+	// of [Gateway.Reload]: a reload of everything the server loaded from
+	// files (package node's Reload), which calls Gateway.Reload for the
+	// config. It returns the names of the parts it reloaded and the
+	// errors of those that kept their old state.
+	AdminReload func(ctx context.Context) (reloaded []string, err error)
 	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// MaxBatch bounds the takes in one POST /v1/take/batch; a larger batch
@@ -130,6 +138,7 @@ type Gateway struct {
 	adminOn     bool // a token is configured
 	adminDigest [32]byte
 	reload      func() (*quota.Config, error)
+	adminReload func(ctx context.Context) ([]string, error)
 	reloadMu    sync.Mutex // one reload at a time, so the newest file wins
 	maxBody     int64
 	maxBatch    int
@@ -167,6 +176,7 @@ func New(opts Options) (*Gateway, error) {
 		adminOn:     opts.AdminToken != "",
 		adminDigest: sha256.Sum256([]byte(opts.AdminToken)),
 		reload:      opts.Reload,
+		adminReload: opts.AdminReload,
 		maxBody:     opts.MaxBodyBytes,
 		maxBatch:    opts.MaxBatch,
 		inFlight:    inFlight{max: opts.MaxInFlightBytes},

@@ -214,6 +214,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 			}
 			return next.Quota, nil
 		},
+		AdminReload:      n.Reload, // one reload path: the config and the rls directory
 		MaxBodyBytes:     opts.MaxBodyBytes,
 		MaxBatch:         opts.MaxBatch,
 		MaxInFlightBytes: opts.MaxInFlightBytes,

@@ -92,7 +92,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
-	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (every file in it, read as envoy ratelimit reads them) for the Envoy rate limit service; reloaded on SIGHUP (default: the config's rls.config_dir)")
+	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (every file in it, read as envoy ratelimit reads them) for the Envoy rate limit service; reloaded on SIGHUP and /v1/admin/reload (default: the config's rls.config_dir)")
 	fs.BoolVar(&f.rlsWatch, "rls-watch", true, "reload when a file of the rls config directory changes (fsnotify, debounced; Kubernetes ConfigMap updates included), as envoy ratelimit does; the same bounded reload as SIGHUP")
 	fs.BoolVar(&f.rlsRequireDomain, "rls-require-domain", false, "refuse to start (and refuse a reload) when the rls config directory defines no domain; without it such a config is logged at ERROR and answers OK to everything")
 	fs.Var(&f.rlsMerge, "rls-merge-domains", "let several rls config files add to one domain (envoy ratelimit's MERGE_DOMAIN_CONFIG) (default: the config's rls.merge_domains)")
@@ -112,8 +112,8 @@ const serveSynopsis = `tollgate serve [flags]
 
 Run the throttling server: the AWS JSON wire (ECS, Cloud Map) and the
 native /v1/take API on one port, with /healthz, /readyz, /metrics and,
-with a token, /v1/admin. SIGHUP reloads the config; SIGTERM or SIGINT
-shuts down gracefully (a second one kills).`
+with a token, /v1/admin. SIGHUP reloads the config file and the rls
+directory; SIGTERM or SIGINT shuts down gracefully (a second one kills).`
 
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve")
