@@ -2,7 +2,8 @@
 # Side by side: tollgate's Envoy rate limit service and envoy ratelimit's,
 # in one run, on one throwaway redis-server, with the same config
 # (bench/rls/load.yaml: 50/s per account, 10,000 accounts) and the same
-# client (bench/load -mode rls), closed loop at c = 16 and 64. Reports
+# client (bench/load -mode rls), closed loop at c = 16 and 64, ROUNDS
+# rounds (default 3) interleaving the two servers. Reports
 # decisions/s, latency, decisions per server CPU-second, and the CPU of
 # Redis over the same window.
 #
@@ -40,22 +41,38 @@ measure() { # name grpc-port server-pid c
   echo
 }
 
-for c in 16 64; do
-  gport=$(free)
-  "$tmp/tollgate" serve --listen "127.0.0.1:$(free)" --store "redis://127.0.0.1:$rport/0" \
-    --rls-config bench/rls --grpc-listen "127.0.0.1:$gport" --log-level warn ${TOLLGATE_ARGS:-} &
-  tpid=$!; pids+=("$tpid")
-  wait_port "$gport"
-  measure tollgate "$gport" "$tpid" "$c"
-  kill "$tpid"; wait "$tpid" 2>/dev/null || true
+# Both servers run for the whole measurement; each round measures every
+# concurrency on both, the order alternating from one round to the next,
+# so that a change in the shared machine's load hits both alike.
+gport=$(free)
+"$tmp/tollgate" serve --listen "127.0.0.1:$(free)" --store "redis://127.0.0.1:$rport/0" \
+  --rls-config bench/rls --grpc-listen "127.0.0.1:$gport" --log-level warn ${TOLLGATE_ARGS:-} &
+tpid=$!; pids+=("$tpid")
+wait_port "$gport"
+tport=$gport
 
-  gport=$(free)
-  env USE_STATSD=false LOG_LEVEL=warn BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" \
-    RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
-    HOST=127.0.0.1 PORT="$(free)" DEBUG_HOST=127.0.0.1 DEBUG_PORT="$(free)" GRPC_HOST=127.0.0.1 GRPC_PORT="$gport" \
-    "$PEER" >"$tmp/peer.log" 2>&1 &
-  ppid_=$!; pids+=("$ppid_")
-  wait_port "$gport"
-  measure "envoy ratelimit" "$gport" "$ppid_" "$c"
-  kill "$ppid_"; wait "$ppid_" 2>/dev/null || true
+# envoy ratelimit as its README recommends for throughput: implicit Redis
+# pipelining (REDIS_PIPELINE_WINDOW; 150us is radix's own default window)
+# and no stats (DISABLE_STATS=true).
+gport=$(free)
+env USE_STATSD=false DISABLE_STATS=true LOG_LEVEL=warn BACKEND_TYPE=redis REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" \
+  REDIS_PIPELINE_WINDOW="${PEER_PIPELINE_WINDOW:-150us}" REDIS_PIPELINE_LIMIT="${PEER_PIPELINE_LIMIT:-0}" \
+  RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
+  HOST=127.0.0.1 PORT="$(free)" DEBUG_HOST=127.0.0.1 DEBUG_PORT="$(free)" GRPC_HOST=127.0.0.1 GRPC_PORT="$gport" \
+  "$PEER" >"$tmp/peer.log" 2>&1 &
+ppid_=$!; pids+=("$ppid_")
+wait_port "$gport"
+pport=$gport
+
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+for round in $(seq "${ROUNDS:-3}"); do
+  for c in 16 64; do
+    if [ $((round % 2)) = 1 ]; then order="tollgate peer"; else order="peer tollgate"; fi
+    for who in $order; do
+      echo "# round $round"
+      if [ "$who" = tollgate ]; then measure tollgate "$tport" "$tpid" "$c"
+      else measure "envoy ratelimit" "$pport" "$ppid_" "$c"; fi
+    done
+  done
 done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -2,7 +2,8 @@
 # Measures `tollgate serve` with the load generator: decisions/s, latency
 # and decisions per server CPU-second, closed loop at c = 16 and 64, for the
 # native API, its batch endpoint (100 takes per request) and the AWS path;
-# then paced at about half the closed-loop peak for the tail latency. With
+# then paced at half the closed-loop peak just measured (FRACTION=0.5) for
+# the tail latency. With
 # REDIS=1 it also runs against a throwaway local redis-server.
 #
 #   bash bench/serve.sh            # memory store
@@ -15,15 +16,31 @@ go build -o "$bin" ./cmd/tollgate
 go build -o "${bin%/*}/load" ./bench/load
 load="${bin%/*}/load"
 
-run() { echo "## $*"; "$load" -spawn "$bin" -d "$D" "$@" | grep -v '^first error' ; echo; }
+out="${bin%/*}/out"
+run() { echo "## $*"; "$load" -spawn "$bin" -d "$D" "$@" | grep -v '^first error' | tee "$out"; echo; }
+# peak prints the requests/s of the last run.
+peak() { sed -n 's/^requests\/s=\([0-9.]*\).*/\1/p' "$out"; }
+# paced prints FRACTION (default 0.5) of a closed-loop requests/s, at least 1.
+paced() { python3 -c "import sys; print(max(1, round(float(sys.argv[1]) * float(sys.argv[2]))))" "$1" "${FRACTION:-0.5}"; }
 
 for mode in take aws; do
-  for c in 16 64; do run -mode $mode -c $c; done
+  for c in 16 64; do
+    run -mode $mode -c $c
+    if [ $mode = take ] && [ $c = 16 ]; then peak_take=$(peak); fi
+  done
 done
-for c in 16 64; do run -mode batch -batch 100 -c $c; done
-# Tail latency at about half of the closed-loop peak (set RATE_* to override).
-run -mode take -c 16 -rate "${RATE_TAKE:-15000}"
-run -mode batch -batch 100 -c 16 -rate "${RATE_BATCH:-4000}"
+for c in 16 64; do
+  run -mode batch -batch 100 -c $c
+  if [ $c = 16 ]; then peak_batch=$(peak); fi
+done
+# Tail latency paced at FRACTION (default 0.5) of this machine's closed-loop
+# peak at c = 16, measured above (a fixed rate above the peak only measures
+# the queue); RATE_TAKE and RATE_BATCH set the rates instead.
+rate_take=${RATE_TAKE:-$(paced "$peak_take")}
+rate_batch=${RATE_BATCH:-$(paced "$peak_batch")}
+echo "# paced at ${FRACTION:-0.5} of the c = 16 peaks: $peak_take and $peak_batch requests/s"
+run -mode take -c 16 -rate "$rate_take"
+run -mode batch -batch 100 -c 16 -rate "$rate_batch"
 
 if [ "${REDIS:-0}" = 1 ]; then
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

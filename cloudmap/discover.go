@@ -2,7 +2,6 @@ package cloudmap
 
 import (
 	"context"
-	"maps"
 )
 
 type discoverIn struct {
@@ -82,26 +81,41 @@ func (r *Registry) discoverInstances(ctx context.Context, sc Scope, body []byte)
 		Instances         []httpInstanceJSON
 		InstancesRevision int64
 	}
-	err = r.store.view(ctx, sc.key(), func(s *state) error {
+	var picked []*instance
+	var sv *service
+	err = r.store.view(ctx, sc.key(), true, func(s *state) error {
 		if in.OwnerAccount != "" && in.OwnerAccount != sc.Account {
 			return &apiError{Code: codeNamespaceNotFound, Message: "namespace " + quote(in.NamespaceName) + " not found in account " + quote(in.OwnerAccount)}
 		}
-		sv, err := findByName(s, in.NamespaceName, in.ServiceName)
-		if err != nil {
+		var err error
+		if sv, err = findByName(s, in.NamespaceName, in.ServiceName); err != nil {
 			return err
 		}
 		out.InstancesRevision = sv.Revision
-		out.Instances = discover(sv, in, max)
+		picked = discover(sv, in)
 		return nil
 	})
+	if err != nil {
+		return out, err
+	}
+	// AWS answers in random order, which spreads clients over the
+	// instances when MaxResults is below their number.
+	if err := r.shuffle(picked); err != nil {
+		return nil, err
+	}
+	out.Instances = make([]httpInstanceJSON, 0, min(len(picked), max))
+	for _, inst := range picked[:min(len(picked), max)] {
+		out.Instances = append(out.Instances, httpInstanceJSON{Attributes: inst.Attrs, HealthStatus: health(sv, inst),
+			InstanceId: inst.ID, NamespaceName: in.NamespaceName, ServiceName: sv.Name})
+	}
 	return out, err
 }
 
 // discover selects a service's instances as DiscoverInstances does: every
 // QueryParameter must match; the OptionalParameters narrow the result only
 // if some instance matches them too; the health filter applies only to a
-// service with a custom health check; then the first max by id.
-func discover(sv *service, in discoverIn, max int) []httpInstanceJSON {
+// service with a custom health check. The instances come in id order.
+func discover(sv *service, in discoverIn) []*instance {
 	var picked []*instance
 	for _, id := range sortedIDs(sv) {
 		if inst := sv.Instances[id]; matches(inst.Attrs, in.QueryParameters) {
@@ -143,12 +157,7 @@ func discover(sv *service, in discoverIn, max int) []httpInstanceJSON {
 			}
 		}
 	}
-	out := make([]httpInstanceJSON, 0, min(len(picked), max))
-	for _, inst := range picked[:min(len(picked), max)] {
-		out = append(out, httpInstanceJSON{Attributes: maps.Clone(inst.Attrs), HealthStatus: health(sv, inst),
-			InstanceId: inst.ID, NamespaceName: in.NamespaceName, ServiceName: sv.Name})
-	}
-	return out
+	return picked
 }
 
 func (r *Registry) discoverInstancesRevision(ctx context.Context, sc Scope, body []byte) (any, error) {
@@ -160,7 +169,7 @@ func (r *Registry) discoverInstancesRevision(ctx context.Context, sc Scope, body
 		return nil, err
 	}
 	var out struct{ InstancesRevision int64 }
-	err := r.store.view(ctx, sc.key(), func(s *state) error {
+	err := r.store.view(ctx, sc.key(), true, func(s *state) error {
 		if in.OwnerAccount != "" && in.OwnerAccount != sc.Account {
 			return &apiError{Code: codeNamespaceNotFound, Message: "namespace " + quote(in.NamespaceName) + " not found in account " + quote(in.OwnerAccount)}
 		}

@@ -24,11 +24,14 @@ const (
 	codeResourceLimitExceeded  = "ResourceLimitExceeded"
 	codeServiceAlreadyExists   = "ServiceAlreadyExists"
 	codeServiceNotFound        = "ServiceNotFound"
+	codeTooManyTags            = "TooManyTagsException"
+	codeResourceNotFound       = "ResourceNotFoundException"
+	codeAttributesLimit        = "ServiceAttributesLimitExceededException"
 )
 
 // apiError is a Cloud Map error answer. The optional members are those the
-// SDK decodes for NamespaceAlreadyExists, ServiceAlreadyExists and
-// DuplicateRequest.
+// SDK decodes for NamespaceAlreadyExists, ServiceAlreadyExists,
+// DuplicateRequest and TooManyTagsException.
 type apiError struct {
 	Code                 string `json:"__type"`
 	Message              string `json:"message"`
@@ -37,6 +40,7 @@ type apiError struct {
 	ServiceID            string `json:"ServiceId,omitempty"`
 	ServiceArn           string `json:"ServiceArn,omitempty"`
 	DuplicateOperationID string `json:"DuplicateOperationId,omitempty"`
+	ResourceName         string `json:"ResourceName,omitempty"`
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }

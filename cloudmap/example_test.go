@@ -32,5 +32,5 @@ func ExampleRegistry() {
 	body, _ := io.ReadAll(w.Body)
 	fmt.Println(w.Code, string(body))
 	// Output:
-	// 200 {"Instances":[{"Attributes":{"AWS_INSTANCE_IPV4":"127.0.0.1","AWS_INSTANCE_PORT":"8081"},"HealthStatus":"HEALTHY","InstanceId":"web-1","NamespaceName":"example.local","ServiceName":"web"}],"InstancesRevision":2}
+	// 200 {"Instances":[{"Attributes":{"AWS_INSTANCE_IPV4":"127.0.0.1","AWS_INSTANCE_PORT":"8081"},"HealthStatus":"HEALTHY","InstanceId":"web-1","NamespaceName":"example.local","ServiceName":"web"}],"InstancesRevision":3}
 }

@@ -62,12 +62,15 @@ func FuzzRequest(f *testing.F) {
 // health) and instance i-1 in the default scope.
 func seed(t *testing.T, r *Registry) {
 	t.Helper()
-	err := r.store.update(t.Context(), DefaultScope.key(), func(s *state) error {
-		s.Seq++
-		s.Namespaces["ns-fuzz"] = &namespace{ID: "ns-fuzz", Name: "local", Type: "HTTP"}
-		s.Services["srv-fuzz"] = &service{ID: "srv-fuzz", Name: "web", NamespaceID: "ns-fuzz", Type: "HTTP", HasCustom: true,
-			Instances: map[string]*instance{"i-1": {ID: "i-1", Attrs: map[string]string{"k": "v"}}}}
-		return nil
+	err := r.store.update(t.Context(), DefaultScope.key(), true, func(s *state) error {
+		if err := s.putNamespace(&namespace{ID: "ns-fuzz", Name: "local", Type: "HTTP"}, codeResourceLimitExceeded); err != nil {
+			return err
+		}
+		sv := &service{ID: "srv-fuzz", Name: "web", NamespaceID: "ns-fuzz", Type: "HTTP", HasCustom: true}
+		if err := s.putService(sv, codeResourceLimitExceeded); err != nil {
+			return err
+		}
+		return s.putInstance(sv, &instance{ID: "i-1", Attrs: map[string]string{"k": "v"}}, codeResourceLimitExceeded)
 	})
 	if err != nil {
 		t.Fatal(err)

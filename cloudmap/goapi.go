@@ -3,6 +3,7 @@ package cloudmap
 import (
 	"context"
 	"errors"
+	"strconv"
 )
 
 // Errors of the Go API, wrapped with the name that was not found or the
@@ -36,6 +37,8 @@ func goError(err error) error {
 // pool can name them in its config alone. Errors wrap [ErrInvalidInput] or
 // [ErrLimitExceeded], or are the store's.
 func (r *Registry) RegisterInstance(ctx context.Context, sc Scope, namespace, service, id string, attrs map[string]string) error {
+	sc = sc.normal()
+	r.markKnown(sc) // the autoscaler's: never refused for others' room
 	if err := checkRequired("namespace", namespace, maxNameLen); err != nil {
 		return goError(err)
 	}
@@ -55,7 +58,7 @@ func (r *Registry) RegisterInstance(ctx context.Context, sc Scope, namespace, se
 			return err
 		}
 	}
-	return goError(r.store.update(ctx, sc.key(), func(s *state) error {
+	return goError(r.update(ctx, sc, func(s *state) error {
 		sv, err := findByName(s, namespace, service)
 		var ae *apiError
 		if errors.As(err, &ae) && (ae.Code == codeNamespaceNotFound || ae.Code == codeServiceNotFound) {
@@ -80,35 +83,29 @@ func btoi(b bool) int {
 // RegisterInstance names, after checking the limits.
 func (r *Registry) ensureService(s *state, newNS bool, nsName, svcName, nsID, svID string) (*service, error) {
 	now := r.nowMillis()
+	if newNS && len(s.Namespaces) >= r.lim.Namespaces {
+		return nil, &apiError{Code: codeResourceLimitExceeded, Message: "at most " + strconv.Itoa(r.lim.Namespaces) + " namespaces per account and region"}
+	}
+	if len(s.Services) >= r.lim.Services {
+		return nil, &apiError{Code: codeResourceLimitExceeded, Message: "at most " + strconv.Itoa(r.lim.Services) + " services per account and region"}
+	}
 	var ns *namespace
 	if newNS {
-		if len(s.Namespaces) >= r.lim.Namespaces {
-			return nil, &apiError{Code: codeResourceLimitExceeded, Message: "too many namespaces"}
-		}
 		ns = &namespace{ID: nsID, Name: nsName, Type: "HTTP", Created: now}
+		if err := s.putNamespace(ns, codeResourceLimitExceeded); err != nil {
+			return nil, err
+		}
 	} else {
-		n := 0
 		for _, x := range s.Namespaces {
 			if x.Name == nsName {
 				ns = x
 			}
 		}
-		for _, sv := range s.Services {
-			if sv.NamespaceID == ns.ID {
-				n++
-			}
-		}
-		if n >= r.lim.ServicesPerNamespace {
-			return nil, &apiError{Code: codeResourceLimitExceeded, Message: "too many services in namespace " + ns.ID}
-		}
 	}
-	s.Seq++
-	if newNS {
-		s.Namespaces[nsID] = ns
+	sv := &service{ID: svID, Name: svcName, NamespaceID: ns.ID, Type: "HTTP", HasCustom: true, Created: now}
+	if err := s.putService(sv, codeResourceLimitExceeded); err != nil {
+		return nil, err
 	}
-	sv := &service{ID: svID, Name: svcName, NamespaceID: ns.ID, Type: "HTTP", HasCustom: true,
-		Created: now, Revision: s.Seq, Instances: map[string]*instance{}}
-	s.Services[svID] = sv
 	return sv, nil
 }
 
@@ -117,11 +114,13 @@ func (r *Registry) ensureService(s *state, newNS bool, nsName, svcName, nsID, sv
 // does. An instance, service or namespace that is not there is not an
 // error: the instance is gone either way.
 func (r *Registry) DeregisterInstance(ctx context.Context, sc Scope, namespace, service, id string) error {
+	sc = sc.normal()
+	r.markKnown(sc)
 	opID, err := r.newID("", 32)
 	if err != nil {
 		return err
 	}
-	return goError(r.store.update(ctx, sc.key(), func(s *state) error {
+	return goError(r.update(ctx, sc, func(s *state) error {
 		sv, err := findByName(s, namespace, service)
 		if err != nil || sv.Instances[id] == nil {
 			return nil

@@ -38,7 +38,7 @@ func (r *Registry) registerInstance(ctx context.Context, sc Scope, body []byte) 
 	if err != nil {
 		return nil, err
 	}
-	err = r.store.update(ctx, sc.key(), func(s *state) error {
+	err = r.update(ctx, sc, func(s *state) error {
 		sv, err := findService(s, in.ServiceId)
 		if err != nil {
 			return err
@@ -56,8 +56,18 @@ func (r *Registry) registerInstance(ctx context.Context, sc Scope, body []byte) 
 // or the first call's when reqID repeats it.
 func (r *Registry) register(s *state, sv *service, id string, attrs map[string]string, reqID, opID string) (string, error) {
 	old := sv.Instances[id]
-	if old != nil && reqID != "" && old.RequestID == reqID {
-		return old.OpID, nil // a retry: the first answer, nothing changed
+	if reqID != "" {
+		if ref, ok := s.reqs[reqID]; ok {
+			if ref.service == sv.ID && ref.instance == id {
+				return old.OpID, nil // a retry: the first answer, nothing changed
+			}
+			prev := ""
+			if o := s.Services[ref.service]; o != nil && o.Instances[ref.instance] != nil {
+				prev = o.Instances[ref.instance].OpID
+			}
+			return "", &apiError{Code: codeDuplicateRequest, DuplicateOperationID: prev,
+				Message: "CreatorRequestId " + quote(reqID) + " already registered instance " + quote(ref.instance) + " of service " + ref.service}
+		}
 	}
 	if sv.DNS != nil {
 		for _, rec := range sv.DNS.DnsRecords {
@@ -69,6 +79,9 @@ func (r *Registry) register(s *state, sv *service, id string, attrs map[string]s
 			}
 			if rec.Type == "SRV" && attrs["AWS_INSTANCE_PORT"] == "" {
 				return "", invalid("service %s has a DNS SRV record: AWS_INSTANCE_PORT is required", sv.ID)
+			}
+			if rec.Type == "CNAME" && attrs["AWS_INSTANCE_CNAME"] == "" {
+				return "", invalid("service %s has a DNS CNAME record: AWS_INSTANCE_CNAME is required", sv.ID)
 			}
 		}
 	}
@@ -82,12 +95,17 @@ func (r *Registry) register(s *state, sv *service, id string, attrs map[string]s
 	}
 	in := &instance{ID: id, Attrs: maps.Clone(attrs), RequestID: reqID, OpID: opID}
 	if old != nil {
+		// Registering again changes the attributes, not the health.
 		in.Unhealthy = old.Unhealthy
+	} else {
+		// AWS_INIT_HEALTH_STATUS sets the first custom health status
+		// (HEALTHY when absent).
+		in.Unhealthy = attrs["AWS_INIT_HEALTH_STATUS"] == "UNHEALTHY"
 	}
-	s.Seq++
-	sv.Instances[id] = in
-	sv.Revision = s.Seq
-	r.addOp(s, opID, "REGISTER_INSTANCE", map[string]string{"INSTANCE": id, "SERVICE": sv.ID}, r.nowMillis())
+	if err := s.putInstance(sv, in, codeResourceLimitExceeded); err != nil {
+		return "", err
+	}
+	s.addOp(&operation{ID: opID, Type: "REGISTER_INSTANCE", Targets: map[string]string{"INSTANCE": id, "SERVICE": sv.ID}, Created: r.nowMillis()}, r.lim.Operations)
 	return opID, nil
 }
 
@@ -128,7 +146,7 @@ func (r *Registry) deregisterInstance(ctx context.Context, sc Scope, body []byte
 	if err != nil {
 		return nil, err
 	}
-	err = r.store.update(ctx, sc.key(), func(s *state) error {
+	err = r.update(ctx, sc, func(s *state) error {
 		sv, _, err := findInstance(s, in.ServiceId, in.InstanceId)
 		if err != nil {
 			return err
@@ -143,10 +161,8 @@ func (r *Registry) deregisterInstance(ctx context.Context, sc Scope, body []byte
 }
 
 func (r *Registry) deregister(s *state, sv *service, id, opID string) {
-	s.Seq++
-	delete(sv.Instances, id)
-	sv.Revision = s.Seq
-	r.addOp(s, opID, "DEREGISTER_INSTANCE", map[string]string{"INSTANCE": id, "SERVICE": sv.ID}, r.nowMillis())
+	s.deleteInstance(sv, id)
+	s.addOp(&operation{ID: opID, Type: "DEREGISTER_INSTANCE", Targets: map[string]string{"INSTANCE": id, "SERVICE": sv.ID}, Created: r.nowMillis()}, r.lim.Operations)
 }
 
 type instanceJSON struct {
@@ -168,7 +184,7 @@ func (r *Registry) getInstance(ctx context.Context, sc Scope, body []byte) (any,
 		Instance      instanceJSON
 		ResourceOwner string
 	}
-	err := r.store.view(ctx, sc.key(), func(s *state) error {
+	err := r.view(ctx, sc, func(s *state) error {
 		_, inst, err := findInstance(s, in.ServiceId, in.InstanceId)
 		if err != nil {
 			return err
@@ -202,7 +218,7 @@ func (r *Registry) listInstances(ctx context.Context, sc Scope, body []byte) (an
 		NextToken     string `json:",omitempty"`
 		ResourceOwner string
 	}
-	err = r.store.view(ctx, sc.key(), func(s *state) error {
+	err = r.view(ctx, sc, func(s *state) error {
 		sv, err := findService(s, in.ServiceId)
 		if err != nil {
 			return err
@@ -266,7 +282,7 @@ func (r *Registry) getInstancesHealthStatus(ctx context.Context, sc Scope, body 
 		NextToken string `json:",omitempty"`
 		Status    map[string]string
 	}
-	err = r.store.view(ctx, sc.key(), func(s *state) error {
+	err = r.view(ctx, sc, func(s *state) error {
 		sv, err := findService(s, in.ServiceId)
 		if err != nil {
 			return err
@@ -304,7 +320,7 @@ func (r *Registry) updateInstanceCustomHealthStatus(ctx context.Context, sc Scop
 	if in.Status != "HEALTHY" && in.Status != "UNHEALTHY" {
 		return nil, invalid("Status %s is not HEALTHY or UNHEALTHY", quote(in.Status))
 	}
-	err := r.store.update(ctx, sc.key(), func(s *state) error {
+	err := r.update(ctx, sc, func(s *state) error {
 		sv, err := findService(s, in.ServiceId)
 		if err != nil {
 			return err
@@ -316,11 +332,7 @@ func (r *Registry) updateInstanceCustomHealthStatus(ctx context.Context, sc Scop
 		if !ok {
 			return notFound(codeInstanceNotFound, "instance", in.InstanceId)
 		}
-		if unhealthy := in.Status == "UNHEALTHY"; inst.Unhealthy != unhealthy {
-			s.Seq++
-			inst.Unhealthy = unhealthy
-			sv.Revision = s.Seq
-		}
+		s.setHealth(sv, inst, in.Status == "UNHEALTHY")
 		return nil
 	})
 	return struct{}{}, err
@@ -345,15 +357,12 @@ func (r *Registry) getOperation(ctx context.Context, sc Scope, body []byte) (any
 		return nil, err
 	}
 	var out struct{ Operation operationJSON }
-	err := r.store.view(ctx, sc.key(), func(s *state) error {
+	err := r.view(ctx, sc, func(s *state) error {
 		op, ok := s.Ops[in.OperationId]
 		if !ok || (in.OwnerAccount != "" && in.OwnerAccount != sc.Account) {
 			return notFound(codeOperationNotFound, "operation", in.OperationId)
 		}
-		status, updated := "SUBMITTED", op.Created
-		if done := op.Created + r.delay.Milliseconds(); r.nowMillis() >= done {
-			status, updated = "SUCCESS", done
-		}
+		status, updated := r.opStatus(op)
 		out.Operation = operationJSON{CreateDate: epoch(op.Created), Id: op.ID, OwnerAccount: sc.Account,
 			Status: status, Targets: op.Targets, Type: op.Type, UpdateDate: epoch(updated)}
 		return nil

@@ -47,7 +47,7 @@ func (r *Registry) namespaceJSON(sc Scope, s *state, ns *namespace, summary bool
 	if !summary {
 		j.CreatorRequestId = ns.RequestID
 	}
-	if ns.Type == "DNS_PRIVATE" {
+	if ns.Type == "DNS_PRIVATE" || ns.Type == "DNS_PUBLIC" {
 		zone := "Z" + strings.ToUpper(strings.TrimPrefix(ns.ID, "ns-"))
 		j.Properties.DnsProperties = &dnsPropertiesJSON{HostedZoneId: &zone}
 		if ns.SOATTL != nil {
@@ -77,8 +77,11 @@ func (r *Registry) createHTTPNamespace(ctx context.Context, sc Scope, body []byt
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	if err := checkRequired("Name", in.Name, maxNameLen); err != nil {
+	if err := checkNamespaceName("HTTP", in.Name); err != nil {
 		return nil, err
+	}
+	if in.Vpc != "" || in.Properties != nil {
+		return nil, invalid("an HTTP namespace takes no Vpc or DNS properties")
 	}
 	return r.createNamespace(ctx, sc, in, "HTTP")
 }
@@ -88,7 +91,7 @@ func (r *Registry) createPrivateDNSNamespace(ctx context.Context, sc Scope, body
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	if err := checkRequired("Name", in.Name, maxDNSNameLen); err != nil {
+	if err := checkNamespaceName("DNS_PRIVATE", in.Name); err != nil {
 		return nil, err
 	}
 	if err := checkRequired("Vpc", in.Vpc, maxIDLen); err != nil {
@@ -104,13 +107,13 @@ func (r *Registry) createNamespace(ctx context.Context, sc Scope, in createNames
 	if err := checkDescription(in.Description); err != nil {
 		return nil, err
 	}
-	if len(in.Tags) > 200 {
-		return nil, invalid("at most 200 Tags")
+	tags, err := checkTags(in.Tags, in.Name)
+	if err != nil {
+		return nil, err
 	}
 	var ttl *int64
 	if in.Properties != nil && in.Properties.DnsProperties != nil && in.Properties.DnsProperties.SOA != nil {
-		ttl = in.Properties.DnsProperties.SOA.TTL
-		if ttl == nil || *ttl < 0 || *ttl > 2147483647 {
+		if ttl = in.Properties.DnsProperties.SOA.TTL; checkTTL(ttl) != nil {
 			return nil, invalid("Properties.DnsProperties.SOA.TTL must be between 0 and 2147483647")
 		}
 	}
@@ -122,7 +125,7 @@ func (r *Registry) createNamespace(ctx context.Context, sc Scope, in createNames
 	if err != nil {
 		return nil, err
 	}
-	err = r.store.update(ctx, sc.key(), func(s *state) error {
+	err = r.update(ctx, sc, func(s *state) error {
 		for _, ns := range s.Namespaces {
 			if in.CreatorRequestId != "" && ns.RequestID == in.CreatorRequestId {
 				if ns.Name == in.Name && ns.Type == typ {
@@ -142,27 +145,23 @@ func (r *Registry) createNamespace(ctx context.Context, sc Scope, in createNames
 		if len(s.Namespaces) >= r.lim.Namespaces {
 			return &apiError{Code: codeResourceLimitExceeded, Message: "at most " + strconv.Itoa(r.lim.Namespaces) + " namespaces per account and region"}
 		}
+		if err := s.roomForTags(id, tags, codeResourceLimitExceeded); err != nil {
+			return err
+		}
 		now := r.nowMillis()
-		s.Seq++
-		s.Namespaces[id] = &namespace{ID: id, Name: in.Name, Type: typ, Description: in.Description,
+		ns := &namespace{ID: id, Name: in.Name, Type: typ, Description: in.Description,
 			RequestID: in.CreatorRequestId, OpID: opID, Vpc: in.Vpc, SOATTL: ttl, Created: now}
-		r.addOp(s, opID, "CREATE_NAMESPACE", map[string]string{"NAMESPACE": id}, now)
+		if err := s.putNamespace(ns, codeResourceLimitExceeded); err != nil {
+			return err
+		}
+		s.setTags(id, tags)
+		s.addOp(&operation{ID: opID, Type: "CREATE_NAMESPACE", Targets: map[string]string{"NAMESPACE": id}, Created: now}, r.lim.Operations)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return operationIDOut{opID}, nil
-}
-
-// addOp records an operation, forgetting the oldest beyond the limit.
-func (r *Registry) addOp(s *state, id, typ string, targets map[string]string, now int64) {
-	s.Ops[id] = &operation{ID: id, Type: typ, Targets: targets, Created: now}
-	s.OpOrder = append(s.OpOrder, id)
-	for len(s.OpOrder) > r.lim.Operations {
-		delete(s.Ops, s.OpOrder[0])
-		s.OpOrder = slices.Delete(s.OpOrder, 0, 1)
-	}
 }
 
 // idIn is the input of the calls that take one resource's Id.
@@ -213,7 +212,7 @@ func (r *Registry) getNamespace(ctx context.Context, sc Scope, body []byte) (any
 		return nil, err
 	}
 	var out struct{ Namespace namespaceJSON }
-	err = r.store.view(ctx, sc.key(), func(s *state) error {
+	err = r.view(ctx, sc, func(s *state) error {
 		ns, err := findNamespace(s, in.Id)
 		if err != nil {
 			return err
@@ -233,7 +232,7 @@ func (r *Registry) deleteNamespace(ctx context.Context, sc Scope, body []byte) (
 	if err != nil {
 		return nil, err
 	}
-	err = r.store.update(ctx, sc.key(), func(s *state) error {
+	err = r.update(ctx, sc, func(s *state) error {
 		ns, err := findNamespace(s, in.Id)
 		if err != nil {
 			return err
@@ -243,9 +242,8 @@ func (r *Registry) deleteNamespace(ctx context.Context, sc Scope, body []byte) (
 				return &apiError{Code: codeResourceInUse, Message: "namespace " + ns.ID + " still has services (" + sv.ID + ")"}
 			}
 		}
-		s.Seq++
-		delete(s.Namespaces, ns.ID)
-		r.addOp(s, opID, "DELETE_NAMESPACE", map[string]string{"NAMESPACE": ns.ID}, r.nowMillis())
+		s.deleteNamespace(ns)
+		s.addOp(&operation{ID: opID, Type: "DELETE_NAMESPACE", Targets: map[string]string{"NAMESPACE": ns.ID}, Created: r.nowMillis()}, r.lim.Operations)
 		return nil
 	})
 	if err != nil {
@@ -286,6 +284,8 @@ func matchAll(filters []filterJSON, valueOf func(name string) string) bool {
 
 func (f filterJSON) match(v string) bool {
 	switch f.Condition {
+	case "BETWEEN":
+		return v == "in" // the caller compares the range
 	case "IN":
 		return slices.Contains(f.Values, v)
 	case "BEGINS_WITH":
@@ -305,8 +305,16 @@ func checkFilter(f filterJSON, names []string, conds []string) error {
 	if !slices.Contains(conds, f.Condition) {
 		return invalid("filter %s: Condition %s is not one of %s", f.Name, quote(f.Condition), strings.Join(conds, ", "))
 	}
-	if len(f.Values) == 0 || len(f.Values) > maxFilterValues || (f.Condition != "IN" && len(f.Values) != 1) {
+	switch {
+	case f.Condition == "BETWEEN" && len(f.Values) != 2:
+		return invalid("filter %s: BETWEEN takes two Values", f.Name)
+	case len(f.Values) == 0 || len(f.Values) > maxFilterValues || (f.Condition != "IN" && f.Condition != "BETWEEN" && len(f.Values) != 1):
 		return invalid("filter %s: Values must hold one value (%s), or 1 to %d for IN", f.Name, f.Condition, maxFilterValues)
+	}
+	for _, v := range f.Values {
+		if v == "" || len(v) > 255 {
+			return invalid("filter %s: each value is 1 to 255 characters", f.Name)
+		}
 	}
 	return nil
 }
@@ -383,7 +391,7 @@ func (r *Registry) listNamespaces(ctx context.Context, sc Scope, body []byte) (a
 		Namespaces []namespaceJSON
 		NextToken  string `json:",omitempty"`
 	}
-	err = r.store.view(ctx, sc.key(), func(s *state) error {
+	err = r.view(ctx, sc, func(s *state) error {
 		var all []namespaceJSON
 		for _, ns := range s.Namespaces {
 			if matchAll(in.Filters, func(name string) string {

@@ -2,13 +2,18 @@ package cloudmap_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	sd "github.com/aws/aws-sdk-go-v2/service/servicediscovery"
+	"github.com/aws/smithy-go"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/cloudmap"
@@ -122,5 +127,81 @@ func TestRedisCluster(t *testing.T) {
 	}
 	if ids, _ := discovered(t, c, &sd.DiscoverInstancesInput{NamespaceName: aws.String("local"), ServiceName: aws.String("web")}); len(ids) != 0 {
 		t.Fatalf("after deregistering, discovered %v (a stale cached state?)", ids)
+	}
+}
+
+// While Redis stalls (SIGSTOP), DiscoverInstances answers from the state
+// this node last read, within the store timeout, and writes fail fast
+// with ServiceUnavailable (503), which the SDK retries; once Redis is
+// back, answers are current again. (Before, DiscoverInstances blocked for
+// about 10 s and answered 500.)
+func TestRedisStallServesDiscoveryFromCache(t *testing.T) {
+	srv := redistest.Start(t)
+	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { client.Close() })
+	n := newNode(t, limitertest.NewClock(), cloudmap.Options{Redis: client})
+	c := n.client("AKIDSTALL")
+	ctx := context.Background()
+	_, svcID := setup(t, c)
+	must(c.RegisterInstance(ctx, &sd.RegisterInstanceInput{ServiceId: aws.String(svcID), InstanceId: aws.String("i-1"),
+		Attributes: map[string]string{"AWS_INSTANCE_PORT": "80"}})).get(t)
+	all := &sd.DiscoverInstancesInput{NamespaceName: aws.String("local"), ServiceName: aws.String("web")}
+	ids, rev := discovered(t, c, all)
+
+	srv.Pause()
+	t.Cleanup(srv.Resume) // before the server's Stop, which kills it either way
+	start := time.Now()
+	got, gotRev := discovered(t, c, all)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("DiscoverInstances during a stall took %v", took)
+	}
+	if !slices.Equal(got, ids) || gotRev != rev {
+		t.Fatalf("during a stall: %v at revision %d, want the last state read, %v at %d", got, gotRev, ids, rev)
+	}
+	start = time.Now()
+	_, err := c.RegisterInstance(ctx, &sd.RegisterInstanceInput{ServiceId: aws.String(svcID), InstanceId: aws.String("i-2"),
+		Attributes: map[string]string{"AWS_INSTANCE_PORT": "80"}})
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("RegisterInstance during a stall took %v", took)
+	}
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) || re.HTTPStatusCode() != 503 {
+		t.Fatalf("RegisterInstance during a stall: %v, want HTTP 503", err)
+	}
+	if retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) != aws.TrueTernary {
+		t.Fatalf("the SDK does not retry %v", err)
+	}
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ServiceUnavailable" {
+		t.Fatalf("RegisterInstance during a stall: %v, want ServiceUnavailable", err)
+	}
+	srv.Resume()
+	must(c.RegisterInstance(ctx, &sd.RegisterInstanceInput{ServiceId: aws.String(svcID), InstanceId: aws.String("i-2"),
+		Attributes: map[string]string{"AWS_INSTANCE_PORT": "80"}})).get(t)
+	if got, _ := discovered(t, c, all); !slices.Equal(got, []string{"i-1", "i-2"}) {
+		t.Fatalf("after the stall: %v", got)
+	}
+}
+
+// A state older than MaxStale is not served: DiscoverInstances then fails
+// with ServiceUnavailable like any other call.
+func TestRedisStaleStateHasAnAge(t *testing.T) {
+	srv := redistest.Start(t)
+	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { client.Close() })
+	clock := limitertest.NewClock()
+	n := newNode(t, clock, cloudmap.Options{Redis: client, StoreTimeout: 300 * time.Millisecond, MaxStale: time.Minute})
+	c := n.client("AKIDSTALE")
+	setup(t, c)
+	all := &sd.DiscoverInstancesInput{NamespaceName: aws.String("local"), ServiceName: aws.String("web")}
+	discovered(t, c, all)
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	discovered(t, c, all) // within MaxStale: answered
+	clock.Advance(61 * time.Second)
+	_, err := c.DiscoverInstances(context.Background(), all)
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ServiceUnavailable" {
+		t.Fatalf("DiscoverInstances from a state older than MaxStale: %v, want ServiceUnavailable", err)
 	}
 }

@@ -4,15 +4,20 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	mrand "math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -33,14 +38,28 @@ type Scope struct {
 	Region  string
 }
 
-func (s Scope) key() string { return s.Account + "/" + s.Region }
+// key names the scope in the store.
+func (s Scope) key() string { return accountID(s.Account) + "/" + s.Region }
+
+// normal is s with its account as accountID gives it.
+func (s Scope) normal() Scope {
+	s.Account = accountID(s.Account)
+	return s
+}
 
 // Limits bound what a Registry holds. A zero field takes its default.
+//
+// Every account and region is bound by AWS's own per-account quotas. An
+// account that the operator named (mapped in the gateway's access_keys,
+// or used by the autoscaler's registrations, or DefaultScope's) is bound
+// by nothing else, so no other caller can take its room. Accounts of
+// access keys nobody named can be made up at will, so they share one
+// bounded budget of memory, of which each may hold a part.
 type Limits struct {
 	// Namespaces per scope; default 50 (AWS: "Namespaces per Region").
 	Namespaces int
-	// ServicesPerNamespace; default 100 (AWS publishes no limit).
-	ServicesPerNamespace int
+	// Services per scope; default 10,000.
+	Services int
 	// InstancesPerService; default 1,000 (AWS: "Instances per service").
 	InstancesPerService int
 	// InstancesPerNamespace; default 2,000 (AWS: "Instances per namespace").
@@ -48,12 +67,16 @@ type Limits struct {
 	// Attributes per instance; default 30 (AWS: "Custom attributes per
 	// instance"), plus the AWS_ reserved ones.
 	Attributes int
-	// Scopes (account/region pairs) held in memory; default 64. The Redis
-	// store does not count them.
-	Scopes int
-	// Operations remembered per scope for GetOperation, oldest forgotten
-	// first; default 1,000.
+	// Operations remembered per scope for GetOperation and
+	// ListOperations, oldest forgotten first; default 1,000.
 	Operations int
+	// UnknownBytes is the memory, estimated, that all scopes of accounts
+	// nobody named share; default 64 MiB. Beyond it their creations get
+	// ResourceLimitExceeded; named accounts are not affected.
+	UnknownBytes int64
+	// UnknownScopeBytes is what one such scope may hold of it; default
+	// 4 MiB.
+	UnknownScopeBytes int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -63,12 +86,17 @@ func (l Limits) withDefaults() Limits {
 		}
 	}
 	def(&l.Namespaces, 50)
-	def(&l.ServicesPerNamespace, 100)
+	def(&l.Services, 10000)
 	def(&l.InstancesPerService, 1000)
 	def(&l.InstancesPerNamespace, 2000)
 	def(&l.Attributes, 30)
-	def(&l.Scopes, 64)
 	def(&l.Operations, 1000)
+	if l.UnknownBytes <= 0 {
+		l.UnknownBytes = 64 << 20
+	}
+	if l.UnknownScopeBytes <= 0 {
+		l.UnknownScopeBytes = 4 << 20
+	}
 	return l
 }
 
@@ -90,6 +118,15 @@ type Options struct {
 	RedisPrefix string
 	// Limits bound what the registry holds.
 	Limits Limits
+	// StoreTimeout bounds each Redis call; 0 means 1 s. When it passes,
+	// a write fails with ServiceUnavailable (HTTP 503, which AWS SDKs
+	// retry) and DiscoverInstances answers from the state this node last
+	// read (see MaxStale).
+	StoreTimeout time.Duration
+	// MaxStale is how old the last state read from Redis may be for
+	// DiscoverInstances and DiscoverInstancesRevision to answer from it
+	// while Redis does not; 0 means 5 minutes, negative never.
+	MaxStale time.Duration
 	// Logger receives store failures; nil discards them.
 	Logger *slog.Logger
 	// MaxBodyBytes bounds request bodies; 0 means 1 MiB.
@@ -106,13 +143,15 @@ type Registry struct {
 	lim     Limits
 	log     *slog.Logger
 	maxBody int64
+	known   sync.Map   // scope key -> true: accounts named by the operator
+	randMu  sync.Mutex // guards rand, which need not be safe for concurrent use
 }
 
 // New returns a registry; it starts nothing. It fails only when
 // OperationDelay or MaxBodyBytes is negative.
 func New(opts Options) (*Registry, error) {
-	if opts.OperationDelay < 0 || opts.MaxBodyBytes < 0 {
-		return nil, errors.New("cloudmap: OperationDelay and MaxBodyBytes must not be negative")
+	if opts.OperationDelay < 0 || opts.MaxBodyBytes < 0 || opts.StoreTimeout < 0 {
+		return nil, errors.New("cloudmap: OperationDelay, MaxBodyBytes and StoreTimeout must not be negative")
 	}
 	r := &Registry{now: opts.Now, rand: opts.Rand, delay: opts.OperationDelay,
 		lim: opts.Limits.withDefaults(), log: opts.Logger, maxBody: opts.MaxBodyBytes}
@@ -133,10 +172,18 @@ func New(opts Options) (*Registry, error) {
 		if p == "" {
 			p = "tollgate:cloudmap:"
 		}
-		r.store = &redisStore{client: opts.Redis, prefix: p, cache: map[string]*state{}, maxCache: r.lim.Scopes}
+		timeout, maxStale := opts.StoreTimeout, opts.MaxStale
+		if timeout == 0 {
+			timeout = time.Second
+		}
+		if maxStale == 0 {
+			maxStale = 5 * time.Minute
+		}
+		r.store = newRedisStore(opts.Redis, p, timeout, maxStale, r.now)
 	} else {
-		r.store = &memStore{scopes: map[string]*state{}, maxScopes: r.lim.Scopes}
+		r.store = newMemStore(r.lim)
 	}
+	r.known.Store(DefaultScope.key(), true)
 	return r, nil
 }
 
@@ -145,21 +192,30 @@ func New(opts Options) (*Registry, error) {
 type handler func(r *Registry, ctx context.Context, sc Scope, body []byte) (any, error)
 
 // operations maps each operation to its handler and the error codes the
-// AWS SDK knows for it (aws-sdk-go-v2 service/servicediscovery v1.40.2,
-// awsAwsjson11_deserializeOpError<Op>).
+// model declares for it (botocore servicediscovery/2017-03-14
+// service-2.json, as aws-sdk-go-v2 service/servicediscovery v1.40.2
+// decodes them).
 var operations = map[string]struct {
 	h     handler
 	codes []string
 }{
-	"CreateHttpNamespace":              {(*Registry).createHTTPNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceAlreadyExists, codeResourceLimitExceeded}},
-	"CreatePrivateDnsNamespace":        {(*Registry).createPrivateDNSNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceAlreadyExists, codeResourceLimitExceeded}},
+	"CreateHttpNamespace":              {(*Registry).createHTTPNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceAlreadyExists, codeResourceLimitExceeded, codeTooManyTags}},
+	"CreatePrivateDnsNamespace":        {(*Registry).createPrivateDNSNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceAlreadyExists, codeResourceLimitExceeded, codeTooManyTags}},
+	"CreatePublicDnsNamespace":         {(*Registry).createPublicDNSNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceAlreadyExists, codeResourceLimitExceeded, codeTooManyTags}},
 	"ListNamespaces":                   {(*Registry).listNamespaces, []string{codeInvalidInput}},
 	"GetNamespace":                     {(*Registry).getNamespace, []string{codeInvalidInput, codeNamespaceNotFound}},
 	"DeleteNamespace":                  {(*Registry).deleteNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceNotFound, codeResourceInUse}},
-	"CreateService":                    {(*Registry).createService, []string{codeInvalidInput, codeNamespaceNotFound, codeResourceLimitExceeded, codeServiceAlreadyExists}},
+	"UpdateHttpNamespace":              {(*Registry).updateHTTPNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceNotFound, codeResourceInUse}},
+	"UpdatePrivateDnsNamespace":        {(*Registry).updatePrivateDNSNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceNotFound, codeResourceInUse}},
+	"UpdatePublicDnsNamespace":         {(*Registry).updatePublicDNSNamespace, []string{codeDuplicateRequest, codeInvalidInput, codeNamespaceNotFound, codeResourceInUse}},
+	"CreateService":                    {(*Registry).createService, []string{codeInvalidInput, codeNamespaceNotFound, codeResourceLimitExceeded, codeServiceAlreadyExists, codeTooManyTags}},
 	"ListServices":                     {(*Registry).listServices, []string{codeInvalidInput}},
 	"GetService":                       {(*Registry).getService, []string{codeInvalidInput, codeServiceNotFound}},
+	"UpdateService":                    {(*Registry).updateService, []string{codeDuplicateRequest, codeInvalidInput, codeServiceNotFound}},
 	"DeleteService":                    {(*Registry).deleteService, []string{codeInvalidInput, codeResourceInUse, codeServiceNotFound}},
+	"GetServiceAttributes":             {(*Registry).getServiceAttributes, []string{codeInvalidInput, codeServiceNotFound}},
+	"UpdateServiceAttributes":          {(*Registry).updateServiceAttributes, []string{codeInvalidInput, codeServiceNotFound, codeAttributesLimit}},
+	"DeleteServiceAttributes":          {(*Registry).deleteServiceAttributes, []string{codeInvalidInput, codeServiceNotFound}},
 	"RegisterInstance":                 {(*Registry).registerInstance, []string{codeDuplicateRequest, codeInvalidInput, codeResourceInUse, codeResourceLimitExceeded, codeServiceNotFound}},
 	"DeregisterInstance":               {(*Registry).deregisterInstance, []string{codeDuplicateRequest, codeInstanceNotFound, codeInvalidInput, codeResourceInUse, codeServiceNotFound}},
 	"GetInstance":                      {(*Registry).getInstance, []string{codeInstanceNotFound, codeInvalidInput, codeServiceNotFound}},
@@ -169,6 +225,10 @@ var operations = map[string]struct {
 	"DiscoverInstances":                {(*Registry).discoverInstances, []string{codeInvalidInput, codeNamespaceNotFound, codeRequestLimitExceeded, codeServiceNotFound}},
 	"DiscoverInstancesRevision":        {(*Registry).discoverInstancesRevision, []string{codeInvalidInput, codeNamespaceNotFound, codeRequestLimitExceeded, codeServiceNotFound}},
 	"GetOperation":                     {(*Registry).getOperation, []string{codeInvalidInput, codeOperationNotFound}},
+	"ListOperations":                   {(*Registry).listOperations, []string{codeInvalidInput}},
+	"ListTagsForResource":              {(*Registry).listTagsForResource, []string{codeInvalidInput, codeResourceNotFound}},
+	"TagResource":                      {(*Registry).tagResource, []string{codeInvalidInput, codeResourceNotFound, codeTooManyTags}},
+	"UntagResource":                    {(*Registry).untagResource, []string{codeInvalidInput, codeResourceNotFound}},
 }
 
 // Operations lists the operations the registry answers, sorted.
@@ -196,13 +256,16 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, invalid("request body: %v", err))
 		return
 	}
-	sc := scopeOf(req)
+	sc := r.scopeOf(req)
 	resp, err := op.h(r, req.Context(), sc, body)
 	if err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) {
 			r.log.Error("cloud map registry store failed", "action", action, "error", err)
-			writeError(w, http.StatusInternalServerError, &apiError{Code: "InternalFailure", Message: "registry store unavailable"})
+			// 503 ServiceUnavailable is AWS's common error for this, and
+			// every AWS SDK retries it.
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, &apiError{Code: "ServiceUnavailable", Message: "registry store unavailable; retry"})
 			return
 		}
 		if !knows(op.codes, ae.Code) {
@@ -230,13 +293,54 @@ func knows(codes []string, code string) bool {
 	return false
 }
 
-// scopeOf finds the account and region of a request.
-func scopeOf(req *http.Request) Scope {
+// scopeOf finds the account and region of a request. An account the
+// gateway mapped from the access key (access_keys) is known from then on.
+func (r *Registry) scopeOf(req *http.Request) Scope {
 	id, err := awsjson.IdentityOf(req.Header)
 	if err != nil {
 		return DefaultScope
 	}
-	return Scope{Account: id.Account, Region: id.Region}
+	sc := Scope{Account: id.Account, Region: id.Region}
+	if id.Account != id.AccessKeyID {
+		sc = sc.normal()
+		r.markKnown(sc)
+		return sc
+	}
+	return sc.normal()
+}
+
+// markKnown notes that sc's account is one the operator named.
+func (r *Registry) markKnown(sc Scope) {
+	if _, ok := r.known.Load(sc.key()); !ok {
+		r.known.Store(sc.key(), true)
+	}
+}
+
+func (r *Registry) isKnown(scope string) bool {
+	_, ok := r.known.Load(scope)
+	return ok
+}
+
+// update and view run fn on sc's state in the store.
+func (r *Registry) update(ctx context.Context, sc Scope, fn func(*state) error) error {
+	return r.store.update(ctx, sc.key(), r.isKnown(sc.key()), fn)
+}
+
+func (r *Registry) view(ctx context.Context, sc Scope, fn func(*state) error) error {
+	return r.store.view(ctx, sc.key(), false, fn)
+}
+
+// accountID is the 12-digit AWS account id of an account name: the name
+// itself when it is 12 digits (as LocalStack takes such an access key),
+// else 12 digits derived from its SHA-256, so that every access key keeps
+// a registry of its own and every account field of an answer is a valid
+// AWSAccountId.
+func accountID(name string) string {
+	if len(name) == 12 && strings.Trim(name, "0123456789") == "" {
+		return name
+	}
+	h := sha256.Sum256([]byte(name))
+	return fmt.Sprintf("%012d", binary.BigEndian.Uint64(h[:8])%1_000_000_000_000)
 }
 
 // decode reads a JSON request document into v. An empty body is {}.
@@ -277,7 +381,10 @@ func jsonKind(k string) string {
 func (r *Registry) newID(prefix string, n int) (string, error) {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	b := make([]byte, n)
-	if _, err := io.ReadFull(r.rand, b); err != nil {
+	r.randMu.Lock()
+	_, err := io.ReadFull(r.rand, b)
+	r.randMu.Unlock()
+	if err != nil {
 		return "", fmt.Errorf("cloudmap: random id: %w", err)
 	}
 	for i := range b {
@@ -285,6 +392,25 @@ func (r *Registry) newID(prefix string, n int) (string, error) {
 	}
 	return prefix + string(b), nil
 }
+
+// shuffleWith puts list in a random order seeded from src.
+func shuffleWith[T any](src io.Reader, mu *sync.Mutex, list []T) error {
+	if len(list) < 2 {
+		return nil
+	}
+	var seed [16]byte
+	mu.Lock()
+	_, err := io.ReadFull(src, seed[:])
+	mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("cloudmap: random order: %w", err)
+	}
+	rng := mrand.New(mrand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
+	rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
+	return nil
+}
+
+func (r *Registry) shuffle(list []*instance) error { return shuffleWith(r.rand, &r.randMu, list) }
 
 func (r *Registry) nowMillis() int64 { return r.now().UnixMilli() }
 

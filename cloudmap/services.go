@@ -26,6 +26,7 @@ type customConfigJSON struct {
 
 type serviceJSON struct {
 	Arn                     string
+	HealthCheckConfig       *healthCheckJSON `json:",omitempty"`
 	CreateDate              json.Number
 	CreatedByAccount        string
 	CreatorRequestId        string            `json:",omitempty"`
@@ -43,7 +44,7 @@ type serviceJSON struct {
 func serviceOut(sc Scope, sv *service, summary bool) serviceJSON {
 	j := serviceJSON{Arn: arn(sc, "service", sv.ID), CreateDate: epoch(sv.Created), CreatedByAccount: sc.Account,
 		Description: sv.Description, DnsConfig: sv.DNS, Id: sv.ID, InstanceCount: len(sv.Instances),
-		Name: sv.Name, ResourceOwner: sc.Account, Type: sv.Type}
+		Name: sv.Name, ResourceOwner: sc.Account, Type: sv.Type, HealthCheckConfig: sv.HealthCheck}
 	if sv.HasCustom {
 		j.HealthCheckCustomConfig = &customConfigJSON{FailureThreshold: sv.Custom}
 	}
@@ -58,7 +59,7 @@ type createServiceIn struct {
 	CreatorRequestId        string
 	Description             string
 	DnsConfig               *dnsConfig
-	HealthCheckConfig       *json.RawMessage
+	HealthCheckConfig       *healthCheckJSON
 	HealthCheckCustomConfig *customConfigJSON
 	NamespaceId             string
 	Tags                    []tagJSON
@@ -79,11 +80,15 @@ func (r *Registry) createService(ctx context.Context, sc Scope, body []byte) (an
 	if err := checkDescription(in.Description); err != nil {
 		return nil, err
 	}
-	if len(in.Tags) > 200 {
-		return nil, invalid("at most 200 Tags")
+	tags, err := checkTags(in.Tags, in.Name)
+	if err != nil {
+		return nil, err
 	}
-	if in.HealthCheckConfig != nil {
-		return nil, invalid("HealthCheckConfig (Route 53 health checks) is only for public DNS namespaces, which this registry does not serve; use HealthCheckCustomConfig")
+	if err := checkHealthCheck(in.HealthCheckConfig); err != nil {
+		return nil, err
+	}
+	if in.HealthCheckConfig != nil && in.HealthCheckCustomConfig != nil {
+		return nil, invalid("HealthCheckConfig and HealthCheckCustomConfig exclude each other")
 	}
 	if in.Type != "" && in.Type != "HTTP" {
 		return nil, invalid("Type %s: the only option is HTTP", quote(in.Type))
@@ -99,19 +104,11 @@ func (r *Registry) createService(ctx context.Context, sc Scope, body []byte) (an
 		return nil, invalid("HealthCheckCustomConfig.FailureThreshold %d is not between 1 and 10", *c.FailureThreshold)
 	}
 	if d := in.DnsConfig; d != nil {
+		if err := checkDNSRecords("DnsConfig.DnsRecords", d.DnsRecords); err != nil {
+			return nil, err
+		}
 		if d.RoutingPolicy != "" && d.RoutingPolicy != "MULTIVALUE" && d.RoutingPolicy != "WEIGHTED" {
 			return nil, invalid("DnsConfig.RoutingPolicy %s is not MULTIVALUE or WEIGHTED", quote(d.RoutingPolicy))
-		}
-		if len(d.DnsRecords) == 0 || len(d.DnsRecords) > 4 {
-			return nil, invalid("DnsConfig.DnsRecords must hold 1 to 4 records")
-		}
-		for i, rec := range d.DnsRecords {
-			if !slices.Contains([]string{"A", "AAAA", "SRV", "CNAME"}, rec.Type) {
-				return nil, invalid("DnsConfig.DnsRecords[%d].Type %s is not A, AAAA, SRV or CNAME", i, quote(rec.Type))
-			}
-			if rec.TTL == nil || *rec.TTL < 0 || *rec.TTL > 2147483647 {
-				return nil, invalid("DnsConfig.DnsRecords[%d].TTL is required, between 0 and 2147483647", i)
-			}
 		}
 	}
 	id, err := r.newID("srv-", 16)
@@ -119,16 +116,18 @@ func (r *Registry) createService(ctx context.Context, sc Scope, body []byte) (an
 		return nil, err
 	}
 	var out struct{ Service serviceJSON }
-	err = r.store.update(ctx, sc.key(), func(s *state) error {
-		ns, ok := s.Namespaces[nsID]
-		if !ok {
-			return notFound(codeNamespaceNotFound, "namespace", nsID)
+	err = r.update(ctx, sc, func(s *state) error {
+		ns, err := findNamespace(s, nsID)
+		if err != nil {
+			return err
 		}
 		typ := "HTTP"
 		switch {
 		case ns.Type == "HTTP" && in.DnsConfig != nil:
 			return invalid("namespace %s is an HTTP namespace: a service in it takes no DnsConfig", ns.ID)
-		case ns.Type == "DNS_PRIVATE" && in.Type != "HTTP":
+		case ns.Type == "HTTP" && in.HealthCheckConfig != nil:
+			return invalid("namespace %s is an HTTP namespace: HealthCheckConfig (Route 53) is for public DNS namespaces", ns.ID)
+		case ns.Type != "HTTP" && in.Type != "HTTP":
 			if in.DnsConfig == nil {
 				return invalid("namespace %s is a DNS namespace: DnsConfig is required unless Type is HTTP", ns.ID)
 			}
@@ -136,13 +135,8 @@ func (r *Registry) createService(ctx context.Context, sc Scope, body []byte) (an
 		case in.DnsConfig != nil:
 			return invalid("a service of Type HTTP takes no DnsConfig")
 		}
-		n := 0
 		for _, sv := range s.Services {
-			if sv.NamespaceID != ns.ID {
-				continue
-			}
-			n++
-			if sv.Name != in.Name {
+			if sv.NamespaceID != ns.ID || sv.Name != in.Name {
 				continue
 			}
 			if in.CreatorRequestId != "" && sv.RequestID == in.CreatorRequestId {
@@ -152,12 +146,14 @@ func (r *Registry) createService(ctx context.Context, sc Scope, body []byte) (an
 			return &apiError{Code: codeServiceAlreadyExists, ServiceID: sv.ID, ServiceArn: arn(sc, "service", sv.ID),
 				CreatorRequestID: sv.RequestID, Message: "service " + quote(in.Name) + " already exists in namespace " + ns.ID + " as " + sv.ID}
 		}
-		if n >= r.lim.ServicesPerNamespace {
-			return &apiError{Code: codeResourceLimitExceeded, Message: "at most " + strconv.Itoa(r.lim.ServicesPerNamespace) + " services per namespace"}
+		if len(s.Services) >= r.lim.Services {
+			return &apiError{Code: codeResourceLimitExceeded, Message: "at most " + strconv.Itoa(r.lim.Services) + " services per account and region"}
 		}
-		s.Seq++
+		if err := s.roomForTags(id, tags, codeResourceLimitExceeded); err != nil {
+			return err
+		}
 		sv := &service{ID: id, Name: in.Name, NamespaceID: ns.ID, Type: typ, Description: in.Description,
-			RequestID: in.CreatorRequestId, Created: r.nowMillis(), Revision: s.Seq, Instances: map[string]*instance{}}
+			RequestID: in.CreatorRequestId, Created: r.nowMillis(), HealthCheck: in.HealthCheckConfig}
 		if in.DnsConfig != nil {
 			d := *in.DnsConfig
 			d.NamespaceId = ns.ID
@@ -169,7 +165,10 @@ func (r *Registry) createService(ctx context.Context, sc Scope, body []byte) (an
 		if in.HealthCheckCustomConfig != nil {
 			sv.HasCustom, sv.Custom = true, in.HealthCheckCustomConfig.FailureThreshold
 		}
-		s.Services[id] = sv
+		if err := s.putService(sv, codeResourceLimitExceeded); err != nil {
+			return err
+		}
+		s.setTags(id, tags)
 		out.Service = serviceOut(sc, sv, false)
 		return nil
 	})
@@ -187,7 +186,7 @@ func (r *Registry) getService(ctx context.Context, sc Scope, body []byte) (any, 
 		return nil, err
 	}
 	var out struct{ Service serviceJSON }
-	err = r.store.view(ctx, sc.key(), func(s *state) error {
+	err = r.view(ctx, sc, func(s *state) error {
 		sv, err := findService(s, in.Id)
 		if err == nil {
 			out.Service = serviceOut(sc, sv, false)
@@ -202,7 +201,7 @@ func (r *Registry) deleteService(ctx context.Context, sc Scope, body []byte) (an
 	if err != nil {
 		return nil, err
 	}
-	err = r.store.update(ctx, sc.key(), func(s *state) error {
+	err = r.update(ctx, sc, func(s *state) error {
 		sv, err := findService(s, in.Id)
 		if err != nil {
 			return err
@@ -210,8 +209,7 @@ func (r *Registry) deleteService(ctx context.Context, sc Scope, body []byte) (an
 		if len(sv.Instances) > 0 {
 			return &apiError{Code: codeResourceInUse, Message: "service " + sv.ID + " still has " + strconv.Itoa(len(sv.Instances)) + " registered instances"}
 		}
-		s.Seq++
-		delete(s.Services, sv.ID)
+		s.deleteService(sv)
 		return nil
 	})
 	return struct{}{}, err
@@ -228,14 +226,23 @@ func (r *Registry) listServices(ctx context.Context, sc Scope, body []byte) (any
 	if err != nil {
 		return nil, err
 	}
+	for i, f := range in.Filters {
+		if f.Name == "NAMESPACE_ID" {
+			vals := make([]string, len(f.Values))
+			for j, v := range f.Values {
+				vals[j] = idFromARN(v) // the model: a namespace's ID or ARN
+			}
+			in.Filters[i].Values = vals
+		}
+	}
 	var out struct {
 		NextToken string `json:",omitempty"`
 		Services  []serviceJSON
 	}
-	err = r.store.view(ctx, sc.key(), func(s *state) error {
+	err = r.view(ctx, sc, func(s *state) error {
 		var all []serviceJSON
 		for _, sv := range s.Services {
-			if matchAll(in.Filters, func(string) string { return sv.NamespaceID }) { // NAMESPACE_ID
+			if matchAll(in.Filters, func(string) string { return sv.NamespaceID }) { // NAMESPACE_ID, by id or ARN
 				all = append(all, serviceOut(sc, sv, true))
 			}
 		}

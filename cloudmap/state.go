@@ -1,53 +1,66 @@
 package cloudmap
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"maps"
-	"strings"
-	"sync"
-
-	goredis "github.com/redis/go-redis/v9"
+	"slices"
 )
 
-// state is the registry of one account and region. Every change bumps Seq;
-// a service's Revision is the Seq of its last change, so revisions only grow,
-// across nodes too (a Redis update is one transaction on the whole state).
+// state is the registry of one account and region. Every change bumps Seq,
+// so Seq tells whether a cached copy is current. A service's Revision (its
+// InstancesRevision) is the Seq of its last registration or
+// deregistration: revisions only grow, across nodes too.
+//
+// Every change goes through the methods below, which keep the derived
+// indexes and the size right and note what changed (for the Redis store,
+// which writes only that).
 type state struct {
-	Seq        int64                 `json:"seq"`
-	Namespaces map[string]*namespace `json:"namespaces,omitempty"` // by id
-	Services   map[string]*service   `json:"services,omitempty"`   // by id
-	Ops        map[string]*operation `json:"ops,omitempty"`        // by id
-	OpOrder    []string              `json:"op_order,omitempty"`   // oldest first
+	Seq        int64
+	Namespaces map[string]*namespace // by id
+	Services   map[string]*service   // by id
+	Ops        map[string]*operation // by id
+	OpOrder    []string              // oldest first
+	Tags       map[string][]tagJSON  // by resource id (ns-… or srv-…)
+
+	reqs   map[string]reqRef // instance CreatorRequestId -> instance
+	size   int64             // estimated bytes held
+	budget *budget           // nil: only the per-account quotas bound it
+	dirty  map[change]bool   // what changed since the last commit; nil: not tracked
 }
+
+// reqRef is where an instance registered with a CreatorRequestId is.
+type reqRef struct{ service, instance string }
 
 type namespace struct {
 	ID          string `json:"id"`
 	Name        string `json:"name"`
-	Type        string `json:"type"` // HTTP or DNS_PRIVATE
+	Type        string `json:"type"` // HTTP, DNS_PRIVATE or DNS_PUBLIC
 	Description string `json:"description,omitempty"`
 	RequestID   string `json:"creator_request_id,omitempty"`
 	OpID        string `json:"op_id"`
 	Vpc         string `json:"vpc,omitempty"`
 	SOATTL      *int64 `json:"soa_ttl,omitempty"`
 	Created     int64  `json:"created"` // Unix milliseconds
+	Updated     int64  `json:"updated,omitempty"`
+	UpdaterID   string `json:"updater_request_id,omitempty"` // of the last update
+	UpdateOp    string `json:"update_op,omitempty"`          // its operation
 }
 
 type service struct {
-	ID          string               `json:"id"`
-	Name        string               `json:"name"`
-	NamespaceID string               `json:"namespace_id"`
-	Type        string               `json:"type"` // HTTP or DNS_HTTP
-	Description string               `json:"description,omitempty"`
-	RequestID   string               `json:"creator_request_id,omitempty"`
-	DNS         *dnsConfig           `json:"dns,omitempty"`
-	Custom      *int32               `json:"custom_failure_threshold,omitempty"`
-	HasCustom   bool                 `json:"custom_health,omitempty"`
-	Created     int64                `json:"created"`
-	Revision    int64                `json:"revision"`
-	Instances   map[string]*instance `json:"instances,omitempty"` // by id
+	ID          string            `json:"id"`
+	Name        string            `json:"name"`
+	NamespaceID string            `json:"namespace_id"`
+	Type        string            `json:"type"` // HTTP, DNS_HTTP or DNS
+	Description string            `json:"description,omitempty"`
+	RequestID   string            `json:"creator_request_id,omitempty"`
+	DNS         *dnsConfig        `json:"dns,omitempty"`
+	HealthCheck *healthCheckJSON  `json:"health_check,omitempty"` // Route 53 (public DNS), stored only
+	Custom      *int32            `json:"custom_failure_threshold,omitempty"`
+	HasCustom   bool              `json:"custom_health,omitempty"`
+	Created     int64             `json:"created"`
+	Attrs       map[string]string `json:"attrs,omitempty"` // service attributes
+
+	Revision  int64                `json:"-"` // kept apart: it changes with every instance
+	Instances map[string]*instance `json:"-"` // by id, kept apart
 }
 
 type instance struct {
@@ -63,22 +76,253 @@ type operation struct {
 	Type    string            `json:"type"`
 	Targets map[string]string `json:"targets"`
 	Created int64             `json:"created"`
+	Seq     int64             `json:"seq"` // orders operations
 }
 
-func (s *state) init() {
-	if s.Namespaces == nil {
-		s.Namespaces = map[string]*namespace{}
+// change names one record that changed: kind is one of the kind*
+// constants, id the record's (for an instance, service id and instance id).
+type change struct{ kind, id, sub string }
+
+const (
+	kindNamespace = "n"
+	kindService   = "s"
+	kindRevision  = "r"
+	kindInstance  = "i"
+	kindOperation = "o"
+	kindTags      = "t"
+)
+
+func newState() *state {
+	return &state{Namespaces: map[string]*namespace{}, Services: map[string]*service{},
+		Ops: map[string]*operation{}, Tags: map[string][]tagJSON{}, reqs: map[string]reqRef{}, size: scopeBytes}
+}
+
+func (s *state) note(kind, id, sub string) {
+	if s.dirty != nil {
+		s.dirty[change{kind, id, sub}] = true
 	}
-	if s.Services == nil {
-		s.Services = map[string]*service{}
+}
+
+// Estimated sizes, in bytes, of what a state holds: maps, pointers and
+// strings, so that the memory bound follows what a caller can make the
+// registry hold.
+const (
+	scopeBytes     = 1024
+	namespaceBytes = 512
+	serviceBytes   = 768
+	instanceBytes  = 256
+	pairBytes      = 64 // one attribute or tag, beside its text
+	operationBytes = 320
+)
+
+func attrsBytes(m map[string]string) int64 {
+	n := int64(0)
+	for k, v := range m {
+		n += int64(len(k)+len(v)) + pairBytes
 	}
-	if s.Ops == nil {
-		s.Ops = map[string]*operation{}
+	return n
+}
+
+func nsBytes(ns *namespace) int64 {
+	return namespaceBytes + int64(len(ns.Name)+len(ns.Description)+len(ns.RequestID)+len(ns.Vpc))
+}
+
+func svcBytes(sv *service) int64 {
+	n := serviceBytes + int64(len(sv.Name)+len(sv.Description)+len(sv.RequestID)) + attrsBytes(sv.Attrs)
+	if sv.DNS != nil {
+		n += int64(len(sv.DNS.DnsRecords)) * pairBytes
 	}
-	for _, sv := range s.Services {
-		if sv.Instances == nil {
-			sv.Instances = map[string]*instance{}
+	return n
+}
+
+func instBytes(in *instance) int64 {
+	return instanceBytes + int64(len(in.ID)+len(in.RequestID)+len(in.OpID)) + attrsBytes(in.Attrs)
+}
+
+func tagsBytes(tags []tagJSON) int64 {
+	n := int64(0)
+	for _, t := range tags {
+		n += int64(len(t.Key)+len(t.Value)) + pairBytes
+	}
+	return n
+}
+
+// grow makes room for n more bytes, or fails with code when the state's
+// budget has none left. A nil budget always has room.
+func (s *state) grow(n int64, code string) error {
+	if n > 0 && s.budget != nil {
+		if err := s.budget.take(s.size, n, code); err != nil {
+			return err
 		}
+	}
+	s.size += n
+	return nil
+}
+
+// shrink gives back n bytes.
+func (s *state) shrink(n int64) {
+	s.size -= n
+	if s.budget != nil {
+		s.budget.give(n)
+	}
+}
+
+// putNamespace adds ns, which must be new, after making room for it.
+func (s *state) putNamespace(ns *namespace, code string) error {
+	if err := s.grow(nsBytes(ns), code); err != nil {
+		return err
+	}
+	s.Seq++
+	s.Namespaces[ns.ID] = ns
+	s.note(kindNamespace, ns.ID, "")
+	return nil
+}
+
+// changedNamespace records a change to ns in place (its size barely
+// moves: names and descriptions are bounded).
+func (s *state) changedNamespace(ns *namespace) {
+	s.Seq++
+	s.note(kindNamespace, ns.ID, "")
+}
+
+func (s *state) deleteNamespace(ns *namespace) {
+	s.Seq++
+	s.shrink(nsBytes(ns))
+	delete(s.Namespaces, ns.ID)
+	s.note(kindNamespace, ns.ID, "")
+	s.setTags(ns.ID, nil)
+}
+
+// putService adds sv, which must be new and have no instances.
+func (s *state) putService(sv *service, code string) error {
+	if err := s.grow(svcBytes(sv), code); err != nil {
+		return err
+	}
+	s.Seq++
+	if sv.Instances == nil {
+		sv.Instances = map[string]*instance{}
+	}
+	sv.Revision = s.Seq
+	s.Services[sv.ID] = sv
+	s.note(kindService, sv.ID, "")
+	s.note(kindRevision, sv.ID, "")
+	return nil
+}
+
+// changedService records a change to sv's own fields, old being its size
+// before the change; code is the error when the change needs room there
+// is not.
+func (s *state) changedService(sv *service, old int64, code string) error {
+	if err := s.grow(svcBytes(sv)-old, code); err != nil {
+		return err
+	}
+	s.Seq++
+	s.note(kindService, sv.ID, "")
+	return nil
+}
+
+func (s *state) deleteService(sv *service) {
+	s.Seq++
+	s.shrink(svcBytes(sv))
+	delete(s.Services, sv.ID)
+	s.note(kindService, sv.ID, "")
+	s.setTags(sv.ID, nil)
+}
+
+// putInstance adds or replaces an instance of sv and bumps sv's revision.
+func (s *state) putInstance(sv *service, in *instance, code string) error {
+	old := sv.Instances[in.ID]
+	n := instBytes(in)
+	if old != nil {
+		n -= instBytes(old)
+	}
+	if err := s.grow(n, code); err != nil {
+		return err
+	}
+	if old != nil && old.RequestID != "" {
+		delete(s.reqs, old.RequestID)
+	}
+	if in.RequestID != "" {
+		s.reqs[in.RequestID] = reqRef{sv.ID, in.ID}
+	}
+	s.Seq++
+	sv.Instances[in.ID] = in
+	sv.Revision = s.Seq
+	s.note(kindInstance, sv.ID, in.ID)
+	s.note(kindRevision, sv.ID, "")
+	return nil
+}
+
+// deleteInstance removes instance id of sv and bumps sv's revision.
+func (s *state) deleteInstance(sv *service, id string) {
+	old := sv.Instances[id]
+	if old == nil {
+		return
+	}
+	if old.RequestID != "" {
+		delete(s.reqs, old.RequestID)
+	}
+	s.Seq++
+	s.shrink(instBytes(old))
+	delete(sv.Instances, id)
+	sv.Revision = s.Seq
+	s.note(kindInstance, sv.ID, id)
+	s.note(kindRevision, sv.ID, "")
+}
+
+// setHealth changes an instance's custom health status. As in AWS, the
+// service's InstancesRevision does not move.
+func (s *state) setHealth(sv *service, in *instance, unhealthy bool) {
+	if in.Unhealthy == unhealthy {
+		return
+	}
+	c := *in
+	c.Unhealthy = unhealthy
+	s.Seq++
+	sv.Instances[in.ID] = &c // a copy: views may hold the old one
+	s.note(kindInstance, sv.ID, in.ID)
+}
+
+// setTags replaces a resource's tags (nil removes them) after making room.
+func (s *state) setTags(id string, tags []tagJSON) {
+	old := s.Tags[id]
+	if len(old) == 0 && len(tags) == 0 {
+		return
+	}
+	s.size += tagsBytes(tags) - tagsBytes(old)
+	if s.budget != nil {
+		s.budget.used += tagsBytes(tags) - tagsBytes(old)
+	}
+	if len(tags) == 0 {
+		delete(s.Tags, id)
+	} else {
+		s.Tags[id] = tags
+	}
+	s.Seq++
+	s.note(kindTags, id, "")
+}
+
+// roomForTags checks that tags fit where old ones are now.
+func (s *state) roomForTags(id string, tags []tagJSON, code string) error {
+	n := tagsBytes(tags) - tagsBytes(s.Tags[id])
+	if n > 0 && s.budget != nil {
+		return s.budget.check(s.size, n, code)
+	}
+	return nil
+}
+
+// addOp records an operation, forgetting the oldest beyond max. Operations
+// are bounded by count, so they take no room from the budget.
+func (s *state) addOp(op *operation, max int) {
+	s.Seq++
+	op.Seq = s.Seq
+	s.Ops[op.ID] = op
+	s.OpOrder = append(s.OpOrder, op.ID)
+	s.note(kindOperation, op.ID, "")
+	for len(s.OpOrder) > max {
+		delete(s.Ops, s.OpOrder[0])
+		s.note(kindOperation, s.OpOrder[0], "")
+		s.OpOrder = s.OpOrder[1:]
 	}
 }
 
@@ -93,162 +337,32 @@ func (s *state) instanceCount(nsID string) int {
 	return n
 }
 
-// errStoreConflict: a Redis update lost the race for its scope too often.
-var errStoreConflict = errors.New("cloudmap: too many concurrent updates of one registry")
-
-// store keeps the state of every scope. update runs fn on a scope's state
-// with every other update of that scope excluded, and keeps what fn changed
-// only if it returns nil; fn must check before it changes anything, since
-// the memory store does not roll back. view runs fn on a state it must not
-// change.
-type store interface {
-	update(ctx context.Context, scope string, fn func(*state) error) error
-	view(ctx context.Context, scope string, fn func(*state) error) error
-}
-
-// memStore holds every scope in memory, under one lock.
-type memStore struct {
-	mu        sync.RWMutex
-	scopes    map[string]*state
-	maxScopes int
-}
-
-func (m *memStore) update(_ context.Context, scope string, fn func(*state) error) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s, ok := m.scopes[scope]
-	if !ok {
-		s = &state{}
-		s.init()
+// reindex rebuilds what is derived from the records: the request index,
+// the operations' order and the size.
+func (s *state) reindex() {
+	s.reqs = map[string]reqRef{}
+	s.size = scopeBytes
+	for _, ns := range s.Namespaces {
+		s.size += nsBytes(ns)
 	}
-	if err := fn(s); err != nil {
-		return err
-	}
-	if !ok && s.Seq > 0 {
-		// Only a change that creates (a namespace) reaches here with a
-		// new scope; every operation that can create knows this code.
-		if len(m.scopes) >= m.maxScopes {
-			return &apiError{Code: codeResourceLimitExceeded,
-				Message: fmt.Sprintf("this registry holds at most %d account/region scopes", m.maxScopes)}
+	for _, sv := range s.Services {
+		if sv.Instances == nil {
+			sv.Instances = map[string]*instance{}
 		}
-		m.scopes[scope] = s
-	}
-	return nil
-}
-
-func (m *memStore) view(_ context.Context, scope string, fn func(*state) error) error {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	s, ok := m.scopes[scope]
-	if !ok {
-		s = &state{}
-		s.init()
-	}
-	return fn(s)
-}
-
-// redisStore keeps each scope's state as one JSON value in Redis, updated
-// with WATCH/MULTI so that concurrent updates from several nodes serialize,
-// with the state's Seq beside it. A view reads the Seq first and decodes
-// the state only when it changed since this node last did: reads cost one
-// small GET while the registry is unchanged.
-type redisStore struct {
-	client goredis.UniversalClient
-	prefix string
-
-	mu       sync.Mutex
-	cache    map[string]*state // by key; read-only once cached
-	maxCache int
-}
-
-// maxUpdateAttempts bounds the optimistic retries of one Redis update.
-const maxUpdateAttempts = 100
-
-// key is where a scope's state lives: the scope is the key's hash tag, so
-// the state and its Seq (seqKey) share a Redis Cluster slot.
-func (r *redisStore) key(scope string) string {
-	return r.prefix + "{" + braces.Replace(scope) + "}"
-}
-
-var braces = strings.NewReplacer("{", "%7B", "}", "%7D")
-
-// seqKey holds the Seq of the state at key.
-func seqKey(key string) string { return key + ":seq" }
-
-func (r *redisStore) load(ctx context.Context, get func(context.Context, string) *goredis.StringCmd, key string) (*state, error) {
-	s := &state{}
-	b, err := get(ctx, key).Bytes()
-	switch {
-	case errors.Is(err, goredis.Nil):
-	case err != nil:
-		return nil, fmt.Errorf("cloudmap: redis GET %s: %w", key, err)
-	default:
-		if err := json.Unmarshal(b, s); err != nil {
-			return nil, fmt.Errorf("cloudmap: redis value %s: %w", key, err)
-		}
-	}
-	s.init()
-	return s, nil
-}
-
-func (r *redisStore) update(ctx context.Context, scope string, fn func(*state) error) error {
-	key := r.key(scope)
-	for range maxUpdateAttempts {
-		err := r.client.Watch(ctx, func(tx *goredis.Tx) error {
-			s, err := r.load(ctx, tx.Get, key)
-			if err != nil {
-				return err
-			}
-			seq := s.Seq
-			if err := fn(s); err != nil {
-				return err
-			}
-			if s.Seq == seq {
-				return nil // nothing changed
-			}
-			b, err := json.Marshal(s)
-			if err != nil {
-				return fmt.Errorf("cloudmap: encode state: %w", err)
-			}
-			_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-				p.Set(ctx, key, b, 0)
-				p.Set(ctx, seqKey(key), s.Seq, 0)
-				return nil
-			})
-			return err
-		}, key)
-		if errors.Is(err, goredis.TxFailedErr) {
-			continue
-		}
-		return err
-	}
-	return errStoreConflict
-}
-
-func (r *redisStore) view(ctx context.Context, scope string, fn func(*state) error) error {
-	key := r.key(scope)
-	seq, err := r.client.Get(ctx, seqKey(key)).Int64()
-	if err != nil && !errors.Is(err, goredis.Nil) {
-		return fmt.Errorf("cloudmap: redis GET %s: %w", seqKey(key), err)
-	}
-	r.mu.Lock()
-	s, ok := r.cache[key]
-	r.mu.Unlock()
-	if !ok || s.Seq != seq {
-		if s, err = r.load(ctx, r.client.Get, key); err != nil {
-			return err
-		}
-		r.mu.Lock()
-		if len(r.cache) >= r.maxCache {
-			for k := range r.cache { // forget any one
-				delete(r.cache, k)
-				break
+		s.size += svcBytes(sv)
+		for _, in := range sv.Instances {
+			s.size += instBytes(in)
+			if in.RequestID != "" {
+				s.reqs[in.RequestID] = reqRef{sv.ID, in.ID}
 			}
 		}
-		r.cache[key] = s
-		r.mu.Unlock()
 	}
-	return fn(s)
+	for _, t := range s.Tags {
+		s.size += tagsBytes(t)
+	}
+	s.OpOrder = slices.SortedFunc(maps.Keys(s.Ops), func(a, b string) int {
+		return int(s.Ops[a].Seq - s.Ops[b].Seq)
+	})
 }
 
 // cloneAttrs copies an attribute map (nil stays nil).

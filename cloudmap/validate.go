@@ -1,7 +1,10 @@
 package cloudmap
 
 import (
+	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -111,17 +114,17 @@ func checkInstanceID(v string) error {
 
 // checkAttributes checks an instance's attributes against AWS's limits:
 // at most maxCustom keys not starting with AWS_, keys of 1 to 255 and values
-// of 1 to 1024 printable characters, 5,000 characters in all, and the
-// reserved AWS_INSTANCE_IPV4 / AWS_INSTANCE_IPV6 / AWS_INSTANCE_PORT well
-// formed.
+// as the model's AttrValue pattern allows (empty too), 5,000 characters in
+// all, and the reserved AWS_INSTANCE_IPV4 / AWS_INSTANCE_IPV6 /
+// AWS_INSTANCE_PORT / AWS_INIT_HEALTH_STATUS well formed.
 func checkAttributes(attrs map[string]string, maxCustom int) error {
 	total, custom := 0, 0
 	for k, v := range attrs {
 		if !printable(k, maxAttrKeyLen) {
 			return invalid("attribute key %s must be 1 to %d printable ASCII characters without spaces", quote(k), maxAttrKeyLen)
 		}
-		if v == "" || len(v) > maxAttrValueLen || !utf8.ValidString(v) {
-			return invalid("attribute %s: value must be 1 to %d characters", quote(k), maxAttrValueLen)
+		if !attrValue(v) {
+			return invalid("attribute %s: value must be at most %d printable ASCII characters (spaces and tabs inside, not first)", quote(k), maxAttrValueLen)
 		}
 		total += len(k) + len(v)
 		if len(k) < 4 || k[:4] != "AWS_" {
@@ -136,6 +139,10 @@ func checkAttributes(attrs map[string]string, maxCustom int) error {
 			if a, err := netip.ParseAddr(v); err != nil || !a.Is6() || a.Is4In6() {
 				return invalid("attribute AWS_INSTANCE_IPV6 %s is not an IPv6 address", quote(v))
 			}
+		case "AWS_INIT_HEALTH_STATUS":
+			if v != "HEALTHY" && v != "UNHEALTHY" {
+				return invalid("attribute AWS_INIT_HEALTH_STATUS %s is not HEALTHY or UNHEALTHY", quote(v))
+			}
 		case "AWS_INSTANCE_PORT":
 			if p, err := strconv.Atoi(v); err != nil || p < 1 || p > 65535 {
 				return invalid("attribute AWS_INSTANCE_PORT %s is not a port from 1 to 65535", quote(v))
@@ -149,6 +156,21 @@ func checkAttributes(attrs map[string]string, maxCustom int) error {
 		return invalid("attributes hold %d characters; keys and values may hold at most %d in all", total, maxAttrTotal)
 	}
 	return nil
+}
+
+// attrValue follows the model's AttrValue pattern: empty, or printable
+// ASCII whose first character is not a space or tab, at most 1,024.
+func attrValue(v string) bool {
+	if len(v) > maxAttrValueLen {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !('!' <= c && c <= '~') && !(i > 0 && (c == ' ' || c == '\t')) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkMaxResults returns the MaxResults to use: def when nil, else the
@@ -169,4 +191,94 @@ func quote(s string) string {
 		return strconv.Quote(s[:80]) + "…"
 	}
 	return strconv.Quote(s)
+}
+
+// checkTTL checks a required RecordTTL.
+func checkTTL(ttl *int64) error {
+	if ttl == nil || *ttl < 0 || *ttl > 2147483647 {
+		return invalid("TTL is required, between 0 and 2147483647")
+	}
+	return nil
+}
+
+// checkDNSRecords checks a DnsRecordList: 1 to 4 records of type A, AAAA,
+// SRV or CNAME, each with a TTL.
+func checkDNSRecords(field string, recs []dnsRecordJSON) error {
+	if len(recs) == 0 || len(recs) > 4 {
+		return invalid("%s must hold 1 to 4 records", field)
+	}
+	for i, rec := range recs {
+		if !slices.Contains([]string{"A", "AAAA", "SRV", "CNAME"}, rec.Type) {
+			return invalid("%s[%d].Type %s is not A, AAAA, SRV or CNAME", field, i, quote(rec.Type))
+		}
+		if checkTTL(rec.TTL) != nil {
+			return invalid("%s[%d].TTL is required, between 0 and 2147483647", field, i)
+		}
+	}
+	return nil
+}
+
+// healthCheckJSON is a Route 53 HealthCheckConfig (public DNS
+// namespaces): stored and served back, never run.
+type healthCheckJSON struct {
+	Type             string
+	ResourcePath     string `json:",omitempty"`
+	FailureThreshold *int32 `json:",omitempty"`
+}
+
+func checkHealthCheck(h *healthCheckJSON) error {
+	if h == nil {
+		return nil
+	}
+	if h.Type != "HTTP" && h.Type != "HTTPS" && h.Type != "TCP" {
+		return invalid("HealthCheckConfig.Type %s is not HTTP, HTTPS or TCP", quote(h.Type))
+	}
+	if len(h.ResourcePath) > 255 {
+		return invalid("HealthCheckConfig.ResourcePath is longer than 255 characters")
+	}
+	if h.FailureThreshold != nil && (*h.FailureThreshold < 1 || *h.FailureThreshold > 10) {
+		return invalid("HealthCheckConfig.FailureThreshold %d is not between 1 and 10", *h.FailureThreshold)
+	}
+	return nil
+}
+
+// maxTags is the model's TagList bound.
+const maxTags = 200
+
+// checkTags checks a TagList for resource name: more than 200 tags is
+// TooManyTagsException, as the model says; keys are 1 to 128 characters,
+// values at most 256. A key given twice keeps its last value. It returns
+// the tags sorted by key.
+func checkTags(tags []tagJSON, resource string) ([]tagJSON, error) {
+	if len(tags) > maxTags {
+		return nil, &apiError{Code: codeTooManyTags, ResourceName: resource,
+			Message: fmt.Sprintf("%d tags; a resource may have at most %d", len(tags), maxTags)}
+	}
+	return mergeTags(nil, tags)
+}
+
+// mergeTags sets tags on old (replacing values of the same keys) and
+// returns the result sorted by key.
+func mergeTags(old, tags []tagJSON) ([]tagJSON, error) {
+	m := make(map[string]string, len(old)+len(tags))
+	for _, t := range old {
+		m[t.Key] = t.Value
+	}
+	for _, t := range tags {
+		if t.Key == "" || len(t.Key) > 128 || !utf8.ValidString(t.Key) {
+			return nil, invalid("tag key %s must be 1 to 128 characters", quote(t.Key))
+		}
+		if len(t.Value) > 256 || !utf8.ValidString(t.Value) {
+			return nil, invalid("tag %s: value longer than 256 characters", quote(t.Key))
+		}
+		m[t.Key] = t.Value
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	out := make([]tagJSON, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, tagJSON{Key: k, Value: m[k]})
+	}
+	return out, nil
 }

@@ -78,7 +78,7 @@ func TestParseAutoscaleService(t *testing.T) {
 	if err := cfg.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"route: host any, path prefix /hello/, strip prefix true", `autoscaled: ["./bin/hello" "--flag" "x"]`, "1–5 instances, max concurrency 8"} {
+	for _, want := range []string{"route: host any, path prefix /hello/, strip prefix true", `autoscaled: ["./bin/hello" "--flag" "x"]`, "1–5 instances, max concurrency 8", "1 CPU per instance,"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

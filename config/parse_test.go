@@ -211,3 +211,25 @@ func TestStoreSection(t *testing.T) {
 		}
 	}
 }
+
+// TestDidYouMean: an unknown field, preset, service or category named one
+// typo away from a known one gets a suggestion; one far from all gets none.
+func TestDidYouMean(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"services:\n  - preset: ecs\n    upstrem: http://x\n", `services[0].upstrem: unknown field, did you mean "upstream"? (known:`},
+		{"services:\n  - preset: ecss\n", `services[0].preset: unknown preset "ecss" (did you mean "ecs"?)`},
+		{"services:\n  - preset: ecs\noverrides:\n  - {service: ecs, account: \"1\", category: cluster-reed, capacity: 1, refill_per_second: 1}\n",
+			`overrides[0].category: unknown category "cluster-reed" of service ecs (did you mean "cluster-read"?)`},
+		{"services:\n  - preset: ecs\noverrides:\n  - {service: esc, account: \"1\", category: cluster-read, capacity: 1, refill_per_second: 1}\n",
+			`overrides[0].service: unknown service "esc" (did you mean "ecs"?)`},
+	} {
+		_, err := Parse("c.yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.yaml, err, tc.want)
+		}
+	}
+	_, err := Parse("c.yaml", []byte("services:\n  - preset: ecs\noverrides:\n  - {service: ecs, account: \"1\", category: nothing-like-it, capacity: 1, refill_per_second: 1}\n"))
+	if err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("a name far from every category: %v, want an error without a suggestion", err)
+	}
+}

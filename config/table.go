@@ -35,9 +35,13 @@ func (c *Config) WriteTable(w io.Writer) error {
 				}
 				runs = fmt.Sprintf("Kubernetes Deployment %s/%s, Service %s, %s", k.Namespace, k.Deployment, k.Service, port)
 			}
-			fmt.Fprintf(tw, "  autoscaled: %s; %d–%d instances, max concurrency %d, %g CPUs, targets CPU %g concurrency %g, idle timeout %v\n",
+			cpus := "CPUs"
+			if e.CPUsPerInstance == 1 {
+				cpus = "CPU"
+			}
+			fmt.Fprintf(tw, "  autoscaled: %s; %d–%d instances, max concurrency %d, %g %s per instance, targets CPU %g concurrency %g, idle timeout %v\n",
 				runs, e.MinInstances, e.MaxInstances, e.MaxConcurrency,
-				e.CPUsPerInstance, e.CPUTarget, e.ConcurrencyTarget, e.IdleTimeout)
+				e.CPUsPerInstance, cpus, e.CPUTarget, e.ConcurrencyTarget, e.IdleTimeout)
 		}
 		if len(s.Categories) == 0 {
 			continue

@@ -37,9 +37,9 @@ func TestReadyzReportsTheStore(t *testing.T) {
 		body   []string
 	}{
 		{"memory", memory.New(memory.Options{}), 200, []string{"ready\n", "store: memory\n"}},
-		{"redis-closed", redis(redisstore.FailClosed), 503, []string{"not ready\n", "store: redis down (on failure: fail-closed)\n"}},
-		{"redis-local", redis(redisstore.FailLocal), 200, []string{"ready\n", "store: redis down (on failure: fail-local)\n"}},
-		{"redis-open", redis(redisstore.FailOpen), 200, []string{"ready\n", "store: redis down (on failure: fail-open)\n"}},
+		{"redis-closed", redis(redisstore.FailClosed), 503, []string{"not ready\n", "store: redis down (on failure: closed)\n"}},
+		{"redis-local", redis(redisstore.FailLocal), 200, []string{"ready\n", "store: redis down (on failure: local)\n"}},
+		{"redis-open", redis(redisstore.FailOpen), 200, []string{"ready\n", "store: redis down (on failure: open)\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := New(Options{Limiter: tc.store})

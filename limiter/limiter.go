@@ -95,7 +95,7 @@ type Health struct {
 	// its store: the store cannot decide, and its failure policy denies.
 	Ready bool
 	// Status describes the store's state in one line for people, such as
-	// "memory" or "redis up (on failure: fail-local)".
+	// "memory" or "redis up (on failure: local)".
 	Status string
 }
 

@@ -80,11 +80,12 @@ func (rv *revision) tick(now time.Time) {
 		if dec.Held {
 			policy = before.Count
 		}
-		scaled = []any{"from", before.Count, "to", dec.Count, "reason", scaleReason(rv.eng.Config(), dec.Count, policy), "driver", dec.Driver.String(), "driver_count", policy,
+		reason := scaleReason(rv.eng.Config(), dec.Count, policy)
+		scaled = []any{"from", before.Count, "to", dec.Count, "reason", reason, "driver", dec.Driver.String(), "driver_count", policy,
 			"cpu_1m", round3(m.CPU1m), "concurrency_1m", round3(m.Concurrency1m), "concurrency_10m", round3(m.Concurrency10m),
 			"act_capacity", round3(m.ACTCapacity), "need_cpu", round3(cpu), "need_concurrency", round3(conc), "need_act", round3(act),
 			"in_flight", m.Active, "ready", m.Ready, "live", m.Live}
-		rv.noteScale(ScaleEvent{Time: now, From: before.Count, To: dec.Count, Driver: dec.Driver.String(), DriverCount: policy,
+		rv.noteScale(ScaleEvent{Time: now, From: before.Count, To: dec.Count, Driver: dec.Driver.String(), Reason: reason, DriverCount: policy,
 			NeedCPU: round3(cpu), NeedConcurrency: round3(conc), NeedACT: round3(act), InFlight: m.Active, Ready: m.Ready})
 	}
 	rv.apply(now, dec.Events)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"sync"
 	"time"
 )
 
@@ -19,8 +20,12 @@ func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
 	tr.MaxIdleConnsPerHost = max(maxConcurrency, http.DefaultMaxIdleConnsPerHost)
 	tr.MaxIdleConns = 0 // no total limit: per host bounds it
 	tr.Proxy = nil      // instances are on loopback; never via an HTTP proxy
+	// Bodies pass through as the instance sent them: the transport must
+	// not ask for gzip on the client's behalf and inflate the answer.
+	tr.DisableCompression = true
 	return &httputil.ReverseProxy{
-		Transport: tr,
+		Transport:  tr,
+		BufferPool: copyBuffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			in := pr.In.Context().Value(instanceKey{}).(*instance)
 			pr.SetURL(in.url)
@@ -75,6 +80,21 @@ func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
 		},
 	}
 }
+
+// copyBuffers lends every proxy its 32 KiB body-copy buffers;
+// httputil.ReverseProxy allocates one per request without a pool.
+var copyBuffers httputil.BufferPool = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // proxyError maps an upstream failure to a status and message: 504 when the
 // instance timed out, 502 for anything else.

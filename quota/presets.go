@@ -52,10 +52,13 @@ var ecsCategories = []struct {
 // cloudMapControlPlane lists the Cloud Map actions other than discovery
 // that tollgate's registry (package cloudmap) answers.
 var cloudMapControlPlane = []string{
-	"CreateHttpNamespace", "CreatePrivateDnsNamespace", "DeleteNamespace", "GetNamespace", "ListNamespaces",
-	"CreateService", "DeleteService", "GetService", "ListServices",
+	"CreateHttpNamespace", "CreatePrivateDnsNamespace", "CreatePublicDnsNamespace", "DeleteNamespace", "GetNamespace", "ListNamespaces",
+	"UpdateHttpNamespace", "UpdatePrivateDnsNamespace", "UpdatePublicDnsNamespace",
+	"CreateService", "DeleteService", "GetService", "ListServices", "UpdateService",
+	"GetServiceAttributes", "UpdateServiceAttributes", "DeleteServiceAttributes",
 	"RegisterInstance", "DeregisterInstance", "GetInstance", "ListInstances",
-	"GetInstancesHealthStatus", "UpdateInstanceCustomHealthStatus", "GetOperation",
+	"GetInstancesHealthStatus", "UpdateInstanceCustomHealthStatus", "GetOperation", "ListOperations",
+	"ListTagsForResource", "TagResource", "UntagResource",
 }
 
 // presets builds each built-in service anew, so callers may change what

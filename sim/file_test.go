@@ -123,7 +123,7 @@ runs:
 
 func TestParseStudyErrorsNameFileAndLine(t *testing.T) {
 	for file, want := range map[string]string{
-		"unknown-field.yaml": "testdata/unknown-field.yaml:7:3: retry.jiter: unknown field (known: base, budget, deadline, jitter, max, max_attempts, no_429, schedule, use_retry_after)",
+		"unknown-field.yaml": "testdata/unknown-field.yaml:7:3: retry.jiter: unknown field, did you mean \"jitter\"? (known: base, budget, deadline, jitter, max, max_attempts, no_429, schedule, use_retry_after)",
 		"bad-values.yaml":    `testdata/bad-values.yaml:9:15: runs[1].backend.policy: unknown policy "vpa"`,
 		"bad-schedule.yaml":  `testdata/bad-schedule.yaml:3:13: retry.schedule: unknown schedule "fibonacci"`,
 		"bad-duration.yaml":  `testdata/bad-duration.yaml:2:11: duration: want a duration such as "1.5s", "200ms" or "10m", got "30"`,
@@ -177,11 +177,11 @@ limit: {capacity: 1.5, refill_per_second: 2}
 		t.Fatalf("error %v does not wrap ErrInvalidScenario", err)
 	}
 	want := []string{
-		"typos.yaml:4:5: clients[0].rat: unknown field (known: action, burst, burst_at, name, process, rate, steps)",
+		"typos.yaml:4:5: clients[0].rat: unknown field, did you mean \"rate\"? (known: action, burst, burst_at, name, process, rate, steps)",
 		`typos.yaml:6:24: clients[0].steps[0].rate: want a number, got "fast"`,
 		`typos.yaml:9:11: retry.jitter: want true or false, got "maybe"`,
-		"typos.yaml:12:3: backend.max_instance: unknown field (known: ",
-		"typos.yaml:17:7: runs[0].backend.polcy: unknown field (known: ",
+		"typos.yaml:12:3: backend.max_instance: unknown field, did you mean \"max_instances\"? (known: ",
+		"typos.yaml:17:7: runs[0].backend.polcy: unknown field, did you mean \"policy\"? (known: ",
 		`typos.yaml:19:11: runs[1].seed: want a whole number, not negative, got "-1"`,
 		"typos.yaml:20:14: runs[1].clients: want a list, got a mapping",
 		"typos.yaml:22:5: runs[1].duration: given twice",
@@ -293,5 +293,18 @@ func TestReferenceFileHasEveryField(t *testing.T) {
 	// The burst plus Poisson calls averaging 10/s for 20 s and 30/s for 20 s.
 	if c := res[0].Summary.Calls - 120; res[0].Limit.String() != "100/40" || c < 700 || c > 900 || res[0].Groups[1].Calls != 120 {
 		t.Fatalf("%+v", res[0].Summary)
+	}
+}
+
+// TestActionDidYouMean: an action one typo away from one of the target
+// service gets a suggestion.
+func TestActionDidYouMean(t *testing.T) {
+	_, err := ParseStudy("s.yaml", []byte("clients:\n  - {name: a, rate: 1, action: ListCluster}\n"))
+	if want := `clients[0].action: unknown action: "ListCluster" is not an action of ecs (did you mean "ListClusters"?)`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want %q", err, want)
+	}
+	_, err = ParseStudy("s.yaml", []byte("target: {service: ecz}\n"))
+	if want := `(did you mean "ecs"?)`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want %q", err, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/internal/suggest"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/retry"
 )
@@ -386,10 +387,34 @@ func (s Scenario) Validate() error {
 			if i < len(own) && own[i] {
 				path = []any{"clients", i, "action"}
 			}
-			return &FieldError{Path: path, Msg: err.Error(), Err: err}
+			return &FieldError{Path: path, Msg: err.Error() + s.suggestion(c.Action, err), Err: err}
 		}
 	}
 	return nil
+}
+
+// suggestion is the "did you mean" for a target Resolve refused: the
+// nearest service of the quota config, or action of the target service.
+func (s Scenario) suggestion(action string, err error) string {
+	switch {
+	case errors.Is(err, quota.ErrUnknownService):
+		var names []string
+		for _, svc := range s.Quota.Services() {
+			names = append(names, svc.Name)
+		}
+		return suggest.DidYouMean(s.Target.Service, names)
+	case errors.Is(err, quota.ErrUnknownAction):
+		svc, ok := s.Quota.Service(s.Target.Service)
+		if !ok {
+			return ""
+		}
+		var names []string
+		for _, c := range svc.Categories {
+			names = append(names, c.Actions...)
+		}
+		return suggest.DidYouMean(action, names)
+	}
+	return ""
 }
 
 // validate checks a scenario with its defaults applied. Its errors are

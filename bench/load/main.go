@@ -6,7 +6,8 @@
 // loop (each of c workers sends its next request when the last one is
 // answered) or paced at a fixed total rate, and reports decisions per
 // second, latency percentiles and, when it knows the server's process,
-// decisions per server CPU-second.
+// decisions per server CPU-second. -mode get sends plain GETs to -url as
+// given (a proxy's throughput: each 200 counts as one decision).
 //
 //	go build -o /tmp/tollgate ./cmd/tollgate
 //	go run ./bench/load -spawn /tmp/tollgate -mode take -c 16 -d 10s
@@ -69,7 +70,7 @@ func main() {
 	flag.StringVar(&o.spawn, "spawn", "", "path of a tollgate binary to start on a free port")
 	flag.StringVar(&o.store, "store", "memory", "--store for a spawned server")
 	flag.StringVar(&o.extra, "serve-args", "", "more flags for a spawned server, space-separated (e.g. \"--store-pipelines 1\")")
-	flag.StringVar(&o.mode, "mode", "take", "take (POST /v1/take), batch (POST /v1/take/batch), aws (AWS JSON 1.1 at /), rls (Envoy's ShouldRateLimit over gRPC) or gubernator (gubernator's GetRateLimits over gRPC)")
+	flag.StringVar(&o.mode, "mode", "take", "take (POST /v1/take), batch (POST /v1/take/batch), aws (AWS JSON 1.1 at /), get (GET -url as given: a proxy in front of any service), rls (Envoy's ShouldRateLimit over gRPC) or gubernator (gubernator's GetRateLimits over gRPC)")
 	flag.IntVar(&o.batch, "batch", 100, "takes per batch request in -mode batch; descriptors per call in -mode rls and gubernator (default 1 there)")
 	flag.StringVar(&o.grpc, "grpc", "", "host:port of an Envoy rate limit service for -mode rls (tollgate's or envoy ratelimit's), or of gubernator for -mode gubernator")
 	flag.IntVar(&o.conns, "grpc-conns", 4, "gRPC connections the workers share in -mode rls and gubernator")
@@ -97,9 +98,9 @@ func run(o options) error {
 		return errors.New("-c, -keys, -batch and -d must be positive")
 	}
 	switch o.mode {
-	case "take", "batch", "aws", "rls", "gubernator":
+	case "take", "batch", "aws", "rls", "gubernator", "get":
 	default:
-		return fmt.Errorf("-mode %q: want take, batch, aws, rls or gubernator", o.mode)
+		return fmt.Errorf("-mode %q: want take, batch, aws, rls, gubernator or get", o.mode)
 	}
 	if o.mode == "gubernator" && o.spawn != "" {
 		return errors.New("-mode gubernator drives a running gubernator: give -grpc ADDR and -pid PID, not -spawn")
@@ -345,6 +346,8 @@ func buildRequest(ctx context.Context, o options, rng *rand.Rand, body *bytes.Bu
 		body.WriteString("]}")
 		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, o.url+"/v1/take/batch", body)
 		req.Header.Set("Content-Type", "application/json")
+	case "get":
+		req, _ = http.NewRequestWithContext(ctx, http.MethodGet, o.url, nil)
 	case "aws":
 		body.WriteString("{}")
 		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, o.url+"/", body)

@@ -201,3 +201,31 @@ func (v *storeValue) String() string {
 	}
 	return *v.p
 }
+
+// optBool is a boolean flag that remembers whether it was given, so that
+// a flag left out defers to the config file and a flag given wins over it.
+type optBool struct{ set, v bool }
+
+func (b *optBool) String() string { return strconv.FormatBool(b.v) }
+
+// Set parses the flag's value, as flag.Bool does.
+func (b *optBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.set, b.v = true, v
+	return nil
+}
+
+// IsBoolFlag lets the flag stand alone (--rls-shadow-mode).
+func (b *optBool) IsBoolFlag() bool { return true }
+
+// ptr returns the flag's value if it was given, else nil (the config
+// file decides).
+func (b optBool) ptr() *bool {
+	if b.set {
+		return &b.v
+	}
+	return nil
+}

@@ -5,7 +5,7 @@
 //	tollgate serve [flags]                  run the throttling server (tollgate serve -h)
 //	tollgate check [--preset NAME | FILE]   validate a quota config and print its table
 //	tollgate sim (--preset NAME | --scenario FILE) [--out DIR]   simulate throttling, retries and autoscaling
-//	tollgate version                        print the module version and VCS revision
+//	tollgate version (or --version)         print the module version and VCS revision
 //
 // Every command prints its help with --help (to stdout, exit status 0); a
 // usage error exits with status 2 and names the valid choices.
@@ -60,6 +60,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		usage(stdout, cmds)
 		return 0
+	case "-version", "--version", "-v":
+		// As most tools answer it: the same as tollgate version.
+		return cmds["version"].run(args[1:], stdout, stderr)
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

@@ -80,6 +80,7 @@ func TestTwoServeNodesShareOneBucket(t *testing.T) {
 // floor by exactly the refill it could have lost, and a node that denies
 // or loses tokens it should not still fails.
 func TestThreeServeNodesAreGloballyExact(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	rs := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
 	os.WriteFile(cfg, []byte(`services:
@@ -225,6 +226,7 @@ func TestThreeServeNodesAreGloballyExact(t *testing.T) {
 // /readyz answers 503, then, once Redis is back, takes are decided by
 // Redis again without a restart and /readyz answers 200.
 func TestServeFollowsTheFailurePolicyAndRecovers(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	for _, mode := range []string{"killed", "SIGSTOP"} {
 		t.Run(mode, func(t *testing.T) {
 			rs := redistest.Start(t)
@@ -237,7 +239,7 @@ func TestServeFollowsTheFailurePolicyAndRecovers(t *testing.T) {
 			waitFor(t, "a take decided by Redis", func() bool { status, _ := take(t, s.addr, req); return status == 200 })
 			waitFor(t, "/readyz 200 with redis up", func() bool {
 				status, body := get(t, "http://"+s.addr+"/readyz")
-				return status == 200 && strings.Contains(body, "store: redis up (on failure: fail-closed)")
+				return status == 200 && strings.Contains(body, "store: redis up (on failure: closed)")
 			})
 			if mode == "killed" {
 				rs.Stop()
@@ -250,7 +252,7 @@ func TestServeFollowsTheFailurePolicyAndRecovers(t *testing.T) {
 			s.waitLog(t, "redis store unavailable")
 			waitFor(t, "/readyz 503 with redis down", func() bool {
 				status, body := get(t, "http://"+s.addr+"/readyz")
-				return status == 503 && strings.Contains(body, "store: redis down (on failure: fail-closed)")
+				return status == 503 && strings.Contains(body, "store: redis down (on failure: closed)")
 			})
 			if mode == "killed" {
 				rs.Restart()
@@ -333,6 +335,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // 200 saying Redis is down, and every log line, go-redis's included, is
 // JSON, go-redis's at most one per 10 s.
 func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
+	t.Parallel()                    // its own servers, files and markers
 	dead := redistest.ClosedAddr(t) // refuses, and no other test's server can take it
 	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
 	os.WriteFile(cfg, []byte(`services:
@@ -352,7 +355,7 @@ func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
 		}
 	}
 	status, body := get(t, "http://"+s.addr+"/readyz")
-	if status != 200 || !strings.Contains(body, "store: redis down (on failure: fail-local)") {
+	if status != 200 || !strings.Contains(body, "store: redis down (on failure: local)") {
 		t.Fatalf("/readyz = %d %q", status, body)
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
@@ -373,7 +376,7 @@ func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
 			client++
 		case "redis store unavailable, deciding by failure policy":
 			warned = true
-			if rec["policy"] != "fail-local" {
+			if rec["policy"] != "local" {
 				t.Errorf("warning names policy %v", rec["policy"])
 			}
 		}

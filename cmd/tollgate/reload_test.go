@@ -267,44 +267,6 @@ func waitForLog(t *testing.T, logs *logtest.Buffer, substr string) {
 	}
 }
 
-// TestServeRunStopsEverythingWhenTheServerFails: when one goroutine of run
-// fails (here the HTTP server, its listener closed under it), the others
-// stop and run returns that error instead of waiting for a signal.
-func TestServeRunStopsEverythingWhenTheServerFails(t *testing.T) {
-	var f serveFlags
-	fs := newFlagSet("serve")
-	f.define(fs)
-	if err := fs.Parse([]string{"--listen", "127.0.0.1:0", "--drain-delay", "1h"}); err != nil {
-		t.Fatal(err)
-	}
-	var logs logtest.Buffer
-	log, err := newLogger(&logs, "text", "info")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopping, startShutdown := context.WithCancel(context.Background())
-	defer startShutdown()
-	s, err := build(stopping, f, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
-	s.ln.Close()
-	done := make(chan error, 1)
-	go func() { done <- s.run(stopping, startShutdown, make(chan os.Signal), func() {}) }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "serving:") {
-			t.Fatalf("run: %v; want the server's error", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("run still going 60 s after its server failed (the drain delay must not hold it):\n%s", logs.String())
-	}
-	if stopping.Err() == nil {
-		t.Error("a failed goroutine did not start shutdown")
-	}
-}
-
 // waitOpen waits, for up to 30 s, until process pid has the file at path
 // open.
 func waitOpen(t *testing.T, pid int, path string) {

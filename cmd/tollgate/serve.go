@@ -7,30 +7,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/gateway"
-	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
-	redisstore "github.com/tollgate/tollgate/limiter/redis"
-	"github.com/tollgate/tollgate/liveview"
-	"github.com/tollgate/tollgate/pool"
-	"github.com/tollgate/tollgate/quota"
-	"github.com/tollgate/tollgate/rls"
+	"github.com/tollgate/tollgate/node"
+	"github.com/tollgate/tollgate/pool/process"
 )
 
 func serveCommand() command {
@@ -59,6 +50,7 @@ type serveFlags struct {
 	storePipelines   int
 	memMaxBuckets    int
 	memMaxKeyBytes   int64
+	storeNodes       int
 	rlsRequireDomain bool
 	rlsWatch         bool
 	drainDelay       time.Duration
@@ -70,6 +62,13 @@ type serveFlags struct {
 	rlsShadow        optBool
 	rlsHeaderNames   [3]string // limit, remaining, reset; "" for the config's, else envoy ratelimit's
 	kube             kubeFlags
+}
+
+// kubeFlags are serve's Kubernetes flags.
+type kubeFlags struct {
+	kubeconfig  string
+	leaderElect bool
+	identity    string
 }
 
 // define registers every flag of `tollgate serve` on fs, with its default.
@@ -89,6 +88,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
 	fs.IntVar(&f.memMaxBuckets, "memory-max-buckets", memory.DefaultMaxBuckets, "with the memory store, the most buckets in debt it holds; beyond it the buckets closest to full are forgotten (counted in tollgate_buckets_evicted_total); -1: no bound")
 	fs.Int64Var(&f.memMaxKeyBytes, "memory-max-key-bytes", memory.DefaultMaxKeyBytes, "with the memory store, the most bytes of bucket keys it holds, as --memory-max-buckets; -1: no bound")
+	fs.IntVar(&f.storeNodes, "store-nodes", 1, "with Redis and --store-on-failure local, the number of tollgate nodes sharing the store: while Redis does not answer, each node decides from its share (capacity and refill divided by this number)")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
@@ -182,98 +182,69 @@ func adminToken(ctx context.Context, file string) (string, error) {
 	return tok, nil
 }
 
-// storeSettings merges the store flags over the config file's store
-// section.
-func storeSettings(f serveFlags, cfg *config.Config) (config.Store, error) {
-	st := cfg.Store
-	if f.store != "" {
-		st.URL = f.store
+// options turns the flags into the node's options; the checks here are
+// of the flags alone (the node checks them against the config).
+func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options, error) {
+	token, err := adminToken(ctx, f.adminTokenFile)
+	if err != nil {
+		return node.Options{}, err
 	}
-	if f.storeTimeout != 0 {
-		if f.storeTimeout < 0 {
-			return st, fmt.Errorf("--store-timeout %v must be positive", f.storeTimeout)
-		}
-		st.Timeout = f.storeTimeout
+	o := node.Options{
+		Listen:           f.listen,
+		ConfigPath:       f.configPath,
+		Logger:           log,
+		AdminToken:       token,
+		MaxBodyBytes:     f.maxBody,
+		MaxBatch:         f.maxBatch,
+		MaxInFlightBytes: f.maxInFlight,
+		ShutdownTimeout:  f.shutdownTimeout,
+		DrainDelay:       f.drainDelay,
+		Store:            config.Store{URL: f.store, Timeout: f.storeTimeout},
+		DenyCache:        f.denyCache,
+		StorePipelines:   f.storePipelines,
+		StoreNodes:       f.storeNodes,
+		Memory:           memory.Options{MaxBuckets: f.memMaxBuckets, MaxKeyBytes: f.memMaxKeyBytes},
+		RLS: node.RLSOptions{
+			ConfigDir:       f.rlsConfig,
+			GRPCListen:      f.grpcListen,
+			MergeDomains:    f.rlsMerge.ptr(),
+			ShadowMode:      f.rlsShadow.ptr(),
+			ResponseHeaders: f.rlsHeaders.ptr(),
+			RequireDomain:   f.rlsRequireDomain,
+			Watch:           f.rlsWatch,
+			LimitHeader:     f.rlsHeaderNames[0],
+			RemainingHeader: f.rlsHeaderNames[1],
+			ResetHeader:     f.rlsHeaderNames[2],
+		},
+		Kube:       node.KubeOptions{Kubeconfig: f.kube.kubeconfig, LeaderElect: f.kube.leaderElect, Identity: f.kube.identity},
+		Supervisor: supervisor(log),
+	}
+	if f.storeTimeout < 0 {
+		return o, fmt.Errorf("--store-timeout %v must be positive", f.storeTimeout)
 	}
 	switch f.storeOnFailure {
 	case "":
 	case "local", "fail-local":
-		st.OnFailure = "local"
+		o.Store.OnFailure = "local"
 	case "open", "fail-open":
-		st.OnFailure = "open"
+		o.Store.OnFailure = "open"
 	case "closed", "fail-closed":
-		st.OnFailure = "closed"
+		o.Store.OnFailure = "closed"
 	default:
-		return st, fmt.Errorf("--store-on-failure %q: want local, open or closed", f.storeOnFailure)
+		return o, fmt.Errorf("--store-on-failure %q: want local, open or closed", f.storeOnFailure)
 	}
-	if st.URL == "" {
-		st.URL = "memory"
+	if f.storeNodes < 1 {
+		return o, fmt.Errorf("--store-nodes %d must be at least 1", f.storeNodes)
 	}
-	return st, nil
+	return o, nil
 }
 
-// openStore returns the limiter the store settings name, and a function
-// that closes it.
-func openStore(ctx context.Context, st config.Store, mem memory.Options, denyCache bool, pipelines int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
-	if st.URL == "memory" {
-		return memory.New(mem), func() {}, nil
-	}
-	policy := redisstore.FailLocal
-	if st.OnFailure != "" {
-		p, err := redisstore.ParseFailurePolicy(st.OnFailure)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--store-on-failure: %w", err)
-		}
-		policy = p
-	}
-	// go-redis's own lines (failed dials) go to the server's log, as
-	// seldom as the store's warnings.
-	redisstore.SetClientLogger(log, 0)
-	store, err := redisstore.Open(st.URL, redisstore.Options{
-		Timeout:       st.Timeout,
-		FailurePolicy: policy,
-		DenyCache:     denyCache,
-		Pipelines:     pipelines,
-		Logger:        log,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("--store: %w", err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	if err := store.Ping(pctx); err != nil {
-		log.Warn("Redis store not reachable at start; deciding by the failure policy until it is",
-			"on_failure", policy.String(), "error", err)
-	}
-	cancel()
-	stat := func(pick func(redisstore.Stats) uint64) func() float64 {
-		return func() float64 { return float64(pick(store.Stats())) }
-	}
-	for _, c := range []struct {
-		source string
-		pick   func(redisstore.Stats) uint64
-	}{
-		{"redis", func(s redisstore.Stats) uint64 { return s.Redis }},
-		{"deny_cache", func(s redisstore.Stats) uint64 { return s.Cached }},
-		{"failure_policy", func(s redisstore.Stats) uint64 { return s.Fallback }},
-	} {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "tollgate_store_decisions_total",
-			Help:        "Decisions of the Redis store by who made them: Redis, the local deny cache, or the failure policy while Redis was unreachable.",
-			ConstLabels: prometheus.Labels{"source": c.source},
-		}, stat(c.pick)))
-	}
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "tollgate_store_errors_total",
-		Help: "Failed calls to Redis (each decides up to 128 takes by the failure policy).",
-	}, stat(func(s redisstore.Stats) uint64 { return s.Errors })))
-	return store, func() { store.Close() }, nil
-}
-
-// serve builds the server from f and runs it until a SIGTERM or SIGINT
+// serve builds the node from f and runs it until a SIGTERM or SIGINT
 // arrives on sigs (or ctx ends), then shuts it down in two phases. A
-// SIGHUP on sigs reloads the config. stopSignals is called when shutdown
-// starts, so that a second signal kills the process. serve returns only
-// once every goroutine it started has stopped.
+// SIGHUP on sigs asks the node for a reload (node.TriggerReload), which
+// runs off the signal path. stopSignals is called when shutdown starts,
+// so that a second signal kills the process. serve returns only once
+// every goroutine it started has stopped.
 func serve(ctx context.Context, f serveFlags, sigs <-chan os.Signal, stopSignals func(), logOut io.Writer) error {
 	log, err := newLogger(logOut, f.logFormat, f.logLevel)
 	if err != nil {
@@ -289,182 +260,22 @@ func serve(ctx context.Context, f serveFlags, sigs <-chan os.Signal, stopSignals
 		}
 		defer func() { pprof.StopCPUProfile(); pf.Close() }()
 	}
-	// stopping ends when shutdown starts; config reads in progress end
-	// with it.
-	stopping, startShutdown := context.WithCancel(ctx)
-	defer startShutdown()
-	s, err := build(stopping, f, log)
+	opts, err := f.options(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer s.close()
-	return s.run(stopping, startShutdown, sigs, stopSignals)
-}
-
-// node is a built `tollgate serve`: config, store, gateway and listener,
-// ready to run.
-type node struct {
-	f          serveFlags
-	log        *slog.Logger
-	gw         *gateway.Gateway
-	srv        *http.Server
-	ln         net.Listener
-	sweep      *memory.Store // the memory store to sweep; nil with Redis
-	configName string
-	close      func()             // closes the store, after run has returned
-	rls        *rls.Server        // the Envoy rate limit service; nil without --rls-config
-	rlsLn      net.Listener       // its gRPC listener
-	rlsFile    config.RLS         // the config file's rls section, as at start
-	pools      *pool.Pool         // the autoscaled services' instances
-	live       *liveview.Recorder // per-second decisions for /ui
-	kube       *kubeRunners       // runners of services on Kubernetes
-}
-
-// build loads the config, opens the store, and makes the gateway and the
-// listener. ctx bounds the config reads of later reloads.
-func build(ctx context.Context, f serveFlags, log *slog.Logger) (*node, error) {
-	cfg, err := config.Load(ctx, f.configPath)
+	opts.OnShutdown = stopSignals
+	n, err := node.New(ctx, opts)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	warnConfig(log, cfg)
-	token, err := adminToken(ctx, f.adminTokenFile)
-	if err != nil {
-		return nil, err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	st, err := storeSettings(f, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := fitsStore(cfg.Quota, st); err != nil {
-		return nil, err
-	}
-	if f.storePipelines < 0 {
-		return nil, fmt.Errorf("--store-pipelines %d must not be negative", f.storePipelines)
-	}
-	store, closeStore, err := openStore(ctx, st, memory.Options{MaxBuckets: f.memMaxBuckets, MaxKeyBytes: f.memMaxKeyBytes}, f.denyCache, f.storePipelines, log, reg)
-	if err != nil {
-		return nil, err
-	}
-	s := &node{f: f, log: log, close: closeStore, configName: f.configPath}
-	if s.configName == "" {
-		s.configName = "built-in presets"
-	}
-	registry, closeRegistry, err := newRegistry(st, log)
-	if err != nil {
-		closeStore()
-		return nil, err
-	}
-	s.close = func() { closeRegistry(); closeStore() }
-	// Autoscaled services: their pool runs until the HTTP server has
-	// drained, then stops every instance within its grace period.
-	// Services on Kubernetes: one runner per Deployment for tollgate's
-	// life, closed before the pools stop so Deployments keep their pods.
-	s.kube = newKubeRunners(f.kube, log, reg)
-	s.close = func() { s.kube.Close(); closeRegistry(); closeStore() }
-	if s.pools, err = newPools(cfg, log, reg, registry, s.kube); err != nil {
-		s.close()
-		return nil, err
-	}
-	pools := s.pools
-	if ms, ok := store.(*memory.Store); ok {
-		s.sweep = ms
-	}
-	s.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
-	lastStore, lastRLS := cfg.Store, cfg.RLS
-	s.rlsFile = cfg.RLS
-	if s.rls, s.rlsLn, err = buildRLS(ctx, f, cfg.RLS, s.configName, st, store, log, reg); err != nil {
-		s.close()
-		return nil, err
-	}
-	s.gw, err = gateway.New(gateway.Options{
-		Routes:     rlsRoutes(s.rls),
-		Handlers:   map[string]http.Handler{"cloudmap": registry},
-		Live:       s.live,
-		Config:     cfg.Quota,
-		Limiter:    store,
-		Logger:     log,
-		Registry:   reg,
-		AdminToken: token,
-		// Reload serves SIGHUP and /v1/admin/reload; the gateway runs one
-		// at a time.
-		Reload: func() (*quota.Config, error) {
-			next, err := config.Load(ctx, f.configPath)
-			if err != nil {
-				return nil, err
-			}
-			warnConfig(log, next)
-			if err := fitsStore(next.Quota, st); err != nil {
-				return nil, err
-			}
-			if err := applyPools(pools, next, log, registry, s.kube); err != nil {
-				return nil, err
-			}
-			if next.Store != lastStore {
-				log.Warn("the config's store section changed; store settings take effect on restart")
-				lastStore = next.Store
-			}
-			if next.RLS != lastRLS { // the rls config directory's files do reload
-				log.Warn("the config's rls section changed; rls settings take effect on restart")
-				lastRLS = next.RLS
-			}
-			return next.Quota, nil
-		},
-		MaxBodyBytes:     f.maxBody,
-		MaxBatch:         f.maxBatch,
-		MaxInFlightBytes: f.maxInFlight,
-		Pools:            pools.Handler,
-		AdminHandlers:    map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()},
+	running, stop := context.WithCancel(ctx)
+	defer stop()
+	grp, failed := errgroup.WithContext(running)
+	grp.Go(func() error {
+		defer stop() // a node that stops on its own ends the signal loop
+		return n.Run(running)
 	})
-	if err != nil {
-		if s.rlsLn != nil {
-			s.rlsLn.Close()
-		}
-		s.close()
-		return nil, err
-	}
-	s.srv = &http.Server{
-		Handler:           s.gw,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	if s.ln, err = net.Listen("tcp", f.listen); err != nil {
-		if s.rlsLn != nil {
-			s.rlsLn.Close()
-		}
-		s.close()
-		return nil, err
-	}
-	log.Info("listening", "addr", s.ln.Addr().String(), "config", s.configName, "store", redactURL(st.URL), "admin", token != "")
-	return s, nil
-}
-
-// run serves until stopping ends (startShutdown ends it on SIGTERM or
-// SIGINT) or a goroutine fails, then shuts down in two phases:
-//
-//  1. drain: /readyz answers 503 while requests are still served for
-//     --drain-delay, so load balancers stop sending traffic;
-//  2. stop: the listener closes, in-flight requests get up to
-//     --shutdown-timeout to finish, then the background work (sweeper)
-//     stops.
-//
-// Every goroutine (signals, reload worker, sweeper, HTTP server, shutdown)
-// runs in one errgroup; run returns once all have stopped, with the first
-// error. Reloads run in their own worker, never on the signal path, so a
-// reload that hangs cannot delay shutdown.
-func (s *node) run(stopping context.Context, startShutdown context.CancelFunc, sigs <-chan os.Signal, stopSignals func()) error {
-	grp, failed := errgroup.WithContext(stopping)
-	background, stopBackground := context.WithCancel(context.Background())
-	defer stopBackground()
-	reloads := make(chan struct{}, 1)
-	served := make(chan struct{}) // closed when the HTTP server has returned
-
 	grp.Go(func() error { // signals
 		for {
 			select {
@@ -472,176 +283,43 @@ func (s *node) run(stopping context.Context, startShutdown context.CancelFunc, s
 				return nil
 			case sig := <-sigs:
 				if sig == syscall.SIGHUP {
-					select {
-					case reloads <- struct{}{}:
-						s.log.Info("SIGHUP: reloading config", "config", s.configName)
-					default:
-						s.log.Info("SIGHUP: a reload is already pending", "config", s.configName)
+					if n.TriggerReload() {
+						log.Info("SIGHUP: reloading config", "config", f.configName())
+					} else {
+						log.Info("SIGHUP: a reload is already pending", "config", f.configName())
 					}
 					continue
 				}
-				s.log.Info("signal received: shutting down", "signal", sig.String())
-				startShutdown()
+				log.Info("signal received: shutting down", "signal", sig.String())
+				stop()
 				return nil
 			}
 		}
 	})
-	if s.rls != nil && s.f.rlsWatch {
-		grp.Go(func() error { // the rls config directory's changes queue the same reload as SIGHUP
-			return rls.Watch(failed, rlsSettings(s.f, s.rlsFile).ConfigDir, rls.WatchOptions{Logger: s.log}, func() {
-				select {
-				case reloads <- struct{}{}:
-					s.log.Info("rls config directory changed: reloading config")
-				default:
-				}
-			})
-		})
-	}
-	grp.Go(func() error { // reload worker
-		for {
-			select {
-			case <-failed.Done():
-				return nil
-			case <-reloads:
-				s.gw.Reload() // logs its own outcome; a bad config keeps the old one
-				if s.rls != nil {
-					s.rls.Reload() // the same
-				}
-			}
-		}
-	})
-	if s.sweep != nil {
-		grp.Go(func() error {
-			sweepEvery(background, s.sweep, 10*time.Second)
-			return nil
-		})
-	}
-	if s.rls != nil {
-		grp.Go(func() error { // Envoy rate limit service (gRPC), stopped with the background work
-			if err := s.rls.Run(background, s.rlsLn); err != nil {
-				return fmt.Errorf("envoy rate limit service: %w", err)
-			}
-			return nil
-		})
-	}
-	grp.Go(func() error { // live view: per-second aggregates until the background work stops
-		return s.live.Run(background)
-	})
-	grp.Go(func() error { // autoscaled services: stopped, every instance within its grace, after the server drained
-		if err := s.pools.Run(background); err != nil {
-			return fmt.Errorf("autoscaled services: %w", err)
-		}
-		return nil
-	})
-	grp.Go(func() error { // HTTP server
-		defer close(served)
-		if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serving: %w", err)
-		}
-		return nil
-	})
-	grp.Go(func() error { // two-phase shutdown
-		defer func() {
-			s.kube.Close() // first: Deployments keep their pods for the next tollgate
-			stopBackground()
-		}()
-		<-failed.Done()
-		startShutdown() // ends a config read in progress
-		stopSignals()   // a second SIGTERM or SIGINT now kills the process
-		// Phase 1: drain.
-		s.gw.SetReady(false)
-		if s.f.drainDelay > 0 {
-			s.log.Info("draining: /readyz answers 503", "delay", s.f.drainDelay)
-			t := time.NewTimer(s.f.drainDelay)
-			select {
-			case <-t.C:
-			case <-served: // nothing left to drain
-			}
-			t.Stop()
-		}
-		// Phase 2: stop.
-		s.log.Info("shutting down: finishing in-flight requests", "timeout", s.f.shutdownTimeout)
-		sctx, cancel := context.WithTimeout(context.Background(), s.f.shutdownTimeout)
-		defer cancel()
-		if err := s.srv.Shutdown(sctx); err != nil {
-			s.srv.Close()
-			if errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("in-flight requests still running after %v; closed them", s.f.shutdownTimeout)
-			}
-			return err
-		}
-		return nil
-	})
-	err := grp.Wait()
-	if err == nil {
-		s.log.Info("stopped")
-	}
-	return err
+	return grp.Wait()
 }
 
-// redactURL hides the passwords of a store URL (its user info and any
-// password option), for logs.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
+// configName names the config in logs.
+func (f serveFlags) configName() string {
+	if f.configPath == "" {
+		return "built-in presets"
+	}
+	return f.configPath
+}
+
+// executable is the path of this program, found once.
+var executable = sync.OnceValues(os.Executable)
+
+// supervisor is the instance supervisor every instance's command is
+// started through: this executable's hidden `instance-supervisor`
+// command, so that when tollgate is killed every process an instance
+// started dies too. Without a path to this executable instances are
+// started directly (see process.Options.Supervisor).
+func supervisor(log *slog.Logger) []string {
+	exe, err := executable()
 	if err != nil {
-		return "(unparsable URL)"
-	}
-	q := u.Query()
-	for k := range q {
-		if strings.Contains(strings.ToLower(k), "password") {
-			q.Set(k, "xxxxx")
-		}
-	}
-	u.RawQuery = q.Encode()
-	return u.Redacted()
-}
-
-// fitsStore checks that the store can hold every limit of cfg: the Redis
-// script is exact only for buckets that refill within redis.MaxWindow.
-func fitsStore(cfg *quota.Config, st config.Store) error {
-	if st.URL == "memory" {
+		log.Warn("cannot find tollgate's own executable to supervise instances; starting them directly", "err", err)
 		return nil
 	}
-	check := func(what string, l bucket.Limit) error {
-		if window := time.Duration(l.Capacity()) * l.Interval(); l.Interval() > redisstore.MaxWindow || window > redisstore.MaxWindow || window < 0 {
-			return fmt.Errorf("%s: limit %v takes longer than %v to refill, more than the Redis store supports", what, l, redisstore.MaxWindow)
-		}
-		return nil
-	}
-	for _, s := range cfg.Services() {
-		for _, c := range s.Categories {
-			if err := check("service "+s.Name+" category "+c.Name, c.Limit); err != nil {
-				return err
-			}
-		}
-	}
-	for _, o := range cfg.Overrides() {
-		if err := check("override for account "+o.Account+" of "+o.Service+"/"+o.Category, o.Limit); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// sweepEvery makes the memory store forget refilled buckets every period,
-// so memory (and tollgate_buckets_tracked) falls after a burst of keys even
-// when no new key arrives to trigger a sweep.
-func sweepEvery(ctx context.Context, s *memory.Store, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.Sweep()
-		}
-	}
-}
-
-// warnConfig logs each of cfg's warnings (valid, but likely not meant).
-func warnConfig(log *slog.Logger, cfg *config.Config) {
-	for _, w := range cfg.Warnings {
-		log.Warn("config warning", "warning", w.Error())
-	}
+	return []string{exe, process.SupervisorCommand}
 }

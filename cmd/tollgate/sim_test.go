@@ -91,7 +91,7 @@ func TestSimBadInput(t *testing.T) {
 		{[]string{"sim", "--preset", "ecs-burst", "--format", "gif"}, 2, `unknown --format "gif"`},
 		{[]string{"sim", "--seed", "-1", "--preset", "ecs-burst"}, 2, "invalid value"},
 		{[]string{"sim", "--preset", "ecs-burst", "extra"}, 2, "usage: tollgate sim"},
-		{[]string{"sim", "--scenario", "testdata/sim-bad.yaml"}, 1, "testdata/sim-bad.yaml:4:5: clients[0].burts: unknown field (known: action, burst, burst_at, name, process, rate, steps)"},
+		{[]string{"sim", "--scenario", "testdata/sim-bad.yaml"}, 1, "testdata/sim-bad.yaml:4:5: clients[0].burts: unknown field, did you mean \"burst\"? (known: action, burst, burst_at, name, process, rate, steps)"},
 		{[]string{"sim", "--scenario", "testdata/missing.yaml"}, 1, "no such file"},
 	} {
 		code, out, errs := runCmd(tc.args...)
@@ -109,6 +109,7 @@ func TestUsageListsSim(t *testing.T) {
 }
 
 func TestSimFileNamesNeverCollide(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	dir := t.TempDir()
 	if code, _, errs := runCmd("sim", "--scenario", "testdata/sim-collide.yaml", "--out", dir); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)

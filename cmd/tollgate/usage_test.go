@@ -100,6 +100,18 @@ func TestVersionText(t *testing.T) {
 	}
 }
 
+// TestDashDashVersion: tollgate --version (and -version, -v) prints what
+// tollgate version prints.
+func TestDashDashVersion(t *testing.T) {
+	_, want, _ := runCmd("version")
+	for _, flag := range []string{"--version", "-version", "-v"} {
+		code, out, errs := runCmd(flag)
+		if code != 0 || errs != "" || out != want || !strings.HasPrefix(out, "tollgate ") {
+			t.Errorf("tollgate %s: exit %d, stdout %q, stderr %q; want 0 and %q", flag, code, out, errs, want)
+		}
+	}
+}
+
 // TestVersionReportsTheRevisionItWasBuiltFrom builds the binary with VCS
 // stamping in a git checkout and checks `tollgate version` names HEAD.
 func TestVersionReportsTheRevisionItWasBuiltFrom(t *testing.T) {

@@ -22,5 +22,5 @@ func Example() {
 		"refill":   func(_, _ *yaml.Node, _ string) {},
 	})
 	fmt.Println(w.Errs)
-	// Output: orders.yaml:3:1: refil: unknown field (known: capacity, name, refill)
+	// Output: orders.yaml:3:1: refil: unknown field, did you mean "refill"? (known: capacity, name, refill)
 }

@@ -22,11 +22,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tollgate/tollgate/internal/suggest"
 )
 
 // ErrInvalidConfig is matched (with errors.Is) by every [FieldError] and
@@ -210,7 +213,11 @@ func (w *Walker) Fields(n *yaml.Node, path string, each map[string]FieldFunc) {
 			if label == "" {
 				label = "known"
 			}
-			w.Errorf(k, field, "unknown field (%s: %s)", label, KnownFields(each))
+			hint := ""
+			if c, ok := suggest.Closest(k.Value, slices.Sorted(maps.Keys(each))); ok {
+				hint = fmt.Sprintf(", did you mean %q?", c)
+			}
+			w.Errorf(k, field, "unknown field%s (%s: %s)", hint, label, KnownFields(each))
 			continue
 		}
 		f(k, v, field)

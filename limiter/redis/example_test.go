@@ -90,8 +90,8 @@ func ExampleParseFailurePolicy() {
 	var zero redis.FailurePolicy
 	fmt.Println(zero)
 	// Output:
-	// fail-closed <nil>
-	// fail-local
+	// closed <nil>
+	// local
 }
 
 // A readiness probe asks the store whether Redis answers. Under FailClosed
@@ -112,6 +112,6 @@ func ExampleStore_Health() {
 		store.Close()
 	}
 	// Output:
-	// false redis down (on failure: fail-closed)
-	// true redis down (on failure: fail-local)
+	// false redis down (on failure: closed)
+	// true redis down (on failure: local)
 }

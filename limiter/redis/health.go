@@ -55,7 +55,7 @@ func (s *Store) Health(ctx context.Context) limiter.Health {
 	c.busy = busy
 	c.mu.Unlock()
 
-	pctx, cancel := context.WithTimeout(ctx, s.timeout)
+	pctx, cancel := context.WithTimeout(ctx, s.maxWait)
 	err := s.Ping(pctx)
 	cancel()
 	h := s.healthOf(err)

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,6 +31,8 @@ type call struct {
 	pos   []int             // TakeBatch: index in the caller's batch of each take
 	out   []bucket.Decision // Redis's decision of each take
 	ok    []bool            // whether out holds Redis's decision
+	ents  []*shadowEntry    // FailLocal: the shadow entry of each take
+	fate  []uint8           // FailLocal: each take's fate, under its entry's lock
 	sent  int64             // store clock when the pipeline was sent
 	err   error             // first error of the call's takes
 	done  chan struct{}
@@ -46,16 +49,27 @@ func (s *Store) getCall() *call {
 }
 
 func (s *Store) putCall(c *call) {
-	c.reqs, c.pos, c.out, c.ok, c.err = c.reqs[:0], c.pos[:0], c.out[:0], c.ok[:0], nil
+	clear(c.ents)
+	c.reqs, c.pos, c.out, c.ok, c.ents, c.fate, c.err = c.reqs[:0], c.pos[:0], c.out[:0], c.ok[:0], c.ents[:0], c.fate[:0], nil
 	s.calls.Put(c)
 }
 
-// do queues c and waits for its pipeline, at most the store's timeout.
-// It reports whether the pipeline answered; if not, the caller decides the
-// takes by the failure policy, and must neither reuse c nor read more than
-// c.reqs and c.pos, which the pipeline may still be reading. The error is
-// for ctx or Close.
-func (s *Store) do(ctx context.Context, c *call) (answered bool, err error) {
+// The ends of do: whether a call was answered in time, sent late (queued
+// but not answered in time: its pipeline may still be answered), or never
+// queued.
+const (
+	answered = iota
+	late
+	notQueued
+)
+
+// do queues c and waits for its pipeline, at most the store's current wait
+// (between Options.Timeout and MaxTimeout). Unless it returns answered, the
+// caller decides the takes by the failure policy, and must neither reuse c
+// nor read more than c.reqs, c.pos and c.ents (and c.fate under the entry
+// locks), which the pipeline may still be reading. The error is for ctx or
+// Close.
+func (s *Store) do(ctx context.Context, c *call) (int, error) {
 	n := len(c.reqs)
 	if cap(c.out) < n {
 		c.out = make([]bucket.Decision, n)
@@ -63,31 +77,38 @@ func (s *Store) do(ctx context.Context, c *call) (answered bool, err error) {
 	}
 	c.out, c.ok = c.out[:n], c.ok[:n]
 	clear(c.ok)
+	if c.ents != nil {
+		if cap(c.fate) < n {
+			c.fate = make([]uint8, n)
+		}
+		c.fate = c.fate[:n]
+		clear(c.fate)
+	}
 	select {
 	case <-s.quit:
-		return false, ErrClosed
+		return notQueued, ErrClosed
 	default:
 	}
-	c.timer.Reset(s.timeout)
+	c.timer.Reset(time.Duration(s.wait.Load()))
 	select {
 	case s.queue <- c:
 	case <-c.timer.C:
-		return false, nil
+		return notQueued, nil
 	case <-ctx.Done():
 		c.timer.Stop()
-		return false, ctx.Err()
+		return notQueued, ctx.Err()
 	case <-s.quit:
 		c.timer.Stop()
-		return false, ErrClosed
+		return notQueued, ErrClosed
 	}
 	select {
 	case <-c.done:
 		c.timer.Stop()
-		return true, nil
+		return answered, nil
 	case <-c.timer.C:
-		return false, nil
+		return late, nil
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return late, ctx.Err()
 	}
 }
 
@@ -198,11 +219,12 @@ func (s *Store) flush(f *flush) {
 		clear(f.all) // drop the calls for the garbage collector
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.deadline)
 	defer cancel()
 	for _, c := range f.calls {
 		c.sent = now
 	}
+	start := time.Now()
 	pipe := s.client.Pipeline()
 	for i := range f.scripts {
 		sc := &f.scripts[i]
@@ -224,15 +246,39 @@ func (s *Store) flush(f *flush) {
 	if retry != nil {
 		_, _ = retry.Exec(ctx)
 	}
-	up := false
+	rtt := time.Since(start)
+	recv := s.clock()
+	up, reached := false, false
+	for i := range f.scripts {
+		if e := f.scripts[i].cmd.Err(); e == nil || isReply(e) {
+			reached = true
+		}
+	}
+	failAt := s.failAt.Load()
+	if !reached {
+		s.failAt.Store(recv)
+	} else if now > failAt && s.upAt.Load() <= failAt {
+		s.upAt.Store(recv) // Redis answers again: what it holds of lost takes, it has applied
+	}
+	// Lost takes are forgotten on answers to pipelines sent once Redis
+	// was seen answering again after the last failure.
+	clearLost := now > s.upAt.Load() && s.upAt.Load() > failAt
 	for i := range f.scripts {
 		sc := &f.scripts[i]
-		err := s.decode(sc)
+		err := s.decode(sc, recv, clearLost)
 		if err != nil {
 			s.errorsN.Add(1)
+			out := outLost
+			if isReply(sc.cmd.Err()) {
+				out = outRejected
+			}
 			for _, t := range sc.takes {
 				if t.c.err == nil {
 					t.c.err = err
+				}
+				if t.c.ents != nil {
+					r := t.c.reqs[t.j]
+					t.c.ents[t.j].settle(r.Limit, r.Tokens, &t.c.fate[t.j], out, false, 0, recv, false)
 				}
 			}
 		} else {
@@ -240,9 +286,18 @@ func (s *Store) flush(f *flush) {
 		}
 		sc.keys, sc.args, sc.takes, sc.cmd = sc.keys[:0], sc.args[:0], sc.takes[:0], nil
 	}
+	s.pipelineEnded(reached)
 	if up {
+		s.wait.Store(int64(s.est.observe(rtt)))
 		s.noteUp(sentAt)
 	}
+}
+
+// isReply reports whether err is Redis's own error reply (such as a script
+// error): Redis answered, and applied nothing of the script.
+func isReply(err error) bool {
+	var re goredis.Error
+	return errors.As(err, &re) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // scriptsFor appends the script calls deciding takes, in order.
@@ -275,8 +330,9 @@ func (s *Store) scriptsFor(f *flush, takes []take, arg0 string) {
 	}
 }
 
-// decode writes the decisions of a completed script call to its calls.
-func (s *Store) decode(sc *script) error {
+// decode writes the decisions of a completed script call to its calls,
+// and settles its takes' shadow entries with them.
+func (s *Store) decode(sc *script, recv int64, clearLost bool) error {
 	vals, err := sc.cmd.Int64Slice()
 	if err != nil {
 		return fmt.Errorf("redis take script: %w", err)
@@ -299,6 +355,9 @@ func (s *Store) decode(sc *script) error {
 		}
 		t.c.out[t.j] = d
 		t.c.ok[t.j] = true
+		if t.c.ents != nil {
+			t.c.ents[t.j].settle(r.Limit, r.Tokens, &t.c.fate[t.j], outAnswered, d.Allowed, v[3], recv, clearLost)
+		}
 	}
 	return nil
 }

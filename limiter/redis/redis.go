@@ -44,21 +44,44 @@
 //
 // # Failures
 //
-// When Redis cannot answer within Options.Timeout (50 ms by default) a
-// decision follows Options.FailurePolicy: [FailLocal] (the default) decides
-// from a bucket of the same key and limit in this process's memory (a
-// [memory.Store]), so that an outage costs cross-node exactness (each node
-// admits up to the limit on its own) but never all protection; [FailOpen]
-// decides as if the bucket were full, [FailClosed] as if it were empty.
-// Such decisions are counted in [Stats] (for a metric). The first one of an
-// outage logs a warning with its cause at once (of a Redis that flaps, the
-// first three outages, then one per Options.LogInterval), and while the
-// outage lasts a warning with the count follows at most once per interval;
-// the first decision by Redis after a logged outage logs that Redis is
-// back and how long it was away. Nothing remembers the failure: every take
-// asks Redis again, so decisions come from Redis again as soon as go-redis
-// reconnects (it probes a refused server once a second; tests measure 0.2
-// to 0.5 s after a restart).
+// A take waits for Redis at least Options.Timeout (50 ms by default), and
+// longer while Redis's recent answers are slow: twice the smoothed round
+// trip plus four deviations (TCP's retransmission timer), at most
+// Options.MaxTimeout (4 × Timeout). A take Redis does not answer in time
+// follows Options.FailurePolicy.
+//
+// [FailLocal] (the default) keeps, for the keys this node decided recently
+// (Options.LocalKeys, 100,000, least recently used forgotten first), the
+// state Redis last reported, counted from when its answer arrived, plus the
+// takes sent and not yet answered and the takes whose pipeline failed (Redis
+// may still apply them). A take Redis does not answer in time is decided
+// from that view, its own charge counted once, so a slow answer never
+// admits what Redis may admit too. Tokens admitted this way are written
+// back: the next take of the key sent to Redis is preceded by a charge of
+// those tokens (less what refilled since) without a check, up to an empty
+// bucket; a take admitted here and then by a late answer is not written
+// twice. One node alone therefore never admits more than the bucket
+// allows, across stalls and outages of any length. A key this node never
+// saw starts as its share of a full bucket. Every local decision is made
+// under the node's share of the limit, capacity and refill divided by
+// Options.Nodes (the store cannot count nodes while Redis is away; the
+// operator or the autoscaler can), so that N nodes, with Nodes ≥ N, admit
+// together at most one bucket's worth during an outage; with Nodes < N,
+// up to N/Nodes times it.
+//
+// A stall is not an outage: only breakerFailures (3) pipelines in a row
+// that get no answer within MaxTimeout, or whose connection is refused,
+// open the breaker. While it is open, takes are decided at once, without
+// waiting, and a prober pings Redis every 100 ms; the first answer closes
+// it. A script error is an answer: it does not count.
+//
+// [FailOpen] decides as if the bucket were full, [FailClosed] as if it
+// were empty. Decisions by policy are counted in [Stats] (for a metric).
+// The first one of an outage logs a warning with its cause at once (of a
+// Redis that flaps, the first three outages, then one per
+// Options.LogInterval), and while the outage lasts a warning with the count
+// follows at most once per interval; the first decision by Redis after a
+// logged outage logs that Redis is back and how long it was away.
 //
 // go-redis writes log lines of its own (failed dials, for instance) to
 // standard error, process-wide; [SetClientLogger] sends them to a
@@ -105,7 +128,6 @@ import (
 
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/limiter"
-	"github.com/tollgate/tollgate/limiter/memory"
 )
 
 //go:embed take.lua
@@ -129,12 +151,13 @@ var ErrClosed = errors.New("redis: store closed")
 type FailurePolicy int
 
 const (
-	// FailLocal decides from a bucket of the same key and limit kept in
-	// this process's memory, which starts full and is used only while
-	// Redis does not answer. It is the default: during an outage every
-	// node still throttles each key to its limit, so N nodes admit at
-	// most N times the limit, where FailOpen admits everything that fits
-	// the capacity, however often it is asked.
+	// FailLocal decides from the state Redis last reported for the key,
+	// charged with what this node sent or admitted since, under the
+	// node's share of the limit (see Failures in the package
+	// documentation). It is the default: one node never admits more than
+	// the bucket allows, and N nodes with Options.Nodes ≥ N admit together
+	// at most one bucket's worth during an outage, where FailOpen admits
+	// everything that fits the capacity, however often it is asked.
 	FailLocal FailurePolicy = iota
 	// FailOpen decides as if the bucket were full: every take that fits
 	// the capacity is allowed. A Redis outage (or a slow Redis) then costs
@@ -147,15 +170,16 @@ const (
 	FailClosed
 )
 
-// String returns "fail-local", "fail-open" or "fail-closed".
+// String returns "local", "open" or "closed": the words of tollgate's
+// --store-on-failure flag and store.on_failure setting.
 func (p FailurePolicy) String() string {
 	switch p {
 	case FailLocal:
-		return "fail-local"
+		return "local"
 	case FailOpen:
-		return "fail-open"
+		return "open"
 	case FailClosed:
-		return "fail-closed"
+		return "closed"
 	}
 	return "FailurePolicy(" + strconv.Itoa(int(p)) + ")"
 }
@@ -163,9 +187,9 @@ func (p FailurePolicy) String() string {
 // ErrInvalidPolicy is wrapped by the error of [ParseFailurePolicy].
 var ErrInvalidPolicy = errors.New("redis: invalid failure policy")
 
-// ParseFailurePolicy parses "fail-local", "fail-open" or "fail-closed",
-// the forms [FailurePolicy.String] writes, or the short forms "local",
-// "open" and "closed" that tollgate's flags and config files use.
+// ParseFailurePolicy parses "local", "open" or "closed", the forms
+// [FailurePolicy.String] writes and tollgate's flags and config files use,
+// or the long forms "fail-local", "fail-open" and "fail-closed".
 func ParseFailurePolicy(s string) (FailurePolicy, error) {
 	switch s {
 	case "fail-local", "local":
@@ -202,10 +226,25 @@ type Options struct {
 	// KeyPrefix is put before every limiter key to make its Redis key;
 	// "" means "tg:". It should not contain braces (see Key layout).
 	KeyPrefix string
-	// Timeout bounds the wait for Redis of every take or batch, queueing
-	// included; 0 means 50 ms. Past it the take is decided by
-	// FailurePolicy.
+	// Timeout is the least time a take or batch waits for Redis, queueing
+	// included, before FailurePolicy decides it; 0 means 50 ms. The store
+	// waits longer, up to MaxTimeout, while Redis's recent answers take
+	// longer: twice the smoothed round trip plus four deviations (see
+	// Failures).
 	Timeout time.Duration
+	// MaxTimeout is the most a take waits for Redis, however slow its
+	// recent answers; 0 means 4 × Timeout. It is also how long a health
+	// probe waits.
+	MaxTimeout time.Duration
+	// Nodes is the number of gateway nodes sharing the store, for
+	// FailLocal: while Redis does not answer, each node decides from its
+	// share of a bucket, capacity and refill divided by Nodes (see
+	// Failures); 0 means 1. Set it to the number of nodes that take
+	// from the same keys, or more.
+	Nodes int
+	// LocalKeys bounds the keys FailLocal remembers Redis's state of
+	// (the least recently used are forgotten first); 0 means 100,000.
+	LocalKeys int
 	// FailurePolicy decides takes Redis cannot answer in time; the zero
 	// value is FailLocal.
 	FailurePolicy FailurePolicy
@@ -236,8 +275,8 @@ type Stats struct {
 	// Cached counts the takes denied locally by the deny cache.
 	Cached uint64
 	// Fallback counts the decisions made by the failure policy because
-	// Redis could not answer in time (under FailLocal, by the local
-	// buckets).
+	// Redis could not answer in time or the breaker was open (under
+	// FailLocal, from the state Redis last reported).
 	Fallback uint64
 	// Errors counts the script calls that failed: Redis refused or did
 	// not answer before the pipeline's deadline, or answered an error. One
@@ -261,7 +300,19 @@ type Store struct {
 	byTag    bool // group script calls by hash tag (Cluster, Ring)
 	braces   bool // the prefix has braces: hash tags come from prefix+key
 	deny     *denyCache
-	local    *memory.Store // FailLocal's buckets
+	shadow   *shadows // FailLocal: the state Redis last reported, per key
+	nodes    int64
+
+	// waiting for Redis (breaker.go)
+	est      waitEstimator
+	wait     atomic.Int64  // a take's wait for Redis now, ns
+	maxWait  time.Duration // the most a take or health probe waits
+	deadline time.Duration // a pipeline's own deadline
+	fails    atomic.Int32  // pipelines in a row that did not reach Redis
+	broken   atomic.Bool   // the breaker is open: an outage
+	probeNow chan struct{}
+	failAt   atomic.Int64 // store clock when a pipeline last failed
+	upAt     atomic.Int64 // store clock of the first answer to a pipeline sent after failAt
 
 	queue chan *call
 	quit  chan struct{}
@@ -309,6 +360,18 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 	if s.timeout <= 0 {
 		s.timeout = 50 * time.Millisecond
 	}
+	s.maxWait = opts.MaxTimeout
+	if s.maxWait <= 0 {
+		s.maxWait = 4 * s.timeout
+	}
+	s.maxWait = max(s.maxWait, s.timeout)
+	// A pipeline waits for its answer as long as a take may: a late
+	// answer still tells the shadow table Redis's state.
+	s.deadline = s.maxWait
+	s.est.floor, s.est.ceiling = s.timeout, s.maxWait
+	s.wait.Store(int64(s.timeout))
+	s.probeNow = make(chan struct{}, 1)
+	s.nodes = int64(max(opts.Nodes, 1))
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -320,7 +383,11 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 		s.deny = newDenyCache()
 	}
 	if s.policy == FailLocal {
-		s.local = memory.New(memory.Options{Now: opts.Now})
+		keys := opts.LocalKeys
+		if keys <= 0 {
+			keys = 100_000
+		}
+		s.shadow = newShadows(keys, opts.Nodes)
 	}
 	switch client.(type) {
 	case *goredis.Client:
@@ -331,10 +398,11 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 	if n <= 0 {
 		n = 2
 	}
-	s.wg.Add(n)
+	s.wg.Add(n + 1)
 	for range n {
 		go s.work()
 	}
+	go s.probe()
 	return s
 }
 
@@ -435,18 +503,55 @@ func (s *Store) Take(ctx context.Context, key string, limit bucket.Limit, n int6
 			return d, nil
 		}
 	}
+	if s.open() {
+		if err := s.closed(); err != nil {
+			return bucket.Decision{}, err
+		}
+		return s.failFast(key, limit, n), check
+	}
 	c := s.getCall()
+	var ent *shadowEntry
+	var wb int64
+	if s.shadow != nil {
+		ent, wb = s.shadow.send(key, limit, n, s.clock())
+		if wb > 0 {
+			c.reqs = append(c.reqs, limiter.Request{Key: key, Limit: limit, Tokens: -wb})
+			c.ents = append(c.ents, ent)
+		}
+		c.ents = append(c.ents, ent)
+	}
 	c.reqs = append(c.reqs, limiter.Request{Key: key, Limit: limit, Tokens: n})
-	answered, err := s.do(ctx, c)
+	j := len(c.reqs) - 1
+	st, err := s.do(ctx, c)
+	if st == notQueued && ent != nil {
+		ent.unsend(limit, n, wb, s.clock())
+	}
 	if err != nil {
 		return bucket.Decision{}, err
 	}
-	if !answered {
-		return s.timedOut(key, limit, n), check
+	switch st {
+	case notQueued:
+		return s.timedOut(key, limit, n, ent, nil), check
+	case late:
+		var fate *uint8
+		if ent != nil {
+			fate = &c.fate[j]
+		}
+		return s.timedOut(key, limit, n, ent, fate), check
 	}
-	d := s.finish(c, 0)
+	d := s.finish(c, j)
 	s.putCall(c)
 	return d, check
+}
+
+// closed returns ErrClosed once the store is closed.
+func (s *Store) closed() error {
+	select {
+	case <-s.quit:
+		return ErrClosed
+	default:
+		return nil
+	}
 }
 
 // TakeBatch implements [limiter.Limiter], deciding the whole batch in one
@@ -465,43 +570,83 @@ func (s *Store) TakeBatch(ctx context.Context, reqs []limiter.Request, out []buc
 	if len(reqs) == 0 {
 		return nil
 	}
+	broken := s.open()
+	if broken {
+		if err := s.closed(); err != nil {
+			return err
+		}
+	}
+	var now int64
+	if s.deny != nil || s.shadow != nil {
+		now = s.clock()
+	}
 	c := s.getCall()
-	if s.deny != nil {
-		now := s.clock()
-		for i, r := range reqs {
+	for i, r := range reqs {
+		if s.deny != nil {
 			if d, ok := s.deny.lookup(r.Key, r.Limit, r.Tokens, now); ok {
 				s.cachedN.Add(1)
 				out[i] = d
 				continue
 			}
-			c.reqs = append(c.reqs, r)
-			c.pos = append(c.pos, i)
 		}
-		if len(c.reqs) == 0 {
-			s.putCall(c)
-			return nil
+		if broken {
+			out[i] = s.failFast(r.Key, r.Limit, r.Tokens)
+			continue
 		}
-	} else {
-		c.reqs = append(c.reqs, reqs...)
-		for i := range reqs {
-			c.pos = append(c.pos, i)
+		if s.shadow != nil {
+			ent, wb := s.shadow.send(r.Key, r.Limit, r.Tokens, now)
+			if wb > 0 {
+				c.reqs = append(c.reqs, limiter.Request{Key: r.Key, Limit: r.Limit, Tokens: -wb})
+				c.pos = append(c.pos, -1)
+				c.ents = append(c.ents, ent)
+			}
+			c.ents = append(c.ents, ent)
+		}
+		c.reqs = append(c.reqs, r)
+		c.pos = append(c.pos, i)
+	}
+	if len(c.reqs) == 0 {
+		s.putCall(c)
+		return nil
+	}
+	st, err := s.do(ctx, c)
+	if st == answered {
+		for j, i := range c.pos {
+			if i >= 0 {
+				out[i] = s.finish(c, j)
+			}
+		}
+		s.putCall(c)
+		return nil
+	}
+	if st == notQueued && s.shadow != nil {
+		now := s.clock()
+		for j, r := range c.reqs {
+			if r.Tokens < 0 {
+				c.ents[j].unsend(r.Limit, 0, -r.Tokens, now)
+			} else {
+				c.ents[j].unsend(r.Limit, r.Tokens, 0, now)
+			}
 		}
 	}
-	answered, err := s.do(ctx, c)
 	if err != nil {
 		return err
 	}
-	if !answered {
-		for j, i := range c.pos {
-			r := c.reqs[j]
-			out[i] = s.timedOut(r.Key, r.Limit, r.Tokens)
-		}
-		return nil
-	}
 	for j, i := range c.pos {
-		out[i] = s.finish(c, j)
+		if i < 0 {
+			continue // a write-back
+		}
+		r := c.reqs[j]
+		var ent *shadowEntry
+		var fate *uint8
+		if s.shadow != nil {
+			ent = c.ents[j]
+			if st == late {
+				fate = &c.fate[j]
+			}
+		}
+		out[i] = s.timedOut(r.Key, r.Limit, r.Tokens, ent, fate)
 	}
-	s.putCall(c)
 	return nil
 }
 
@@ -519,28 +664,41 @@ func (s *Store) finish(c *call, j int) bucket.Decision {
 	}
 	s.fallbackN.Add(1)
 	s.noteDown(c.err)
-	return s.fallback(r.Key, r.Limit, r.Tokens)
+	var ent *shadowEntry
+	var fate *uint8
+	if s.shadow != nil {
+		ent, fate = c.ents[j], &c.fate[j]
+	}
+	return s.fallback(r.Key, r.Limit, r.Tokens, ent, fate)
 }
 
 // errTimeout is the logged cause of takes Redis did not answer in time.
 var errTimeout = fmt.Errorf("no answer from redis in time: %w", context.DeadlineExceeded)
 
-// timedOut is the decision of a take Redis did not answer in time.
-func (s *Store) timedOut(key string, limit bucket.Limit, n int64) bucket.Decision {
+// errOutage is the logged cause of takes decided while the breaker is open.
+var errOutage = errors.New("redis store in an outage: pipelines failed in a row, probing")
+
+// timedOut is the decision of a take Redis did not answer in time; ent
+// and fate are its shadow entry and fate (nil if it was never sent).
+func (s *Store) timedOut(key string, limit bucket.Limit, n int64, ent *shadowEntry, fate *uint8) bucket.Decision {
 	s.fallbackN.Add(1)
 	s.noteDown(errTimeout)
-	return s.fallback(key, limit, n)
+	return s.fallback(key, limit, n, ent, fate)
 }
 
-// fallback is the decision of the failure policy: that of the local bucket
-// of key (FailLocal), of a full bucket (FailOpen) or of an empty one
+// failFast is the decision of a take while the breaker is open.
+func (s *Store) failFast(key string, limit bucket.Limit, n int64) bucket.Decision {
+	s.fallbackN.Add(1)
+	s.noteDown(errOutage)
+	return s.fallback(key, limit, n, nil, nil)
+}
+
+// fallback is the decision of the failure policy: from what Redis last
+// said of key (FailLocal), of a full bucket (FailOpen) or of an empty one
 // (FailClosed).
-func (s *Store) fallback(key string, limit bucket.Limit, n int64) bucket.Decision {
-	if s.local != nil {
-		// The take was checked; the only error left is a take over the
-		// capacity, which comes with its denied decision.
-		d, _ := s.local.Take(context.Background(), key, limit, n)
-		return d
+func (s *Store) fallback(key string, limit bucket.Limit, n int64, ent *shadowEntry, fate *uint8) bucket.Decision {
+	if s.shadow != nil {
+		return s.shadow.decide(key, ent, limit, share(limit, s.nodes), n, fate, s.clock())
 	}
 	var st bucket.State
 	if s.policy == FailClosed {
@@ -603,7 +761,7 @@ func (s *Store) warn(now int64, cause error) {
 		"decisions", s.unlogged.Swap(0),
 		"outages", s.outages.Swap(0),
 		"down_for", time.Duration(now-s.downSince.Load()).Round(time.Millisecond),
-		"timeout", s.timeout,
+		"timeout", time.Duration(s.wait.Load()),
 		"error", cause)
 }
 

@@ -496,7 +496,7 @@ func FuzzParseFailurePolicy(f *testing.F) {
 			}
 			return
 		}
-		if p.String() != s && "fail-"+s != p.String() {
+		if p.String() != s && "fail-"+p.String() != s {
 			t.Fatalf("%q parsed as %v", s, p)
 		}
 	})

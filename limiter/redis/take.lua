@@ -7,7 +7,9 @@
 --         the empty string to read the time from Redis TIME (production).
 -- then four arguments per take, in order:
 --         key index into KEYS (1-based), capacity, interval (whole
---         nanoseconds between two tokens), tokens.
+--         nanoseconds between two tokens), tokens. Negative tokens are a
+--         write-back (Go: limiter/redis shadow.go): -tokens are charged
+--         without a check, up to an empty bucket, and the take is allowed.
 --
 -- A bucket key holds its state, the instant in Unix nanoseconds at which it
 -- is full again, as a decimal integer, and expires at that instant: an
@@ -114,7 +116,24 @@ for i = 2, #ARGV, 4 do
   if held < 0 then
     held = 0
   end
-  if n > cap then
+  if n < 0 then
+    -- A write-back: -n tokens a node admitted on its own while Redis did
+    -- not answer, charged without a check, up to an empty bucket.
+    local nxt = tat - n * iv
+    if nxt > burst then
+      nxt = burst
+    end
+    if nxt > tat then
+      rel[k] = nxt
+      dirty[k] = true
+      tat = nxt
+    end
+    held = div(burst - tat, iv)
+    if held < 0 then
+      held = 0
+    end
+    out[d + 1], out[d + 2], out[d + 3], out[d + 4] = 1, held, 0, tat
+  elseif n > cap then
     out[d + 1], out[d + 2], out[d + 3], out[d + 4] = 0, held, -1, tat
   elseif n == 0 then
     out[d + 1], out[d + 2], out[d + 3], out[d + 4] = 1, held, 0, tat

@@ -5,6 +5,7 @@
 
 const TOKEN_KEY = "tollgate-admin-token";
 const HISTORY_MS = 10 * 60 * 1000;
+const MIN_SPAN_MS = 60 * 1000; // a chart spans what has been seen, at least a minute
 const SVG = "http://www.w3.org/2000/svg";
 
 const state = {
@@ -117,6 +118,24 @@ function merge(dec) {
 
 function zeros(n) { return new Array(n).fill(0); }
 
+// span is the time a chart covers: what the points cover (the server's
+// history, up to 10 minutes), at least a minute, so that a fresh server's
+// first minute fills the chart instead of a sliver at its right end.
+function span(times, durations) {
+  if (!times.length) return MIN_SPAN_MS;
+  const seen = times[times.length - 1] - times[0] + (durations[0] || 1000);
+  return Math.min(HISTORY_MS, Math.max(MIN_SPAN_MS, seen));
+}
+
+// spanText says how long a span is, the way the page's titles say it.
+function spanText(ms) {
+  const s = Math.round(ms / 1000);
+  if (s === 60) return "last minute";
+  if (s < 120) return "last " + s + " s";
+  if (s % 60 === 0) return "last " + s / 60 + " minutes";
+  return "last " + Math.floor(s / 60) + " min " + s % 60 + " s";
+}
+
 // rate is a point's count per second.
 function rate(count, ms) { return ms > 0 ? count * 1000 / ms : 0; }
 
@@ -140,6 +159,8 @@ function drawRates() {
   const rows = [];
   const last = state.times.length - 1;
   const newest = state.times[last];
+  const ms = span(state.times, state.durations);
+  for (const el of document.querySelectorAll(".rates-span")) el.textContent = spanText(ms);
   let quiet = 0;
   for (const s of state.series.values()) {
     if (!["allowed", "throttled", "errors"].some((k) => s[k].some((c) => c > 0))) {
@@ -150,12 +171,12 @@ function drawRates() {
     tr.dataset.series = s.service + "/" + s.category;
     cell(tr, s.service);
     cell(tr, s.category);
-    const ms = last >= 0 ? state.durations[last] : 0;
+    const d = last >= 0 ? state.durations[last] : 0;
     for (const k of ["allowed", "throttled", "errors"]) {
-      cell(tr, last >= 0 ? fmt(rate(s[k][last], ms)) : "–", "num " + k);
+      cell(tr, last >= 0 ? fmt(rate(s[k][last], d)) : "–", "num " + k);
     }
     const td = cell(tr, "", "chart");
-    const [svg, peak] = spark(s, newest);
+    const [svg, peak] = spark(s, newest, ms);
     const label = document.createElement("div");
     label.className = "peak";
     label.textContent = "peak " + fmt(peak) + "/s";
@@ -163,12 +184,16 @@ function drawRates() {
     rows.push(tr);
   }
   body.replaceChildren(...rows);
-  $("quiet").textContent = quiet ? quiet + " categories without a decision in the last 10 minutes are not shown." : "";
+  $("rates").hidden = rows.length === 0;
+  $("rates-empty").hidden = rows.length > 0;
+  $("rates-note").hidden = $("rates-legend").hidden = rows.length === 0;
+  const what = quiet === 1 ? "1 category" : quiet + " categories";
+  $("quiet").textContent = quiet && rows.length ? what + " of the config without a decision in the " + spanText(ms) + " are not shown." : "";
 }
 
-// spark draws one series' last 10 minutes: one polyline per result, on a
-// time axis ending at the newest point.
-function spark(s, newest) {
+// spark draws one series over the last span ms: one polyline per result,
+// on a time axis ending at the newest point.
+function spark(s, newest, spanMs) {
   const w = 600, h = 34, pad = 2, top = 2;
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("class", "spark");
@@ -188,7 +213,7 @@ function spark(s, newest) {
   if (peak === 0 || !newest) return [svg, peak];
   for (const k of ["allowed", "throttled", "errors"]) {
     if (!rates[k].some((v) => v > 0)) continue;
-    const x = (i) => w - (newest - state.times[i]) / HISTORY_MS * w;
+    const x = (i) => w - (newest - state.times[i]) / spanMs * w;
     const y = (v) => (h - pad) - v / peak * (h - pad - top);
     polylines(svg, rates[k], x, y, k);
   }
@@ -220,7 +245,18 @@ function polylines(svg, values, x, y, cls) {
 }
 
 function drawHot(hot) {
-  $("hot-window").textContent = hot.window_seconds > 0 ? "last " + Math.round(hot.window_seconds) + " s" : "last minute";
+  // The window is the last minute once the server has run that long.
+  const secs = Math.round(hot.window_seconds);
+  let when = "", empty = "No request has been throttled yet.";
+  if (secs >= 60) {
+    when = spanText(secs * 1000);
+    empty = "No request was throttled in the " + when + ".";
+  } else if (secs > 0) {
+    when = "since the server started, " + secs + " s ago";
+    empty = "No request was throttled " + when + ".";
+  }
+  $("hot-window").textContent = when;
+  $("hot-empty").textContent = empty;
   const rows = hot.buckets.map((b) => {
     const tr = document.createElement("tr");
     tr.dataset.key = b.key;
@@ -233,6 +269,7 @@ function drawHot(hot) {
     return tr;
   });
   $("hot").tBodies[0].replaceChildren(...rows);
+  $("hot").hidden = rows.length === 0;
   $("hot-empty").hidden = rows.length > 0;
 }
 
@@ -265,6 +302,8 @@ const STATE_CLASSES = { starting: "starting", ready: "ready", draining: "drainin
 function drawAutoscaled(sc) {
   $("pools-section").hidden = sc.services.length === 0;
   const last = sc.times_ms.length - 1;
+  const ms = span(sc.times_ms, sc.durations_ms);
+  $("pools-span").textContent = spanText(ms);
   const blocks = sc.services.map((s) => {
     const div = document.createElement("div");
     div.className = "pool";
@@ -274,7 +313,7 @@ function drawAutoscaled(sc) {
     div.appendChild(h);
     const ready = last >= 0 ? s.instances.ready[last] : 0;
     const facts = [
-      ["driver", s.driver || "–"],
+      ["driver", driverText(s.driver)],
       ["recommended", last >= 0 ? String(s.recommended[last]) : "–"],
       ["ready", String(ready)],
       ["pending", last >= 0 ? String(s.pending[last]) : "–"],
@@ -289,10 +328,12 @@ function drawAutoscaled(sc) {
       p.append(k + " ", span, "  ");
     }
     div.appendChild(p);
-    const [chart, peak] = instancesChart(s, sc.times_ms);
+    const [chart, peak, idle] = instancesChart(s, sc.times_ms, ms);
     const label = document.createElement("div");
     label.className = "peak";
-    label.textContent = "instances by state (peak " + peak + "); dashed: recommended";
+    label.textContent = idle
+      ? "no instance in the " + spanText(ms) + ": the service scales from zero, its first request starts one"
+      : "instances by state (peak " + peak + "); dashed: recommended";
     div.append(label, chart);
     const table = document.createElement("table");
     table.className = "scales";
@@ -305,12 +346,12 @@ function drawAutoscaled(sc) {
       const tr = body.insertRow();
       cell(tr, clock(d.time_ms));
       cell(tr, d.from + " → " + d.to, "num");
-      cell(tr, d.driver);
+      cell(tr, driverText(d.driver));
       cell(tr, d.reason, "why");
     }
     if (s.scale_decisions.length === 0) {
       const tr = body.insertRow();
-      cell(tr, "no scale decision yet", "dim").colSpan = 4;
+      cell(tr, "no scale decision yet: the recommended count has not changed since the service started", "dim").colSpan = 4;
     }
     div.appendChild(table);
     return div;
@@ -318,27 +359,37 @@ function drawAutoscaled(sc) {
   $("pools").replaceChildren(...blocks);
 }
 
+// driverText names the autoscaler's driver; "none" (no metric drove the
+// count: no load yet, or a bound) is a dash.
+function driverText(d) { return d && d !== "none" ? d : "–"; }
+
 // instancesChart draws a service's instances by state and its
-// recommended count (dashed) on the page's 10-minute axis.
-function instancesChart(s, times) {
+// recommended count (dashed) over the last spanMs, and says whether
+// there was nothing to draw.
+function instancesChart(s, times, spanMs) {
   const w = 600, h = 80, pad = 2, top = 2;
   const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("class", "spark instances");
   svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
   svg.setAttribute("preserveAspectRatio", "none");
   const newest = times[times.length - 1];
-  let peak = 1;
+  const axis = document.createElementNS(SVG, "line");
+  axis.setAttribute("class", "axis");
+  axis.setAttribute("x1", 0); axis.setAttribute("x2", w);
+  axis.setAttribute("y1", h - pad); axis.setAttribute("y2", h - pad);
+  svg.appendChild(axis);
+  let peak = 0;
   for (const v of s.recommended) peak = Math.max(peak, v);
   for (const k of Object.keys(s.instances)) for (const v of s.instances[k]) peak = Math.max(peak, v);
-  if (!newest) return [svg, peak];
+  if (!newest || peak === 0) return [svg, peak, true];
   const line = (values, cls) => polylines(svg, values,
-    (i) => w - (newest - times[i]) / HISTORY_MS * w,
+    (i) => w - (newest - times[i]) / spanMs * w,
     (v) => (h - pad) - v / peak * (h - pad - top), cls);
   for (const k of Object.keys(s.instances)) {
     if (s.instances[k].some((v) => v > 0)) line(s.instances[k], STATE_CLASSES[k] || "other");
   }
   line(s.recommended, "recommended");
-  return [svg, peak];
+  return [svg, peak, false];
 }
 
 document.addEventListener("DOMContentLoaded", () => {

@@ -8,12 +8,11 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -35,14 +34,22 @@ func (r *Runner) Run(ctx context.Context) error {
 		return errNotRunning
 	}
 	t := r.o.Target
-	factory := informers.NewSharedInformerFactoryWithOptions(r.o.Client, 0,
-		informers.WithNamespace(t.Namespace),
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: t.Service}).String()
-		}))
-	defer factory.Shutdown() // waits for the informer's goroutines
-	inf := factory.Discovery().V1().EndpointSlices()
-	r.lister = inf.Lister()
+	sel := labels.SelectorFromSet(labels.Set{LabelServiceName: t.Service}).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			lo.LabelSelector = sel
+			return r.o.Client.ListEndpointSlices(ctx, t.Namespace, lo)
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			lo.LabelSelector = sel
+			return r.o.Client.WatchEndpointSlices(ctx, t.Namespace, lo)
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, r.o.Client),
+		&EndpointSlice{}, cache.SharedIndexInformerOptions{
+			Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		})
+	r.epCache = inf.GetIndexer()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -51,7 +58,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, epq.ShutDown)
 	defer stop()
 	r.epKick = func() { epq.Add(t.Service) }
-	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { r.epKick() },
 		UpdateFunc: func(any, any) { r.epKick() },
 		DeleteFunc: func(obj any) {
@@ -62,12 +69,18 @@ func (r *Runner) Run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("kube %s: watching EndpointSlices: %w", t, err)
 	}
-	factory.StartWithContext(ctx)
-	if res := factory.WaitForCacheSyncWithContext(ctx); res.Err != nil {
+	informerCtx, stopInformer := context.WithCancel(ctx)
+	informerDone := make(chan struct{})
+	go func() {
+		defer close(informerDone)
+		inf.RunWithContext(informerCtx)
+	}()
+	defer func() { stopInformer(); <-informerDone }() // the informer's goroutines end before Run returns
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("kube %s: EndpointSlice cache: %w", t, res.Err)
+		return fmt.Errorf("kube %s: EndpointSlice cache did not sync", t)
 	}
 	r.checkDeployment(ctx)
 	r.epKick()
@@ -176,8 +189,13 @@ func (r *Runner) handleErr(ctx context.Context, q workqueue.TypedRateLimitingInt
 // syncEndpoints rebuilds the ready set from all of the Service's slices.
 func (r *Runner) syncEndpoints() error {
 	t := r.o.Target
-	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: t.Service})
-	list, err := r.lister.EndpointSlices(t.Namespace).List(sel)
+	sel := labels.SelectorFromSet(labels.Set{LabelServiceName: t.Service})
+	var list []*EndpointSlice
+	err := cache.ListAllByNamespace(r.epCache, t.Namespace, sel, func(obj any) {
+		if s, ok := obj.(*EndpointSlice); ok {
+			list = append(list, s)
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("listing EndpointSlices: %w", err)
 	}
@@ -190,10 +208,10 @@ func (r *Runner) syncEndpoints() error {
 // pod name (or address when an endpoint names no pod), and every key
 // listed at all. Ready==nil counts as ready (the API's rule); an endpoint
 // in several slices counts once. port 0 takes the slice's only port.
-func readySet(list []*discoveryv1.EndpointSlice, port int) (map[string]endpoint, map[string]bool) {
+func readySet(list []*EndpointSlice, port int) (map[string]endpoint, map[string]bool) {
 	ready, listed := map[string]endpoint{}, map[string]bool{}
 	for _, s := range list {
-		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+		if s.AddressType != "IPv4" && s.AddressType != "IPv6" {
 			continue
 		}
 		p := port
@@ -225,12 +243,12 @@ func readySet(list []*discoveryv1.EndpointSlice, port int) (map[string]endpoint,
 }
 
 // endpointSliceFromDeleteObj unwraps a delete event, tombstone or not.
-func endpointSliceFromDeleteObj(obj any) *discoveryv1.EndpointSlice {
-	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
+func endpointSliceFromDeleteObj(obj any) *EndpointSlice {
+	if s, ok := obj.(*EndpointSlice); ok {
 		return s
 	}
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		if s, ok := tomb.Obj.(*discoveryv1.EndpointSlice); ok {
+		if s, ok := tomb.Obj.(*EndpointSlice); ok {
 			return s
 		}
 	}
@@ -242,8 +260,7 @@ func endpointSliceFromDeleteObj(obj any) *discoveryv1.EndpointSlice {
 // resourceVersion, so a concurrent change is a conflict, retried).
 func (r *Runner) syncScale(ctx context.Context) error {
 	t := r.o.Target
-	sc := r.o.Scales.Scales(t.Namespace)
-	s, err := sc.Get(ctx, t.Resource, t.Deployment, metav1.GetOptions{})
+	s, err := r.o.Scales.GetScale(ctx, t.Namespace, t.Resource, t.Deployment)
 	if err != nil {
 		r.m.apiErrors.WithLabelValues("get_scale").Inc()
 		return fmt.Errorf("reading the scale of %s: %w", t, err)
@@ -276,7 +293,7 @@ func (r *Runner) syncScale(ctx context.Context) error {
 		}
 	}
 	s.Spec.Replicas = want
-	if _, err := sc.Update(ctx, t.Resource, s, metav1.UpdateOptions{}); err != nil {
+	if _, err := r.o.Scales.UpdateScale(ctx, t.Namespace, t.Resource, s); err != nil {
 		op := "update_scale"
 		if apierrors.IsConflict(err) {
 			op = "update_scale_conflict"
@@ -293,7 +310,7 @@ func (r *Runner) syncScale(ctx context.Context) error {
 // ReplicaSet removes it first when replicas are lowered.
 func (r *Runner) markForDeletion(ctx context.Context, pod string) error {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, DeletionCostAnnotation, strconv.Itoa(math.MinInt32))
-	_, err := r.o.Client.CoreV1().Pods(r.o.Target.Namespace).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	err := r.o.Client.PatchPod(ctx, r.o.Target.Namespace, pod, []byte(patch))
 	if err != nil {
 		r.m.apiErrors.WithLabelValues("patch_pod").Inc()
 		r.log.Warn("could not set the deletion cost of a pod; the ReplicaSet picks which pod goes", "pod", pod, "error", err)
@@ -309,15 +326,11 @@ func (r *Runner) checkDeployment(ctx context.Context) {
 	if t.Resource != deployments {
 		return
 	}
-	d, err := r.o.Client.AppsV1().Deployments(t.Namespace).Get(ctx, t.Deployment, metav1.GetOptions{})
+	d, err := r.o.Client.GetDeployment(ctx, t.Namespace, t.Deployment)
 	if err != nil {
 		r.m.apiErrors.WithLabelValues("get_deployment").Inc()
 		r.log.Warn("cannot read the Deployment; scaling will be retried", "error", err)
 		return
 	}
-	replicas := int32(1)
-	if d.Spec.Replicas != nil {
-		replicas = *d.Spec.Replicas
-	}
-	r.log.Info("watching Deployment", "service", t.Service, "replicas", replicas, "ready", d.Status.ReadyReplicas)
+	r.log.Info("watching Deployment", "service", t.Service, "replicas", d.Replicas, "ready", d.ReadyReplicas)
 }

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/tollgate/tollgate/pool"
 )
@@ -29,7 +29,7 @@ type Runner struct {
 	kick       chan struct{} // wakes the scale loop; buffer 1, non-blocking send
 	closed     chan struct{} // closed once Run's context has ended
 	epKick     func()        // queues an EndpointSlice sync; set by Run
-	lister     discoverylisters.EndpointSliceLister
+	epCache    cache.Indexer // the informer's EndpointSlices
 
 	mu       sync.Mutex
 	live     int                  // instances the replica count asks for

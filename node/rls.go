@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http/httpguts"
@@ -17,78 +17,88 @@ import (
 	"github.com/tollgate/tollgate/rls"
 )
 
-// defaultGRPCListen is where the Envoy rate limit service listens when
+// DefaultGRPCListen is where the Envoy rate limit service listens when
 // neither --grpc-listen nor the config's rls.grpc_listen says: envoy
 // ratelimit's GRPC_PORT, on loopback.
-const defaultGRPCListen = "127.0.0.1:8081"
+const DefaultGRPCListen = "127.0.0.1:8081"
 
-// optBool is a boolean flag that remembers whether it was given, so that
-// a flag left out defers to the config file and a flag given wins over it.
-type optBool struct{ set, v bool }
-
-func (b *optBool) String() string { return strconv.FormatBool(b.v) }
-
-// Set parses the flag's value, as flag.Bool does.
-func (b *optBool) Set(s string) error {
-	v, err := strconv.ParseBool(s)
-	if err != nil {
-		return err
-	}
-	b.set, b.v = true, v
-	return nil
+// RLSOptions override the config file's rls section; each field that is
+// set wins. The zero value overrides nothing.
+type RLSOptions struct {
+	// ConfigDir is envoy ratelimit's config directory (tollgate serve
+	// --rls-config).
+	ConfigDir string
+	// GRPCListen is the gRPC listen address; with neither this nor the
+	// file's, DefaultGRPCListen.
+	GRPCListen string
+	// MergeDomains, ShadowMode and ResponseHeaders, when non-nil, replace
+	// the file's merge_domains, shadow_mode and response_headers.
+	MergeDomains, ShadowMode, ResponseHeaders *bool
+	// LimitHeader, RemainingHeader and ResetHeader name the rate limit
+	// headers.
+	LimitHeader, RemainingHeader, ResetHeader string
+	// RequireDomain refuses a config directory (at start and on reload)
+	// that defines no domain; without it such a config is logged at
+	// ERROR and answers OK to everything.
+	RequireDomain bool
+	// Watch reloads when a file of the config directory changes
+	// (rls.Watch: fsnotify, debounced), through the node's reload queue,
+	// as SIGHUP does.
+	Watch bool
 }
 
-// IsBoolFlag lets the flag stand alone (--rls-shadow-mode).
-func (b *optBool) IsBoolFlag() bool { return true }
-
-// or returns the flag's value if it was given, else def.
-func (b optBool) or(def bool) bool {
-	if b.set {
-		return b.v
+// or returns *b if b is set, else def.
+func or(b *bool, def bool) bool {
+	if b != nil {
+		return *b
 	}
 	return def
 }
 
 // rlsSettings merges the rls flags over the config file's rls section:
 // each flag given wins over the file.
-func rlsSettings(f serveFlags, file config.RLS) config.RLS {
+func rlsSettings(over RLSOptions, file config.RLS) config.RLS {
 	st := file
-	if f.rlsConfig != "" {
-		st.ConfigDir = f.rlsConfig
+	if over.ConfigDir != "" {
+		st.ConfigDir = over.ConfigDir
 	}
-	if f.grpcListen != "" {
-		st.GRPCListen = f.grpcListen
+	if over.GRPCListen != "" {
+		st.GRPCListen = over.GRPCListen
 	}
 	if st.GRPCListen == "" {
-		st.GRPCListen = defaultGRPCListen
+		st.GRPCListen = DefaultGRPCListen
 	}
-	st.MergeDomains = f.rlsMerge.or(st.MergeDomains)
-	st.ShadowMode = f.rlsShadow.or(st.ShadowMode)
-	st.ResponseHeaders = f.rlsHeaders.or(st.ResponseHeaders)
+	st.MergeDomains = or(over.MergeDomains, st.MergeDomains)
+	st.ShadowMode = or(over.ShadowMode, st.ShadowMode)
+	st.ResponseHeaders = or(over.ResponseHeaders, st.ResponseHeaders)
 	for i, dst := range []*string{&st.LimitHeader, &st.RemainingHeader, &st.ResetHeader} {
-		if f.rlsHeaderNames[i] != "" {
-			*dst = f.rlsHeaderNames[i]
+		if h := over.headers()[i]; h != "" {
+			*dst = h
 		}
 	}
 	return st
 }
 
+// headers returns the header overrides: limit, remaining, reset.
+func (o RLSOptions) headers() [3]string {
+	return [3]string{o.LimitHeader, o.RemainingHeader, o.ResetHeader}
+}
+
 // buildRLS builds the Envoy rate limit service of `tollgate serve` and
 // its listener, when --rls-config or the config's rls.config_dir names
 // envoy ratelimit's config directory; with neither it returns nils and
-// nothing listens. configName names the config file in errors; ctx
-// bounds the reads of the config directory, at start and on reload.
-func buildRLS(ctx context.Context, f serveFlags, file config.RLS, configName string, st config.Store, store limiter.Limiter, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, error) {
-	set := rlsSettings(f, file)
+// nothing listens. configName names the config file in errors.
+func buildRLS(ctx context.Context, over RLSOptions, file config.RLS, configName string, st config.Store, store limiter.Limiter, shutdownTimeout time.Duration, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, error) {
+	set := rlsSettings(over, file)
 	if set.ConfigDir == "" {
 		return nil, nil, nil
 	}
 	source := "--rls-config"
-	if f.rlsConfig == "" {
+	if over.ConfigDir == "" {
 		source = configName + ": rls.config_dir"
 	}
 	for i, name := range []string{"--rls-limit-header", "--rls-remaining-header", "--rls-reset-header"} {
-		if h := f.rlsHeaderNames[i]; h != "" && !httpguts.ValidHeaderFieldName(h) {
+		if h := over.headers()[i]; h != "" && !httpguts.ValidHeaderFieldName(h) {
 			return nil, nil, fmt.Errorf("%s %q is not a valid HTTP header name", name, h)
 		}
 	}
@@ -98,7 +108,7 @@ func buildRLS(ctx context.Context, f serveFlags, file config.RLS, configName str
 	}
 	load := func() (*rls.Config, error) {
 		cfg, err := rls.LoadContext(ctx, set.ConfigDir, opts)
-		if err == nil && f.rlsRequireDomain && len(cfg.Domains()) == 0 {
+		if err == nil && over.RequireDomain && len(cfg.Domains()) == 0 {
 			err = fmt.Errorf("%s: no domain loaded from %d files (--rls-require-domain)", set.ConfigDir, len(cfg.Files()))
 		}
 		return cfg, err
@@ -120,7 +130,7 @@ func buildRLS(ctx context.Context, f serveFlags, file config.RLS, configName str
 		RemainingHeader:  set.RemainingHeader,
 		ResetHeader:      set.ResetHeader,
 		GlobalShadowMode: set.ShadowMode,
-		ShutdownTimeout:  f.shutdownTimeout,
+		ShutdownTimeout:  shutdownTimeout,
 	})
 	ln, err := net.Listen("tcp", set.GRPCListen)
 	if err != nil {

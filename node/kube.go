@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -14,11 +14,19 @@ import (
 	"github.com/tollgate/tollgate/pool/kube"
 )
 
-// kubeFlags are serve's Kubernetes flags.
-type kubeFlags struct {
-	kubeconfig  string
-	leaderElect bool
-	identity    string
+// KubeOptions say how autoscaled services on Kubernetes reach the API
+// server. The zero value finds a config as kube.LoadConfig does and runs
+// without leader election.
+type KubeOptions struct {
+	// Kubeconfig is a kubeconfig file; "" means $KUBECONFIG, else the
+	// in-cluster config, else ~/.kube/config.
+	Kubeconfig string
+	// LeaderElect makes only the holder of a Lease write replicas, for
+	// several tollgate replicas in front of one Deployment; all route.
+	LeaderElect bool
+	// Identity is this replica's name in leader election; "" means the
+	// host name.
+	Identity string
 }
 
 // kubeRunners keeps one pool/kube runner per Deployment target across
@@ -27,7 +35,7 @@ type kubeFlags struct {
 // running until tollgate stops, so that the revision it served can still
 // lower its replicas while it drains.
 type kubeRunners struct {
-	flags kubeFlags
+	flags KubeOptions
 	log   *slog.Logger
 	reg   prometheus.Registerer
 
@@ -40,7 +48,7 @@ type kubeRunners struct {
 	errs    []error
 }
 
-func newKubeRunners(f kubeFlags, log *slog.Logger, reg prometheus.Registerer) *kubeRunners {
+func newKubeRunners(f KubeOptions, log *slog.Logger, reg prometheus.Registerer) *kubeRunners {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &kubeRunners{flags: f, log: log, reg: reg, runners: map[string]*kube.Runner{}, ctx: ctx, cancel: cancel}
 }
@@ -58,7 +66,7 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 		return r, nil
 	}
 	if k.clients == nil {
-		cfg, err := kube.LoadConfig(k.flags.kubeconfig)
+		cfg, err := kube.LoadConfig(k.flags.Kubeconfig)
 		if err != nil {
 			return nil, err
 		}
@@ -78,8 +86,8 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 		Logger:       k.log,
 		Registry:     k.reg,
 	}
-	if k.flags.leaderElect {
-		id := k.flags.identity
+	if k.flags.LeaderElect {
+		id := k.flags.Identity
 		if id == "" {
 			id, _ = os.Hostname()
 		}

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"log/slog"
@@ -26,14 +26,15 @@ func TestKubeRunnersNeedAConfigOnlyWhenUsed(t *testing.T) {
 	}
 	log := slog.New(slog.DiscardHandler)
 	missing := filepath.Join(dir, "no-such-kubeconfig")
-	kr := newKubeRunners(kubeFlags{kubeconfig: missing}, log, prometheus.NewRegistry())
+	kr := newKubeRunners(KubeOptions{Kubeconfig: missing}, log, prometheus.NewRegistry())
 	defer kr.Close()
+	b := pools{log: log, kube: kr}
 
-	specs, err := poolSpecs(parse("services:\n  - name: a\n    route: {path_prefix: /a/}\n    autoscale: {command: sh}\n"), log, nil, kr)
+	specs, err := b.specs(parse("services:\n  - name: a\n    route: {path_prefix: /a/}\n    autoscale: {command: sh}\n"))
 	if err != nil || len(specs) != 1 {
 		t.Fatalf("process service: %v, %d specs", err, len(specs))
 	}
-	_, err = poolSpecs(parse("services:\n  - name: k\n    route: {path_prefix: /k/}\n    autoscale: {kubernetes: {namespace: n, deployment: d}}\n"), log, nil, kr)
+	_, err = b.specs(parse("services:\n  - name: k\n    route: {path_prefix: /k/}\n    autoscale: {kubernetes: {namespace: n, deployment: d}}\n"))
 	if err == nil || !strings.Contains(err.Error(), "service k") || !strings.Contains(err.Error(), "kubeconfig") {
 		t.Fatalf("kubernetes service with a missing kubeconfig: %v", err)
 	}

@@ -1,0 +1,57 @@
+package node
+
+import (
+	"fmt"
+
+	"github.com/tollgate/tollgate/liveview"
+	"github.com/tollgate/tollgate/pool"
+)
+
+// poolSamples reports p's autoscaled services to the live view once a
+// second.
+func poolSamples(p *pool.Pool) func() []liveview.ServiceSample {
+	return func() []liveview.ServiceSample {
+		status := p.Status()
+		out := make([]liveview.ServiceSample, 0, len(status))
+		for _, s := range status {
+			ls := liveview.ServiceSample{Name: s.Name, Instances: map[string]int{}, Recommended: s.Recommended,
+				Driver: s.Driver, Pending: s.Pending, Rejected: s.Rejected}
+			for _, in := range s.Instances {
+				ls.Instances[in.State]++
+			}
+			for _, e := range s.Scales {
+				ls.Scales = append(ls.Scales, liveview.ScaleDecision{Time: e.Time, From: e.From, To: e.To, Driver: e.Driver,
+					Reason: scaleWhy(e)})
+			}
+			out = append(out, ls)
+		}
+		return out
+	}
+}
+
+// scaleWhy says, for the live page, why a scale decision was taken: the
+// reason of the scale log line in words, then the metrics behind it.
+func scaleWhy(e pool.ScaleEvent) string {
+	var head string
+	switch e.Reason {
+	case "metrics":
+		head = fmt.Sprintf("the %s metric needs %d", e.Driver, e.DriverCount)
+	case "requests waiting":
+		head = "requests waited with too few instances ready"
+		if e.From == 0 {
+			head = "a request arrived with no instance running (scale from zero)"
+		}
+	case "idle timeout":
+		head = "no request for the idle timeout: scale to zero"
+	case "max instances":
+		head = fmt.Sprintf("held at max instances (the %s metric asked for %d)", e.Driver, e.DriverCount)
+	case "min instances":
+		head = fmt.Sprintf("kept at min instances (the metrics asked for %d)", e.DriverCount)
+	case "":
+		head = fmt.Sprintf("%s asked for %d", e.Driver, e.DriverCount)
+	default:
+		head = fmt.Sprintf("%s (the %s metric asked for %d)", e.Reason, e.Driver, e.DriverCount)
+	}
+	return fmt.Sprintf("%s; %d in flight on %d ready (instances needed by cpu %.2f, concurrency %.2f, act %.2f)",
+		head, e.InFlight, e.Ready, e.NeedCPU, e.NeedConcurrency, e.NeedACT)
+}

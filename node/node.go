@@ -1,0 +1,284 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/gateway"
+	"github.com/tollgate/tollgate/limiter/memory"
+	"github.com/tollgate/tollgate/liveview"
+	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/rls"
+)
+
+// DefaultListen is the HTTP address when Options.Listen is empty.
+const DefaultListen = "127.0.0.1:8080"
+
+// DefaultShutdownTimeout is Options.ShutdownTimeout when it is 0.
+const DefaultShutdownTimeout = 10 * time.Second
+
+// Options configure a Node. The zero value serves the built-in ecs and
+// cloudmap presets from memory on DefaultListen, without admin endpoints
+// and without the Envoy rate limit service. Every field that overrides
+// the config file wins over it when set (as tollgate serve's flags do).
+type Options struct {
+	// Listen is the HTTP address (host:port); "" means DefaultListen.
+	Listen string
+	// ConfigPath is the config file (package config); "" means the
+	// built-in presets. It is read again by every Reload.
+	ConfigPath string
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// AdminToken guards /v1/admin/; "" disables the admin endpoints.
+	AdminToken string
+	// MaxBodyBytes, MaxBatch and MaxInFlightBytes bound requests as
+	// gateway.Options says; 0 means the gateway's defaults.
+	MaxBodyBytes     int64
+	MaxBatch         int
+	MaxInFlightBytes int64
+	// ShutdownTimeout is how long in-flight requests may take to finish
+	// once shutdown starts; 0 means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// DrainDelay is how long to keep serving, with /readyz answering 503,
+	// once shutdown starts; 0 means none.
+	DrainDelay time.Duration
+	// Store overrides the config's store section: each non-zero field
+	// wins. The URL, from either, defaults to "memory".
+	Store config.Store
+	// DenyCache, with Redis, denies takes of buckets known to be empty
+	// without a round trip.
+	DenyCache bool
+	// StorePipelines is the Redis store's pipelines in flight; 0 means
+	// its default.
+	StorePipelines int
+	// StoreNodes is the number of nodes sharing the Redis store: under
+	// the local failure policy each decides from its share of a bucket
+	// while Redis does not answer. 0 means 1.
+	StoreNodes int
+	// Memory bounds the memory store (buckets and bytes of keys held);
+	// its zero value takes memory.Options' defaults.
+	Memory memory.Options
+	// RLS overrides the config's rls section.
+	RLS RLSOptions
+	// Kube is how autoscaled services on Kubernetes reach the API server.
+	Kube KubeOptions
+	// Supervisor is the command every instance's command is started
+	// through (pool/process.Options.Supervisor): tollgate's own
+	// executable and process.SupervisorCommand, so that instances die
+	// with it. nil starts instances directly.
+	Supervisor []string
+	// OnShutdown, when set, is called once when shutdown starts (the
+	// binary makes a second signal kill the process from then on).
+	OnShutdown func()
+}
+
+// Node is one assembled tollgate server: the config, the store, the
+// gateway and its listener, the autoscaled pools, the Cloud Map registry,
+// the live view and, with an rls config directory, the Envoy rate limit
+// service. Build it with New, run it with Run.
+type Node struct {
+	opts       Options
+	log        *slog.Logger
+	gw         *gateway.Gateway
+	srv        *http.Server
+	ln         net.Listener
+	sweep      *memory.Store // the memory store to sweep; nil with Redis
+	configName string
+	release    func()             // closes the store, the registry and the Kubernetes runners
+	closeOnce  sync.Once          // of Close
+	rls        *rls.Server        // the Envoy rate limit service; nil without an rls config directory
+	rlsLn      net.Listener       // its gRPC listener
+	rlsDir     string             // the rls config directory in use
+	pools      *pool.Pool         // the autoscaled services' instances
+	live       *liveview.Recorder // per-second decisions for /ui
+	kube       *kubeRunners       // runners of services on Kubernetes
+	// stopping ends when shutdown starts (or Close is called); the
+	// config reads of reloads end with it, so a reload never holds up
+	// shutdown.
+	stopping      context.Context
+	startShutdown context.CancelFunc
+	reloads       chan struct{}   // TriggerReload's requests, buffer 1
+	reloadMu      sync.Mutex      // one Reload at a time, so the newest files win
+	reloadCtx     context.Context // the running Reload's, under reloadMu; nil between reloads
+}
+
+// New loads the config (bounded by ctx and by config.ReadFile's limits),
+// opens the store, builds every part and listens, but starts nothing: Run
+// serves. Errors name the file, flag or address at fault. A Node that is
+// never run must be closed.
+func New(ctx context.Context, opts Options) (*Node, error) {
+	if opts.Listen == "" {
+		opts.Listen = DefaultListen
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := config.Load(ctx, opts.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	warnConfig(log, cfg)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	st := storeSettings(opts.Store, cfg.Store)
+	if err := fitsStore(cfg.Quota, st); err != nil {
+		return nil, err
+	}
+	if opts.StorePipelines < 0 {
+		return nil, fmt.Errorf("--store-pipelines %d must not be negative", opts.StorePipelines)
+	}
+	if opts.StoreNodes < 0 {
+		return nil, fmt.Errorf("--store-nodes %d must be at least 1", opts.StoreNodes)
+	}
+	store, closeStore, err := openStore(ctx, st, opts.Memory, opts.DenyCache, opts.StorePipelines, opts.StoreNodes, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{opts: opts, log: log, release: closeStore, configName: opts.ConfigPath, reloads: make(chan struct{}, 1)}
+	n.stopping, n.startShutdown = context.WithCancel(context.Background())
+	if n.configName == "" {
+		n.configName = "built-in presets"
+	}
+	registry, closeRegistry, err := newRegistry(st, log)
+	if err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.release = func() { closeRegistry(); closeStore() }
+	// Autoscaled services: their pool runs until the HTTP server has
+	// drained, then stops every instance within its grace period.
+	// Services on Kubernetes: one runner per Deployment for tollgate's
+	// life, closed before the pools stop so Deployments keep their pods.
+	n.kube = newKubeRunners(opts.Kube, log, reg)
+	n.release = func() { n.kube.Close(); closeRegistry(); closeStore() }
+	builder := pools{log: log, registry: registry, kube: n.kube, supervisor: opts.Supervisor}
+	if n.pools, err = builder.newPool(cfg, reg); err != nil {
+		n.Close()
+		return nil, err
+	}
+	pools := n.pools
+	if ms, ok := store.(*memory.Store); ok {
+		n.sweep = ms
+	}
+	n.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
+	lastStore, lastRLS := cfg.Store, cfg.RLS
+	n.rlsDir = rlsSettings(opts.RLS, cfg.RLS).ConfigDir
+	if n.rls, n.rlsLn, err = buildRLS(ctx, opts.RLS, cfg.RLS, n.configName, st, store, opts.ShutdownTimeout, log, reg); err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.gw, err = gateway.New(gateway.Options{
+		Routes:     rlsRoutes(n.rls),
+		Handlers:   map[string]http.Handler{"cloudmap": registry},
+		Live:       n.live,
+		Config:     cfg.Quota,
+		Limiter:    store,
+		Logger:     log,
+		Registry:   reg,
+		AdminToken: opts.AdminToken,
+		// Reload is the config part of the node's Reload; the gateway
+		// runs one at a time.
+		Reload: func() (*quota.Config, error) {
+			next, err := config.Load(n.readContext(), opts.ConfigPath)
+			if err != nil {
+				return nil, err
+			}
+			warnConfig(log, next)
+			if err := fitsStore(next.Quota, st); err != nil {
+				return nil, err
+			}
+			if err := builder.apply(pools, next); err != nil {
+				return nil, err
+			}
+			if next.Store != lastStore {
+				log.Warn("the config's store section changed; store settings take effect on restart")
+				lastStore = next.Store
+			}
+			if next.RLS != lastRLS { // the rls config directory's files do reload
+				log.Warn("the config's rls section changed; rls settings take effect on restart")
+				lastRLS = next.RLS
+			}
+			return next.Quota, nil
+		},
+		MaxBodyBytes:     opts.MaxBodyBytes,
+		MaxBatch:         opts.MaxBatch,
+		MaxInFlightBytes: opts.MaxInFlightBytes,
+		Pools:            pools.Handler,
+		AdminHandlers:    map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()},
+	})
+	if err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.srv = &http.Server{
+		Handler:           n.gw,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if n.ln, err = net.Listen("tcp", opts.Listen); err != nil {
+		n.Close()
+		return nil, err
+	}
+	log.Info("listening", "addr", n.ln.Addr().String(), "config", n.configName, "store", redactURL(st.URL), "admin", opts.AdminToken != "")
+	return n, nil
+}
+
+// Addr is the address the HTTP server listens on.
+func (n *Node) Addr() net.Addr { return n.ln.Addr() }
+
+// RLSAddr is the address of the Envoy rate limit service; nil without
+// one.
+func (n *Node) RLSAddr() net.Addr {
+	if n.rlsLn == nil {
+		return nil
+	}
+	return n.rlsLn.Addr()
+}
+
+// Gateway is the node's HTTP front door.
+func (n *Node) Gateway() *gateway.Gateway { return n.gw }
+
+// RLS is the node's Envoy rate limit service; nil without one.
+func (n *Node) RLS() *rls.Server { return n.rls }
+
+// Close releases what New opened (listeners, the store, the registry, the
+// Kubernetes runners) and ends reloads in progress. Run closes the node
+// when it returns; Close is for a node that is never run, and is safe to
+// call more than once.
+func (n *Node) Close() {
+	n.closeOnce.Do(func() {
+		n.startShutdown()
+		if n.ln != nil {
+			n.ln.Close()
+		}
+		if n.rlsLn != nil {
+			n.rlsLn.Close()
+		}
+		n.release()
+	})
+}
+
+// warnConfig logs each of cfg's warnings (valid, but likely not meant).
+func warnConfig(log *slog.Logger, cfg *config.Config) {
+	for _, w := range cfg.Warnings {
+		log.Warn("config warning", "warning", w.Error())
+	}
+}

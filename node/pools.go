@@ -1,0 +1,108 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/cloudmap"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/process"
+)
+
+// pools turns the config's autoscale sections into the pool's specs:
+// instances of services with a cloud_map section are listed in registry,
+// services on Kubernetes get their runner from kube, and local processes
+// start through supervisor (see Options.Supervisor).
+type pools struct {
+	log        *slog.Logger
+	registry   *cloudmap.Registry
+	kube       *kubeRunners
+	supervisor []string
+}
+
+// newPool returns the pool of the config's autoscaled services, not yet
+// running; its metrics go to reg.
+func (b pools) newPool(cfg *config.Config, reg prometheus.Registerer) (*pool.Pool, error) {
+	p := pool.New(pool.Options{Logger: b.log, Registry: reg})
+	if err := b.apply(p, cfg); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// apply makes p run the autoscaled services of cfg (on a reload: new
+// bounds in place, new revisions for changed commands).
+func (b pools) apply(p *pool.Pool, cfg *config.Config) error {
+	specs, err := b.specs(cfg)
+	if err != nil {
+		return err
+	}
+	return p.Apply(specs)
+}
+
+// specs turns the autoscale sections of cfg into the pool's specs, each
+// with a runner for its command.
+func (b pools) specs(cfg *config.Config) ([]pool.ServiceSpec, error) {
+	var specs []pool.ServiceSpec
+	for _, s := range cfg.Quota.Services() {
+		a := cfg.Autoscale[s.Name]
+		if a == nil {
+			continue
+		}
+		var r pool.Runner
+		var err error
+		if a.Kubernetes != nil {
+			r, err = b.kube.runner(a)
+		} else {
+			r, err = b.runner(a)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("service %s: %w", s.Name, err)
+		}
+		spec := pool.ServiceSpec{
+			Name:      s.Name,
+			Engine:    a.Engine,
+			Runner:    r,
+			Template:  a.Template(),
+			StopGrace: a.StopGrace,
+
+			RequestTimeout: a.RequestTimeout,
+			MaxPending:     a.MaxPending,
+		}
+		if cm := a.CloudMap; cm != nil {
+			sc := cloudmap.DefaultScope
+			if cm.Account != "" {
+				sc.Account = cm.Account
+			}
+			if cm.Region != "" {
+				sc.Region = cm.Region
+			}
+			spec.Registrar = b.registry.Registrar(sc, cm.Namespace, cm.Service, cm.Attributes)
+		}
+		specs = append(specs, spec)
+	}
+	return specs, nil
+}
+
+// runner returns the process runner of one autoscaled service. Its
+// errors (a command that cannot be run) are config errors.
+func (b pools) runner(a *config.Autoscale) (pool.Runner, error) {
+	env := make([]string, 0, len(a.Env))
+	for _, e := range a.Env {
+		env = append(env, e.Name+"="+e.Value)
+	}
+	return process.New(process.Options{
+		Command:    a.Command[0],
+		Args:       append(slices.Clone(a.Command[1:]), a.Args...),
+		Env:        env,
+		Dir:        a.WorkingDir,
+		Readiness:  process.Readiness{Path: a.Readiness.Path, Timeout: a.Readiness.Timeout},
+		StopGrace:  a.StopGrace,
+		Logger:     b.log,
+		Supervisor: b.supervisor,
+	})
+}

@@ -1,0 +1,140 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/limiter"
+	"github.com/tollgate/tollgate/limiter/memory"
+	redisstore "github.com/tollgate/tollgate/limiter/redis"
+	"github.com/tollgate/tollgate/quota"
+)
+
+// storeSettings merges the store overrides over the config file's store
+// section; the URL defaults to memory.
+func storeSettings(over, file config.Store) config.Store {
+	st := file
+	if over.URL != "" {
+		st.URL = over.URL
+	}
+	if over.Timeout != 0 {
+		st.Timeout = over.Timeout
+	}
+	if over.OnFailure != "" {
+		st.OnFailure = over.OnFailure
+	}
+	if st.URL == "" {
+		st.URL = "memory"
+	}
+	return st
+}
+
+// openStore returns the limiter the store settings name, and a function
+// that closes it.
+func openStore(ctx context.Context, st config.Store, mem memory.Options, denyCache bool, pipelines, nodes int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
+	if st.URL == "memory" {
+		return memory.New(mem), func() {}, nil
+	}
+	policy := redisstore.FailLocal
+	if st.OnFailure != "" {
+		p, err := redisstore.ParseFailurePolicy(st.OnFailure)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--store-on-failure: %w", err)
+		}
+		policy = p
+	}
+	// go-redis's own lines (failed dials) go to the server's log, as
+	// seldom as the store's warnings.
+	redisstore.SetClientLogger(log, 0)
+	store, err := redisstore.Open(st.URL, redisstore.Options{
+		Timeout:       st.Timeout,
+		FailurePolicy: policy,
+		DenyCache:     denyCache,
+		Pipelines:     pipelines,
+		Nodes:         nodes,
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("--store: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if err := store.Ping(pctx); err != nil {
+		log.Warn("Redis store not reachable at start; deciding by the failure policy until it is",
+			"on_failure", policy.String(), "error", err)
+	}
+	cancel()
+	stat := func(pick func(redisstore.Stats) uint64) func() float64 {
+		return func() float64 { return float64(pick(store.Stats())) }
+	}
+	for _, c := range []struct {
+		source string
+		pick   func(redisstore.Stats) uint64
+	}{
+		{"redis", func(s redisstore.Stats) uint64 { return s.Redis }},
+		{"deny_cache", func(s redisstore.Stats) uint64 { return s.Cached }},
+		{"failure_policy", func(s redisstore.Stats) uint64 { return s.Fallback }},
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "tollgate_store_decisions_total",
+			Help:        "Decisions of the Redis store by who made them: Redis, the local deny cache, or the failure policy while Redis was unreachable.",
+			ConstLabels: prometheus.Labels{"source": c.source},
+		}, stat(c.pick)))
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "tollgate_store_errors_total",
+		Help: "Failed calls to Redis (each decides up to 128 takes by the failure policy).",
+	}, stat(func(s redisstore.Stats) uint64 { return s.Errors })))
+	return store, func() { store.Close() }, nil
+}
+
+// redactURL hides the passwords of a store URL (its user info and any
+// password option), for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "xxxxx")
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.Redacted()
+}
+
+// fitsStore checks that the store can hold every limit of cfg: the Redis
+// script is exact only for buckets that refill within redis.MaxWindow.
+func fitsStore(cfg *quota.Config, st config.Store) error {
+	if st.URL == "memory" {
+		return nil
+	}
+	check := func(what string, l bucket.Limit) error {
+		if window := time.Duration(l.Capacity()) * l.Interval(); l.Interval() > redisstore.MaxWindow || window > redisstore.MaxWindow || window < 0 {
+			return fmt.Errorf("%s: limit %v takes longer than %v to refill, more than the Redis store supports", what, l, redisstore.MaxWindow)
+		}
+		return nil
+	}
+	for _, s := range cfg.Services() {
+		for _, c := range s.Categories {
+			if err := check("service "+s.Name+" category "+c.Name, c.Limit); err != nil {
+				return err
+			}
+		}
+	}
+	for _, o := range cfg.Overrides() {
+		if err := check("override for account "+o.Account+" of "+o.Service+"/"+o.Category, o.Limit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
