@@ -124,9 +124,19 @@
 //
 // A queued request waits at most max(10 s, 3.5 × expected cold start),
 // the expected cold start being the mean of observed starts
-// (Config.InitialColdStart before any); then a new instance is started for it (and it waits for that
-// one up to the same time again), or at max instances it fails with HTTP
-// 429. Pending requests are served oldest first.
+// (Config.InitialColdStart before any), raised to how long the oldest
+// instance still starting has been starting (a start in progress for t
+// shows a cold start takes at least t), and judged at every Tick; then a
+// new instance is started for it (and it waits for that one up to the same
+// time again), or at max instances it fails with HTTP 429. So a request
+// waiting for a slow first start gets no hedge instance while that start
+// goes on. Pending requests are served oldest first.
+//
+// The window averages end at the last complete second: the current second
+// once a sample for it is in, else the one before, so a Tick on a second
+// not yet observed does not read it as idle. Zero instances is decided by
+// requests only: a live instance stays recommended until the idle timeout
+// whatever the metrics read (Decision.Idle marks the idle drop).
 //
 // # Scale-down
 //

@@ -69,9 +69,13 @@ func (ev *Events) reset() {
 type Decision struct {
 	// Recommendation is the policy's answer with the engine's bounds
 	// applied: Count is in [min, max] instances, at least 1 while any
-	// request is in flight or pending, and min when nothing can scale
-	// from zero or the service has been idle for Config.IdleTimeout.
+	// request is in flight or pending or an instance is live, until the
+	// service has been idle for Config.IdleTimeout, and min when nothing
+	// can scale from zero or after that idle timeout.
 	Recommendation
+	// Idle is true when the idle timeout set Count (no request for
+	// Config.IdleTimeout): zero, or min instances.
+	Idle bool
 	// Events are what the caller must do.
 	Events
 }
@@ -219,7 +223,8 @@ func (e *Engine) Tick(now time.Time) Decision {
 	e.ev.reset()
 	m := e.Metrics(now)
 	rec := e.policy.Recommend(m)
-	e.rec = e.bound(rec, m)
+	var idle bool
+	e.rec, idle = e.bound(rec, m)
 
 	e.expire(now)
 	e.requeue(now)
@@ -241,5 +246,5 @@ func (e *Engine) Tick(now time.Time) Decision {
 			}
 		}
 	}
-	return Decision{Recommendation: e.rec, Events: e.ev}
+	return Decision{Recommendation: e.rec, Idle: idle, Events: e.ev}
 }

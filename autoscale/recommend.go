@@ -143,16 +143,24 @@ func (e *Engine) takeWindow() *window {
 	return newWindow(span1m, span10m)
 }
 
-// bound applies the engine's rules to a policy's recommendation.
-func (e *Engine) bound(rec Recommendation, m Metrics) Recommendation {
-	if m.Active == 0 && (m.Live == 0 || m.Now.Sub(e.lastRequest) >= e.cfg.IdleTimeout) {
+// bound applies the engine's rules to a policy's recommendation. Zero is
+// decided by requests only: no instance live and none asked for, or no
+// request for the idle timeout. Until then a live instance stays
+// recommended whatever the metrics read (an idle instance's own background
+// CPU must not make the count flap between 0 and 1). It reports whether
+// the idle timeout set the count.
+func (e *Engine) bound(rec Recommendation, m Metrics) (Recommendation, bool) {
+	idle := false
+	switch {
+	case m.Active == 0 && m.Live > 0 && m.Now.Sub(e.lastRequest) >= e.cfg.IdleTimeout:
+		rec.Count, idle = 0, true
+	case m.Active == 0 && m.Live == 0:
 		rec.Count = 0
-	}
-	if m.Active > 0 {
+	default:
 		rec.Count = max(rec.Count, 1)
 	}
 	rec.Count = min(max(rec.Count, e.cfg.MinInstances), e.cfg.MaxInstances)
-	return rec
+	return rec, idle
 }
 
 // scaleDown stops or drains surplus instances, newest (lowest ranked)
@@ -246,4 +254,46 @@ func (e *Engine) underused(in *instance, now time.Time, sec int64) bool {
 	}
 	util := max(cpu/e.cfg.CPUsPerInstance, conc/float64(e.cfg.MaxConcurrency))
 	return util < SurplusUtilisation
+}
+
+// History is the service-wide usage of an engine's last complete seconds,
+// for a new revision's engine to start from (Seed).
+type History struct {
+	secs []pair // oldest first; the last is the engine's last complete second
+}
+
+// History returns the service-wide per-second usage of the 10 minutes
+// ending at the last complete second at now (moving the engine's clock to
+// now, as every method does).
+func (e *Engine) History(now time.Time) History {
+	e.clock(now)
+	end := e.metricEnd()
+	w := e.svc
+	if !w.started || end < w.first {
+		return History{}
+	}
+	w.advance(end)
+	from := max(w.first, end-span10m+1, w.last-span10m+1)
+	h := History{secs: make([]pair, 0, end-from+1)}
+	for s := from; s <= end; s++ {
+		h.secs = append(h.secs, w.buf[w.slot(s)])
+	}
+	return h
+}
+
+// Seed adds h to the engine's service-wide windows, its last second as the
+// engine's last complete second at now: a new revision taking over a
+// service's traffic decides from the load it takes over, not from empty
+// windows (its count went 10 → 1 → 2 → 3 right after a rollout). Seconds
+// h holds that the engine has already left behind are skipped.
+func (e *Engine) Seed(now time.Time, h History) {
+	e.clock(now)
+	end := e.metricEnd()
+	for i, v := range h.secs {
+		sec := end - int64(len(h.secs)-1-i)
+		if e.nowSec-sec >= span10m || !e.svc.accepts(sec) {
+			continue
+		}
+		e.svc.put(sec, v, false)
+	}
 }

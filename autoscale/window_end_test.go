@@ -93,3 +93,32 @@ func TestWindowAverageEndingBeforeItsEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestSeedCarriesTheOldRevisionsLoad: a new engine seeded from one that
+// has held 30 concurrent requests for 5 minutes reads the same averages,
+// so with max concurrency 10 it keeps 5 instances (30 / 6) rather than
+// starting from empty windows.
+func TestSeedCarriesTheOldRevisionsLoad(t *testing.T) {
+	old := newEngine(t, Config{MaxConcurrency: 10})
+	ids := readyInstances(t, old, sec(0), 5)
+	for k := 1; k <= 300; k++ {
+		for _, id := range ids {
+			if err := old.Observe(sec(float64(k)-0.5), id, 0, 6); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old.Tick(sec(float64(k)))
+	}
+	now := sec(300.25)
+	want := old.Metrics(now)
+	fresh := newEngine(t, Config{MaxConcurrency: 10})
+	fresh.Tick(sec(290)) // made during the rollout, ten seconds before
+	fresh.Seed(now, old.History(now))
+	got := fresh.Metrics(now)
+	if got.Concurrency1m != 30 || got.Concurrency10m != want.Concurrency10m || got.Concurrency6s != 30 {
+		t.Fatalf("seeded averages %+v, want those of the old engine %+v", got, want)
+	}
+	if n := fresh.policy.Recommend(got).Count; n != 5 {
+		t.Fatalf("seeded engine recommends %d, want 5", n)
+	}
+}

@@ -15,24 +15,25 @@
 //
 // # Operations
 //
-// CreateHttpNamespace, CreatePrivateDnsNamespace (stored; no DNS served),
-// ListNamespaces, GetNamespace, DeleteNamespace, CreateService,
-// ListServices, GetService, DeleteService, RegisterInstance,
-// DeregisterInstance, GetInstance, ListInstances, GetInstancesHealthStatus,
-// UpdateInstanceCustomHealthStatus, DiscoverInstances,
-// DiscoverInstancesRevision and GetOperation. Each answers only with the
-// error codes the AWS SDK knows for it (InvalidInput, NamespaceNotFound,
-// ServiceNotFound, InstanceNotFound, NamespaceAlreadyExists,
-// ServiceAlreadyExists, ResourceInUse, ResourceLimitExceeded,
-// CustomHealthNotFound, DuplicateRequest, OperationNotFound); an unknown
-// operation gets UnknownOperationException.
+// All 30 operations of the model (botocore servicediscovery/2017-03-14):
+// namespaces (HTTP, private and public DNS, stored; no DNS served) and
+// their updates, services, their updates and attributes, instances,
+// custom health, DiscoverInstances (in random order, drawn from
+// Options.Rand) and DiscoverInstancesRevision, GetOperation,
+// ListOperations and tags. Each answers only with the error codes the
+// model declares for it; an unknown operation gets
+// UnknownOperationException, and a store failure ServiceUnavailable (503,
+// which AWS SDKs retry).
 //
 // Changes take effect at once. Operations that AWS runs asynchronously
-// (namespace creation and deletion, RegisterInstance, DeregisterInstance)
-// return an OperationId that GetOperation reports SUBMITTED until
-// Options.OperationDelay has passed on Options.Now, and SUCCESS after.
-// A retried request with the same CreatorRequestId returns the first
-// request's OperationId and changes nothing.
+// (namespace creation, update and deletion, UpdateService,
+// RegisterInstance, DeregisterInstance) return an OperationId that
+// GetOperation reports SUBMITTED until Options.OperationDelay has passed
+// on Options.Now, and SUCCESS after. A retried request with the same
+// CreatorRequestId (UpdaterRequestId) returns the first request's
+// OperationId and changes nothing; one reused for another instance is
+// DuplicateRequest. As the model says, health updates do not move
+// InstancesRevision.
 //
 // # Scopes
 //
@@ -40,7 +41,8 @@
 // the X-Tollgate-Account header the gateway sets (awsjson.HeaderAccount),
 // else the access key id of the SigV4 credential; the region is the
 // credential's. A request with no Authorization header is scoped to
-// DefaultScope.
+// DefaultScope. Every account is shown as a 12-digit id: a 12-digit name
+// is its own, any other gets one derived from its SHA-256.
 //
 // # Lifecycle
 //
@@ -55,12 +57,22 @@
 //
 // # State and limits
 //
-// Each scope's state is one document: in memory under one lock, or in
-// Redis as one JSON value with its revision counter beside it, changed by
-// optimistic WATCH/MULTI transactions (so InstancesRevision only grows,
-// whichever node makes the change) and re-read by a node only when that
-// counter moved. Options.Limits bound it (AWS's published quotas by
-// default: 50 namespaces, 1,000 instances per service, 2,000 per
-// namespace, 30 custom attributes of at most 255/1,024 characters and
-// 5,000 in all per instance), and request bodies are bounded.
+// In memory, all scopes are under one lock. In Redis, each scope is a set
+// of records (namespaces, services, revisions, tags and operations in one
+// hash, each service's instances in another) beside a revision counter and
+// a stream of changes; a change is one Lua script that checks the counter
+// and writes only what changed, so its cost does not grow with the
+// registry (see redisStore). Each node caches the scopes it reads and
+// follows the stream. While Redis does not answer within
+// Options.StoreTimeout, DiscoverInstances and DiscoverInstancesRevision
+// answer from the state the node last read (at most Options.MaxStale old);
+// everything else fails. The client must honour context deadlines
+// (go-redis ContextTimeoutEnabled, as tollgate's own client does).
+//
+// Options.Limits bound it: AWS's per-account quotas (50 namespaces, 10,000
+// services, 1,000 instances per service, 2,000 per namespace, 30 custom
+// attributes of at most 255/1,024 characters and 5,000 in all per
+// instance), and, in memory, a budget that the accounts nobody named share
+// (accounts the gateway mapped from an access key, DefaultScope and the Go
+// API's are never refused for it). Request bodies are bounded.
 package cloudmap

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -24,6 +25,13 @@ func FuzzRequest(f *testing.F) {
 		`{"Name":"svc","NamespaceId":"ns-fuzz","DnsConfig":{"DnsRecords":[{"Type":"A","TTL":1}]}}`,
 		`{"ServiceId":"srv-fuzz","Instances":["i-1","i-1"],"NextToken":"1"}`,
 		`{"MaxResults":"3"}`, `{"Attributes":{"k":1}}`, `{"OperationId":"x"}{}`,
+		`{"Name":"a.example.com","Properties":{"DnsProperties":{"SOA":{"TTL":5}}},"Tags":[{"Key":"k","Value":""}]}`,
+		`{"Id":"ns-fuzz","UpdaterRequestId":"u","Namespace":{"Description":"d","Properties":{"DnsProperties":{"SOA":{"TTL":1}}}}}`,
+		`{"Id":"srv-fuzz","Service":{"Description":"d","DnsConfig":{"DnsRecords":[{"Type":"A","TTL":1}]},"HealthCheckConfig":{"Type":"TCP"}}}`,
+		`{"ServiceId":"srv-fuzz","Attributes":{"a":"b"}}`, `{"ServiceId":"srv-fuzz","Attributes":["a"]}`,
+		`{"Filters":[{"Name":"UPDATE_DATE","Condition":"BETWEEN","Values":["0","9e9"]},{"Name":"STATUS","Values":["SUCCESS"]}]}`,
+		`{"ResourceARN":"arn:aws:servicediscovery:us-east-1:000000000000:service/srv-fuzz","Tags":[{"Key":"a","Value":"b"}],"TagKeys":["a"]}`,
+		`{"ServiceId":"srv-fuzz","InstanceId":"i-2","CreatorRequestId":"r","Attributes":{"AWS_INIT_HEALTH_STATUS":"UNHEALTHY","e":""}}`,
 	} {
 		f.Add(uint8(i), body)
 		f.Add(uint8(i+7), body)
@@ -75,4 +83,54 @@ func seed(t *testing.T, r *Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FuzzApplyRecord reads any Redis record (field and value) into a state
+// that holds a namespace, a service and an instance: a bad record is an
+// error, never a panic, and the state stays usable.
+func FuzzApplyRecord(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"n:ns-1", `{"id":"ns-1","name":"x","type":"HTTP"}`}, {"s:srv-fuzz", `{"id":"srv-fuzz","name":"web"}`},
+		{"r:srv-fuzz", "12"}, {"r:srv-fuzz", "x"}, {"i:srv-fuzz:i-2", `{"id":"i-2","creator_request_id":"r"}`},
+		{"i:srv-fuzz:i-1", ""}, {"i:srv-none:i-1", "{}"}, {"o:op", `{"id":"op","seq":3}`}, {"t:srv-fuzz", `[{"Key":"a","Value":"b"}]`},
+		{"t:srv-fuzz", `{}`}, {"s:srv-fuzz", ""}, {"x", "y"}, {"z:1", "2"}, {"i:srv-fuzz", "null"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, field, value string) {
+		r, err := New(Options{Rand: bytes.NewReader(bytes.Repeat([]byte{7}, 1<<12))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed(t, r)
+		s := r.store.(*memStore).scopes[DefaultScope.key()]
+		_ = applyRecord(s, field, value)
+		s.reindex()
+		for _, sv := range s.Services {
+			if sv.Instances == nil {
+				t.Fatalf("%q=%q left service %s without an instance map", field, value, sv.ID)
+			}
+		}
+	})
+}
+
+// FuzzScope derives a request's scope from any Authorization and account
+// header: the account is always a 12-digit id.
+func FuzzScope(f *testing.F) {
+	f.Add("AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/servicediscovery/aws4_request, SignedHeaders=host, Signature=0", "")
+	f.Add("AWS4-HMAC-SHA256 Credential=123456789012/20260101/eu-west-1/servicediscovery/aws4_request, SignedHeaders=host, Signature=0", "acct")
+	f.Add("", "x")
+	f.Fuzz(func(t *testing.T, auth, account string) {
+		r, err := New(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest(http.MethodPost, "/", nil)
+		req.Header.Set("Authorization", auth)
+		req.Header.Set("X-Tollgate-Account", account)
+		sc := r.scopeOf(req)
+		if len(sc.Account) != 12 || strings.Trim(sc.Account, "0123456789") != "" {
+			t.Fatalf("Authorization %q, account %q: account %q is not 12 digits", auth, account, sc.Account)
+		}
+	})
 }

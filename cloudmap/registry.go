@@ -300,13 +300,11 @@ func (r *Registry) scopeOf(req *http.Request) Scope {
 	if err != nil {
 		return DefaultScope
 	}
-	sc := Scope{Account: id.Account, Region: id.Region}
+	sc := Scope{Account: id.Account, Region: id.Region}.normal()
 	if id.Account != id.AccessKeyID {
-		sc = sc.normal()
 		r.markKnown(sc)
-		return sc
 	}
-	return sc.normal()
+	return sc
 }
 
 // markKnown notes that sc's account is one the operator named.

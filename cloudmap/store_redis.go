@@ -52,6 +52,10 @@ type cached struct {
 	s     *state       // nil until first read
 	valid bool         // s is the state at s.Seq in Redis
 	read  atomic.Int64 // Unix ms when Redis last confirmed s
+	// failed is when (wall clock, Unix ns) an update last failed to reach
+	// Redis, 0 after a success: updates that were queued behind a failing
+	// one fail at once instead of each waiting out the timeout.
+	failed atomic.Int64
 }
 
 const (
@@ -350,21 +354,33 @@ func (r *redisStore) staleView(c *cached, stale bool, err error, fn func(*state)
 }
 
 func (r *redisStore) update(ctx context.Context, scope string, _ bool, fn func(*state) error) error {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
 	base := r.base(scope)
 	c := r.cache(scope)
+	queued := time.Now().UnixNano()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.failed.Load() > queued {
+		return storeError("update", errors.New("unavailable: an update of this scope failed while this one waited"))
+	}
+	// The timeout starts once this node's earlier updates of the scope
+	// are done: it bounds the Redis calls, not the queue.
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
 	for range maxUpdateAttempts {
 		seq, err := r.getSeq(ctx, base)
-		if err != nil {
-			return err
+		if err == nil {
+			var done bool
+			if done, err = r.try(ctx, base, c, seq, fn); !done && err == nil {
+				continue // another node changed the scope first
+			}
 		}
-		done, err := r.try(ctx, base, c, seq, fn)
-		if done || err != nil {
-			return err
+		var ae *apiError
+		if err != nil && !errors.As(err, &ae) {
+			c.failed.Store(time.Now().UnixNano())
+		} else {
+			c.failed.Store(0)
 		}
+		return err
 	}
 	return errStoreConflict
 }

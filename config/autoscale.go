@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,49 @@ import (
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/quota"
 )
+
+// The defaults of the autoscale settings that the runtime applies (package
+// pool and pool/process; cmd/tollgate's tests check they agree), for
+// WriteTable to print the effective values.
+const (
+	DefaultRequestTimeout   = 300 * time.Second
+	DefaultMaxPending       = 1000
+	DefaultReadinessTimeout = 240 * time.Second
+	DefaultStopGrace        = 10 * time.Second
+)
+
+// Memory limits accepted by ParseBytes.
+const (
+	MinMemory = 4 << 20
+	MaxMemory = 1 << 40
+)
+
+// ParseBytes parses a memory size as Kubernetes and Cloud Run write it: a
+// whole number of bytes, or one with a suffix Ki, Mi, Gi, Ti (powers of
+// 1024) or k, M, G, T (powers of 1000): 512Mi, 1Gi, 256M. It must be
+// within [MinMemory, MaxMemory].
+func ParseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}}
+	num, mult := s, int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	bad := fmt.Errorf("%q is not a memory size in [4Mi, 1Ti] such as 512Mi", s)
+	if num == "" || len(num) > 13 || strings.TrimLeft(num, "0123456789") != "" {
+		return 0, bad
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n > MaxMemory/mult || n*mult < MinMemory {
+		return 0, bad
+	}
+	return n * mult, nil
+}
 
 // Autoscale is how a service's instances are run and scaled (SPEC §3): the
 // process contract of a Cloud Run container, run on this machine.
@@ -49,6 +93,10 @@ type Autoscale struct {
 	// MaxPending bounds the requests waiting for an instance
 	// (max_pending); 0 means the pool's default (1,000).
 	MaxPending int
+	// Memory limits each instance's memory in bytes (memory: 512Mi);
+	// 0 means no limit. With Engine.CPUsPerInstance set (cpus), both are
+	// enforced through a cgroup v2 per instance where tollgate can.
+	Memory int64
 	// CloudMap, when set, lists the ready instances in tollgate's Cloud
 	// Map registry.
 	CloudMap *CloudMap
@@ -98,6 +146,9 @@ func (a *Autoscale) Template() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "command=%q args=%q dir=%q ready=%q/%v grace=%v", a.Command, a.Args, a.WorkingDir, a.Readiness.Path, a.Readiness.Timeout, a.StopGrace)
+	if a.Engine.CPUsPerInstance != 0 || a.Memory != 0 { // the runner's limits
+		fmt.Fprintf(&b, " cpus=%g memory=%d", a.Engine.CPUsPerInstance, a.Memory)
+	}
 	for _, e := range a.Env {
 		fmt.Fprintf(&b, " env %q=%q", e.Name, e.Value)
 	}
@@ -319,6 +370,17 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 			a.RequestTimeout = d
 		},
 		"max_pending": whole(&a.MaxPending, 1, 1_000_000),
+		"memory": func(_, v *yaml.Node, f string) {
+			str, good := p.str(v, f)
+			if good {
+				var err error
+				if a.Memory, err = ParseBytes(str); err != nil {
+					p.errorf(v, f, "%v", err)
+					good = false
+				}
+			}
+			ok = ok && good
+		},
 		"termination_grace_period": func(_, v *yaml.Node, f string) {
 			d, good := p.duration(v, f, time.Millisecond, time.Hour)
 			ok = ok && good

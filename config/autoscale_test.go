@@ -78,7 +78,8 @@ func TestParseAutoscaleService(t *testing.T) {
 	if err := cfg.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"route: host any, path prefix /hello/, strip prefix true", `autoscaled: ["./bin/hello" "--flag" "x"]`, "1–5 instances, max concurrency 8", "1 CPU per instance,"} {
+	for _, want := range []string{"route: host any, path prefix /hello/, strip prefix true", `autoscaled: ["./bin/hello" "--flag" "x"]`, "1–5 instances, max concurrency 8", "1 CPU per instance,",
+		"limits: request timeout 10m0s (pending wait included), max pending 50, readiness timeout 20s, termination grace 3s"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -146,4 +147,29 @@ func TestParseAutoscaleErrors(t *testing.T) {
 			t.Errorf("%q:\n got %s\nwant %s", c.yaml, got, c.want)
 		}
 	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"512Mi": 512 << 20, "1Gi": 1 << 30, "256M": 256e6, "4194304": 4 << 20, "1Ti": 1 << 40} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "Mi", "1", "3Mi", "2Ti", "-5Mi", "1.5Gi", "10 Mi", "0x10Mi", "99999999999999Gi", "1e9"} {
+		if got, err := ParseBytes(in); err == nil {
+			t.Errorf("ParseBytes(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+func FuzzParseBytes(f *testing.F) {
+	for _, s := range []string{"512Mi", "1Gi", "256M", "4194304", "", "-1", "9223372036854775807", "1Ti", "1Ki"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseBytes(s)
+		if err == nil && (n < MinMemory || n > MaxMemory) {
+			t.Fatalf("ParseBytes(%q) = %d, outside the bounds", s, n)
+		}
+	})
 }

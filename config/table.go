@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // WriteTable prints the effective policy of c as aligned text: every
@@ -42,6 +43,16 @@ func (c *Config) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "  autoscaled: %s; %d–%d instances, max concurrency %d, %g %s per instance, targets CPU %g concurrency %g, idle timeout %v\n",
 				runs, e.MinInstances, e.MaxInstances, e.MaxConcurrency,
 				e.CPUsPerInstance, cpus, e.CPUTarget, e.ConcurrencyTarget, e.IdleTimeout)
+			fmt.Fprintf(tw, "  limits: request timeout %v (pending wait included), max pending %d, readiness timeout %v, termination grace %v\n",
+				orDuration(a.RequestTimeout, DefaultRequestTimeout), orInt(a.MaxPending, DefaultMaxPending),
+				orDuration(a.Readiness.Timeout, DefaultReadinessTimeout), orDuration(a.StopGrace, DefaultStopGrace))
+			if a.Kubernetes == nil && (a.Engine.CPUsPerInstance != 0 || a.Memory != 0) {
+				mem := "unlimited"
+				if a.Memory > 0 {
+					mem = strconv.FormatInt(a.Memory, 10) + " bytes"
+				}
+				fmt.Fprintf(tw, "  instance limits (cgroup v2 where tollgate can): %g CPUs, memory %s\n", e.CPUsPerInstance, mem)
+			}
 		}
 		if len(s.Categories) == 0 {
 			continue
@@ -85,4 +96,18 @@ func orAny(s string) string {
 		return "any"
 	}
 	return s
+}
+
+func orDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+func orInt(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -40,26 +41,60 @@ func (g *Gateway) serveBucket(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, http.StatusOK, body)
 }
 
-// reloadResponse is the answer to POST /v1/admin/reload.
+// reloadResponse is the answer to POST /v1/admin/reload: the parts that
+// were reloaded ("config", "rls"), and one line per problem of those that
+// kept their old state.
 type reloadResponse struct {
-	Reloaded bool     `json:"reloaded"`
+	Reloaded []string `json:"reloaded"`
 	Errors   []string `json:"errors,omitempty"`
 }
 
-// serveReload handles POST /v1/admin/reload.
+// serveReload handles POST /v1/admin/reload: 200 when every part
+// reloaded, else 422 naming the problems (the parts that did reload are
+// still listed).
 func (g *Gateway) serveReload(w http.ResponseWriter, r *http.Request) {
-	if err := g.Reload(); err != nil {
-		var errs yamlfield.Errors
-		resp := reloadResponse{}
-		if errors.As(err, &errs) {
-			for _, e := range errs {
-				resp.Errors = append(resp.Errors, e.Error())
+	reload := g.adminReload
+	if reload == nil {
+		reload = func(context.Context) ([]string, error) {
+			if err := g.Reload(); err != nil {
+				return nil, err
 			}
-		} else {
-			resp.Errors = []string{err.Error()}
+			return []string{"config"}, nil
 		}
+	}
+	reloaded, err := reload(r.Context())
+	resp := reloadResponse{Reloaded: reloaded}
+	if resp.Reloaded == nil {
+		resp.Reloaded = []string{}
+	}
+	if err != nil {
+		resp.Errors = errorLines(err)
 		writeJSON(w, http.StatusUnprocessableEntity, resp)
 		return
 	}
-	writeJSON(w, http.StatusOK, reloadResponse{Reloaded: true})
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// errorLines is one line per problem of err: each error of a join, and
+// each located problem of a config file's errors (their lines name the
+// file).
+func errorLines(err error) []string {
+	var errs yamlfield.Errors
+	if _, isFile := err.(yamlfield.Errors); !isFile {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			var lines []string
+			for _, e := range j.Unwrap() {
+				lines = append(lines, errorLines(e)...)
+			}
+			return lines
+		}
+	}
+	if errors.As(err, &errs) {
+		lines := make([]string, 0, len(errs))
+		for _, e := range errs {
+			lines = append(lines, e.Error())
+		}
+		return lines
+	}
+	return []string{err.Error()}
 }

@@ -19,6 +19,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -78,9 +79,16 @@ type Options struct {
 	// AdminToken guards /v1/admin/; empty disables the admin endpoints
 	// (they answer 404).
 	AdminToken string
-	// Reload returns a new config for /v1/admin/reload and Reload; nil
-	// means reload keeps the current config.
+	// Reload returns a new config for [Gateway.Reload] (and
+	// /v1/admin/reload without AdminReload); nil means reload keeps the
+	// current config.
 	Reload func() (*quota.Config, error)
+	// AdminReload, when set, is what POST /v1/admin/reload runs in place
+	// of [Gateway.Reload]: a reload of everything the server loaded from
+	// files (package node's Reload), which calls Gateway.Reload for the
+	// config. It returns the names of the parts it reloaded and the
+	// errors of those that kept their old state.
+	AdminReload func(ctx context.Context) (reloaded []string, err error)
 	// MaxBodyBytes bounds request bodies; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// MaxBatch bounds the takes in one POST /v1/take/batch; a larger batch
@@ -118,6 +126,9 @@ type Options struct {
 	// AdminHandlers are more admin endpoints by mux pattern (such as
 	// "GET /v1/admin/pools"), behind the admin token like the others.
 	AdminHandlers map[string]http.Handler
+	// Routes are more public endpoints by mux pattern (such as envoy
+	// ratelimit's "POST /json"), without the admin token.
+	Routes map[string]http.Handler
 }
 
 // Limits adjusts the config's limit of a bucket (see Options.Limits).
@@ -139,6 +150,7 @@ type Gateway struct {
 	adminOn     bool // a token is configured
 	adminDigest [32]byte
 	reload      func() (*quota.Config, error)
+	adminReload func(ctx context.Context) ([]string, error)
 	reloadMu    sync.Mutex // one reload at a time, so the newest file wins
 	maxBody     int64
 	maxBatch    int
@@ -176,6 +188,7 @@ func New(opts Options) (*Gateway, error) {
 		adminOn:     opts.AdminToken != "",
 		adminDigest: sha256.Sum256([]byte(opts.AdminToken)),
 		reload:      opts.Reload,
+		adminReload: opts.AdminReload,
 		maxBody:     opts.MaxBodyBytes,
 		maxBatch:    opts.MaxBatch,
 		inFlight:    inFlight{max: opts.MaxInFlightBytes},
@@ -242,6 +255,9 @@ func New(opts Options) (*Gateway, error) {
 	handle("GET /metrics", "metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}).ServeHTTP)
 	for pattern, h := range opts.AdminHandlers {
 		handle(pattern, "admin", g.admin(h.ServeHTTP))
+	}
+	for pattern, h := range opts.Routes {
+		handle(pattern, "route", h.ServeHTTP)
 	}
 	g.poolMetrics = g.metrics.route("pool")
 	g.mux = mux

@@ -38,7 +38,7 @@ type adminEndpoint struct {
 
 var adminEndpoints = []adminEndpoint{
 	{"GET /v1/admin/bucket?service=&account=&region=&action=|category=", "a bucket's state, without taking a token"},
-	{"POST /v1/admin/reload", "reload the config file; a bad config keeps the old one"},
+	{"POST /v1/admin/reload", "reload the config file and the rls directory; a bad file keeps its old state; answers the parts reloaded"},
 	{"GET /v1/admin/live/decisions?since=UNIX_MS", "decisions per second per service and category (allowed, throttled, errors), last 10 minutes, newer than since"},
 	{"GET /v1/admin/live/hot?n=10", "the buckets throttled most over the last minute, with their current tokens"},
 	{"GET /v1/admin/live/store", "the bucket store: memory or Redis, reachable or not, decisions by source"},

@@ -99,6 +99,7 @@ type Node struct {
 	closeOnce  sync.Once              // of Close
 	rls        *rls.Server            // the Envoy rate limit service; nil without an rls config directory
 	rlsLn      net.Listener           // its gRPC listener
+	rlsDir     string                 // the rls config directory in use
 	pools      *pool.Pool             // the autoscaled services' instances
 	live       *liveview.Recorder     // per-second decisions for /ui
 	kube       *kubeRunners           // runners of services on Kubernetes
@@ -184,7 +185,13 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
 	lastStore, lastRLS := cfg.Store, cfg.RLS
+	n.rlsDir = rlsSettings(opts.RLS, cfg.RLS).ConfigDir
+	if n.rls, n.rlsLn, err = buildRLS(ctx, opts.RLS, cfg.RLS, n.configName, st, store, opts.ShutdownTimeout, log, reg); err != nil {
+		n.Close()
+		return nil, err
+	}
 	n.gw, err = gateway.New(gateway.Options{
+		Routes:     rlsRoutes(n.rls),
 		Handlers:   map[string]http.Handler{"cloudmap": registry, "servicequotas": quotas},
 		Limits:     quotas,
 		Live:       n.live,
@@ -220,6 +227,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 			}
 			return next.Quota, nil
 		},
+		AdminReload:      n.Reload, // one reload path: the config and the rls directory
 		MaxBodyBytes:     opts.MaxBodyBytes,
 		MaxBatch:         opts.MaxBatch,
 		MaxInFlightBytes: opts.MaxInFlightBytes,
@@ -227,10 +235,6 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		AdminHandlers:    withAdmin(map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()}, quotas.AdminHandlers()),
 	})
 	if err != nil {
-		n.Close()
-		return nil, err
-	}
-	if n.rls, n.rlsLn, err = buildRLS(ctx, opts.RLS, cfg.RLS, n.configName, st, store, opts.ShutdownTimeout, log, reg); err != nil {
 		n.Close()
 		return nil, err
 	}

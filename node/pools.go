@@ -102,6 +102,8 @@ func (b pools) runner(a *config.Autoscale) (pool.Runner, error) {
 		Dir:        a.WorkingDir,
 		Readiness:  process.Readiness{Path: a.Readiness.Path, Timeout: a.Readiness.Timeout},
 		StopGrace:  a.StopGrace,
+		CPUs:       a.Engine.CPUsPerInstance, // 0 when cpus is not set: no limit
+		Memory:     a.Memory,
 		Logger:     b.log,
 		Supervisor: b.supervisor,
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,14 @@ type RLSOptions struct {
 	// LimitHeader, RemainingHeader and ResetHeader name the rate limit
 	// headers.
 	LimitHeader, RemainingHeader, ResetHeader string
+	// RequireDomain refuses a config directory (at start and on reload)
+	// that defines no domain; without it such a config is logged at
+	// ERROR and answers OK to everything.
+	RequireDomain bool
+	// Watch reloads when a file of the config directory changes
+	// (rls.Watch: fsnotify, debounced), through the node's reload queue,
+	// as SIGHUP does.
+	Watch bool
 }
 
 // or returns *b if b is set, else def.
@@ -97,11 +106,18 @@ func buildRLS(ctx context.Context, over RLSOptions, file config.RLS, configName 
 	if st.URL != "memory" {
 		opts.MaxWindow = redisstore.MaxWindow // what the Redis script holds exactly
 	}
-	load := func() (*rls.Config, error) { return rls.LoadContext(ctx, set.ConfigDir, opts) }
+	load := func() (*rls.Config, error) {
+		cfg, err := rls.LoadContext(ctx, set.ConfigDir, opts)
+		if err == nil && over.RequireDomain && len(cfg.Domains()) == 0 {
+			err = fmt.Errorf("%s: no domain loaded from %d files (--rls-require-domain)", set.ConfigDir, len(cfg.Files()))
+		}
+		return cfg, err
+	}
 	cfg, err := load()
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", source, err)
 	}
+	rls.LogWarnings(log.With("component", "rls"), cfg)
 	srv := rls.New(rls.Options{
 		Config:           cfg,
 		Limiter:          store,
@@ -124,4 +140,15 @@ func buildRLS(ctx context.Context, over RLSOptions, file config.RLS, configName 
 		"rls_config", set.ConfigDir, "domains", len(cfg.Domains()), "rules", len(cfg.Rules()),
 		"shadow_mode", set.ShadowMode, "response_headers", set.ResponseHeaders)
 	return srv, ln, nil
+}
+
+// rlsRoutes are envoy ratelimit's HTTP endpoints (POST /json, GET
+// /healthcheck) on tollgate's HTTP listener, when the Envoy rate limit
+// service runs.
+func rlsRoutes(srv *rls.Server) map[string]http.Handler {
+	if srv == nil {
+		return nil
+	}
+	h := srv.HTTPHandler()
+	return map[string]http.Handler{"POST /json": h, "/json": h, "GET /healthcheck": h}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tollgate/tollgate/rls"
 	"net/http"
 	"time"
 
@@ -46,6 +47,15 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	})
 	grp.Go(func() error { return n.quotas.Run(background) }) // follows other nodes' quota approvals
+	if n.rls != nil && n.opts.RLS.Watch {
+		grp.Go(func() error { // the rls config directory's changes queue the same reload as SIGHUP
+			return rls.Watch(failed, n.rlsDir, rls.WatchOptions{Logger: n.log}, func() {
+				if n.TriggerReload() {
+					n.log.Info("rls config directory changed: reloading config")
+				}
+			})
+		})
+	}
 	if n.sweep != nil {
 		grp.Go(func() error {
 			sweepEvery(background, n.sweep, 10*time.Second)

@@ -28,17 +28,25 @@
 //
 // # Requests
 //
-// A request routed to a free slot is proxied at once. A queued request
-// waits on its own channel, closed when the engine dispatches it; it is
-// answered 429 when the engine rejects it (every instance busy at max
-// instances for the whole pending wait), with Retry-After set to that
+// Each request is bounded by its service's request timeout
+// (ServiceSpec.RequestTimeout, default 300 s as Cloud Run), from its
+// arrival to its last byte, its pending wait included; it replaces the
+// server's read and write deadlines for the request
+// (http.ResponseController), and once it passes the request is answered
+// 504. A request routed to a free slot is proxied at once. A queued
+// request waits on its own channel, closed when the engine dispatches it;
+// it is answered 429 when the engine rejects it (every instance busy at
+// max instances for the whole pending wait), with Retry-After set to that
 // pending wait in seconds (max(10 s, 3.5 × expected cold start), rounded
 // up): no slot freed for that long, so a retry sooner would most likely
-// wait as long again; 504 if no decision
-// comes within its deadline, and dropped from the queue when the client
-// goes away. The proxy answers 504 when the instance timed out and 502
-// otherwise; a request on an instance that exited on its own gets a 502
-// that says so.
+// wait as long again; 429 at once, with Retry-After, when
+// ServiceSpec.MaxPending requests already wait; 503 with the reason when
+// the start it waits for failed, and at once while the replacement's
+// crash-loop backoff lasts; and it is dropped from the queue when the
+// client goes away. A failed proxy attempt is always answered with an
+// error status, never left to net/http's implicit 200: 504 once the
+// request timeout has passed, 502 otherwise; a request on an instance
+// that exited on its own gets a 502 that says so.
 //
 // # Instances
 //

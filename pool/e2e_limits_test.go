@@ -186,3 +186,42 @@ func TestProcessPendingBound(t *testing.T) {
 		t.Fatalf("in flight and pending requests: %v, want all 200", codes)
 	}
 }
+
+// TestProcessTwentyConcurrentAtMaxConcurrencyTenNeedFour is the simulator's
+// TestTwentyConcurrentAtMaxConcurrencyTenNeedFour against real instances:
+// 20 requests always in flight, max concurrency 10, the 60 % target:
+// 20 / 6 = 3.33 needs 4 instances, held for 10 s.
+func TestProcessTwentyConcurrentAtMaxConcurrencyTenNeedFour(t *testing.T) {
+	t.Parallel()
+	p, url, _ := startPool(t, pool.ServiceSpec{Name: "twenty", Runner: testRunner(t), Engine: autoscale.Config{
+		MaxConcurrency: 10, MaxInstances: 8,
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, "GET", url+"/work?latency=1s", nil)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	defer func() { cancel(); wg.Wait() }()
+	held := 0
+	deadline := time.Now().Add(2 * time.Minute)
+	for held < 10 {
+		if time.Now().After(deadline) {
+			st := p.Status()[0]
+			t.Fatalf("under 20 concurrent requests: recommended %d (%s), %d in flight; want 4 held for 10 s", st.Recommended, st.Driver, st.InFlight)
+		}
+		time.Sleep(time.Second)
+		if st := p.Status()[0]; st.Recommended == 4 {
+			held++
+		} else {
+			held = 0
+		}
+	}
+}

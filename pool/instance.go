@@ -273,7 +273,10 @@ func (rv *revision) gone(in *instance, run Instance, why error) {
 	shutdown := rv.ctx.Err() != nil || rv.retiring
 	quiet := shutdown && (errors.Is(why, context.Canceled) || run == nil)
 	reason := "crashed"
-	if in.readyAt.IsZero() {
+	switch {
+	case errors.Is(why, ErrOOMKilled):
+		reason = "oom_killed"
+	case in.readyAt.IsZero():
 		reason = "start_failed"
 	}
 	if !quiet {

@@ -80,7 +80,7 @@ func (rv *revision) tick(now time.Time) {
 		if dec.Held {
 			policy = before.Count
 		}
-		reason := scaleReason(rv.eng.Config(), dec.Count, policy)
+		reason := scaleReason(rv.eng.Config(), dec.Count, policy, dec.Idle)
 		scaled = []any{"from", before.Count, "to", dec.Count, "reason", reason, "driver", dec.Driver.String(), "driver_count", policy,
 			"cpu_1m", round3(m.CPU1m), "concurrency_1m", round3(m.Concurrency1m), "concurrency_10m", round3(m.Concurrency10m),
 			"act_capacity", round3(m.ACTCapacity), "need_cpu", round3(cpu), "need_concurrency", round3(conc), "need_act", round3(act),
@@ -101,12 +101,12 @@ func (rv *revision) tick(now time.Time) {
 // scaleReason says in a word or two why the count became to when the
 // winning driver asked for policy: the metrics themselves, or a bound the
 // engine applies on top of them.
-func scaleReason(cfg autoscale.Config, to, policy int) string {
+func scaleReason(cfg autoscale.Config, to, policy int, idle bool) string {
 	switch {
+	case idle || to == 0:
+		return "idle timeout" // no request for Config.IdleTimeout
 	case to == policy:
 		return "metrics"
-	case to == 0:
-		return "idle timeout" // no request for Config.IdleTimeout
 	case to == cfg.MaxInstances && to < policy:
 		return "max instances"
 	case to == cfg.MinInstances && to > policy:

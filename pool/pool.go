@@ -300,6 +300,16 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 			rv.retire(time.Now())
 			return
 		}
+		// The new revision decides from the load it takes over, not from
+		// windows that saw none (its count fell to 1 once its boot
+		// minimum was lifted, then climbed back).
+		now := time.Now()
+		old.mu.Lock()
+		hist := old.eng.History(now)
+		old.mu.Unlock()
+		rv.mu.Lock()
+		rv.eng.Seed(now, hist)
+		rv.mu.Unlock()
 		p.mu.Lock()
 		svc.old = append(svc.old, old)
 		p.mu.Unlock()

@@ -315,15 +315,19 @@ func TestScaleReason(t *testing.T) {
 	cfg := autoscale.Config{MinInstances: 1, MaxInstances: 5}
 	for _, c := range []struct {
 		to, policy int
+		idle       bool
 		want       string
 	}{
-		{3, 3, "metrics"},
-		{0, 2, "idle timeout"},
-		{5, 8, "max instances"},
-		{1, 0, "min instances"},
-		{2, 0, "requests waiting"},
+		{3, 3, false, "metrics"},
+		{0, 2, false, "idle timeout"},
+		{5, 8, false, "max instances"},
+		{1, 0, false, "min instances"},
+		{2, 0, false, "requests waiting"},
+		// The drop to min instances at the idle timeout, while background
+		// CPU still asks for 3 (it was logged "bounds").
+		{1, 3, true, "idle timeout"},
 	} {
-		if got := scaleReason(cfg, c.to, c.policy); got != c.want {
+		if got := scaleReason(cfg, c.to, c.policy, c.idle); got != c.want {
 			t.Errorf("scaleReason(to %d, driver asks %d) = %q, want %q", c.to, c.policy, got, c.want)
 		}
 	}

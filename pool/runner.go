@@ -6,8 +6,14 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrOOMKilled is wrapped by Instance.Err when the instance was killed by
+// the kernel's OOM killer for going over its memory limit; the pool logs
+// and counts such an exit with reason oom_killed.
+var ErrOOMKilled = errors.New("killed by the OOM killer (over its memory limit)")
 
 // Runner starts the instances of one service revision. It is safe for
 // concurrent use. A Runner that is also an [io.Closer] is closed when its

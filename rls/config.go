@@ -88,22 +88,41 @@ func (r *Rule) String() string {
 
 // newLimit is the token bucket of n requests per window: capacity n,
 // refilled at n per window. n = 0 needs no bucket and gives the zero Limit.
+//
+// A rate above 10⁹ per second, which envoy ratelimit accepts (e.g. 4·10⁹
+// per second), refills at 10⁹ per second, the finest a bucket of whole
+// nanoseconds holds: no server answers that many requests, so the rule
+// still never denies a caller it would have admitted.
 func newLimit(n uint32, window time.Duration) (bucket.Limit, error) {
 	if n == 0 {
 		return bucket.Limit{}, nil
 	}
-	return bucket.NewLimit(int64(n), float64(n)/window.Seconds())
+	return bucket.NewLimit(int64(n), min(float64(n)/window.Seconds(), maxRate))
 }
+
+// maxRate is the fastest refill a bucket holds: one token a nanosecond.
+const maxRate = 1e9
 
 // Config is a loaded set of envoy ratelimit config files: the descriptor
 // trees of every domain. It is immutable and safe for concurrent use; the
 // zero Config (or nil) has no domains, so every descriptor is answered OK
 // with no limit.
 type Config struct {
-	domains map[string]*level
-	order   []string // domains in load order
-	rules   []*Rule
-	files   []string
+	domains  map[string]*level
+	order    []string // domains in load order
+	rules    []*Rule
+	files    []string
+	warnings []string
+}
+
+// Warnings lists what loaded but was likely not meant, one line each with
+// its file and line (a second YAML document in a file, which envoy
+// ratelimit ignores too).
+func (c *Config) Warnings() []string {
+	if c == nil {
+		return nil
+	}
+	return c.warnings
 }
 
 // level is one descriptor list: the children of a domain or descriptor.

@@ -22,9 +22,11 @@ import (
 // decisions.
 const shadowLogEvery = 10 * time.Second
 
-// validate checks what envoy ratelimit checks (a domain, some descriptors)
-// and what it takes for granted (entries with keys), within the request
-// bounds.
+// validate checks what envoy ratelimit checks (a domain, some
+// descriptors) within the request's bound. A descriptor that cannot match
+// a rule (no entries, an entry without a key, more entries than any rule
+// is deep) is not an error of the request: it is answered OK, as envoy
+// ratelimit answers it, and the others are decided (see [usable]).
 func validate(req *rlspb.RateLimitRequest) error {
 	if req.GetDomain() == "" {
 		return status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
@@ -36,31 +38,29 @@ func validate(req *rlspb.RateLimitRequest) error {
 	if len(descs) > MaxDescriptors {
 		return status.Errorf(codes.InvalidArgument, "%d descriptors: at most %d are allowed in one request", len(descs), MaxDescriptors)
 	}
-	for i, d := range descs {
-		entries := d.GetEntries()
-		if len(entries) == 0 {
-			return status.Errorf(codes.InvalidArgument, "descriptors[%d] has no entries", i)
-		}
-		if len(entries) > MaxEntries {
-			return status.Errorf(codes.InvalidArgument, "descriptors[%d] has %d entries: at most %d are allowed", i, len(entries), MaxEntries)
-		}
-		for j, e := range entries {
-			if e.GetKey() == "" {
-				return status.Errorf(codes.InvalidArgument, "descriptors[%d].entries[%d] has an empty key", i, j)
-			}
+	return nil
+}
+
+// usable reports whether a descriptor can match a rule: it has entries,
+// at most MaxEntries, each with a key.
+func usable(d *ratelimitv3.RateLimitDescriptor) bool {
+	entries := d.GetEntries()
+	if len(entries) == 0 || len(entries) > MaxEntries {
+		return false
+	}
+	for _, e := range entries {
+		if e.GetKey() == "" {
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 // hitsAddend is envoy ratelimit's GetHitsAddends for one descriptor: its
 // own hits_addend when set (0 means look without taking), else the
-// request's, where 0 means 1. A descriptor with is_negative_hits (a refund)
-// only looks: a token bucket has no refunds.
+// request's, where 0 means 1. is_negative_hits is charged like any hit,
+// as envoy ratelimit (which does not read the field) charges it.
 func hitsAddend(req *rlspb.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) uint64 {
-	if d.GetIsNegativeHits() {
-		return 0
-	}
 	if h := d.GetHitsAddend(); h != nil {
 		return h.GetValue()
 	}
@@ -190,6 +190,7 @@ func (s *Server) status(sl *slot, out []bucket.Decision) *rlspb.RateLimitRespons
 		return &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
 	}
 	var used, capacity uint64
+	var retry time.Duration
 	st := &rlspb.RateLimitResponse_DescriptorStatus{CurrentLimit: sl.current}
 	if sl.batch < 0 { // 0 requests per unit: every hit is over, no bucket
 		st.DurationUntilReset = durationpb.New(sl.window)
@@ -202,10 +203,24 @@ func (s *Server) status(sl *slot, out []bucket.Decision) *rlspb.RateLimitRespons
 			used -= min(sl.hits, used) // the use before this take
 		}
 		st.LimitRemaining = uint32(min(remaining, math.MaxUint32))
-		st.DurationUntilReset = durationpb.New(d.ResetAfter)
+		// Never longer than the rule's window: a bucket whose refill
+		// interval was rounded up to a whole nanosecond can take a
+		// little longer to fill than its unit.
+		st.DurationUntilReset = durationpb.New(min(d.ResetAfter, sl.window))
+		retry = d.RetryAfter
 	}
 	over := sl.counters.count(used, sl.hits, capacity, s.nearRatio)
 	st.Code = rlspb.RateLimitResponse_OK
+	if over && !sl.shadow {
+		// What a client reads on a refusal: nothing left for it, and how
+		// long to wait before the same hits would be admitted (the
+		// window, when they exceed the limit itself).
+		st.LimitRemaining = 0
+		if retry <= 0 || retry > sl.window {
+			retry = sl.window
+		}
+		st.DurationUntilReset = durationpb.New(retry)
+	}
 	if over {
 		st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 		if sl.shadow {

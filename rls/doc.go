@@ -41,8 +41,9 @@
 //     over its limit, or when every quota-mode descriptor is.
 //
 // Each DescriptorStatus carries current_limit, limit_remaining (the
-// bucket's whole tokens after the hit; for a denied hit the tokens still
-// held) and duration_until_reset (the time until the bucket is full again).
+// bucket's whole tokens after the hit) and duration_until_reset (the time
+// until the bucket is full again, at most the rule's unit); an over-limit
+// status carries 0 and the wait until its hits would be admitted.
 // With Options.ResponseHeaders, the answer carries envoy ratelimit's
 // RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers (reset
 // in whole seconds, rounded up) for the descriptor closest to its limit.

@@ -40,8 +40,9 @@ func (s *Server) UnaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 }
 
 // Run serves gRPC on ln until ctx ends: the rate limit service, the gRPC
-// health service (grpc.health.v1, SERVING for "" and for
-// envoy.service.ratelimit.v3.RateLimitService) and server reflection. When
+// health service (grpc.health.v1, SERVING for "", for
+// envoy.service.ratelimit.v3.RateLimitService and for "ratelimit", the
+// name envoy ratelimit reports on) and server reflection. When
 // ctx ends the health service turns NOT_SERVING, in-flight calls get
 // Options.ShutdownTimeout to finish, and Run returns once the server has
 // stopped. Run closes ln.
@@ -58,6 +59,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	hs.SetServingStatus(serviceName, healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(healthName, healthpb.HealthCheckResponse_SERVING)
 	reflection.Register(gs)
 
 	errc := make(chan error, 1)
@@ -67,6 +69,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	s.stopping.Store(true)
 	hs.Shutdown()
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()

@@ -18,12 +18,13 @@ const overrideKey = "limit_override"
 type metrics struct {
 	totalHits, overLimit, nearLimit, withinLimit, shadowMode *prometheus.CounterVec
 
-	domainNotFound   prometheus.Counter
-	storeErrors      prometheus.Counter
-	invalidRequests  prometheus.Counter
-	globalShadowMode prometheus.Counter
-	configLoads      *prometheus.CounterVec
-	latency          *prometheus.HistogramVec
+	domainNotFound     prometheus.Counter
+	storeErrors        prometheus.Counter
+	invalidRequests    prometheus.Counter
+	invalidDescriptors prometheus.Counter
+	globalShadowMode   prometheus.Counter
+	configLoads        *prometheus.CounterVec
+	latency            *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -48,6 +49,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tollgate_rls_invalid_requests",
 			Help: "ShouldRateLimit calls answered INVALID_ARGUMENT.",
 		}),
+		invalidDescriptors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tollgate_rls_invalid_descriptors",
+			Help: "Descriptors that cannot match a rule (no entries, an entry without a key), answered OK as envoy ratelimit answers them.",
+		}),
 		globalShadowMode: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tollgate_rls_global_shadow_mode",
 			Help: "Over-limit answers turned OK by the global shadow mode.",
@@ -63,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"method", "code"}),
 	}
 	reg.MustRegister(m.totalHits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode,
-		m.domainNotFound, m.storeErrors, m.invalidRequests, m.globalShadowMode, m.configLoads, m.latency)
+		m.domainNotFound, m.storeErrors, m.invalidRequests, m.invalidDescriptors, m.globalShadowMode, m.configLoads, m.latency)
 	return m
 }
 

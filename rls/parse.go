@@ -1,7 +1,9 @@
 package rls
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -93,16 +95,40 @@ func (p *parser) file(f File) {
 	p.name, p.nodes = f.Name, 0
 	p.cfg.files = append(p.cfg.files, f.Name)
 	p.w.File = f.Name
-	root, ferr := yamlfield.DecodeOne(f.Name, f.Data)
+	root, second, ferr := decodeFirst(f.Name, f.Data)
 	if ferr != nil {
 		p.w.Errs = append(p.w.Errs, ferr)
 		return
+	}
+	if second > 0 {
+		p.cfg.warnings = append(p.cfg.warnings, fmt.Sprintf("%s:%d: a second YAML document; only the first is loaded, as envoy ratelimit loads it", f.Name, second))
 	}
 	if root == nil {
 		p.errorf(nil, "", "the file is empty; it needs a domain")
 		return
 	}
 	p.root(root)
+}
+
+// decodeFirst decodes the first YAML document of data, as envoy
+// ratelimit's YAML library does, and reports the line of a second one (0
+// when there is none). A syntax error anywhere is an error: a file that
+// does not parse is not half loaded.
+func decodeFirst(file string, data []byte) (*yaml.Node, int, *yamlfield.FieldError) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
+		return nil, 0, yamlfield.SyntaxError(file, err)
+	}
+	var extra yaml.Node
+	second := 0
+	if err := dec.Decode(&extra); err == nil {
+		second = max(extra.Line, 1)
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, second, nil
+	}
+	return doc.Content[0], second, nil
 }
 
 func (p *parser) root(n *yaml.Node) {
@@ -263,6 +289,10 @@ func (p *parser) rateLimit(n *yaml.Node, path string, r *Rule) *Rule {
 		"requests_per_unit": func(_, v *yaml.Node, f string) {
 			rpuNode = v
 			if isNull(v) {
+				return
+			}
+			if v.Kind == yaml.ScalarNode && quoted(v) {
+				p.errorf(v, f, "want a whole number, got the quoted string %q (envoy ratelimit refuses it too)", v.Value)
 				return
 			}
 			x, err := strconv.ParseUint(v.Value, 0, 32)

@@ -82,11 +82,15 @@ descriptors:
 			`a.yaml:8:18: descriptors[2].shadow_mode: want true or false, got "maybe"`,
 			`a.yaml:10:9: descriptors[2].descriptors[0].key: descriptor has an empty key`,
 		}},
-		{"rate above 1e9/s", `domain: d
+		{"quoted numbers and booleans", `domain: d
 descriptors:
   - key: k
-    rate_limit: {unit: second, requests_per_unit: 4000000000}
-`, []string{"a.yaml:4:51: descriptors[0].rate_limit.requests_per_unit: 4000000000 per second: bucket: invalid limit: refill rate 4e+09 is above 1e9 tokens per second"}},
+    shadow_mode: "yes"
+    rate_limit: {unit: second, requests_per_unit: "10"}
+`, []string{
+			`a.yaml:4:18: descriptors[0].shadow_mode: want true or false, got the quoted string "yes" (envoy ratelimit refuses it too)`,
+			`a.yaml:5:51: descriptors[0].rate_limit.requests_per_unit: want a whole number, got the quoted string "10" (envoy ratelimit refuses it too)`,
+		}},
 		{"syntax", "domain: d\ndescriptors: [\n", []string{"a.yaml:2: did not find expected node content"}},
 		{"not a mapping", "- domain: d\n", []string{"a.yaml:1:1: want a mapping, got a list"}},
 		{"empty file", "", []string{"a.yaml: the file is empty; it needs a domain"}},
@@ -291,5 +295,20 @@ func TestLoadRefusesNonRegularFiles(t *testing.T) {
 	cancel()
 	if _, err := LoadContext(ctx, dir, LoadOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("ended context: %v", err)
+	}
+}
+
+// A file of two YAML documents loads the first, as envoy ratelimit's YAML
+// library does, with a warning naming the second.
+func TestSecondDocumentWarns(t *testing.T) {
+	cfg, err := Parse([]File{{Name: "a.yaml", Data: []byte("domain: one\n---\ndomain: two\n")}}, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Domains(), ","); got != "one" {
+		t.Errorf("domains %q", got)
+	}
+	if w := cfg.Warnings(); len(w) != 1 || !strings.HasPrefix(w[0], "a.yaml:2: a second YAML document") {
+		t.Errorf("warnings %q", w)
 	}
 }

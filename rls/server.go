@@ -93,6 +93,7 @@ type Server struct {
 	reload          func() (*Config, error)
 	reloadMu        sync.Mutex
 	policy          atomic.Pointer[policy]
+	stopping        atomic.Bool // Run's context has ended
 }
 
 // policy is a config with the counters made for it, swapped as one.
@@ -187,6 +188,7 @@ func (s *Server) Reload() error {
 	s.SetConfig(cfg)
 	s.metrics.configLoads.WithLabelValues("ok").Inc()
 	s.log.Info("envoy ratelimit config loaded", "domains", len(cfg.Domains()), "rules", len(cfg.Rules()))
+	LogWarnings(s.log, cfg)
 	return nil
 }
 
@@ -208,8 +210,11 @@ type slot struct {
 // ShouldRateLimit decides every descriptor of req with one
 // [limiter.Limiter.TakeBatch] and answers as envoy ratelimit does; see the
 // package documentation. It answers INVALID_ARGUMENT for an empty domain,
-// no descriptors, a descriptor without entries, an entry without a key, or
-// an unusable limit override, and UNAVAILABLE when the store cannot decide.
+// no descriptors, more than MaxDescriptors or an unusable limit override,
+// and UNAVAILABLE when the store cannot decide. A descriptor without
+// entries or with an entry without a key is answered OK, the others
+// decided, as envoy ratelimit does (counted in
+// tollgate_rls_invalid_descriptors).
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
 	if err := validate(req); err != nil {
 		s.metrics.invalidRequests.Inc()
@@ -224,6 +229,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		sl := &slots[i]
 		sl.batch = -1
 		sl.hits = hitsAddend(req, d)
+		if !usable(d) {
+			s.metrics.invalidDescriptors.Inc()
+			continue
+		}
 		if !known {
 			s.metrics.domainNotFound.Inc()
 			continue
@@ -260,4 +269,15 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReques
 		}
 	}
 	return s.decide(ctx, req, slots)
+}
+
+// LogWarnings logs each of cfg's warnings, and loudly (at ERROR) a config
+// without a domain: every descriptor is then answered OK, failing open.
+func LogWarnings(log *slog.Logger, cfg *Config) {
+	for _, w := range cfg.Warnings() {
+		log.Warn("envoy ratelimit config warning", "warning", w)
+	}
+	if len(cfg.Domains()) == 0 {
+		log.Error("envoy ratelimit config has no domain: every request is answered OK", "files", len(cfg.Files()))
+	}
 }

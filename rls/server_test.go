@@ -62,21 +62,24 @@ func TestHitsAddend(t *testing.T) {
 	if st := call(1, withHits(desc("k=a"), 2)); st.LimitRemaining != 3 {
 		t.Errorf("descriptor hits_addend 2: remaining %d, want 3", st.LimitRemaining)
 	}
-	// More than held is denied and takes nothing; the bucket still holds 3.
-	if st := call(5, desc("k=a")); st.Code != codeOver || st.LimitRemaining != 3 {
+	// More than held is denied and takes nothing; the bucket still holds
+	// 3, but the refusal says 0 remain and to wait until 5 are back
+	// (2 more: 12 s at one per 6 s).
+	if st := call(5, desc("k=a")); st.Code != codeOver || st.LimitRemaining != 0 || st.DurationUntilReset.AsDuration() != 12*time.Second {
 		t.Errorf("hits_addend 5 with 3 held: %v", st)
 	}
 	if st := call(3, desc("k=a")); st.Code != codeOK || st.LimitRemaining != 0 {
 		t.Errorf("hits_addend 3 with 3 held: %v", st)
 	}
-	// More than the capacity can never be admitted.
-	if st := call(0, withHits(desc("k=b"), 1<<40)); st.Code != codeOver || st.LimitRemaining != 10 {
+	// More than the capacity can never be admitted: wait the window.
+	if st := call(0, withHits(desc("k=b"), 1<<40)); st.Code != codeOver || st.LimitRemaining != 0 || st.DurationUntilReset.AsDuration() != time.Minute {
 		t.Errorf("hits_addend 2^40: %v", st)
 	}
-	// A refund (is_negative_hits) only looks.
+	// is_negative_hits is charged like any hit, as envoy ratelimit
+	// (which does not read it) charges it.
 	d := desc("k=b")
 	d.IsNegativeHits = true
-	if st := call(3, d); st.Code != codeOK || st.LimitRemaining != 10 {
+	if st := call(3, d); st.Code != codeOK || st.LimitRemaining != 7 {
 		t.Errorf("is_negative_hits: %v", st)
 	}
 }
@@ -198,8 +201,6 @@ func TestInvalidRequests(t *testing.T) {
 	}{
 		{"empty domain", &rlspb.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("k=a")}}, "domain must not be empty"},
 		{"no descriptors", &rlspb.RateLimitRequest{Domain: "d"}, "descriptor list must not be empty"},
-		{"empty key", &rlspb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("k=a"), desc("k=a", "=v")}}, "descriptors[1].entries[1] has an empty key"},
-		{"no entries", &rlspb.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{{}}}, "descriptors[0] has no entries"},
 		{"too many", &rlspb.RateLimitRequest{Domain: "d", Descriptors: many}, "at most 1024"},
 	} {
 		_, err := ts.client.ShouldRateLimit(context.Background(), c.req)
@@ -207,12 +208,46 @@ func TestInvalidRequests(t *testing.T) {
 			t.Errorf("%s: %v, want InvalidArgument with %q", c.name, err, c.msg)
 		}
 	}
-	if got := counterValue(t, ts.metrics.invalidRequests); got != 5 {
-		t.Errorf("invalid_requests = %v, want 5", got)
+	if got := counterValue(t, ts.metrics.invalidRequests); got != 3 {
+		t.Errorf("invalid_requests = %v, want 3", got)
 	}
 	// Nothing was taken by the refused requests.
 	if r := ts.call(t, "d", desc("k=a")); r.Statuses[0].LimitRemaining != 9 {
 		t.Errorf("after refused requests: %v", r.Statuses[0])
+	}
+	// A descriptor without entries, or with an entry without a key, is
+	// answered OK and the others are decided, as envoy ratelimit does:
+	// the over-limit one still makes the request OVER_LIMIT.
+	for range 10 {
+		ts.call(t, "d", desc("k=b"))
+	}
+	r, err := ts.client.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "d",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{{}, desc("k=a", "=v"), desc("k=b")}})
+	if err != nil || r.OverallCode != codeOver || r.Statuses[0].Code != codeOK || r.Statuses[1].Code != codeOK || r.Statuses[2].Code != codeOver {
+		t.Errorf("per-descriptor errors: %v %v", r, err)
+	}
+	if got := counterValue(t, ts.metrics.invalidDescriptors); got != 2 {
+		t.Errorf("invalid_descriptors = %v, want 2", got)
+	}
+}
+
+// A rule above 10⁹ per second loads (envoy ratelimit accepts it) and
+// refills at 10⁹ per second; a one-hour rule whose interval was rounded
+// up never reports a reset longer than its hour.
+func TestHugeRatesAndResetBound(t *testing.T) {
+	ts := start(t, Options{Config: mustParse(t, `domain: d
+descriptors:
+  - key: fast
+    rate_limit: {unit: second, requests_per_unit: 4000000000}
+  - key: hour
+    rate_limit: {unit: hour, requests_per_unit: 4004400000}
+`)})
+	if st := ts.call(t, "d", withHits(desc("fast=a"), 1000)).Statuses[0]; st.Code != codeOK || st.LimitRemaining != 4_000_000_000-1000 {
+		t.Errorf("4e9/s: %v", st)
+	}
+	st := ts.call(t, "d", withHits(desc("hour=a"), 4_004_400_000)).Statuses[0]
+	if got := st.DurationUntilReset.AsDuration(); st.Code != codeOK || got > time.Hour || got < 59*time.Minute {
+		t.Errorf("an emptied hourly bucket resets in %v, want at most an hour: %v", got, st)
 	}
 }
 
@@ -246,12 +281,14 @@ descriptors:
 	if got := headers(r); !equalMaps(got, want) {
 		t.Errorf("headers %v, want %v", got, want)
 	}
-	// An over-limit descriptor is reported whatever its remaining.
+	// An over-limit descriptor is reported whatever its remaining, as 0
+	// remaining and the seconds until its hits would be admitted: 3 hits
+	// with 1 held wait for 2 more tokens, 400 ms, rounded up.
 	for range 4 {
 		ts.call(t, "h", desc("b=2"))
 	}
 	r = ts.call(t, "h", withHits(desc("b=2"), 3), desc("a=2"))
-	want = map[string]string{"RateLimit-Limit": "5", "RateLimit-Remaining": "1", "RateLimit-Reset": "1"}
+	want = map[string]string{"RateLimit-Limit": "5", "RateLimit-Remaining": "0", "RateLimit-Reset": "1"}
 	if got := headers(r); r.OverallCode != codeOver || !equalMaps(got, want) {
 		t.Errorf("over limit: %v headers %v, want %v", r.OverallCode, got, want)
 	}
@@ -387,7 +424,7 @@ func TestReloadKeepsBuckets(t *testing.T) {
 
 func TestHealthAndReflection(t *testing.T) {
 	ts := start(t, Options{})
-	for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService"} {
+	for _, svc := range []string{"", "envoy.service.ratelimit.v3.RateLimitService", "ratelimit"} {
 		r, err := healthpb.NewHealthClient(ts.conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
 		if err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
 			t.Errorf("health %q: %v %v", svc, r, err)

@@ -64,10 +64,21 @@ func (p *parser) str(n *yaml.Node, field string) (string, bool) {
 	return n.Value, true
 }
 
+// quoted reports whether a scalar was written in quotes: a string to
+// envoy ratelimit's YAML library whatever it spells.
+func quoted(n *yaml.Node) bool {
+	return n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 || n.Tag == "!!str" && n.Style&yaml.TaggedStyle != 0
+}
+
 // boolean reads true/false, and the YAML 1.1 spellings envoy ratelimit's
-// YAML library also takes (yes/no, on/off); null is false.
+// YAML library also takes (yes/no, on/off); null is false. A quoted value
+// ("yes", "true") is a string, refused as envoy ratelimit refuses it.
 func (p *parser) boolean(n *yaml.Node, field string) bool {
 	if isNull(n) {
+		return false
+	}
+	if n.Kind == yaml.ScalarNode && quoted(n) {
+		p.errorf(n, field, "want true or false, got the quoted string %q (envoy ratelimit refuses it too)", n.Value)
 		return false
 	}
 	if n.Kind == yaml.ScalarNode {

@@ -27,6 +27,7 @@ import (
 // time the registry lists exactly the pool's ready instances, at their
 // addresses.
 func TestServeAutoscaledInstancesInCloudMap(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	marker := fmt.Sprintf("cloudmap-%d", time.Now().UnixNano())
 	path := filepath.Join(t.TempDir(), "tollgate.yaml")
 	// idle is long until the last step, so that the instance the first

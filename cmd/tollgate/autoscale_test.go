@@ -131,6 +131,7 @@ func listPools(t *testing.T, addr string) adminPools {
 // request under the route, lists it, keeps it across a reload that raises
 // max instances, and leaves no instance process after SIGTERM.
 func TestServeAutoscaleSIGTERM(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	marker := fmt.Sprintf("term-%d", time.Now().UnixNano())
 	cfgPath := autoscaleConfig(t, marker, true)
 	s := startServerEnv(t, []string{"TOLLGATE_ADMIN_TOKEN=secret"}, "--config", cfgPath)
@@ -205,6 +206,7 @@ func mustAdmin(t *testing.T, addr string) string {
 // the instance's process group and one in a session of its own (a
 // daemon), which only the instance supervisor can find without a cgroup.
 func TestServeAutoscaleSIGKILL(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	for _, session := range []bool{false, true} {
 		t.Run(fmt.Sprintf("childSession=%v", session), func(t *testing.T) {
 			marker := fmt.Sprintf("kill-%d", time.Now().UnixNano())
@@ -254,6 +256,7 @@ func mustRead(t *testing.T, path string) string {
 // TestServeThrottledServiceOnPool: a preset service with an autoscale
 // section passes throttle → pending queue → instance in one process.
 func TestServeThrottledServiceOnPool(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	marker := fmt.Sprintf("ecs-%d", time.Now().UnixNano())
 	path := filepath.Join(t.TempDir(), "tollgate.yaml")
 	cfg := fmt.Sprintf("services:\n  - preset: ecs\n    autoscale: {command: [%q], env: {TOLLGATE_TEST_MARKER: %q}, max_instances: 1}\n", testservice.Build(t), marker)
@@ -325,6 +328,7 @@ func TestServeThrottledServiceOnPool(t *testing.T) {
 // instance (with go run) and is answered by it; the instance is listed in
 // Cloud Map while it runs and no longer once it has idled away.
 func TestExampleAutoscale(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command: the example runs its service with go run")
 	}
@@ -398,7 +402,7 @@ func checkLiveView(t *testing.T, addr string) {
 			s := scaled.Services[0]
 			ready := s.Instances["ready"]
 			ok = len(ready) > 0 && ready[len(ready)-1] == 1 && len(s.ScaleDecisions) > 0 &&
-				s.ScaleDecisions[0].From == 0 && s.ScaleDecisions[0].To == 1 && strings.Contains(s.ScaleDecisions[0].Reason, "scale from zero")
+				s.ScaleDecisions[0].From == 0 && s.ScaleDecisions[0].To == 1 && strings.Contains(s.ScaleDecisions[0].Reason, " in flight on ")
 		}
 		if ok {
 			return

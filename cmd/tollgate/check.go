@@ -1,13 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/tollgate/tollgate/config"
+	redisstore "github.com/tollgate/tollgate/limiter/redis"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/rls"
 	"github.com/tollgate/tollgate/servicequotas"
 )
 
@@ -19,18 +21,24 @@ func checkCommand() command {
 }
 
 // checkSynopsis is the head of `tollgate check --help`.
-const checkSynopsis = `tollgate check FILE | tollgate check --preset NAME
+const checkSynopsis = `tollgate check [--rls-config DIR] FILE | tollgate check --rls-config DIR | tollgate check --preset NAME
 
-Validate a quota config and print its table, or print a built-in service's.`
+Validate a config file as serve loads it (with the same size and time
+bounds, and envoy ratelimit's directory its rls.config_dir names) and
+print its table; or validate an envoy ratelimit config directory alone;
+or print a built-in service's table.`
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check")
 	preset := fs.String("preset", "", "print a built-in service instead of a file: "+strings.Join(quota.PresetNames(), ", "))
+	rlsDir := fs.String("rls-config", "", "also validate envoy ratelimit's config `DIR` (as serve --rls-config loads it; default: the config's rls.config_dir)")
 	if code, ok := parseFlags(fs, checkSynopsis, args, stdout, stderr); !ok {
 		return code
 	}
 	var cfg *config.Config
 	switch {
+	case *rlsDir != "" && *preset == "" && fs.NArg() == 0:
+		return checkRLS(stdout, stderr, *rlsDir, config.RLS{}, config.Store{})
 	case *preset != "" && fs.NArg() == 0:
 		s, err := quota.Preset(*preset)
 		if err != nil {
@@ -43,17 +51,12 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 	case *preset == "" && fs.NArg() == 1:
 		var err error
-		data, err := os.ReadFile(fs.Arg(0))
-		if err != nil {
-			fmt.Fprintf(stderr, "%v: %v\n", config.ErrInvalidConfig, err)
-			return 1
-		}
-		if cfg, err = config.Parse(fs.Arg(0), data); err != nil {
+		if cfg, err = config.Load(context.Background(), fs.Arg(0)); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
 	case *preset != "":
-		return usageError(stderr, "check", "give a FILE or --preset, not both")
+		return usageError(stderr, "check", "give a FILE (and --rls-config) or --preset, not both")
 	case fs.NArg() == 0:
 		return usageError(stderr, "check", "give a config FILE, or --preset NAME (%s)", strings.Join(quota.PresetNames(), ", "))
 	default:
@@ -70,5 +73,30 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
+	if dir := *rlsDir; dir != "" || cfg.RLS.ConfigDir != "" {
+		return checkRLS(stdout, stderr, dir, cfg.RLS, cfg.Store)
+	}
+	return 0
+}
+
+// checkRLS validates envoy ratelimit's config directory as serve loads
+// it: dir (--rls-config) or else the config's rls.config_dir, with the
+// config's merge_domains, and the Redis store's longest window when the
+// config's store is Redis (serve's --store can still change that).
+func checkRLS(stdout, stderr io.Writer, dir string, section config.RLS, st config.Store) int {
+	source := "--rls-config " + dir
+	if dir == "" {
+		dir, source = section.ConfigDir, "rls.config_dir "+section.ConfigDir
+	}
+	opts := rls.LoadOptions{MergeDomains: section.MergeDomains}
+	if st.URL != "" && st.URL != "memory" {
+		opts.MaxWindow = redisstore.MaxWindow
+	}
+	cfg, err := rls.Load(dir, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate check: %s: %v\n", source, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\nenvoy ratelimit config %s: %d domains, %d rules, %d files\n", dir, len(cfg.Domains()), len(cfg.Rules()), len(cfg.Files()))
 	return 0
 }

@@ -99,21 +99,27 @@ func squeeze(s string) string {
 	return regexp.MustCompile(` {2,}`).ReplaceAllString(s, "  ")
 }
 
-// binary is the tollgate binary built once for the process tests.
+// binary is the tollgate binary the process tests start: this test
+// binary itself (see TestMain).
 var binary string
 
+// TestMain makes the test binary double as tollgate: started with a
+// command (serve, check, instance-supervisor …) rather than the -test.
+// flags go test gives it, it runs tollgate's main, so the process tests
+// start the code under test without a go build of their own (which, with
+// its link of a 100 MB binary, took a minute of the package's time on a
+// loaded machine), and serve starts the same binary as its instance
+// supervisor.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "tollgate-bin")
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		main()
+	}
+	exe, err := os.Executable()
 	if err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "tollgate")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		os.Stderr.Write(out)
-		panic(err)
-	}
+	binary = exe
 	code := m.Run()
-	os.RemoveAll(dir)
 	testservice.Remove()
 	os.Exit(code)
 }

@@ -175,13 +175,20 @@ func TestReadmeConfigExampleNeedsNoRedis(t *testing.T) {
 		return block
 	}
 	// The example's autoscaled service runs ./hello, relative to the
-	// config file: give it one, as the user would have.
+	// config file. As the README says, check refuses the file until
+	// there is one, naming the command; then the file passes check.
 	dir := t.TempDir()
-	if err := os.WriteFile(dir+"/hello", []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	if err := os.WriteFile(dir+"/my-quotas.yaml", []byte(yamlBlock("Config")), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if code, _, errs := runCmd("check", dir+"/my-quotas.yaml"); code != 1 || !strings.Contains(errs, `"./hello" cannot be run`) {
+		t.Fatalf("check of the README's config without ./hello: exit %d, %s", code, errs)
+	}
+	if err := os.WriteFile(dir+"/hello", []byte("#!/bin/sh\n"), 0o755); err != nil { // what go build -o hello makes, as far as check sees
+		t.Fatal(err)
+	}
+	if code, _, errs := runCmd("check", dir+"/my-quotas.yaml"); code != 0 {
+		t.Fatalf("check of the README's config example: exit %d, %s", code, errs)
 	}
 	c, err := config.Load(context.Background(), dir+"/my-quotas.yaml")
 	if err != nil {

@@ -80,6 +80,7 @@ func TestTwoServeNodesShareOneBucket(t *testing.T) {
 // floor by exactly the refill it could have lost, and a node that denies
 // or loses tokens it should not still fails.
 func TestThreeServeNodesAreGloballyExact(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	rs := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
 	os.WriteFile(cfg, []byte(`services:
@@ -225,6 +226,7 @@ func TestThreeServeNodesAreGloballyExact(t *testing.T) {
 // /readyz answers 503, then, once Redis is back, takes are decided by
 // Redis again without a restart and /readyz answers 200.
 func TestServeFollowsTheFailurePolicyAndRecovers(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	for _, mode := range []string{"killed", "SIGSTOP"} {
 		t.Run(mode, func(t *testing.T) {
 			rs := redistest.Start(t)
@@ -333,6 +335,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // 200 saying Redis is down, and every log line, go-redis's included, is
 // JSON, go-redis's at most one per 10 s.
 func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
+	t.Parallel()                    // its own servers, files and markers
 	dead := redistest.ClosedAddr(t) // refuses, and no other test's server can take it
 	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
 	os.WriteFile(cfg, []byte(`services:

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,6 +16,9 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // A named pipe in the rls config directory, held open by a writer that
@@ -82,4 +89,86 @@ func edgeRequest(addr string) *rlspb.RateLimitRequest {
 	return &rlspb.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
 		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: addr}}},
 	}}
+}
+
+// What a Kubernetes user switching from envoy ratelimit relies on: the
+// probes (gRPC health "ratelimit", GET /healthcheck), POST /json, and a
+// ConfigMap update applied without a signal; a bad update keeps the old
+// rules and is counted.
+func TestServeRLSKubernetesSurface(t *testing.T) {
+	dir := t.TempDir()
+	swap := func(gen, rule string) {
+		t.Helper()
+		d := filepath.Join(dir, "..gen"+gen)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "config.yaml"), []byte(rule), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tmp := filepath.Join(dir, "..data_tmp")
+		if err := os.Symlink("..gen"+gen, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rule := func(n int) string {
+		return fmt.Sprintf("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: %d}\n", n)
+	}
+	swap("1", rule(2))
+	if err := os.Symlink("..data/config.yaml", filepath.Join(dir, "config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "--rls-config", dir, "--grpc-listen", "127.0.0.1:0")
+	line := s.waitLog(t, "envoy rate limit service listening")
+	grpcAddr := regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(line)[1]
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := rlspb.NewRateLimitServiceClient(conn)
+	if r, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: "ratelimit"}); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("grpc health ratelimit: %v %v", r, err)
+	}
+	resp, err := http.Get("http://" + s.addr + "/healthcheck")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /healthcheck: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Post("http://"+s.addr+"/json", "application/json", strings.NewReader(`{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"1.2.3.4"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"requestsPerUnit":2`) {
+		t.Errorf("POST /json: %d %s", resp.StatusCode, body)
+	}
+
+	swap("2", rule(1000))
+	s.waitLog(t, "envoy ratelimit config loaded")
+	if r, err := client.ShouldRateLimit(context.Background(), edgeRequest("10.0.0.1")); err != nil || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 1000 {
+		t.Fatalf("after the ConfigMap swap: %v %v", r, err)
+	}
+	swap("3", "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	s.waitLog(t, "envoy ratelimit config rejected")
+	if r, err := client.ShouldRateLimit(context.Background(), edgeRequest("10.0.0.1")); err != nil || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 1000 {
+		t.Fatalf("after a bad swap: %v %v", r, err)
+	}
+	resp, err = http.Get("http://" + s.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `tollgate_rls_config_loads{result="error"} 1`) {
+		t.Errorf("the rejected swap is not counted")
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if err := waitExit(t, s); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
 }

@@ -84,6 +84,7 @@ func TestServeEnvoyRateLimitService(t *testing.T) {
 
 // A limit the Redis store cannot hold is refused when the file loads.
 func TestServeRLSRefusesYearOnRedis(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "y.yaml"), []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, requests_per_unit: 5}\n"), 0o644); err != nil {
 		t.Fatal(err)

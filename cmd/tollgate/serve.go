@@ -34,32 +34,34 @@ func serveCommand() command {
 // serveFlags are the settings of `tollgate serve`. Every flag is declared
 // here and registered in define, nowhere else.
 type serveFlags struct {
-	listen          string
-	configPath      string
-	logFormat       string
-	logLevel        string
-	adminTokenFile  string
-	maxBody         int64
-	maxBatch        int
-	maxInFlight     int64
-	shutdownTimeout time.Duration
-	store           string
-	storeTimeout    time.Duration
-	storeOnFailure  string
-	denyCache       bool
-	storePipelines  int
-	memMaxBuckets   int
-	memMaxKeyBytes  int64
-	storeNodes      int
-	drainDelay      time.Duration
-	cpuProfile      string
-	grpcListen      string
-	rlsConfig       string
-	rlsHeaders      optBool
-	rlsMerge        optBool
-	rlsShadow       optBool
-	rlsHeaderNames  [3]string // limit, remaining, reset; "" for the config's, else envoy ratelimit's
-	kube            kubeFlags
+	listen           string
+	configPath       string
+	logFormat        string
+	logLevel         string
+	adminTokenFile   string
+	maxBody          int64
+	maxBatch         int
+	maxInFlight      int64
+	shutdownTimeout  time.Duration
+	store            string
+	storeTimeout     time.Duration
+	storeOnFailure   string
+	denyCache        bool
+	storePipelines   int
+	memMaxBuckets    int
+	memMaxKeyBytes   int64
+	storeNodes       int
+	rlsRequireDomain bool
+	rlsWatch         bool
+	drainDelay       time.Duration
+	cpuProfile       string
+	grpcListen       string
+	rlsConfig        string
+	rlsHeaders       optBool
+	rlsMerge         optBool
+	rlsShadow        optBool
+	rlsHeaderNames   [3]string // limit, remaining, reset; "" for the config's, else envoy ratelimit's
+	kube             kubeFlags
 }
 
 // kubeFlags are serve's Kubernetes flags.
@@ -81,8 +83,8 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxInFlight, "max-in-flight-bytes", gateway.DefaultMaxInFlightBytes, "bound on request bytes being served at once (bodies, plus 640 per batch take); over it requests get 503 with Retry-After; -1: no bound")
 	durationVar(fs, &f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.Var(&storeValue{&f.store}, "store", "where bucket state lives: memory, or a Redis `URL` (redis://host:port/db, rediss://, redis+cluster://, redis+sentinel://) shared by many nodes; default: the config's store.url, else memory")
-	durationVar(fs, &f.storeTimeout, "store-timeout", 0, "longest wait for Redis per decision before --store-on-failure decides (default: the config's store.timeout, else 50ms)")
-	choiceVar(fs, &f.storeOnFailure, "store-on-failure", "", []string{"local", "open", "closed", "fail-local", "fail-open", "fail-closed"}, "decisions while Redis does not answer: local (each node from its own in-memory bucket at the configured limit), open (allow) or closed (deny, and /readyz answers 503) (default: the config's store.on_failure, else local)")
+	durationVar(fs, &f.storeTimeout, "store-timeout", 0, "least wait for Redis per decision before --store-on-failure decides; while Redis answers slowly the wait grows, up to 4 times this (default: the config's store.timeout, else 50ms)")
+	choiceVar(fs, &f.storeOnFailure, "store-on-failure", "", []string{"local", "open", "closed", "fail-local", "fail-open", "fail-closed"}, "decisions while Redis does not answer: local (each node continues from the state Redis last reported, within its --store-nodes share), open (allow) or closed (deny, and /readyz answers 503) (default: the config's store.on_failure, else local)")
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
 	fs.IntVar(&f.memMaxBuckets, "memory-max-buckets", memory.DefaultMaxBuckets, "with the memory store, the most buckets in debt it holds; beyond it the buckets closest to full are forgotten (counted in tollgate_buckets_evicted_total); -1: no bound")
 	fs.Int64Var(&f.memMaxKeyBytes, "memory-max-key-bytes", memory.DefaultMaxKeyBytes, "with the memory store, the most bytes of bucket keys it holds, as --memory-max-buckets; -1: no bound")
@@ -90,7 +92,9 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
-	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (every file in it, read as envoy ratelimit reads them) for the Envoy rate limit service; reloaded on SIGHUP (default: the config's rls.config_dir)")
+	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (every file in it, read as envoy ratelimit reads them) for the Envoy rate limit service; reloaded on SIGHUP and /v1/admin/reload (default: the config's rls.config_dir)")
+	fs.BoolVar(&f.rlsWatch, "rls-watch", true, "reload when a file of the rls config directory changes (fsnotify, debounced; Kubernetes ConfigMap updates included), as envoy ratelimit does; the same bounded reload as SIGHUP")
+	fs.BoolVar(&f.rlsRequireDomain, "rls-require-domain", false, "refuse to start (and refuse a reload) when the rls config directory defines no domain; without it such a config is logged at ERROR and answers OK to everything")
 	fs.Var(&f.rlsMerge, "rls-merge-domains", "let several rls config files add to one domain (envoy ratelimit's MERGE_DOMAIN_CONFIG) (default: the config's rls.merge_domains)")
 	fs.Var(&f.rlsShadow, "rls-shadow-mode", "decide and count every Envoy rate limit request but answer OK (envoy ratelimit's SHADOW_MODE), e.g. while migrating (default: the config's rls.shadow_mode)")
 	fs.Var(&f.rlsHeaders, "rls-response-headers", "add the limit, remaining and reset headers to Envoy rate limit answers (envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED) (default: the config's rls.response_headers)")
@@ -108,8 +112,8 @@ const serveSynopsis = `tollgate serve [flags]
 
 Run the throttling server: the AWS JSON wire (ECS, Cloud Map) and the
 native /v1/take API on one port, with /healthz, /readyz, /metrics and,
-with a token, /v1/admin. SIGHUP reloads the config; SIGTERM or SIGINT
-shuts down gracefully (a second one kills).`
+with a token, /v1/admin. SIGHUP reloads the config file and the rls
+directory; SIGTERM or SIGINT shuts down gracefully (a second one kills).`
 
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve")
@@ -206,6 +210,8 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 			MergeDomains:    f.rlsMerge.ptr(),
 			ShadowMode:      f.rlsShadow.ptr(),
 			ResponseHeaders: f.rlsHeaders.ptr(),
+			RequireDomain:   f.rlsRequireDomain,
+			Watch:           f.rlsWatch,
 			LimitHeader:     f.rlsHeaderNames[0],
 			RemainingHeader: f.rlsHeaderNames[1],
 			ResetHeader:     f.rlsHeaderNames[2],

@@ -109,6 +109,7 @@ func TestUsageListsSim(t *testing.T) {
 }
 
 func TestSimFileNamesNeverCollide(t *testing.T) {
+	t.Parallel() // its own servers, files and markers
 	dir := t.TempDir()
 	if code, _, errs := runCmd("sim", "--scenario", "testdata/sim-collide.yaml", "--out", dir); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)

@@ -75,7 +75,7 @@ type shadowShard struct {
 // shadows is the table: 64 shards, each two generations of a map. A key
 // used in the current generation stays; a rotation drops the keys unused
 // for a whole generation (an LRU by generations), except those with tokens
-// still to write back. At most 2 × limit keys are kept in all.
+// still to write back. At most limit keys are kept in all.
 type shadows struct {
 	seed   maphash.Seed
 	nodes  int64

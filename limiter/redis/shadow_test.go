@@ -266,3 +266,33 @@ func TestWaitEstimator(t *testing.T) {
 		t.Fatalf("very slow answers: wait %v, want the ceiling", got)
 	}
 }
+
+// BenchmarkShadow measures what FailLocal adds to every take on a healthy
+// Redis: the shadow table's send and settle, for keys seen before (hot)
+// and for a new key each take (as BenchmarkTake's spread of keys makes
+// them).
+func BenchmarkShadow(b *testing.B) {
+	limit := bucket.MustLimit(50, 20)
+	keys := make([]string, 1<<20)
+	for i := range keys {
+		keys[i] = "{ecs/" + strconv.Itoa(100000000000+i) + "}:us-east-1:cluster-read"
+	}
+	for _, mode := range []string{"hot", "new"} {
+		b.Run(mode, func(b *testing.B) {
+			tab := newShadows(100_000, 1)
+			now := int64(time.Hour)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				k := keys[i%1000]
+				if mode == "new" {
+					k = keys[i%len(keys)]
+				}
+				i++
+				e, _ := tab.send(k, limit, 1, now)
+				var fate uint8
+				e.settle(limit, 1, &fate, outAnswered, true, 0, now, false)
+			}
+		})
+	}
+}

@@ -1,17 +1,19 @@
 package kube
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/scale"
 	"k8s.io/client-go/tools/clientcmd"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 )
 
 // LoadConfig finds the API server and credentials: the kubeconfig file
@@ -36,75 +38,36 @@ func LoadConfig(path string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// Client is the part of the Kubernetes API a Runner calls, besides the
-// scale subresource and metrics.k8s.io: it watches EndpointSlices,
-// patches pod deletion costs, reads the Deployment and, with election,
-// holds the Lease. [NewClients] builds one over a rest.Config.
-//
-// It is this narrow (and not client-go's kubernetes.Interface) so that
-// the binary links five API groups, not all of them: client-go's
-// clientset registers every group at init, which cost tens of
-// milliseconds on every start of every tollgate process.
-type Client interface {
-	// ListEndpointSlices lists the EndpointSlices of namespace.
-	ListEndpointSlices(ctx context.Context, namespace string, opts metav1.ListOptions) (*EndpointSliceList, error)
-	// WatchEndpointSlices watches the EndpointSlices of namespace.
-	WatchEndpointSlices(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error)
-	// PatchPod applies a JSON merge patch to a pod.
-	PatchPod(ctx context.Context, namespace, name string, mergePatch []byte) error
-	// GetDeployment reads an apps/v1 Deployment's replica counts.
-	GetDeployment(ctx context.Context, namespace, name string) (DeploymentReplicas, error)
-	// GetLease reads a coordination.k8s.io/v1 Lease.
-	GetLease(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
-	// CreateLease creates a Lease.
-	CreateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error)
-	// UpdateLease replaces a Lease (a conflict if its resourceVersion is
-	// not the stored one).
-	UpdateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error)
-}
-
-// DeploymentReplicas are the counts a Runner logs of its Deployment when
-// it starts (the apps/v1 type is not linked: its pod template holds most
-// of the core API's types).
-type DeploymentReplicas struct {
-	// Replicas is spec.replicas (1 when unset, the API's default).
-	Replicas int32
-	// ReadyReplicas is status.readyReplicas.
-	ReadyReplicas int32
-}
-
-// Scales reads and writes the scale subresource of a scalable resource
-// (a Deployment, a StatefulSet, a custom resource with a scale
-// subresource), as HPA and KEDA do.
-type Scales interface {
-	// GetScale reads the scale of resource name in namespace.
-	GetScale(ctx context.Context, namespace string, resource schema.GroupResource, name string) (*Scale, error)
-	// UpdateScale writes it (a conflict if its resourceVersion is not the
-	// stored one).
-	UpdateScale(ctx context.Context, namespace string, resource schema.GroupResource, scale *Scale) (*Scale, error)
-}
-
-// PodMetricsLister reads pod CPU from metrics.k8s.io.
-type PodMetricsLister interface {
-	// ListPodMetrics lists the PodMetrics of namespace.
-	ListPodMetrics(ctx context.Context, namespace string, opts metav1.ListOptions) (*PodMetricsList, error)
-}
-
 // Clients are the API clients a Runner takes in its Options.
 type Clients struct {
-	Client  Client
-	Scales  Scales
-	Metrics PodMetricsLister
+	Client  kubernetes.Interface
+	Scales  scale.ScalesGetter
+	Metrics metricsclient.Interface
 }
 
-// NewClients builds the clients of cfg, all three over one REST client
-// per API group version. The scale subresource of a resource outside
-// the apps group is found through the group's preferred version (API
-// discovery, cached).
+// NewClients builds the clients of cfg. The scale client finds each
+// resource's scale subresource through API discovery, cached in memory.
 func NewClients(cfg *rest.Config) (Clients, error) {
-	c, err := newRESTClients(cfg)
-	if err != nil {
-		return Clients{}, err
+	cfg = rest.CopyConfig(cfg)
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "tollgate"
 	}
-	return Clients{Client: c, Scales: c, Metrics: c}, nil
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("discovery client: %w", err)
+	}
+	cached := memory.NewMemCacheClient(dc)
+	scales, err := scale.NewForConfig(cfg, restmapper.NewDeferredDiscoveryRESTMapper(cached), dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(cached))
+	if err != nil {
+		return Clients{}, fmt.Errorf("scale client: %w", err)
+	}
+	metrics, err := metricsclient.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("metrics.k8s.io client: %w", err)
+	}
+	return Clients{Client: client, Scales: scales, Metrics: metrics}, nil
 }

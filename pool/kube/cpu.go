@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 // cpuState holds what metrics.k8s.io said of each pod; guarded by
@@ -41,7 +42,7 @@ func (r *Runner) readCPU(ctx context.Context) {
 	r.mu.Lock()
 	sel := r.selector
 	r.mu.Unlock()
-	list, err := r.o.Metrics.ListPodMetrics(ctx, r.o.Target.Namespace, metav1.ListOptions{LabelSelector: sel})
+	list, err := r.o.Metrics.MetricsV1beta1().PodMetricses(r.o.Target.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if ctx.Err() != nil {
 		return
 	}
@@ -68,15 +69,13 @@ func (r *Runner) readCPU(ctx context.Context) {
 
 // update folds one list of pod metrics into the samples; pods no longer
 // listed are forgotten.
-func (c *cpuState) update(items []PodMetrics) {
+func (c *cpuState) update(items []metricsv1beta1.PodMetrics) {
 	seen := make(map[string]bool, len(items))
 	for _, pm := range items {
 		seen[pm.Name] = true
 		var cores float64
 		for _, ct := range pm.Containers {
-			if q, ok := ct.Usage["cpu"]; ok {
-				cores += q.AsApproximateFloat64()
-			}
+			cores += ct.Usage.Cpu().AsApproximateFloat64()
 		}
 		at := pm.Timestamp.Time
 		s := c.samples[pm.Name]

@@ -38,7 +38,7 @@ func TestCPUFromMetricsAPI(t *testing.T) {
 			Containers: []metricsv1beta1.ContainerMetrics{{Name: "c", Usage: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}},
 		}}}, nil
 	})
-	e := newEnv(t, func(o *Options) { o.Metrics = metricsGetter{mc}; o.MetricsInterval = 20 * time.Millisecond })
+	e := newEnv(t, func(o *Options) { o.Metrics = mc; o.MetricsInterval = 20 * time.Millisecond })
 	e.run()
 	a := start(t, e.r, "a")
 	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"})
@@ -74,17 +74,6 @@ func TestCPUFromMetricsAPI(t *testing.T) {
 	}
 }
 
-// ours converts client-go's PodMetrics to this package's (as they would
-// come from the API server).
-func ours(t *testing.T, pm ...metricsv1beta1.PodMetrics) []PodMetrics {
-	t.Helper()
-	l, err := convert[PodMetricsList](&metricsv1beta1.PodMetricsList{Items: pm})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l.Items
-}
-
 func TestCPUSampleIntegration(t *testing.T) {
 	c := cpuState{samples: map[string]*cpuSample{}}
 	t0 := time.Unix(1000, 0)
@@ -95,9 +84,9 @@ func TestCPUSampleIntegration(t *testing.T) {
 				{Usage: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}},
 			}}
 	}
-	c.update(ours(t, pm(t0, "250m")))
-	c.update(ours(t, pm(t0.Add(15*time.Second), "1")))
-	c.update(ours(t, pm(t0.Add(15*time.Second), "1"))) // same sample again
+	c.update([]metricsv1beta1.PodMetrics{pm(t0, "250m")})
+	c.update([]metricsv1beta1.PodMetrics{pm(t0.Add(15*time.Second), "1")})
+	c.update([]metricsv1beta1.PodMetrics{pm(t0.Add(15*time.Second), "1")}) // same sample again
 	s := c.samples["p"]
 	if s.acc != 30*time.Second { // 2 containers × 1 core × 15 s
 		t.Errorf("acc = %v, want 30s", s.acc)

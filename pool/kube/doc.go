@@ -8,8 +8,8 @@
 // # What it owns
 //
 //   - The replica count, written only through the scale subresource
-//     (as HPA and KEDA do), never by editing the Deployment spec: a Get,
-//     then an Update carrying its resourceVersion,
+//     (scale.ScalesGetter, as HPA and KEDA do), never by editing the
+//     Deployment spec: a Get, then an Update carrying its resourceVersion,
 //     only when the count changes, retried on conflict by a rate-limited
 //     work queue. The count asked for is the number of live instances.
 //   - Which pods are ready and where: an informer on the Service's
@@ -32,18 +32,6 @@
 //
 // It never routes or proxies requests and never decides a count: package
 // pool does. It never deletes a pod or edits a Deployment's spec.
-//
-// # Clients
-//
-// It talks to the API server through three narrow interfaces ([Client],
-// [Scales], [PodMetricsLister]) that [NewClients] implements over
-// client-go's REST client, with its own declarations of the few objects it
-// reads ([EndpointSlice], [Scale], [PodMetrics]) and client-go's Lease
-// election protocol re-implemented on them. client-go's generated
-// clientset, its informers and leaderelection package, and k8s.io/api's
-// core group are not linked: each registers every API kind at init, which
-// doubled the binary and cost every tollgate process (each instance
-// supervisor included) tens of milliseconds of start-up.
 //
 // # Lifecycle
 //

@@ -3,26 +3,21 @@ package kube_test
 import (
 	"fmt"
 
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/kubernetes/fake"
+	scalefake "k8s.io/client-go/scale/fake"
 
 	"github.com/tollgate/tollgate/pool/kube"
 )
 
 // A runner for the Deployment "hello" in namespace "demo", its pods
 // listed by the Service of the same name, requests going to pod port
-// 8080. In a cluster the config comes from kube.LoadConfig; nothing
-// reaches the API server until Run(ctx), and the pool starts instances.
+// 8080. In a cluster the clients come from kube.LoadConfig and
+// kube.NewClients; then Run(ctx) runs it and the pool starts instances.
 func ExampleNew() {
-	clients, err := kube.NewClients(&rest.Config{Host: "https://127.0.0.1:6443"})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
 	r, err := kube.New(kube.Options{
-		Target:  kube.Target{Namespace: "demo", Deployment: "hello", Port: 8080},
-		Client:  clients.Client,
-		Scales:  clients.Scales,
-		Metrics: clients.Metrics,
+		Target: kube.Target{Namespace: "demo", Deployment: "hello", Port: 8080},
+		Client: fake.NewClientset(),
+		Scales: &scalefake.FakeScaleClient{},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -104,8 +104,8 @@ func newEnv(t *testing.T, mod func(*Options)) *env {
 	e := &env{t: t, client: fake.NewClientset(), scale: &scaleStore{}, reg: prometheus.NewRegistry(), ns: "default"}
 	opts := Options{
 		Target:   Target{Namespace: e.ns, Deployment: "hello", Port: 8080},
-		Client:   clientset{e.client},
-		Scales:   scalesGetter{e.scale.client(e.ns, "hello")},
+		Client:   e.client,
+		Scales:   e.scale.client(e.ns, "hello"),
 		Registry: e.reg,
 		Resync:   time.Hour, // writes in these tests come from Start and Stop
 		AdoptFor: -1,

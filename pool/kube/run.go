@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -34,22 +35,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		return errNotRunning
 	}
 	t := r.o.Target
-	sel := labels.SelectorFromSet(labels.Set{LabelServiceName: t.Service}).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-			lo.LabelSelector = sel
-			return r.o.Client.ListEndpointSlices(ctx, t.Namespace, lo)
-		},
-		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-			lo.LabelSelector = sel
-			return r.o.Client.WatchEndpointSlices(ctx, t.Namespace, lo)
-		},
-	}
-	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, r.o.Client),
-		&EndpointSlice{}, cache.SharedIndexInformerOptions{
-			Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		})
-	r.epCache = inf.GetIndexer()
+	factory := informers.NewSharedInformerFactoryWithOptions(r.o.Client, 0,
+		informers.WithNamespace(t.Namespace),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: t.Service}).String()
+		}))
+	defer factory.Shutdown() // waits for the informer's goroutines
+	inf := factory.Discovery().V1().EndpointSlices()
+	r.lister = inf.Lister()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -58,7 +51,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, epq.ShutDown)
 	defer stop()
 	r.epKick = func() { epq.Add(t.Service) }
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { r.epKick() },
 		UpdateFunc: func(any, any) { r.epKick() },
 		DeleteFunc: func(obj any) {
@@ -69,18 +62,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("kube %s: watching EndpointSlices: %w", t, err)
 	}
-	informerCtx, stopInformer := context.WithCancel(ctx)
-	informerDone := make(chan struct{})
-	go func() {
-		defer close(informerDone)
-		inf.RunWithContext(informerCtx)
-	}()
-	defer func() { stopInformer(); <-informerDone }() // the informer's goroutines end before Run returns
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	factory.StartWithContext(ctx)
+	if res := factory.WaitForCacheSyncWithContext(ctx); res.Err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("kube %s: EndpointSlice cache did not sync", t)
+		return fmt.Errorf("kube %s: EndpointSlice cache: %w", t, res.Err)
 	}
 	r.checkDeployment(ctx)
 	r.epKick()
@@ -189,13 +176,8 @@ func (r *Runner) handleErr(ctx context.Context, q workqueue.TypedRateLimitingInt
 // syncEndpoints rebuilds the ready set from all of the Service's slices.
 func (r *Runner) syncEndpoints() error {
 	t := r.o.Target
-	sel := labels.SelectorFromSet(labels.Set{LabelServiceName: t.Service})
-	var list []*EndpointSlice
-	err := cache.ListAllByNamespace(r.epCache, t.Namespace, sel, func(obj any) {
-		if s, ok := obj.(*EndpointSlice); ok {
-			list = append(list, s)
-		}
-	})
+	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: t.Service})
+	list, err := r.lister.EndpointSlices(t.Namespace).List(sel)
 	if err != nil {
 		return fmt.Errorf("listing EndpointSlices: %w", err)
 	}
@@ -208,10 +190,10 @@ func (r *Runner) syncEndpoints() error {
 // pod name (or address when an endpoint names no pod), and every key
 // listed at all. Ready==nil counts as ready (the API's rule); an endpoint
 // in several slices counts once. port 0 takes the slice's only port.
-func readySet(list []*EndpointSlice, port int) (map[string]endpoint, map[string]bool) {
+func readySet(list []*discoveryv1.EndpointSlice, port int) (map[string]endpoint, map[string]bool) {
 	ready, listed := map[string]endpoint{}, map[string]bool{}
 	for _, s := range list {
-		if s.AddressType != "IPv4" && s.AddressType != "IPv6" {
+		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue
 		}
 		p := port
@@ -243,12 +225,12 @@ func readySet(list []*EndpointSlice, port int) (map[string]endpoint, map[string]
 }
 
 // endpointSliceFromDeleteObj unwraps a delete event, tombstone or not.
-func endpointSliceFromDeleteObj(obj any) *EndpointSlice {
-	if s, ok := obj.(*EndpointSlice); ok {
+func endpointSliceFromDeleteObj(obj any) *discoveryv1.EndpointSlice {
+	if s, ok := obj.(*discoveryv1.EndpointSlice); ok {
 		return s
 	}
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		if s, ok := tomb.Obj.(*EndpointSlice); ok {
+		if s, ok := tomb.Obj.(*discoveryv1.EndpointSlice); ok {
 			return s
 		}
 	}
@@ -260,7 +242,8 @@ func endpointSliceFromDeleteObj(obj any) *EndpointSlice {
 // resourceVersion, so a concurrent change is a conflict, retried).
 func (r *Runner) syncScale(ctx context.Context) error {
 	t := r.o.Target
-	s, err := r.o.Scales.GetScale(ctx, t.Namespace, t.Resource, t.Deployment)
+	sc := r.o.Scales.Scales(t.Namespace)
+	s, err := sc.Get(ctx, t.Resource, t.Deployment, metav1.GetOptions{})
 	if err != nil {
 		r.m.apiErrors.WithLabelValues("get_scale").Inc()
 		return fmt.Errorf("reading the scale of %s: %w", t, err)
@@ -293,7 +276,7 @@ func (r *Runner) syncScale(ctx context.Context) error {
 		}
 	}
 	s.Spec.Replicas = want
-	if _, err := r.o.Scales.UpdateScale(ctx, t.Namespace, t.Resource, s); err != nil {
+	if _, err := sc.Update(ctx, t.Resource, s, metav1.UpdateOptions{}); err != nil {
 		op := "update_scale"
 		if apierrors.IsConflict(err) {
 			op = "update_scale_conflict"
@@ -310,7 +293,7 @@ func (r *Runner) syncScale(ctx context.Context) error {
 // ReplicaSet removes it first when replicas are lowered.
 func (r *Runner) markForDeletion(ctx context.Context, pod string) error {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, DeletionCostAnnotation, strconv.Itoa(math.MinInt32))
-	err := r.o.Client.PatchPod(ctx, r.o.Target.Namespace, pod, []byte(patch))
+	_, err := r.o.Client.CoreV1().Pods(r.o.Target.Namespace).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if err != nil {
 		r.m.apiErrors.WithLabelValues("patch_pod").Inc()
 		r.log.Warn("could not set the deletion cost of a pod; the ReplicaSet picks which pod goes", "pod", pod, "error", err)
@@ -326,11 +309,15 @@ func (r *Runner) checkDeployment(ctx context.Context) {
 	if t.Resource != deployments {
 		return
 	}
-	d, err := r.o.Client.GetDeployment(ctx, t.Namespace, t.Deployment)
+	d, err := r.o.Client.AppsV1().Deployments(t.Namespace).Get(ctx, t.Deployment, metav1.GetOptions{})
 	if err != nil {
 		r.m.apiErrors.WithLabelValues("get_deployment").Inc()
 		r.log.Warn("cannot read the Deployment; scaling will be retried", "error", err)
 		return
 	}
-	r.log.Info("watching Deployment", "service", t.Service, "replicas", d.Replicas, "ready", d.ReadyReplicas)
+	replicas := int32(1)
+	if d.Spec.Replicas != nil {
+		replicas = *d.Spec.Replicas
+	}
+	r.log.Info("watching Deployment", "service", t.Service, "replicas", replicas, "ready", d.Status.ReadyReplicas)
 }

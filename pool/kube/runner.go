@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/client-go/tools/cache"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 
 	"github.com/tollgate/tollgate/pool"
 )
@@ -29,7 +29,7 @@ type Runner struct {
 	kick       chan struct{} // wakes the scale loop; buffer 1, non-blocking send
 	closed     chan struct{} // closed once Run's context has ended
 	epKick     func()        // queues an EndpointSlice sync; set by Run
-	epCache    cache.Indexer // the informer's EndpointSlices
+	lister     discoverylisters.EndpointSliceLister
 
 	mu       sync.Mutex
 	live     int                  // instances the replica count asks for

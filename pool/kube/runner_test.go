@@ -244,9 +244,9 @@ func TestNew(t *testing.T) {
 	for _, o := range []Options{
 		{},
 		{Target: Target{Namespace: "n"}},
-		{Target: Target{Namespace: "n", Deployment: "d", Port: 70000}, Client: clientset{e.client}, Scales: e.r.o.Scales},
+		{Target: Target{Namespace: "n", Deployment: "d", Port: 70000}, Client: e.client, Scales: e.r.o.Scales},
 		{Target: Target{Namespace: "n", Deployment: "d"}},
-		{Target: Target{Namespace: "n", Deployment: "d"}, Client: clientset{e.client}, Scales: e.r.o.Scales, Election: &Election{}},
+		{Target: Target{Namespace: "n", Deployment: "d"}, Client: e.client, Scales: e.r.o.Scales, Election: &Election{}},
 	} {
 		if _, err := New(o); !errors.Is(err, ErrOptions) {
 			t.Errorf("New(%+v) = %v, want ErrOptions", o.Target, err)

@@ -28,6 +28,7 @@ type cpuMeter struct {
 	pid   int
 	last  time.Duration // the largest reading so far: readings never go back
 	final bool          // the instance is gone; last is its total
+	oom   bool          // the OOM killer killed one of its processes
 }
 
 // newCPUMeter makes the cgroup of an instance of service (id names it;
@@ -51,6 +52,9 @@ func (r *Runner) newCPUMeter(service, id string, log *slog.Logger) *cpuMeter {
 		return m
 	}
 	m.cgroupDir, m.fd = dir, fd
+	if err := r.applyLimits(dir); err != nil {
+		log.Warn("cannot limit the instance's cgroup; it runs unlimited", "cgroup", dir, "err", err)
+	}
 	return m
 }
 
@@ -114,6 +118,15 @@ func (m *cpuMeter) exited(state *os.ProcessState) {
 		}
 	}
 	m.final = true
+	m.oom = oomKilled(m.cgroupDir)
+}
+
+// oomKilled reports whether the OOM killer killed a process of the
+// instance; valid once exited has been called.
+func (m *cpuMeter) oomKilled() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.oom
 }
 
 // close removes the cgroup once it is empty, taking a last reading.

@@ -270,8 +270,9 @@ func (i *instance) started1(p pipes) error {
 
 	var output sync.WaitGroup
 	output.Add(2)
-	go func() { defer output.Done(); logLines(p.out, i.log, "stdout") }()
-	go func() { defer output.Done(); logLines(p.err, i.log, "stderr") }()
+	lim := newOutputLimit(i.log)
+	go func() { defer output.Done(); logLines(p.out, i.log, "stdout", lim) }()
+	go func() { defer output.Done(); logLines(p.err, i.log, "stderr", lim) }()
 	go i.wait(&output, p.out, p.err)
 	go i.probe()
 	return nil
@@ -344,6 +345,9 @@ func (i *instance) wait(output *sync.WaitGroup, pipes ...*os.File) {
 	if !i.stopping {
 		if werr == nil {
 			werr = errors.New("exit status 0")
+		}
+		if i.cpu.oomKilled() {
+			werr = wrapOOM(werr)
 		}
 		i.err = fmt.Errorf("%w: %s of %s (pid %d): %w", ErrExited, i.spec.ID, i.spec.Service, i.mainPID, werr)
 	}

@@ -43,7 +43,7 @@ func FuzzLogLines(f *testing.F) {
 		in := append(append(append([]byte{}, data...), bytes.Repeat([]byte{'y'}, long)...), '\n')
 		in = append(in, data...)
 		rec := &recorder{}
-		logLines(bytes.NewReader(in), slog.New(rec), "stdout")
+		logLines(bytes.NewReader(in), slog.New(rec), "stdout", nil)
 
 		var want []string
 		rest := string(in)

@@ -105,6 +105,15 @@ type Options struct {
 	// NoCgroup makes the runner measure CPU time from /proc even where it
 	// could create a cgroup per instance.
 	NoCgroup bool
+	// CPUs, when positive, limits each instance to that many CPUs: the
+	// cgroup v2 cpu.max of its cgroup (cpus × 100 ms per 100 ms).
+	// Memory, when positive, limits it to that many bytes (memory.max,
+	// no swap); an instance the OOM killer kills exits with an error
+	// wrapping pool.ErrOOMKilled. Where tollgate has no cgroup v2 with
+	// these controllers for its instances, New says so once in the log
+	// and instances run unlimited.
+	CPUs   float64
+	Memory int64
 	// Supervisor, when set, is the argv prefix of an instance supervisor
 	// (see [Supervise]; `tollgate serve` sets it to its own executable
 	// and [SupervisorCommand]): the runner starts it, in the instance's
@@ -136,6 +145,8 @@ type Runner struct {
 	env    []string
 	log    *slog.Logger
 	cgroup string // cgroup v2 directory instances' cgroups go under; "" for /proc
+	// unlimited: CPUs or Memory are set but cannot be enforced (said once)
+	unlimited bool
 
 	mu    sync.Mutex
 	ports map[int]bool // ports of live instances
@@ -215,6 +226,7 @@ func New(opts Options) (*Runner, error) {
 	if !opts.NoCgroup {
 		r.cgroup = cgroupParent(opts.Logger)
 	}
+	r.checkLimits()
 	return r, nil
 }
 

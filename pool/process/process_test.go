@@ -793,3 +793,46 @@ func TestSupervisedStartFailsWhenCommandGone(t *testing.T) {
 		t.Errorf("Start = %v, want it to say the command is missing", err)
 	}
 }
+
+// TestOutputIsRateLimitedPerInstance: an instance writing 200,000 lines at
+// once gets about OutputBurst of them logged (plus the refill over the
+// time it took), the rest dropped and counted in "instance output
+// dropped" records, and a line written after the stream calmed down is
+// logged again.
+func TestOutputIsRateLimitedPerInstance(t *testing.T) {
+	log, buf := testLogger(t)
+	r := newRunner(t, process.Options{Logger: log})
+	inst := pooltest.Start(t, r, pool.InstanceSpec{Service: "loud", Revision: "loud-00001", ID: "loud-1"})
+	pooltest.Ready(t, inst)
+	start := time.Now()
+	const lines = 200_000
+	pooltest.Get(t, inst, "/log?line=spam&count="+strconv.Itoa(lines))
+	time.Sleep(2 * time.Second) // the output drains; the bucket refills a little
+	pooltest.Get(t, inst, "/log?line=after-the-flood")
+	if err := inst.Stop(pooltest.Wait); err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	var logged, dropped int64
+	after := false
+	for _, rec := range records(t, buf) {
+		switch rec["msg"] {
+		case "spam":
+			logged++
+		case "after-the-flood":
+			after = true
+		case "instance output dropped":
+			n, _ := rec["lines"].(float64)
+			dropped += int64(n)
+		}
+	}
+	if most := int64(process.OutputBurst + process.OutputPerSecond*(elapsed.Seconds()+1)); logged > most {
+		t.Errorf("%d of %d lines logged in %v, want at most %d", logged, lines, elapsed, most)
+	}
+	if logged+dropped != lines {
+		t.Errorf("%d lines logged and %d counted dropped, want %d in all", logged, dropped, lines)
+	}
+	if !after {
+		t.Error("a line written after the flood was not logged")
+	}
+}

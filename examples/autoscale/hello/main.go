@@ -3,8 +3,12 @@
 // gracefully on SIGTERM) and says which instance answered.
 //
 //	GET /            Hello from instance …
-//	GET /?sleep=2s   the same, after waiting (to build up concurrency)
+//	GET /?sleep=2s   the same, after waiting (to build up concurrency; at most 1 h)
 //	GET /?work=50ms  the same, after burning that much CPU
+//
+// It listens on loopback (127.0.0.1:$PORT): tollgate proxies to it there,
+// and nothing reaches it around tollgate. Set HOST (HOST=0.0.0.0 in a
+// container) to listen elsewhere.
 package main
 
 import (
@@ -12,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -29,7 +34,7 @@ func main() {
 		q := r.URL.Query()
 		if d, err := time.ParseDuration(q.Get("sleep")); err == nil && d > 0 {
 			select {
-			case <-time.After(min(d, time.Minute)):
+			case <-time.After(min(d, time.Hour)):
 			case <-r.Context().Done():
 				return
 			}
@@ -41,13 +46,17 @@ func main() {
 		fmt.Fprintf(w, "Hello from %s (revision %s, pid %d), path %s\n",
 			os.Getenv("K_SERVICE"), os.Getenv("K_REVISION"), os.Getpid(), r.URL.Path)
 	})
-	srv := &http.Server{Addr: ":" + port, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	host := os.Getenv("HOST")
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	srv := &http.Server{Addr: net.JoinHostPort(host, port), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	log.Printf("hello: listening on :%s", port)
+	log.Printf("hello: listening on %s", srv.Addr)
 	select {
 	case err := <-errc:
 		log.Fatal(err)

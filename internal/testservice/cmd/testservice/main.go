@@ -18,7 +18,7 @@
 //	GET /healthz              200 "ok" (503 until -healthy-after has passed)
 //	GET /env                  the environment as a JSON object
 //	GET /pids                 {"pid":…,"pgid":…,"children":[…]} as JSON
-//	GET /log?line=S&n=K       writes S (or K bytes of 'x') as one line to stdout
+//	GET /log?line=S&n=K&count=C  writes S (or K bytes of 'x') as one line to stdout, C times (default 1)
 //	POST /echo                reads the whole body, then 200 "<n> bytes"
 //	any other path            200 "ok <pid>" after ?latency= and ?cpu= (Go
 //	                          durations; default the flags), counted for -crash-after
@@ -27,6 +27,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -196,7 +197,16 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if n, err := strconv.Atoi(r.URL.Query().Get("n")); err == nil && n > 0 && n <= 64<<20 {
 			line = strings.Repeat("x", n)
 		}
-		fmt.Println(line)
+		count, err := strconv.Atoi(r.URL.Query().Get("count"))
+		if err != nil || count < 1 || count > 10_000_000 {
+			count = 1
+		}
+		out := bufio.NewWriter(os.Stdout)
+		for range count {
+			out.WriteString(line)
+			out.WriteByte('\n')
+		}
+		out.Flush()
 		fmt.Fprintln(w, "ok")
 		return
 	case "/echo":

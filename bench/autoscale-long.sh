@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The long autoscale cases of issue 18, through `tollgate serve` and real
+# instance processes (the test service), too long for go test:
+#
+#   bench/autoscale-long.sh long    # a 50 s and a 2 min cold start from zero, a 10 min request
+#   bench/autoscale-long.sh crowd   # 20,000 clients at once on a service starting from zero
+#
+# long: each case prints the HTTP status, the time it took and how many
+# instances its service started (one each is the point). crowd: the
+# clients' answers, and tollgate's peak RSS and file descriptors.
+# Run from the repository root; needs ~12 min (long) or ~2 min (crowd).
+set -euo pipefail
+mode=${1:-long}
+tmp=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+go build -o "$tmp/tollgate" ./cmd/tollgate
+go build -o "$tmp/testservice" ./internal/testservice/cmd/testservice
+go build -o "$tmp/pending" ./bench/pending
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+svc() { # name startup-delay extra-settings
+	cat <<YAML
+  - name: $1
+    route: {path_prefix: /$1/, strip_prefix: true}
+    autoscale:
+      command: [$tmp/testservice]
+      env: {TESTSERVICE_STARTUP_DELAY: $2, TESTSERVICE_HOST: 127.0.0.1}
+      readiness: {timeout: 5m}
+$3
+YAML
+}
+{
+	echo "services:"
+	svc slow50 50s "      max_instances: 3"
+	svc slow120 120s "      max_instances: 3"
+	svc long 0s "      request_timeout: 15m"
+	svc crowd 20s "      max_instances: 1
+      max_concurrency: 1000
+      max_pending: 20000
+      request_timeout: 10m"
+} >"$tmp/tollgate.yaml"
+"$tmp/tollgate" check "$tmp/tollgate.yaml" | grep -E '^service|limits' || true
+port=$((20000 + RANDOM % 20000))
+"$tmp/tollgate" serve --listen 127.0.0.1:$port --config "$tmp/tollgate.yaml" >"$tmp/log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do curl -sf "127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.2; done
+base="http://127.0.0.1:$port"
+started() { grep -c "msg=\"instance started\".*service=$1 " "$tmp/log" || true; }
+timed() { # name url
+	local t0=$SECONDS code
+	code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1200 "$2" || true)
+	echo "$1: HTTP $code after $((SECONDS - t0)) s, instances started: $(started "$1")"
+}
+case $mode in
+long)
+	timed slow50 "$base/slow50/" &
+	a=$!
+	timed slow120 "$base/slow120/" &
+	b=$!
+	timed long "$base/long/?latency=10m" &
+	c=$!
+	wait $a $b $c
+	;;
+crowd)
+	peak_rss=0 peak_fd=0
+	"$tmp/pending" -url "$base/crowd/?latency=1s" -n 20000 -timeout 10m >"$tmp/clients" &
+	cpid=$!
+	while kill -0 $cpid 2>/dev/null; do
+		rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
+		fd=$(ls /proc/$pid/fd | wc -l)
+		((rss > peak_rss)) && peak_rss=$rss
+		((fd > peak_fd)) && peak_fd=$fd
+		sleep 0.5
+	done
+	cat "$tmp/clients"
+	echo "tollgate peak RSS $((peak_rss / 1024)) MiB, peak file descriptors $peak_fd, instances started: $(started crowd)"
+	;;
+*) echo "usage: $0 long|crowd" >&2; exit 2 ;;
+esac

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/process"
+)
+
+// TestCheckPrintsTheRuntimeDefaults: tollgate check prints a service's
+// effective request timeout, pending bound, readiness timeout and grace
+// from config.s copies of the defaults; they must be the ones the pool and
+// the process runner apply.
+func TestCheckPrintsTheRuntimeDefaults(t *testing.T) {
+	if config.DefaultRequestTimeout != pool.DefaultRequestTimeout || config.DefaultMaxPending != pool.DefaultMaxPending ||
+		config.DefaultReadinessTimeout != process.DefaultReadyTimeout ||
+		config.DefaultStopGrace != pool.DefaultStopGrace {
+		t.Fatalf("config.s defaults %v %d %v %v differ from the runtime's %v %d %v %v",
+			config.DefaultRequestTimeout, config.DefaultMaxPending, config.DefaultReadinessTimeout, config.DefaultStopGrace,
+			pool.DefaultRequestTimeout, pool.DefaultMaxPending, process.DefaultReadyTimeout, pool.DefaultStopGrace)
+	}
+}

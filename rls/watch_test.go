@@ -1,0 +1,82 @@
+package rls
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// A Kubernetes ConfigMap update (a new dot directory, the "..data" link
+// swapped to it by a rename, the old directory removed) is reported once,
+// after the debounce, without a signal; so is a plain write.
+func TestWatchConfigMapSwap(t *testing.T) {
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Mkdir(filepath.Join(dir, "..2026_01"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "..2026_01", "config.yaml"), []byte("domain: a\n"), 0o644))
+	must(os.Symlink("..2026_01", filepath.Join(dir, "..data")))
+	must(os.Symlink("..data/config.yaml", filepath.Join(dir, "config.yaml")))
+	must(os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+
+	changes := make(chan struct{}, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(ctx, dir, WatchOptions{Debounce: 200 * time.Millisecond}, func() { changes <- struct{}{} })
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	}()
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-changes:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no change reported within 30 s", what)
+		}
+	}
+	// The watch starts asynchronously: touch until it reports once.
+	for ready := false; !ready; {
+		must(os.WriteFile(filepath.Join(dir, "sub", "probe"), []byte("x"), 0o644))
+		select {
+		case <-changes:
+			ready = true
+		case <-time.After(2 * time.Second):
+		}
+	}
+	os.Remove(filepath.Join(dir, "sub", "probe"))
+	wait("removing a file")
+
+	// The ConfigMap swap, as kubelet's AtomicWriter does it.
+	must(os.Mkdir(filepath.Join(dir, "..2026_02"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "..2026_02", "config.yaml"), []byte("domain: b\n"), 0o644))
+	must(os.Symlink("..2026_02", filepath.Join(dir, "..data_tmp")))
+	must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	must(os.RemoveAll(filepath.Join(dir, "..2026_01")))
+	wait("the ..data swap")
+	cfg, err := Load(dir, LoadOptions{})
+	if err != nil || cfg.Domains()[0] != "b" {
+		t.Fatalf("after the swap: %v %v", cfg.Domains(), err)
+	}
+	// One swap is one report, not one per event.
+	select {
+	case <-changes:
+		t.Error("the swap was reported twice")
+	case <-time.After(time.Second):
+	}
+	// A new subdirectory is watched too.
+	must(os.Mkdir(filepath.Join(dir, "sub", "deeper"), 0o755))
+	wait("a new directory")
+	must(os.WriteFile(filepath.Join(dir, "sub", "deeper", "x.yaml"), []byte("domain: c\n"), 0o644))
+	wait("a file in the new directory")
+}
