@@ -22,7 +22,7 @@ func TestHelpGoesToStdoutWithExitZero(t *testing.T) {
 		{[]string{"help", "serve"}, []string{"usage: tollgate serve [flags]", "-store-timeout"}},
 		{[]string{"serve", "--help"}, []string{"usage: tollgate serve [flags]", "-listen", "-store", "-log-level", "(default info)", "(default 10s)"}},
 		{[]string{"serve", "-h"}, []string{"usage: tollgate serve [flags]"}},
-		{[]string{"check", "--help"}, []string{"usage: tollgate check FILE", "-preset"}},
+		{[]string{"check", "--help"}, []string{"usage: tollgate check [--rls-config DIR] FILE", "-preset", "-rls-config"}},
 		{[]string{"sim", "--help"}, []string{"usage: tollgate sim", "-scenario", "-preset"}},
 		{[]string{"version", "--help"}, []string{"usage: tollgate version"}},
 	} {
