@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/tollgate/tollgate/cloudmap"
 	"github.com/tollgate/tollgate/config"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
@@ -15,20 +17,29 @@ import (
 // process, so a SIGHUP reload keeps every registration. The returned
 // function closes its Redis client.
 func newRegistry(st config.Store, log *slog.Logger) (*cloudmap.Registry, func(), error) {
-	opts := cloudmap.Options{Logger: log}
-	closeFn := func() {}
-	if st.URL != "memory" {
-		client, err := redisstore.NewClient(st.URL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--store: %w", err)
-		}
-		opts.Redis = client
-		closeFn = func() { client.Close() }
+	client, closeFn, err := storeClient(st)
+	if err != nil {
+		return nil, nil, err
 	}
-	r, err := cloudmap.New(opts)
+	r, err := cloudmap.New(cloudmap.Options{Logger: log, Redis: client})
 	if err != nil {
 		closeFn()
 		return nil, nil, err
 	}
 	return r, closeFn, nil
+}
+
+// storeClient opens a Redis client of its own for the Redis the store
+// settings name, for a part that keeps its state beside the buckets (the
+// Cloud Map registry, Service Quotas); with the memory store it returns a
+// nil client. The returned function closes it.
+func storeClient(st config.Store) (goredis.UniversalClient, func(), error) {
+	if st.URL == "memory" {
+		return nil, func() {}, nil
+	}
+	client, err := redisstore.NewClient(st.URL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--store: %w", err)
+	}
+	return client, func() { client.Close() }, nil
 }

@@ -1,13 +1,11 @@
 package node
 
 import (
-	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
 
 	"github.com/tollgate/tollgate/config"
-	redisstore "github.com/tollgate/tollgate/limiter/redis"
 	"github.com/tollgate/tollgate/servicequotas"
 )
 
@@ -18,17 +16,11 @@ import (
 // once per process; a reload calls SetConfig. The returned function
 // closes its Redis client.
 func newServiceQuotas(cfg *config.Config, st config.Store, log *slog.Logger) (*servicequotas.Service, func(), error) {
-	opts := servicequotas.Options{Config: cfg.Quota, Policy: quotaPolicy(cfg.ServiceQuotas), Log: log}
-	closeFn := func() {}
-	if st.URL != "memory" {
-		client, err := redisstore.NewClient(st.URL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--store: %w", err)
-		}
-		opts.Redis = client
-		closeFn = func() { client.Close() }
+	client, closeFn, err := storeClient(st)
+	if err != nil {
+		return nil, nil, err
 	}
-	s, err := servicequotas.New(opts)
+	s, err := servicequotas.New(servicequotas.Options{Config: cfg.Quota, Policy: quotaPolicy(cfg.ServiceQuotas), Log: log, Redis: client})
 	if err != nil {
 		closeFn()
 		return nil, nil, err
