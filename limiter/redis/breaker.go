@@ -51,10 +51,14 @@ func (s *Store) open() bool { return s.broken.Load() }
 
 // pipelineEnded counts a pipeline that reached Redis (answered, even with
 // an error) or not, and opens the breaker after breakerFailures failures
-// in a row.
+// in a row. An answer closes the breaker as a probe's would: a pipeline
+// sent before the breaker opened may be the first to see Redis back, and
+// the outage it ends must not begin again at the next take because the
+// prober has not yet looked.
 func (s *Store) pipelineEnded(reached bool) {
 	if reached {
 		s.fails.Store(0)
+		s.broken.Store(false)
 		return
 	}
 	if s.fails.Add(1) >= breakerFailures && s.broken.CompareAndSwap(false, true) {

@@ -155,6 +155,7 @@ func TestOutageAndRecovery(t *testing.T) {
 			t.Fatalf("round %d: fail-closed still denies after recovery", round)
 		}
 		if n := logs.n(slog.LevelInfo); n != 2*(round+1) {
+			logs.dump(t)
 			t.Fatalf("round %d: %d recovery log lines, want one per store per outage", round, n)
 		}
 		logs = resetWarnings(logs, stores)

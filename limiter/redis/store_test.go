@@ -3,10 +3,12 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +46,22 @@ func (h *logCounter) Handle(_ context.Context, r slog.Record) error {
 	h.all = append(h.all, r)
 	return nil
 }
+
+// dump logs every record h received, for a failing test's output.
+func (h *logCounter) dump(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.all {
+		var b strings.Builder
+		r.Attrs(func(a slog.Attr) bool {
+			fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+			return true
+		})
+		t.Logf("%s %s %s%s", r.Time.Format("15:04:05.000"), r.Level, r.Message, b.String())
+	}
+}
+
 func (h *logCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *logCounter) WithGroup(string) slog.Handler      { return h }
 func (h *logCounter) n(l slog.Level) int {
