@@ -184,7 +184,8 @@ type UsageView struct {
 
 // Usage returns the buckets match accepts (all for nil) that were
 // throttled or used over the last Options.UsageWindow minutes, up to the
-// last tick, including the current minute: most throttled first, then
+// last tick, including the current minute (before the first tick, all
+// there is, with a Window of 0): most throttled first, then
 // most used, then by key; at most n of them (all for n <= 0).
 func (r *Recorder) Usage(n int, match func(quota.Key) bool) UsageView {
 	r.foldMu.Lock()
@@ -193,14 +194,11 @@ func (r *Recorder) Usage(n int, match func(quota.Key) bool) UsageView {
 	r.foldUsage()
 	u := &r.use
 	var view UsageView
-	if u.minute == 0 {
-		return view
-	}
 	cur := useSlot{minute: u.minute, hot: u.hot.entries(), hotFloor: u.hot.floor(),
 		peaks: u.peaks.entries(), peakFloor: u.peaks.floor(), dropped: u.curDropped}
 	slots := []*useSlot{&cur}
 	oldest := u.minute - int64(u.window) + 1
-	for i := range u.slots {
+	for i := range u.slots { // none before the first tick
 		if s := &u.slots[i]; s.minute >= oldest && s.minute < u.minute {
 			slots = append(slots, s)
 		}
@@ -266,7 +264,7 @@ func (r *Recorder) Usage(n int, match func(quota.Key) bool) UsageView {
 	if start.Before(u.first) {
 		start = u.first
 	}
-	if u.last.After(start) {
+	if u.minute != 0 && u.last.After(start) {
 		view.Window = u.last.Sub(start)
 	}
 	return view
