@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -58,7 +59,7 @@ func (g *Gateway) handleLive(handle func(pattern, name string, h http.HandlerFun
 	handle("GET /v1/admin/{$}", "admin_index", g.admin(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, struct {
 			Endpoints []adminEndpoint `json:"endpoints"`
-		}{adminEndpoints})
+		}{append(slices.Clip(adminEndpoints), g.adminMore...)})
 	}))
 	handle("GET /v1/admin/live/decisions", "admin_live_decisions", g.admin(g.serveLiveDecisions))
 	handle("GET /v1/admin/live/hot", "admin_live_hot", g.admin(g.serveLiveHot))

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/limiter/limitertest"
 	"github.com/tollgate/tollgate/liveview"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/servicequotas"
 )
 
 func take(t *testing.T, url, account, action string) int {
@@ -42,10 +43,14 @@ func getJSON(t *testing.T, url, token string, v any) int {
 // TestUIFiles GETs every embedded file of the page and every admin path
 // its script fetches.
 func TestUIFiles(t *testing.T) {
-	_, srv := newTestServer(t, limitertest.NewClock(), Options{AdminToken: "tok", Live: liveview.New(liveview.Options{})})
+	sq, err := servicequotas.New(servicequotas.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, srv := newTestServer(t, limitertest.NewClock(), Options{AdminToken: "tok", Live: liveview.New(liveview.Options{}), AdminHandlers: sq.AdminHandlers()})
 	files := liveview.Files()
 	n := 0
-	err := fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -77,9 +82,11 @@ func TestUIFiles(t *testing.T) {
 	}
 
 	js, _ := fs.ReadFile(files, "live.js")
+	more, _ := fs.ReadFile(files, "quotas.js")
+	js = append(js, more...)
 	paths := regexp.MustCompile(`"(/v1/admin/[a-z/]+)`).FindAllStringSubmatch(string(js), -1)
-	if len(paths) < 3 {
-		t.Fatalf("found %d admin paths in live.js, want at least 3", len(paths))
+	if len(paths) < 6 {
+		t.Fatalf("found %d admin paths in live.js and quotas.js, want at least 7", len(paths))
 	}
 	for _, m := range paths {
 		if status, body := adminRequest(t, "GET", srv.URL+m[1], "tok"); status != 200 || !json.Valid([]byte(body)) {
