@@ -17,7 +17,7 @@ ROUNDS=${ROUNDS:-3}
 C=${C:-16 64}
 D=${D:-5s}
 dir=$(mktemp -d)
-go build -o "$dir/tollgate" ./cmd/tollgate
+go build -tags grpcnotrace -o "$dir/tollgate" ./cmd/tollgate
 go build -o "$dir/load" ./bench/load
 go build -o "$dir/proxy" ./bench/proxy
 free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
