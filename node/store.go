@@ -121,8 +121,8 @@ func FitsStore(cfg *quota.Config, st config.Store) error {
 		return nil
 	}
 	check := func(what string, l bucket.Limit) error {
-		if err := redisstore.CheckWindow(l); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+		if redisstore.CheckWindow(l) != nil {
+			return fmt.Errorf("%s: limit %v takes longer than %v to refill: %w", what, l, redisstore.MaxWindow.Round(time.Second), redisstore.ErrUnsupportedLimit)
 		}
 		return nil
 	}

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/config"
-	"github.com/tollgate/tollgate/node"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
+	"github.com/tollgate/tollgate/node"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/rls"
 	"github.com/tollgate/tollgate/servicequotas"
