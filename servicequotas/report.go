@@ -96,7 +96,7 @@ func (s *Service) getReport(ctx context.Context, id awsjson.Identity, body []byt
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	if in.ReportID == nil || !requestIDPattern.MatchString(*in.ReportID) {
+	if in.ReportID == nil || !requestIDPattern().MatchString(*in.ReportID) {
 		return nil, illegal("ReportId is required and must be a report id")
 	}
 	at, ok := reportStart(*in.ReportID, id.Account, id.Region)
