@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/tollgate/tollgate/pool"
 )
@@ -54,7 +54,10 @@ func TestPodCPUs(t *testing.T) {
 // the service's cpus; another pod without any CPU setting reports none, so
 // the pool keeps dividing by cpus for it.
 func TestInstanceCPUsFromItsPod(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.Metrics = metricsfake.NewSimpleClientset(); o.MetricsInterval = 20 * time.Millisecond })
+	e := newEnv(t, func(o *Options) {
+		o.Metrics = metricsfake.NewSimpleClientset()
+		o.MetricsInterval = 20 * time.Millisecond
+	})
 	ctx := context.Background()
 	for _, p := range []*corev1.Pod{
 		{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: e.ns, Labels: map[string]string{"app": "hello"}},
