@@ -137,7 +137,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	st := storeSettings(opts.Store, cfg.Store)
-	if err := fitsStore(cfg.Quota, st); err != nil {
+	if err := FitsStore(cfg.Quota, st); err != nil {
 		return nil, err
 	}
 	if opts.StorePipelines < 0 {
@@ -208,7 +208,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 				return nil, err
 			}
 			warnConfig(log, next)
-			if err := fitsStore(next.Quota, st); err != nil {
+			if err := FitsStore(next.Quota, st); err != nil {
 				return nil, err
 			}
 			if err := builder.apply(pools, next); err != nil {
