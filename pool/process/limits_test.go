@@ -16,6 +16,7 @@ import (
 // 0.5 CPUs. Where the limit cannot be enforced the runner must say so once
 // in the log, and the test skips.
 func TestCPULimit(t *testing.T) {
+	t.Parallel() // its own runner and instances
 	log, buf := testLogger(t)
 	r := newRunner(t, process.Options{Logger: log, CPUs: 0.5})
 	if strings.Contains(buf.String(), "cpus and memory are not enforced") {
