@@ -167,7 +167,11 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	// life, closed before the pools stop so Deployments keep their pods.
 	n.kube = newKubeRunners(opts.Kube, log, reg)
 	n.release = func() { n.kube.Close(); closeRegistry(); closeStore() }
-	quotas, closeQuotas, err := newServiceQuotas(cfg, st, log)
+	// The utilization report reads the live view, made below and set
+	// before the node serves.
+	quotas, closeQuotas, err := newServiceQuotas(cfg, st, log, func(account, region string) []servicequotas.BucketUse {
+		return bucketUses(n.live, account, region)
+	})
 	if err != nil {
 		n.Close()
 		return nil, err

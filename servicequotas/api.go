@@ -45,6 +45,8 @@ var operations = map[string]handler{
 	"GetRequestedServiceQuotaChange":                (*Service).getRequest,
 	"ListRequestedServiceQuotaChangeHistory":        (*Service).listHistory,
 	"ListRequestedServiceQuotaChangeHistoryByQuota": (*Service).listHistoryByQuota,
+	"StartQuotaUtilizationReport":                   (*Service).startReport,
+	"GetQuotaUtilizationReport":                     (*Service).getReport,
 }
 
 // Unsupported lists the model's operations this API does not implement
@@ -60,10 +62,8 @@ var Unsupported = map[string]string{
 	"PutServiceQuotaIncreaseRequestIntoTemplate":    codeNoOrganization,
 	"CreateSupportCase":                             codeAccessDenied,
 	"GetAutoManagementConfiguration":                codeAccessDenied,
-	"GetQuotaUtilizationReport":                     codeAccessDenied,
 	"ListTagsForResource":                           codeAccessDenied,
 	"StartAutoManagement":                           codeAccessDenied,
-	"StartQuotaUtilizationReport":                   codeAccessDenied,
 	"StopAutoManagement":                            codeAccessDenied,
 	"TagResource":                                   codeAccessDenied,
 	"UntagResource":                                 codeAccessDenied,
