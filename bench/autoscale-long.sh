@@ -4,16 +4,21 @@
 #
 #   bench/autoscale-long.sh long    # a 50 s and a 2 min cold start from zero, a 10 min request
 #   bench/autoscale-long.sh crowd   # 20,000 clients at once on a service starting from zero
+#   bench/autoscale-long.sh cpu     # cpus: 0.5 under a busy loop of 2 threads, 20 s
 #
 # long: each case prints the HTTP status, the time it took and how many
 # instances its service started (one each is the point). crowd: the
-# clients' answers, and tollgate's peak RSS and file descriptors.
-# Run from the repository root; needs ~12 min (long) or ~2 min (crowd).
+# clients' answers, and tollgate's peak RSS and file descriptors. cpu: the
+# busy instance's CPU time (user + system of its process, from /proc, not
+# the cgroup tollgate reads) over 20 s of wall time, as utilisation of its
+# 0.5 CPUs, beside an unlimited service's.
+# Run from the repository root; needs ~12 min (long), ~2 min (crowd) or
+# ~1 min (cpu).
 set -euo pipefail
 mode=${1:-long}
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
-go build -o "$tmp/tollgate" ./cmd/tollgate
+go build -tags grpcnotrace -o "$tmp/tollgate" ./cmd/tollgate
 go build -o "$tmp/testservice" ./internal/testservice/cmd/testservice
 go build -o "$tmp/pending" ./bench/pending
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
@@ -37,6 +42,9 @@ YAML
       max_concurrency: 1000
       max_pending: 20000
       request_timeout: 10m"
+	svc capped 0s "      cpus: 0.5
+      min_instances: 1"
+	svc free 0s "      min_instances: 1"
 } >"$tmp/tollgate.yaml"
 "$tmp/tollgate" check "$tmp/tollgate.yaml" | grep -E '^service|limits' || true
 port=$((20000 + RANDOM % 20000))
@@ -74,5 +82,25 @@ crowd)
 	cat "$tmp/clients"
 	echo "tollgate peak RSS $((peak_rss / 1024)) MiB, peak file descriptors $peak_fd, instances started: $(started crowd)"
 	;;
-*) echo "usage: $0 long|crowd" >&2; exit 2 ;;
+cpu)
+	ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, in USER_HZ (100 a second)
+	for name in capped free; do
+		for _ in $(seq 300); do grep -q "msg=\"instance ready\".*service=$name " "$tmp/log" && break; sleep 0.2; done
+		ipid=$(grep "msg=\"instance started\".*service=$name " "$tmp/log" | head -1 | sed 's/.* pid=\([0-9]*\).*/\1/')
+		curl -s -o /dev/null "$base/$name/?cpu=40s" & # two busy threads, each wanting 40 s of CPU
+		b1=$!
+		curl -s -o /dev/null "$base/$name/?cpu=40s" &
+		b2=$!
+		sleep 2 # both running
+		c0=$(ticks "$ipid") t0=$(date +%s.%N)
+		sleep 20
+		c1=$(ticks "$ipid") t1=$(date +%s.%N)
+		awk -v n="$name" -v c="$((c1 - c0))" -v t0="$t0" -v t1="$t1" 'BEGIN {
+			cores = c / 100 / (t1 - t0)
+			printf "%s: %.3f cores over %.1f s; utilisation of 0.5 CPUs %.0f %%\n", n, cores, t1 - t0, cores / 0.5 * 100 }'
+		kill $b1 $b2 2>/dev/null || true
+	done
+	grep -o 'msg="cpus and memory are[^"]*"' "$tmp/log" | sort | uniq -c
+	;;
+*) echo "usage: $0 long|crowd|cpu" >&2; exit 2 ;;
 esac

@@ -7,16 +7,22 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/internal/testservice"
 	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/process"
 )
 
 // startPoolBehind is startPool with a server that has tollgate serve's
@@ -224,4 +230,74 @@ func TestProcessTwentyConcurrentAtMaxConcurrencyTenNeedFour(t *testing.T) {
 			held = 0
 		}
 	}
+}
+
+// TestProcessOOMKilledIsLoggedAndCounted: an instance limited to 64 MiB
+// that allocates 256 MiB for a request is killed by the OOM killer; the
+// request is answered 502 (never 200), and the exit is logged and counted
+// with reason oom_killed.
+func TestProcessOOMKilledIsLoggedAndCounted(t *testing.T) {
+	t.Parallel()
+	runLogs := &logtest.Buffer{}
+	r, err := process.New(process.Options{
+		Command:   testservice.Build(t),
+		Env:       []string{testservice.EnvHost + "=127.0.0.1"},
+		Readiness: process.Readiness{Timeout: time.Minute},
+		Logger:    slog.New(slog.NewTextHandler(runLogs, nil)),
+		Memory:    64 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := runLogs.String(); strings.Contains(s, "cpus and memory are not enforced") {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and the runner cannot enforce limits: %s", s)
+		}
+		t.Skipf("this machine cannot enforce cgroup limits (the runner said so): %s", s)
+	}
+	logs := &logtest.Buffer{}
+	reg := prometheus.NewRegistry()
+	p := pool.New(pool.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Registry: reg})
+	if err := p.Apply([]pool.ServiceSpec{{Name: "small", Runner: r, Engine: autoscale.Config{MaxInstances: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	srv := httptest.NewServer(p.Handler("small"))
+	t.Cleanup(srv.Close)
+
+	if code, body, _ := fetch(t, srv.URL+"/alloc?mib=16"); code != 200 {
+		t.Fatalf("16 MiB under a 64 MiB limit: %d %q", code, body)
+	}
+	if code, body, _ := fetch(t, srv.URL+"/alloc?mib=256"); code != http.StatusBadGateway {
+		t.Fatalf("256 MiB under a 64 MiB limit: %d %q, want 502", code, body)
+	}
+	waitFor(t, 60*time.Second, "no exit counted", func() bool {
+		return metricValue(t, reg, "tollgate_pool_instance_exits_total") > 0
+	})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, mf := range mfs {
+		if mf.GetName() != "tollgate_pool_instance_exits_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" {
+					reasons = append(reasons, fmt.Sprintf("%s=%v", l.GetValue(), m.GetCounter().GetValue()))
+				}
+			}
+		}
+	}
+	if fmt.Sprint(reasons) != "[oom_killed=1]" {
+		t.Fatalf("exits counted %v, want [oom_killed=1]", reasons)
+	}
+	waitFor(t, 10*time.Second, "no exit logged with reason oom_killed", func() bool {
+		return strings.Contains(logs.String(), `"reason":"oom_killed"`)
+	})
 }

@@ -69,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"service", "instance"}),
 		exits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_pool_instance_exits_total",
-			Help: "Instances that exited without being asked, by reason (crashed, start_failed).",
+			Help: "Instances that exited without being asked, by reason (crashed, start_failed, oom_killed).",
 		}, []string{"service", "reason"}),
 		backoff: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_pool_restart_backoff_seconds",

@@ -25,7 +25,10 @@
 //     ReplicaSet removes that pod and not a busy one.
 //   - CPU: from metrics.k8s.io when it is served (PodMetrics usage,
 //     integrated over time into a CPU time); otherwise CPUTime reports
-//     false and the log says so once.
+//     false and the log says so once. The instance's CPU allocation
+//     ([pool.CPUAllocator]), which divides its usage into utilisation, is
+//     the sum of its pod's containers' CPU limits (or requests), read
+//     from the pod's spec.
 //   - Leader election (optional, [Options.Election]): with several tollgate
 //     replicas in front of one Deployment, only the holder of a Lease
 //     writes replicas and deletion costs; every replica watches and routes.

@@ -21,8 +21,9 @@ import (
 // runner made for it, or else from /proc for its process tree.
 type cpuMeter struct {
 	log       *slog.Logger
-	cgroupDir string // "" when measuring from /proc
-	fd        int    // open directory of cgroupDir, or -1
+	cgroupDir string   // "" when measuring from /proc
+	fd        int      // open directory of cgroupDir, or -1
+	v1        *v1Group // the cgroup v1 limits, or nil
 
 	mu    sync.Mutex
 	pid   int
@@ -36,10 +37,17 @@ type cpuMeter struct {
 // and falls back to /proc otherwise.
 func (r *Runner) newCPUMeter(service, id string, log *slog.Logger) *cpuMeter {
 	m := &cpuMeter{log: log, fd: -1}
+	name := fmt.Sprintf("%s%d-%s-%s-%s", cgroupPrefix(), os.Getpid(), cgroupName(service), cgroupName(id), randomSuffix())
+	if r.v1 != nil {
+		g, err := r.v1.group(name)
+		if err != nil {
+			log.Warn("cannot make the instance's cgroup v1; it runs unlimited", "cgroup", name, "err", err)
+		}
+		m.v1 = g
+	}
 	if r.cgroup == "" {
 		return m
 	}
-	name := fmt.Sprintf("%s%d-%s-%s-%s", cgroupPrefix(), os.Getpid(), cgroupName(service), cgroupName(id), randomSuffix())
 	dir := filepath.Join(r.cgroup, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		log.Warn("cannot create the instance's cgroup; measuring its CPU time from /proc", "err", err)
@@ -100,6 +108,9 @@ func (m *cpuMeter) killCgroup() {
 	if m.cgroupDir != "" {
 		_ = os.WriteFile(filepath.Join(m.cgroupDir, "cgroup.kill"), []byte("1"), 0)
 	}
+	if m.v1 != nil {
+		m.v1.kill()
+	}
 }
 
 // exited records the total once the main process has been reaped.
@@ -118,7 +129,7 @@ func (m *cpuMeter) exited(state *os.ProcessState) {
 		}
 	}
 	m.final = true
-	m.oom = oomKilled(m.cgroupDir)
+	m.oom = oomKilled(m.cgroupDir) || m.v1 != nil && m.v1.oomKilled(state)
 }
 
 // oomKilled reports whether the OOM killer killed a process of the
@@ -129,8 +140,13 @@ func (m *cpuMeter) oomKilled() bool {
 	return m.oom
 }
 
-// close removes the cgroup once it is empty, taking a last reading.
+// close removes the cgroups once they are empty, taking a last reading.
 func (m *cpuMeter) close() {
+	if m.v1 != nil {
+		if err := m.v1.remove(5 * time.Second); err != nil {
+			m.log.Warn("cannot remove the instance's cgroup v1", "err", err)
+		}
+	}
 	if m.cgroupDir == "" {
 		return
 	}

@@ -36,6 +36,12 @@
 //     (clone3 CLONE_INTO_CGROUP) and CPUTime reads its cpu.stat; otherwise
 //     CPUTime sums /proc for the instance's process group and descendants.
 //     Which one is used is logged once per process.
+//   - Its limits (Options.CPUs, Options.Memory): in its cgroup v2 where
+//     tollgate's has the cpu and memory controllers to give; else in
+//     cgroups of its own in the cgroup v1 cpu and memory hierarchies,
+//     which it is born in because the one forking thread joins them for
+//     the fork (v1 places threads; it has no CLONE_INTO_CGROUP); else not
+//     at all, said once by New.
 //
 // It never routes or proxies requests, decides how many instances run or
 // restarts one that crashed: that is package pool's job. It never

@@ -193,13 +193,13 @@ func (r *Runner) startFresh(i *instance, env []string) (pipes, error) {
 		return cmd
 	}
 	cmd := newCmd()
-	err = startOnLockedThread(cmd)
+	err = startOnLockedThread(cmd, cpu.v1, i.log)
 	if err != nil && cpu.cgroupFD() >= 0 {
 		// A kernel or sandbox without clone3 into a cgroup: go without.
 		i.log.Warn("starting the instance in its own cgroup failed; measuring its CPU time from /proc", "cgroup", cpu.cgroupDir, "err", err)
 		cpu.dropCgroup()
 		cmd = newCmd()
-		err = startOnLockedThread(cmd)
+		err = startOnLockedThread(cmd, cpu.v1, i.log)
 	}
 	i.cmd = cmd
 	closeAll(outW, errW) // the child holds its own copies

@@ -19,18 +19,41 @@ const cpuPeriod = 100_000
 // limited reports whether the runner has limits to enforce.
 func (r *Runner) limited() bool { return r.opts.CPUs > 0 || r.opts.Memory > 0 }
 
-// checkLimits says once, at New, when the limits cannot be enforced: no
-// cgroup v2 of tollgate's own, or one whose cpu and memory controllers
-// are not enabled for its children (and cannot be). Instances then run
-// unlimited, as before, and cpus stays only the utilisation divisor.
+// checkLimits chooses, at New, how the limits are enforced: with the cpu
+// and memory controllers of tollgate's cgroup v2, enabled for its
+// children; else with cgroup v1's (see v1Limits); else not at all, which
+// it says once: instances then run unlimited, as before, and cpus stays
+// only the utilisation divisor.
 func (r *Runner) checkLimits() {
 	if !r.limited() {
 		return
 	}
-	if r.cgroup == "" {
-		r.log.Warn("cpus and memory are not enforced: no writable cgroup v2 to put instances in; instances run unlimited and cpus is only the utilisation divisor")
+	if r.opts.NoCgroup {
+		r.log.Warn("cpus and memory are not enforced: the runner makes no cgroups (NoCgroup); instances run unlimited and cpus is only the utilisation divisor")
 		r.unlimited = true
 		return
+	}
+	v2err := r.enableV2()
+	if v2err == nil {
+		r.log.Info("cpus and memory are enforced with cgroup v2", "under", r.cgroup, "cpus", r.opts.CPUs, "memory", r.opts.Memory)
+		return
+	}
+	r.unlimited = true // for cgroup v2's part: cpu.max and memory.max are not written
+	v1, v1err := newV1Limits(r.opts.CPUs, r.opts.Memory, r.log)
+	if v1err == nil {
+		r.v1 = v1
+		r.log.Info("cpus and memory are enforced with cgroup v1", "cgroup v2", v2err.Error(), "cpus", r.opts.CPUs, "memory", r.opts.Memory)
+		return
+	}
+	r.log.Warn("cpus and memory are not enforced: neither cgroup v2 nor cgroup v1 is writable for instances; instances run unlimited and cpus is only the utilisation divisor",
+		"cgroup v2", v2err.Error(), "cgroup v1", v1err.Error())
+}
+
+// enableV2 makes sure the controllers the limits need are enabled for the
+// children of tollgate's cgroup v2, or says why they cannot be.
+func (r *Runner) enableV2() error {
+	if r.cgroup == "" {
+		return errors.New("no writable cgroup v2 to put instances in")
 	}
 	want := [][]byte{}
 	if r.opts.CPUs > 0 {
@@ -48,7 +71,7 @@ func (r *Runner) checkLimits() {
 		}
 	}
 	if len(missing) == 0 {
-		return
+		return nil
 	}
 	var enable []byte
 	for _, c := range missing {
@@ -56,10 +79,9 @@ func (r *Runner) checkLimits() {
 	}
 	if err := os.WriteFile(ctl, bytes.TrimSpace(enable), 0); err != nil {
 		avail, _ := os.ReadFile(filepath.Join(r.cgroup, "cgroup.controllers"))
-		r.log.Warn("cpus and memory are not enforced: the cgroup's controllers cannot be enabled for instances; instances run unlimited and cpus is only the utilisation divisor",
-			"cgroup", r.cgroup, "missing", missing, "available", string(bytes.TrimSpace(avail)), "err", err)
-		r.unlimited = true
+		return fmt.Errorf("the controllers %v of %s cannot be enabled for instances (available: %q): %w", missing, r.cgroup, bytes.TrimSpace(avail), err)
 	}
+	return nil
 }
 
 func hasWord(b, w []byte) bool {

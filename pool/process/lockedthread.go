@@ -1,9 +1,12 @@
 package process
 
 import (
+	"log/slog"
 	"os/exec"
 	"runtime"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Linux sends an instance its parent-death signal (Pdeathsig) when the
@@ -21,21 +24,44 @@ var forker struct {
 
 type forkRequest struct {
 	cmd *exec.Cmd
+	v1  *v1Group // cgroup v1 limits to fork in, or nil
+	log *slog.Logger
 	err chan error
 }
 
-// startOnLockedThread runs cmd.Start on the forking thread.
-func startOnLockedThread(cmd *exec.Cmd) error {
+// startOnLockedThread runs cmd.Start on the forking thread. With v1, the
+// thread joins those cgroups for the fork, so the process is born in
+// them (see v1Limits), and then goes back to tollgate's own.
+func startOnLockedThread(cmd *exec.Cmd, v1 *v1Group, log *slog.Logger) error {
 	forker.once.Do(func() {
 		forker.reqs = make(chan *forkRequest)
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread never exits
+			tid := unix.Gettid()
 			for req := range forker.reqs {
-				req.err <- req.cmd.Start()
+				req.err <- forkIn(tid, req)
 			}
 		}()
 	})
-	req := &forkRequest{cmd: cmd, err: make(chan error, 1)}
+	req := &forkRequest{cmd: cmd, v1: v1, log: log, err: make(chan error, 1)}
 	forker.reqs <- req
 	return <-req.err
+}
+
+// forkIn starts req's command from thread tid, in req's v1 cgroups.
+func forkIn(tid int, req *forkRequest) error {
+	if req.v1 == nil {
+		return req.cmd.Start()
+	}
+	if err := req.v1.join(tid); err != nil {
+		req.log.Warn("cannot start the instance in its cgroup v1; it runs unlimited", "cgroup", req.v1.name, "err", err)
+		_ = req.v1.leave(tid) // a part of the cgroups may have taken it
+		return req.cmd.Start()
+	}
+	err := req.cmd.Start()
+	if lerr := req.v1.leave(tid); lerr != nil {
+		// Later forks would be born in this instance's cgroups.
+		req.log.Error("the forking thread cannot leave an instance's cgroup v1", "cgroup", req.v1.name, "err", lerr)
+	}
+	return err
 }

@@ -103,15 +103,18 @@ type Options struct {
 	// to stdout and stderr. Nil means slog.Default().
 	Logger *slog.Logger
 	// NoCgroup makes the runner measure CPU time from /proc even where it
-	// could create a cgroup per instance.
+	// could create a cgroup per instance, and enforce no CPUs or Memory.
 	NoCgroup bool
 	// CPUs, when positive, limits each instance to that many CPUs: the
-	// cgroup v2 cpu.max of its cgroup (cpus × 100 ms per 100 ms).
-	// Memory, when positive, limits it to that many bytes (memory.max,
-	// no swap); an instance the OOM killer kills exits with an error
-	// wrapping pool.ErrOOMKilled. Where tollgate has no cgroup v2 with
-	// these controllers for its instances, New says so once in the log
-	// and instances run unlimited.
+	// cgroup v2 cpu.max of its cgroup (cpus × 100 ms per 100 ms), or on a
+	// cgroup v1 machine its cpu.cfs_quota_us per cpu.cfs_period_us.
+	// Memory, when positive, limits it to that many bytes (memory.max or
+	// v1's memory.limit_in_bytes, no swap); an instance the OOM killer
+	// kills exits with an error wrapping pool.ErrOOMKilled. New chooses
+	// cgroup v2 where tollgate's cgroup has these controllers for its
+	// instances, else cgroup v1 where tollgate may make cgroups in those
+	// hierarchies, and says which in the log; where neither can, it says
+	// so once and instances run unlimited.
 	CPUs   float64
 	Memory int64
 	// Supervisor, when set, is the argv prefix of an instance supervisor
@@ -145,8 +148,9 @@ type Runner struct {
 	env    []string
 	log    *slog.Logger
 	cgroup string // cgroup v2 directory instances' cgroups go under; "" for /proc
-	// unlimited: CPUs or Memory are set but cannot be enforced (said once)
+	// unlimited: CPUs or Memory are set but cgroup v2 cannot enforce them
 	unlimited bool
+	v1        *v1Limits // enforces them with cgroup v1 instead, or nil
 
 	mu    sync.Mutex
 	ports map[int]bool // ports of live instances

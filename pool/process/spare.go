@@ -231,7 +231,7 @@ func (r *Runner) newSpare(service string) (*spare, error) {
 		return cmd
 	}
 	cmd := newCmd()
-	err := startOnLockedThread(cmd)
+	err := startOnLockedThread(cmd, sp.cpu.v1, r.log)
 	if err != nil && sp.cpu.cgroupFD() >= 0 {
 		// A kernel or sandbox without clone3 into a cgroup: go without,
 		// as a fresh supervisor does.
@@ -240,7 +240,7 @@ func (r *Runner) newSpare(service string) (*spare, error) {
 		})
 		sp.cpu.dropCgroup()
 		cmd = newCmd()
-		err = startOnLockedThread(cmd)
+		err = startOnLockedThread(cmd, sp.cpu.v1, r.log)
 	}
 	closeAll(outW, errW, statusW, controlR) // the spare holds its own copies
 	if err != nil {

@@ -20,6 +20,8 @@
 //	GET /pids                 {"pid":…,"pgid":…,"children":[…]} as JSON
 //	GET /log?line=S&n=K&count=C  writes S (or K bytes of 'x') as one line to stdout, C times (default 1)
 //	POST /echo                reads the whole body, then 200 "<n> bytes"
+//	GET /alloc?mib=N          allocates and touches N MiB (at most 4096), kept
+//	                          until the process exits, then 200 "<total> MiB held"
 //	any other path            200 "ok <pid>" after ?latency= and ?cpu= (Go
 //	                          durations; default the flags), counted for -crash-after
 //
@@ -169,6 +171,9 @@ type service struct {
 	served    atomic.Int64
 	crash     chan struct{}
 	crashOnce sync.Once
+
+	mu   sync.Mutex
+	held [][]byte // what /alloc allocated
 }
 
 func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -208,6 +213,23 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Flush()
 		fmt.Fprintln(w, "ok")
+		return
+	case "/alloc":
+		n, err := strconv.Atoi(r.URL.Query().Get("mib"))
+		if err != nil || n < 1 || n > 4096 {
+			http.Error(w, "mib: want 1 to 4096", http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for range n {
+			b := make([]byte, 1<<20)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1 // touch every page: resident, not only reserved
+			}
+			s.held = append(s.held, b)
+		}
+		fmt.Fprintf(w, "%d MiB held\n", len(s.held))
 		return
 	case "/echo":
 		n, err := io.Copy(io.Discard, r.Body)
