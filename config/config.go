@@ -54,6 +54,10 @@ type Store struct {
 	// "local" (each node decides from its own in-memory bucket), "open"
 	// (allow), "closed" (deny), or "" for the store's default (local).
 	OnFailure string
+	// TLS is the Redis connection's CA and client certificate, for a
+	// TLS URL (rediss://); zero for go-redis's defaults (the system
+	// roots, no client certificate). See [TLS].
+	TLS TLS
 }
 
 // Load reads the config file at path with [ReadFile]'s bounds (ctx ends

@@ -97,10 +97,12 @@ var (
 //	  url: redis://127.0.0.1:6379/0  # shared by every node using it
 //	  timeout: 50ms                  # per call
 //	  on_failure: local              # local (each node's own bucket), open (allow) or closed (deny) while down
+//	  tls: {ca_file: redis-ca.crt}   # with rediss://: Redis's CA, a client cert_file/key_file; see [TLS]
 //	rls:                             # Envoy's rate limit service (gRPC); see [RLS]
 //	  config_dir: ratelimit/config   # envoy ratelimit's config directory, read as is
 //	  grpc_listen: 127.0.0.1:8081
 //	  response_headers: true         # RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset
+//	  tls: {cert_file: tls.crt, key_file: tls.key, client_ca_file: ca.crt}  # optional; see [TLS]
 //	service_quotas:                  # the Service Quotas API's approval policy; see [ServiceQuotas]
 //	  approval:
 //	    - {service: ecs, auto_approve_factor: 2, max: 1000}
@@ -284,6 +286,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	var overrideNodes []*yaml.Node
 	accessKeys := map[string]string{}
 	var store Store
+	var storeTLS *yaml.Node // the store's tls section
 	var rls RLS
 	var sq ServiceQuotas
 	var servicesNode *yaml.Node
@@ -347,7 +350,14 @@ func (p *parser) config(root *yaml.Node) *Config {
 						p.errorf(v, f, "%q: want local (each node decides from its own bucket while the store is down), open (allow) or closed (deny); fail-local, fail-open and fail-closed also work", s)
 					}
 				},
+				"tls": func(_, v *yaml.Node, f string) {
+					store.TLS = p.tls(v, f, "ca_file", false)
+					storeTLS = v
+				},
 			})
+			if storeTLS != nil && store.URL != "" && !strings.HasPrefix(store.URL, "rediss") {
+				p.errorf(storeTLS, f+".tls", "the store URL %s is not a TLS URL: use rediss:// (or rediss+cluster://, rediss+sentinel://) with a tls section", strings.SplitN(store.URL, ":", 2)[0]+"://")
+			}
 		},
 		"rls":            func(_, v *yaml.Node, f string) { rls = p.rls(v, f) },
 		"service_quotas": func(_, v *yaml.Node, f string) { sq = p.serviceQuotas(v, f) },

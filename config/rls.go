@@ -23,6 +23,10 @@ import (
 //	  limit_header: RateLimit-Limit          # LIMIT_LIMIT_HEADER
 //	  remaining_header: RateLimit-Remaining  # LIMIT_REMAINING_HEADER
 //	  reset_header: RateLimit-Reset          # LIMIT_RESET_HEADER
+//	  tls:                           # GRPC_SERVER_TLS_CERT, GRPC_SERVER_TLS_KEY
+//	    cert_file: tls/tls.crt       # relative to this file
+//	    key_file: tls/tls.key
+//	    client_ca_file: tls/ca.crt   # GRPC_CLIENT_TLS_CACERT: mTLS
 type RLS struct {
 	// ConfigDir is envoy ratelimit's config directory, absolute (a
 	// relative config_dir is taken from the config file's directory); ""
@@ -43,6 +47,9 @@ type RLS struct {
 	// "" for the defaults (envoy ratelimit's: RateLimit-Limit,
 	// RateLimit-Remaining, RateLimit-Reset).
 	LimitHeader, RemainingHeader, ResetHeader string
+	// TLS is the gRPC listener's certificate, key and, for mutual TLS,
+	// client CA; zero for plaintext (see [TLS]).
+	TLS TLS
 }
 
 func (p *parser) rls(n *yaml.Node, path string) RLS {
@@ -106,6 +113,7 @@ func (p *parser) rls(n *yaml.Node, path string) RLS {
 		"limit_header":     header(&r.LimitHeader),
 		"remaining_header": header(&r.RemainingHeader),
 		"reset_header":     header(&r.ResetHeader),
+		"tls":              func(_, v *yaml.Node, f string) { r.TLS = p.tls(v, f, "client_ca_file", true) },
 	})
 	return r
 }

@@ -69,7 +69,7 @@ rls:
 		`t.yaml:7:21: rls.response_headers: want true or false, got a list`,
 		`t.yaml:8:17: rls.limit_header: "Rate Limit" is not a valid HTTP header name`,
 		`t.yaml:9:17: rls.reset_header: want a string, got a mapping`,
-		`t.yaml:10:3: rls.port: unknown field (known: config_dir, grpc_listen, limit_header, merge_domains, remaining_header, reset_header, response_headers, shadow_mode)`,
+		`t.yaml:10:3: rls.port: unknown field (known: config_dir, grpc_listen, limit_header, merge_domains, remaining_header, reset_header, response_headers, shadow_mode, tls)`,
 	}
 	if got := strings.Split(errs.Error(), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("errors:\n%s\nwant:\n%s", errs.Error(), strings.Join(want, "\n"))

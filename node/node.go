@@ -35,6 +35,11 @@ const DefaultShutdownTimeout = 10 * time.Second
 type Options struct {
 	// Listen is the HTTP address (host:port); "" means DefaultListen.
 	Listen string
+	// TLS makes the HTTP listener serve HTTPS (HTTP/2 and HTTP/1.1) with
+	// its certificate and key files and, with a CA file, require client
+	// certificates that CA signed (mutual TLS). The files are re-read
+	// when they change. Zero means plaintext.
+	TLS config.TLS
 	// ConfigPath is the config file (package config); "" means the
 	// built-in presets. It is read again by every Reload.
 	ConfigPath string
@@ -54,7 +59,7 @@ type Options struct {
 	// once shutdown starts; 0 means none.
 	DrainDelay time.Duration
 	// Store overrides the config's store section: each non-zero field
-	// wins. The URL, from either, defaults to "memory".
+	// wins (TLS as a whole). The URL, from either, defaults to "memory".
 	Store config.Store
 	// DenyCache, with Redis, denies takes of buckets known to be empty
 	// without a round trip.
@@ -100,6 +105,7 @@ type Node struct {
 	rls        *rls.Server            // the Envoy rate limit service; nil without an rls config directory
 	rlsLn      net.Listener           // its gRPC listener
 	rlsDir     string                 // the rls config directory in use
+	certs      nodeCerts              // the TLS endpoints' certificate files, watched by Run
 	pools      *pool.Pool             // the autoscaled services' instances
 	live       *liveview.Recorder     // per-second decisions for /ui
 	kube       *kubeRunners           // runners of services on Kubernetes
@@ -146,16 +152,25 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	if opts.StoreNodes < 0 {
 		return nil, fmt.Errorf("--store-nodes %d must be at least 1", opts.StoreNodes)
 	}
-	store, closeStore, err := openStore(ctx, st, opts.Memory, opts.DenyCache, opts.StorePipelines, opts.StoreNodes, log, reg)
+	configName := opts.ConfigPath
+	if configName == "" {
+		configName = "built-in presets"
+	}
+	var certs nodeCerts
+	source := "--store-tls-ca, --store-tls-cert, --store-tls-key"
+	if opts.Store.TLS.IsZero() {
+		source = configName + ": store.tls"
+	}
+	if certs.store, err = loadStoreCerts(st, source, log); err != nil {
+		return nil, err
+	}
+	store, closeStore, err := openStore(ctx, st, certs.storeTLS(), opts.Memory, opts.DenyCache, opts.StorePipelines, opts.StoreNodes, log, reg)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{opts: opts, log: log, release: closeStore, configName: opts.ConfigPath, reloads: make(chan struct{}, 1)}
+	n := &Node{opts: opts, log: log, release: closeStore, configName: configName, certs: certs, reloads: make(chan struct{}, 1)}
 	n.stopping, n.startShutdown = context.WithCancel(context.Background())
-	if n.configName == "" {
-		n.configName = "built-in presets"
-	}
-	registry, closeRegistry, err := newRegistry(st, log)
+	registry, closeRegistry, err := newRegistry(st, certs.storeTLS(), log)
 	if err != nil {
 		n.Close()
 		return nil, err
@@ -169,7 +184,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	n.release = func() { n.kube.Close(); closeRegistry(); closeStore() }
 	// The utilization report reads the live view, made below and set
 	// before the node serves.
-	quotas, closeQuotas, err := newServiceQuotas(cfg, st, log, func(account, region string) []servicequotas.BucketUse {
+	quotas, closeQuotas, err := newServiceQuotas(cfg, st, certs.storeTLS(), log, func(account, region string) []servicequotas.BucketUse {
 		return bucketUses(n.live, account, region)
 	})
 	if err != nil {
@@ -190,7 +205,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	n.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
 	lastStore, lastRLS := cfg.Store, cfg.RLS
 	n.rlsDir = rlsSettings(opts.RLS, cfg.RLS).ConfigDir
-	if n.rls, n.rlsLn, err = buildRLS(ctx, opts.RLS, cfg.RLS, n.configName, st, store, opts.ShutdownTimeout, log, reg); err != nil {
+	if n.rls, n.rlsLn, n.certs.grpc, err = buildRLS(ctx, opts.RLS, cfg.RLS, n.configName, st, store, opts.ShutdownTimeout, log, reg); err != nil {
 		n.Close()
 		return nil, err
 	}
@@ -251,11 +266,16 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// HTTP/2 and HTTP/1.1 over TLS, as http.Server.ServeTLS offers them.
+	if n.certs.http, n.srv.TLSConfig, err = loadListenerCerts(opts.TLS, "HTTP listener", "--tls-cert, --tls-key, --tls-client-ca", []string{"h2", "http/1.1"}, log); err != nil {
+		n.Close()
+		return nil, err
+	}
 	if n.ln, err = net.Listen("tcp", opts.Listen); err != nil {
 		n.Close()
 		return nil, err
 	}
-	log.Info("listening", "addr", n.ln.Addr().String(), "config", n.configName, "store", redactURL(st.URL), "admin", opts.AdminToken != "")
+	log.Info("listening", "addr", n.ln.Addr().String(), "tls", tlsMode(opts.TLS), "config", n.configName, "store", redactURL(st.URL), "admin", opts.AdminToken != "")
 	return n, nil
 }
 

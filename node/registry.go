@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 
@@ -16,8 +17,8 @@ import (
 // store settings name, so that every node shares it. It is built once per
 // process, so a SIGHUP reload keeps every registration. The returned
 // function closes its Redis client.
-func newRegistry(st config.Store, log *slog.Logger) (*cloudmap.Registry, func(), error) {
-	client, closeFn, err := storeClient(st)
+func newRegistry(st config.Store, tlsConfig func(string) *tls.Config, log *slog.Logger) (*cloudmap.Registry, func(), error) {
+	client, closeFn, err := storeClient(st, tlsConfig)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -32,12 +33,13 @@ func newRegistry(st config.Store, log *slog.Logger) (*cloudmap.Registry, func(),
 // storeClient opens a Redis client of its own for the Redis the store
 // settings name, for a part that keeps its state beside the buckets (the
 // Cloud Map registry, Service Quotas); with the memory store it returns a
-// nil client. The returned function closes it.
-func storeClient(st config.Store) (goredis.UniversalClient, func(), error) {
+// nil client. tlsConfig makes a rediss URL's TLS configuration (nil:
+// go-redis's). The returned function closes it.
+func storeClient(st config.Store, tlsConfig func(string) *tls.Config) (goredis.UniversalClient, func(), error) {
 	if st.URL == "memory" {
 		return nil, func() {}, nil
 	}
-	client, err := redisstore.NewClient(st.URL)
+	client, err := redisstore.NewClientTLS(st.URL, tlsConfig)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--store: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 const (
 	PartConfig = "config" // the config file: policy, routes, pools
 	PartRLS    = "rls"    // envoy ratelimit's config directory
+	PartTLS    = "tls"    // the listeners' and the store's certificate files
 )
 
 // Reload reloads everything the node loaded from files: the config file
@@ -19,7 +20,9 @@ const (
 // is logged and counted (tollgate_config_reloads_total,
 // tollgate_rls_config_loads), and its error is returned, joined with the
 // others'; the parts that did reload are named in reloaded (PartConfig,
-// PartRLS), in that order. Store, listen and rls section settings take
+// PartRLS, PartTLS), in that order. TLS files, re-read on their own when
+// they change, are re-read here too: a bad one keeps the certificate in
+// use. Store, listen and rls section settings take
 // effect on restart; the admin token and the kubeconfig are read once.
 //
 // Reload runs one at a time. The file reads end when ctx ends or
@@ -44,6 +47,13 @@ func (n *Node) Reload(ctx context.Context) (reloaded []string, err error) {
 			errs = append(errs, fmt.Errorf("%s: %w", PartRLS, err))
 		} else {
 			reloaded = append(reloaded, PartRLS)
+		}
+	}
+	if len(n.certs.all()) > 0 {
+		if err := n.certs.reload(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", PartTLS, err))
+		} else {
+			reloaded = append(reloaded, PartTLS)
 		}
 	}
 	return reloaded, errors.Join(errs...)

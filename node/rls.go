@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/tlsfiles"
 	"github.com/tollgate/tollgate/limiter"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
 	"github.com/tollgate/tollgate/rls"
@@ -31,6 +33,10 @@ type RLSOptions struct {
 	// GRPCListen is the gRPC listen address; with neither this nor the
 	// file's, DefaultGRPCListen.
 	GRPCListen string
+	// TLS, when set, replaces the file's rls.tls as a whole: the gRPC
+	// listener's certificate, key and, for mutual TLS, client CA files,
+	// re-read when they change.
+	TLS config.TLS
 	// MergeDomains, ShadowMode and ResponseHeaders, when non-nil, replace
 	// the file's merge_domains, shadow_mode and response_headers.
 	MergeDomains, ShadowMode, ResponseHeaders *bool
@@ -68,6 +74,9 @@ func rlsSettings(over RLSOptions, file config.RLS) config.RLS {
 	if st.GRPCListen == "" {
 		st.GRPCListen = DefaultGRPCListen
 	}
+	if !over.TLS.IsZero() {
+		st.TLS = over.TLS
+	}
 	st.MergeDomains = or(over.MergeDomains, st.MergeDomains)
 	st.ShadowMode = or(over.ShadowMode, st.ShadowMode)
 	st.ResponseHeaders = or(over.ResponseHeaders, st.ResponseHeaders)
@@ -87,11 +96,15 @@ func (o RLSOptions) headers() [3]string {
 // buildRLS builds the Envoy rate limit service of `tollgate serve` and
 // its listener, when --rls-config or the config's rls.config_dir names
 // envoy ratelimit's config directory; with neither it returns nils and
-// nothing listens. configName names the config file in errors.
-func buildRLS(ctx context.Context, over RLSOptions, file config.RLS, configName string, st config.Store, store limiter.Limiter, shutdownTimeout time.Duration, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, error) {
+// nothing listens. With TLS files it returns their certificates too, for
+// the node to watch. configName names the config file in errors.
+func buildRLS(ctx context.Context, over RLSOptions, file config.RLS, configName string, st config.Store, store limiter.Limiter, shutdownTimeout time.Duration, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, *tlsfiles.Certs, error) {
 	set := rlsSettings(over, file)
 	if set.ConfigDir == "" {
-		return nil, nil, nil
+		if !set.TLS.IsZero() {
+			return nil, nil, nil, errors.New("gRPC TLS files are given (--grpc-tls-cert or the config's rls.tls), but no rls config directory, so there is no gRPC listener: give --rls-config or rls.config_dir")
+		}
+		return nil, nil, nil, nil
 	}
 	source := "--rls-config"
 	if over.ConfigDir == "" {
@@ -99,7 +112,7 @@ func buildRLS(ctx context.Context, over RLSOptions, file config.RLS, configName 
 	}
 	for i, name := range []string{"--rls-limit-header", "--rls-remaining-header", "--rls-reset-header"} {
 		if h := over.headers()[i]; h != "" && !httpguts.ValidHeaderFieldName(h) {
-			return nil, nil, fmt.Errorf("%s %q is not a valid HTTP header name", name, h)
+			return nil, nil, nil, fmt.Errorf("%s %q is not a valid HTTP header name", name, h)
 		}
 	}
 	opts := rls.LoadOptions{MergeDomains: set.MergeDomains}
@@ -115,7 +128,15 @@ func buildRLS(ctx context.Context, over RLSOptions, file config.RLS, configName 
 	}
 	cfg, err := load()
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", source, err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", source, err)
+	}
+	tlsSource := "--grpc-tls-cert, --grpc-tls-key, --grpc-tls-client-ca"
+	if over.TLS.IsZero() {
+		tlsSource = configName + ": rls.tls"
+	}
+	certs, tlsConfig, err := loadListenerCerts(set.TLS, "gRPC listener", tlsSource, nil, log) // gRPC adds h2
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	rls.LogWarnings(log.With("component", "rls"), cfg)
 	srv := rls.New(rls.Options{
@@ -131,15 +152,16 @@ func buildRLS(ctx context.Context, over RLSOptions, file config.RLS, configName 
 		ResetHeader:      set.ResetHeader,
 		GlobalShadowMode: set.ShadowMode,
 		ShutdownTimeout:  shutdownTimeout,
+		TLS:              tlsConfig,
 	})
 	ln, err := net.Listen("tcp", set.GRPCListen)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--grpc-listen: %w", err)
+		return nil, nil, nil, fmt.Errorf("--grpc-listen: %w", err)
 	}
-	log.Info("envoy rate limit service listening", "addr", ln.Addr().String(), "protocol", "grpc",
+	log.Info("envoy rate limit service listening", "addr", ln.Addr().String(), "protocol", "grpc", "tls", tlsMode(set.TLS),
 		"rls_config", set.ConfigDir, "domains", len(cfg.Domains()), "rules", len(cfg.Rules()),
 		"shadow_mode", set.ShadowMode, "response_headers", set.ResponseHeaders)
-	return srv, ln, nil
+	return srv, ln, certs, nil
 }
 
 // rlsRoutes are envoy ratelimit's HTTP endpoints (POST /json, GET

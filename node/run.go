@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tollgate/tollgate/rls"
+	"net"
 	"net/http"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tollgate/tollgate/limiter/memory"
+	"github.com/tollgate/tollgate/rls"
 )
 
 // Run serves until ctx ends or a part fails, then shuts down in two
@@ -23,8 +24,8 @@ import (
 //     sweeper, the Envoy rate limit service, the live view, the pools)
 //     stops.
 //
-// Every goroutine (reload worker, sweeper, HTTP server, rate limit
-// service, live view, pools, shutdown) runs in one errgroup; Run returns
+// Every goroutine (reload worker, certificate watchers, sweeper, HTTP
+// server, rate limit service, live view, pools, shutdown) runs in one errgroup; Run returns
 // once all have stopped, with the first error, and closes the node.
 // Reloads run in their own worker (see TriggerReload), and shutdown ends
 // a config read in progress, so a reload that hangs cannot delay
@@ -56,6 +57,9 @@ func (n *Node) Run(ctx context.Context) error {
 			})
 		})
 	}
+	for _, c := range n.certs.all() { // certificate files re-read when they change, until the background work stops
+		grp.Go(func() error { return c.Run(background) })
+	}
 	if n.sweep != nil {
 		grp.Go(func() error {
 			sweepEvery(background, n.sweep, 10*time.Second)
@@ -81,7 +85,11 @@ func (n *Node) Run(ctx context.Context) error {
 	})
 	grp.Go(func() error { // HTTP server
 		defer close(served)
-		if err := n.srv.Serve(n.ln); !errors.Is(err, http.ErrServerClosed) {
+		serve := n.srv.Serve
+		if n.srv.TLSConfig != nil {
+			serve = func(ln net.Listener) error { return n.srv.ServeTLS(ln, "", "") } // the certificate is the TLSConfig's
+		}
+		if err := serve(n.ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serving: %w", err)
 		}
 		return nil

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -17,8 +18,8 @@ import (
 // name, so that every node applies them and they survive restarts. Built
 // once per process; a reload calls SetConfig. The returned function
 // closes its Redis client.
-func newServiceQuotas(cfg *config.Config, st config.Store, log *slog.Logger, usage func(account, region string) []servicequotas.BucketUse) (*servicequotas.Service, func(), error) {
-	client, closeFn, err := storeClient(st)
+func newServiceQuotas(cfg *config.Config, st config.Store, tlsConfig func(string) *tls.Config, log *slog.Logger, usage func(account, region string) []servicequotas.BucketUse) (*servicequotas.Service, func(), error) {
+	client, closeFn, err := storeClient(st, tlsConfig)
 	if err != nil {
 		return nil, nil, err
 	}

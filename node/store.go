@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -31,6 +32,9 @@ func storeSettings(over, file config.Store) config.Store {
 	if over.OnFailure != "" {
 		st.OnFailure = over.OnFailure
 	}
+	if !over.TLS.IsZero() { // the flags' files replace the file's whole tls section
+		st.TLS = over.TLS
+	}
 	if st.URL == "" {
 		st.URL = "memory"
 	}
@@ -38,8 +42,9 @@ func storeSettings(over, file config.Store) config.Store {
 }
 
 // openStore returns the limiter the store settings name, and a function
-// that closes it.
-func openStore(ctx context.Context, st config.Store, mem memory.Options, denyCache bool, pipelines, nodes int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
+// that closes it. tlsConfig makes a rediss URL's TLS configuration (nil:
+// go-redis's).
+func openStore(ctx context.Context, st config.Store, tlsConfig func(serverName string) *tls.Config, mem memory.Options, denyCache bool, pipelines, nodes int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
 	if st.URL == "memory" {
 		return memory.New(mem), func() {}, nil
 	}
@@ -61,6 +66,7 @@ func openStore(ctx context.Context, st config.Store, mem memory.Options, denyCac
 		Pipelines:     pipelines,
 		Nodes:         nodes,
 		Logger:        log,
+		TLSConfig:     tlsConfig,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("--store: %w", err)

@@ -7,6 +7,7 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -42,19 +43,24 @@ func (s *Server) UnaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 // Run serves gRPC on ln until ctx ends: the rate limit service, the gRPC
 // health service (grpc.health.v1, SERVING for "", for
 // envoy.service.ratelimit.v3.RateLimitService and for "ratelimit", the
-// name envoy ratelimit reports on) and server reflection. When
+// name envoy ratelimit reports on) and server reflection, over TLS with
+// Options.TLS. When
 // ctx ends the health service turns NOT_SERVING, in-flight calls get
 // Options.ShutdownTimeout to finish, and Run returns once the server has
 // stopped. Run closes ln.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
-	gs := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(s.UnaryInterceptor),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		// Calls run on long-lived goroutines whose stacks have already
 		// grown, instead of a new goroutine per call (about 8 % of the
 		// server's CPU went to growing fresh stacks).
 		grpc.NumStreamWorkers(streamWorkers),
-	)
+	}
+	if s.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls)))
+	}
+	gs := grpc.NewServer(opts...)
 	s.Register(gs)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"slices"
 	"sync"
@@ -71,6 +72,11 @@ type Options struct {
 	// ShutdownTimeout bounds how long [Server.Run] waits for in-flight
 	// calls once its context ends; 0 means 10 seconds.
 	ShutdownTimeout time.Duration
+	// TLS, when set, makes [Server.Run] serve gRPC over TLS with it (as
+	// envoy ratelimit's GRPC_SERVER_USE_TLS does); gRPC adds "h2" to its
+	// protocols. Its GetConfigForClient may swap certificates. nil
+	// means plaintext.
+	TLS *tls.Config
 }
 
 // Server answers envoy.service.ratelimit.v3.RateLimitService. It is safe
@@ -90,6 +96,7 @@ type Server struct {
 	nearRatio       float32
 	globalShadow    bool
 	shutdownTimeout time.Duration
+	tls             *tls.Config
 	reload          func() (*Config, error)
 	reloadMu        sync.Mutex
 	policy          atomic.Pointer[policy]
@@ -116,6 +123,7 @@ func New(opts Options) *Server {
 		nearRatio:       opts.NearLimitRatio,
 		globalShadow:    opts.GlobalShadowMode,
 		shutdownTimeout: opts.ShutdownTimeout,
+		tls:             opts.TLS,
 		reload:          opts.Reload,
 	}
 	if s.limiter == nil {

@@ -62,6 +62,9 @@ type serveFlags struct {
 	rlsShadow        optBool
 	rlsHeaderNames   [3]string // limit, remaining, reset; "" for the config's, else envoy ratelimit's
 	kube             kubeFlags
+	httpTLS          config.TLS // --tls-cert, --tls-key, --tls-client-ca
+	grpcTLS          config.TLS // --grpc-tls-cert, --grpc-tls-key, --grpc-tls-client-ca
+	storeTLS         config.TLS // --store-tls-ca, --store-tls-cert, --store-tls-key
 }
 
 // kubeFlags are serve's Kubernetes flags.
@@ -101,6 +104,15 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.rlsHeaderNames[0], "rls-limit-header", "", "`NAME` of the limit header (envoy ratelimit's LIMIT_LIMIT_HEADER; default: the config's rls.limit_header, else RateLimit-Limit)")
 	fs.StringVar(&f.rlsHeaderNames[1], "rls-remaining-header", "", "`NAME` of the remaining header (LIMIT_REMAINING_HEADER; default: the config's rls.remaining_header, else RateLimit-Remaining)")
 	fs.StringVar(&f.rlsHeaderNames[2], "rls-reset-header", "", "`NAME` of the reset header (LIMIT_RESET_HEADER; default: the config's rls.reset_header, else RateLimit-Reset)")
+	fs.StringVar(&f.httpTLS.CertFile, "tls-cert", "", "serve HTTPS (HTTP/2 and HTTP/1.1) on --listen with this PEM certificate chain `FILE`, re-read when it changes (with --tls-key)")
+	fs.StringVar(&f.httpTLS.KeyFile, "tls-key", "", "PEM private key `FILE` of --tls-cert")
+	fs.StringVar(&f.httpTLS.CAFile, "tls-client-ca", "", "with --tls-cert: require HTTPS clients to present a certificate signed by a CA of this PEM `FILE` (mTLS; probes then need one too)")
+	fs.StringVar(&f.grpcTLS.CertFile, "grpc-tls-cert", "", "serve the Envoy rate limit service's gRPC over TLS with this PEM certificate chain `FILE`, re-read when it changes (envoy ratelimit's GRPC_SERVER_TLS_CERT; with --grpc-tls-key) (default: the config's rls.tls)")
+	fs.StringVar(&f.grpcTLS.KeyFile, "grpc-tls-key", "", "PEM private key `FILE` of --grpc-tls-cert (GRPC_SERVER_TLS_KEY)")
+	fs.StringVar(&f.grpcTLS.CAFile, "grpc-tls-client-ca", "", "with --grpc-tls-cert: require gRPC clients (Envoy) to present a certificate signed by a CA of this PEM `FILE` (mTLS; GRPC_CLIENT_TLS_CACERT)")
+	fs.StringVar(&f.storeTLS.CAFile, "store-tls-ca", "", "with a rediss:// --store: verify Redis's certificate against the CAs of this PEM `FILE` instead of the system roots (default: the config's store.tls)")
+	fs.StringVar(&f.storeTLS.CertFile, "store-tls-cert", "", "with a rediss:// --store: present this PEM client certificate `FILE` to Redis (its tls-auth-clients; with --store-tls-key)")
+	fs.StringVar(&f.storeTLS.KeyFile, "store-tls-key", "", "PEM private key `FILE` of --store-tls-cert")
 	fs.StringVar(&f.kube.kubeconfig, "kubeconfig", "", "kubeconfig `FILE` for autoscaled services on Kubernetes (else $KUBECONFIG, else the in-cluster config, else ~/.kube/config)")
 	fs.BoolVar(&f.kube.leaderElect, "kube-leader-elect", false, "with several tollgate replicas in front of one Deployment: only the holder of a Lease writes replicas; all route")
 	fs.StringVar(&f.kube.identity, "kube-identity", os.Getenv("POD_NAME"), "this replica's name in leader election (default $POD_NAME, else the host name)")
@@ -191,6 +203,7 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 	}
 	o := node.Options{
 		Listen:           f.listen,
+		TLS:              f.httpTLS,
 		ConfigPath:       f.configPath,
 		Logger:           log,
 		AdminToken:       token,
@@ -199,7 +212,7 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 		MaxInFlightBytes: f.maxInFlight,
 		ShutdownTimeout:  f.shutdownTimeout,
 		DrainDelay:       f.drainDelay,
-		Store:            config.Store{URL: f.store, Timeout: f.storeTimeout},
+		Store:            config.Store{URL: f.store, Timeout: f.storeTimeout, TLS: f.storeTLS},
 		DenyCache:        f.denyCache,
 		StorePipelines:   f.storePipelines,
 		StoreNodes:       f.storeNodes,
@@ -207,6 +220,7 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 		RLS: node.RLSOptions{
 			ConfigDir:       f.rlsConfig,
 			GRPCListen:      f.grpcListen,
+			TLS:             f.grpcTLS,
 			MergeDomains:    f.rlsMerge.ptr(),
 			ShadowMode:      f.rlsShadow.ptr(),
 			ResponseHeaders: f.rlsHeaders.ptr(),

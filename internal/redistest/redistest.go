@@ -2,6 +2,7 @@
 //
 // [Start] launches redis-server on 127.0.0.1 at a free port, with no
 // persistence, waits until it answers PING, and kills it when the test ends.
+// [StartTLS] starts one that speaks only TLS.
 // When redis-server is not installed the test is skipped with a message
 // saying so, unless the environment sets TOLLGATE_REQUIRE_REDIS=1 (as CI
 // does): then the test fails.
@@ -11,6 +12,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +45,7 @@ type Server struct {
 	bin     string
 	dir     string
 	cluster bool
+	tls     *TLS // nil for plaintext
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -52,7 +56,7 @@ type Server struct {
 // tb when redis-server is not installed (fails when TOLLGATE_REQUIRE_REDIS=1).
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	return start(tb, false)
+	return start(tb, false, nil)
 }
 
 // StartCluster is like [Start] but runs a Redis Cluster of one node owning
@@ -61,10 +65,30 @@ func Start(tb testing.TB) *Server {
 // Restart brings it back as a cluster.
 func StartCluster(tb testing.TB) *Server {
 	tb.Helper()
-	return start(tb, true)
+	return start(tb, true, nil)
 }
 
-func start(tb testing.TB, cluster bool) *Server {
+// TLS are the PEM files of a server started with [StartTLS].
+type TLS struct {
+	// Cert and Key are the server's certificate and its key.
+	Cert, Key string
+	// CA is the CA the server's certificate chains to, and the one a
+	// client's certificate must chain to (tls-ca-cert-file).
+	CA string
+	// ClientCert and ClientKey, when set, make the server require a
+	// client certificate (tls-auth-clients yes); its readiness check
+	// presents them. Without them clients need none.
+	ClientCert, ClientKey string
+}
+
+// StartTLS is like [Start] but the server speaks only TLS, with the
+// certificate of files, on Addr; URL returns a rediss:// URL.
+func StartTLS(tb testing.TB, files TLS) *Server {
+	tb.Helper()
+	return start(tb, false, &files)
+}
+
+func start(tb testing.TB, cluster bool, tlsFiles *TLS) *Server {
 	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -74,7 +98,7 @@ func start(tb testing.TB, cluster bool) *Server {
 		}
 		tb.Skipf("%s, or set %s=1 to fail instead of skipping", msg, RequireEnv)
 	}
-	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), cluster: cluster}
+	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), cluster: cluster, tls: tlsFiles}
 	tb.Cleanup(s.Stop)
 	var last error
 	for range 5 { // another process may take the free port first
@@ -91,8 +115,13 @@ func start(tb testing.TB, cluster bool) *Server {
 	return nil
 }
 
-// URL returns the redis:// URL of the server.
-func (s *Server) URL() string { return "redis://" + s.Addr }
+// URL returns the redis:// URL of the server; rediss:// with TLS.
+func (s *Server) URL() string {
+	if s.tls != nil {
+		return "rediss://" + s.Addr
+	}
+	return "redis://" + s.Addr
+}
 
 // Stop kills the server, as a crash would, and waits for it to exit. The
 // port is free afterwards. Stopping a stopped server does nothing.
@@ -152,6 +181,15 @@ func (s *Server) start() error {
 		"--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--loglevel", "warning",
 	}
+	if t := s.tls; t != nil {
+		auth := "no"
+		if t.ClientCert != "" {
+			auth = "yes"
+		}
+		args[1] = "0" // no plaintext port
+		args = append(args, "--tls-port", port, "--tls-cert-file", t.Cert, "--tls-key-file", t.Key,
+			"--tls-ca-cert-file", t.CA, "--tls-auth-clients", auth)
+	}
 	if s.cluster {
 		conf := filepath.Join(s.dir, "nodes-"+port+".conf")
 		_ = os.Remove(conf) // restart empty, as without persistence
@@ -173,7 +211,7 @@ func (s *Server) start() error {
 			return fmt.Errorf("redis-server on %s exited (%v): %s", s.Addr, err, logs.String())
 		default:
 		}
-		if ping(s.Addr, cmd.Process.Pid) == nil {
+		if s.ping(cmd.Process.Pid) == nil {
 			if s.cluster {
 				if err := claimSlots(s.Addr); err != nil {
 					_ = cmd.Process.Kill()
@@ -193,14 +231,24 @@ func (s *Server) start() error {
 	return errors.New("redis-server on " + s.Addr + " did not answer PING within 30s: " + logs.String())
 }
 
-// ping checks that the server at addr answers PING and is process pid,
+// ping checks that the server at s.Addr answers PING and is process pid,
 // not another test's server that took the port first.
-func ping(addr string, pid int) error {
+func (s *Server) ping(pid int) error {
+	addr := s.Addr
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if s.tls != nil {
+		cfg, err := s.tls.clientConfig()
+		if err != nil {
+			return err
+		}
+		tc := tls.Client(c, cfg)
+		defer tc.Close()
+		c = tc
+	}
 	_ = c.SetDeadline(time.Now().Add(time.Second))
 	if _, err := c.Write([]byte("PING\r\nINFO server\r\n")); err != nil {
 		return err
@@ -229,6 +277,27 @@ func ping(addr string, pid int) error {
 		return fmt.Errorf("%s is another redis-server than process %d", addr, pid)
 	}
 	return nil
+}
+
+// clientConfig is the TLS configuration of the readiness check.
+func (t *TLS) clientConfig() (*tls.Config, error) {
+	ca, err := os.ReadFile(t.CA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("redistest: no certificate in %s", t.CA)
+	}
+	cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	if t.ClientCert != "" {
+		pair, err := tls.LoadX509KeyPair(t.ClientCert, t.ClientKey)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
 }
 
 // claimSlots gives the one-node cluster at addr every slot and waits until

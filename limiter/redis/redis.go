@@ -114,6 +114,7 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -262,6 +263,11 @@ type Options struct {
 	// a local network two keep one pipeline filling while the other is in
 	// flight (see BENCHMARKS.md).
 	Pipelines int
+	// TLSConfig, for [Open] with a TLS URL, makes the connections' TLS
+	// configuration from the URL's server name (see [NewClientTLS]); nil
+	// means go-redis's (the system roots, no client certificate). New
+	// ignores it: its client is made already.
+	TLSConfig func(serverName string) *tls.Config
 	// Now, for tests only, replaces Redis TIME: when set, every script
 	// call is sent the time it returns (which must not be before 1970),
 	// and the deny cache runs on it too. Production leaves it nil.
@@ -409,7 +415,7 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 // Open returns a store on a new client for a store URL (see [NewClient]),
 // which the store closes in Close. It does not connect: see [Store.Ping].
 func Open(rawURL string, opts Options) (*Store, error) {
-	client, err := NewClient(rawURL)
+	client, err := NewClientTLS(rawURL, opts.TLSConfig)
 	if err != nil {
 		return nil, err
 	}

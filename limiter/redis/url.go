@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -41,9 +42,26 @@ type clientConfig struct {
 // store's per-call timeout relies on. Creating it does not connect. The
 // caller closes it after closing the stores that use it.
 func NewClient(rawURL string) (goredis.UniversalClient, error) {
+	return NewClientTLS(rawURL, nil)
+}
+
+// NewClientTLS is [NewClient] with the TLS configuration of a TLS URL's
+// connections made by tlsConfig, from the server name the URL gives (its
+// host): a CA other than the system roots, or a client certificate for
+// Redis's tls-auth-clients. It replaces go-redis's configuration (the
+// system roots, no client certificate). A nil tlsConfig is NewClient. The
+// URL must be a TLS form (rediss://, rediss+cluster://,
+// rediss+sentinel://) without skip_verify, else the error wraps
+// ErrInvalidURL.
+func NewClientTLS(rawURL string, tlsConfig func(serverName string) *tls.Config) (goredis.UniversalClient, error) {
 	cfg, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
+	}
+	if tlsConfig != nil {
+		if err := cfg.setTLS(tlsConfig); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	case cfg.cluster != nil:
@@ -118,4 +136,26 @@ func parseURL(rawURL string) (clientConfig, error) {
 		return clientConfig{failover: o}, nil
 	}
 	return clientConfig{}, fmt.Errorf("%w: scheme %q: want redis, rediss, unix, redis+cluster or redis+sentinel", ErrInvalidURL, u.Scheme)
+}
+
+// setTLS replaces the parsed URL's TLS configuration by one made for its
+// server name.
+func (c clientConfig) setTLS(make func(serverName string) *tls.Config) error {
+	var dst **tls.Config
+	switch {
+	case c.cluster != nil:
+		dst = &c.cluster.TLSConfig
+	case c.failover != nil:
+		dst = &c.failover.TLSConfig
+	default:
+		dst = &c.single.TLSConfig
+	}
+	if *dst == nil {
+		return fmt.Errorf("%w: TLS files are given, but the URL is not a TLS URL: use rediss://, rediss+cluster:// or rediss+sentinel://", ErrInvalidURL)
+	}
+	if (*dst).InsecureSkipVerify {
+		return fmt.Errorf("%w: skip_verify=true turns off the verification TLS files are given for: give one or the other", ErrInvalidURL)
+	}
+	*dst = make((*dst).ServerName)
+	return nil
 }
