@@ -17,6 +17,27 @@ type sample struct {
 	from time.Time // start of the measured span
 }
 
+// allocation is run's own CPU allocation (see CPUAllocator), or 0.
+func allocation(run Instance) float64 {
+	if a, ok := run.(CPUAllocator); ok {
+		if c, ok := a.CPUs(); ok && c > 0 && !math.IsInf(c, 0) {
+			return c
+		}
+	}
+	return 0
+}
+
+// engineCPU is an instance's CPU usage (cores) as the engine is given it.
+// The engine divides by the service's CPUsPerInstance (perInstance), so
+// the usage of an instance with an allocation of its own (alloc > 0: a
+// pod's CPU limits) is scaled to make its utilisation usage / alloc.
+func engineCPU(cores, perInstance, alloc float64) float64 {
+	if alloc <= 0 {
+		return cores
+	}
+	return cores * perInstance / alloc
+}
+
 // tick measures every serving instance over the last second, feeds the
 // engine, makes its decision and acts on it. It is the only caller of
 // Engine.Observe and Engine.Tick, and reads the CPU without the lock.
@@ -36,8 +57,10 @@ func (rv *revision) tick(now time.Time) {
 	cpus := make([]float64, len(samples))
 	cpuTimes := make([]time.Duration, len(samples))
 	cpuOK := make([]bool, len(samples))
+	allocs := make([]float64, len(samples))
 	for i, s := range samples {
 		cpuTimes[i], cpuOK[i] = s.run.CPUTime()
+		allocs[i] = allocation(s.run)
 	}
 
 	rv.mu.Lock()
@@ -53,7 +76,7 @@ func (rv *revision) tick(now time.Time) {
 		// The sample covers [from, now): record it in the engine second
 		// holding its middle.
 		at := s.from.Add(now.Sub(s.from) / 2)
-		if err := rv.eng.Observe(at, in.id, cpus[i], s.conc); err != nil && !errors.Is(err, autoscale.ErrUnknownInstance) && !errors.Is(err, autoscale.ErrStaleSample) {
+		if err := rv.eng.Observe(at, in.id, engineCPU(cpus[i], rv.eng.Config().CPUsPerInstance, allocs[i]), s.conc); err != nil && !errors.Is(err, autoscale.ErrUnknownInstance) && !errors.Is(err, autoscale.ErrStaleSample) {
 			rv.log.Warn("engine refused a sample", "instance", in.name, "error", err)
 		}
 		rv.m.observe(in.name, s.conc, cpus[i])

@@ -82,3 +82,15 @@ type Instance interface {
 	// (a pod).
 	PID() int
 }
+
+// CPUAllocator is implemented by an Instance that knows the CPU it is
+// given, which may differ from the service's CPUsPerInstance: a pod, whose
+// allocation is the sum of its containers' CPU limits (or requests). The
+// pool then divides the instance's CPU usage by that allocation, not by
+// the service's CPUsPerInstance, wherever the engine reads utilisation
+// (the CPU driver, ACT).
+type CPUAllocator interface {
+	// CPUs is the instance's CPU allocation in cores; false while it is
+	// not known (then CPUsPerInstance is used).
+	CPUs() (float64, bool)
+}

@@ -24,12 +24,14 @@ type cpuSample struct {
 	acc   time.Duration // CPU time up to at
 }
 
-// pollCPU reads pod metrics every MetricsInterval until ctx ends.
+// pollCPU reads pod metrics, and the CPU allocation of pods not yet seen,
+// every MetricsInterval until ctx ends.
 func (r *Runner) pollCPU(ctx context.Context) {
 	t := time.NewTicker(r.o.MetricsInterval)
 	defer t.Stop()
 	for {
 		r.readCPU(ctx)
+		r.readAllocations(ctx)
 		select {
 		case <-ctx.Done():
 			return

@@ -39,6 +39,7 @@ type Runner struct {
 	retired  map[string]bool      // pods of stopped instances, until they leave the slices
 	selector string               // the scaled resource's pod selector (scale status)
 	cpu      cpuState
+	alloc    allocState
 }
 
 // endpoint is one ready pod as the Service's EndpointSlices list it.
@@ -48,7 +49,10 @@ type endpoint struct {
 	port int
 }
 
-var _ pool.Runner = (*Runner)(nil)
+var (
+	_ pool.Runner       = (*Runner)(nil)
+	_ pool.CPUAllocator = (*instance)(nil)
+)
 
 // New checks opts and returns a runner; nothing starts until Run. Its
 // error wraps ErrOptions.
@@ -68,6 +72,7 @@ func New(opts Options) (*Runner, error) {
 		retired: map[string]bool{},
 	}
 	r.cpu.samples = map[string]*cpuSample{}
+	r.alloc.cores = map[string]float64{}
 	return r, nil
 }
 
