@@ -18,7 +18,7 @@ set -euo pipefail
 mode=${1:-long}
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
-go build -o "$tmp/tollgate" ./cmd/tollgate
+go build -tags grpcnotrace -o "$tmp/tollgate" ./cmd/tollgate
 go build -o "$tmp/testservice" ./internal/testservice/cmd/testservice
 go build -o "$tmp/pending" ./bench/pending
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"

@@ -14,7 +14,7 @@ D=${D:-20s}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 bin=${BIN:-$dir/tollgate}
-[ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/tollgate
+[ -n "${BIN:-}" ] || go build -tags grpcnotrace -o "$bin" ./cmd/tollgate
 go build -o "$dir/load" ./bench/load
 "$dir/load" -spawn "$bin" -mode batch -batch "${BATCH:-1000}" -pad-body "${PAD:-1048576}" -c 64 -d "$D" \
   -serve-args "${SERVE_ARGS:-}"

@@ -18,7 +18,7 @@ trap 'rm -rf "$dir"' EXIT
 bin=${TOLLGATE:-}
 if [ -z "$bin" ]; then
   bin=$dir/tollgate
-  go build -o "$bin" ./cmd/tollgate
+  go build -tags grpcnotrace -o "$bin" ./cmd/tollgate
 fi
 go build -o "$dir/exact" ./bench/exact
 x="$dir/exact -tollgate $bin -runs $RUNS"

@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 D=${D:-10s}
 : "${GUBERNATOR:?set GUBERNATOR to a gubernator binary}"
 tmp=$(mktemp -d)
-go build -o "$tmp/tollgate" ./cmd/tollgate
+go build -tags grpcnotrace -o "$tmp/tollgate" ./cmd/tollgate
 go build -o "$tmp/load" ./bench/load
 free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 300); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; return 1; }

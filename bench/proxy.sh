@@ -17,7 +17,7 @@ ROUNDS=${ROUNDS:-3}
 C=${C:-16 64}
 D=${D:-5s}
 dir=$(mktemp -d)
-go build -o "$dir/tollgate" ./cmd/tollgate
+go build -tags grpcnotrace -o "$dir/tollgate" ./cmd/tollgate
 go build -o "$dir/load" ./bench/load
 go build -o "$dir/proxy" ./bench/proxy
 free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -59,8 +59,13 @@ fi
 waitport "http://127.0.0.1:$bport/"; waitport "http://127.0.0.1:$rport/"; waitport "http://127.0.0.1:$nport/"; waitport "http://127.0.0.1:$tport/hello/"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq "$ROUNDS"); do
+  # The order rotates from one round to the next, so that no proxy is
+  # always measured first (or right after the same one).
+  set -- $peers
+  for _ in $(seq $(( (round - 1) % $# ))); do set -- "${@:2}" "$1"; done
+  order="$*"
   for c in $C; do
-    for peer in $peers; do
+    for peer in $order; do
       case $peer in
         base) url="http://127.0.0.1:$xport/hello/" pid=$xpid ;;
         tollgate) url="http://127.0.0.1:$tport/hello/" pid=$tpid ;;

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 D=${D:-10s}
 bin=$(mktemp -d)/tollgate
-go build -o "$bin" ./cmd/tollgate
+go build -tags grpcnotrace -o "$bin" ./cmd/tollgate
 go build -o "${bin%/*}/load" ./bench/load
 load="${bin%/*}/load"
 

@@ -20,7 +20,7 @@ import (
 func directClient(t *testing.T, r *cloudmap.Registry) *sd.Client {
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return sd.New(sd.Options{Region: cloudmap.DefaultScope.Region, BaseEndpoint: aws.String(srv.URL), Retryer: aws.NopRetryer{},
+	return sd.New(sd.Options{Region: cloudmap.DefaultScope.Region, BaseEndpoint: aws.String(srv.URL), Retryer: connectionRetryer(),
 		Credentials: credentials.NewStaticCredentialsProvider(cloudmap.DefaultScope.Account, "s", ""),
 		APIOptions:  []func(*middleware.Stack) error{disableHostPrefix}})
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -535,7 +536,8 @@ func (p *parser) env(n *yaml.Node, path string, a *Autoscale) bool {
 	return ok
 }
 
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+// dnsLabel is compiled on first use, as parse.go's bounded patterns are.
+var dnsLabel = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`) })
 
 // kubernetes parses {namespace, deployment, service, port}.
 func (p *parser) kubernetes(n *yaml.Node, path string) (*Kubernetes, bool) {
@@ -544,7 +546,7 @@ func (p *parser) kubernetes(n *yaml.Node, path string) (*Kubernetes, bool) {
 	name := func(dst *string) func(_, v *yaml.Node, f string) {
 		return func(_, v *yaml.Node, f string) {
 			s, good := p.str(v, f)
-			if good && !dnsLabel.MatchString(s) {
+			if good && !dnsLabel().MatchString(s) {
 				p.errorf(v, f, "%q is not a Kubernetes name (lower-case letters, digits and -, at most 63)", s)
 				good = false
 			}

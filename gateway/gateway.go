@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -162,6 +163,7 @@ type Gateway struct {
 	routes      map[string]*routeMetrics // by mux pattern
 	handlers    map[string]http.Handler  // by service name
 	live        *liveview.Recorder       // nil: no live view
+	adminMore   []adminEndpoint          // Options.AdminHandlers, for GET /v1/admin/
 	pools       func(service string) http.Handler
 	poolMetrics *routeMetrics
 }
@@ -255,7 +257,9 @@ func New(opts Options) (*Gateway, error) {
 	handle("GET /metrics", "metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}).ServeHTTP)
 	for pattern, h := range opts.AdminHandlers {
 		handle(pattern, "admin", g.admin(h.ServeHTTP))
+		g.adminMore = append(g.adminMore, adminEndpoint{pattern, "added by the process (Options.AdminHandlers)"})
 	}
+	slices.SortFunc(g.adminMore, func(a, b adminEndpoint) int { return strings.Compare(a.Path, b.Path) })
 	for pattern, h := range opts.Routes {
 		handle(pattern, "route", h.ServeHTTP)
 	}

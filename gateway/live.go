@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,12 +23,19 @@ import (
 // token, but only while admin is enabled; everything they show comes from
 // the token-guarded endpoints.
 
-// noteThrottled records a throttled decision's bucket for the hottest
-// buckets view.
+// noteThrottled records a decision's bucket for the hottest buckets view
+// (throttled) and the utilisation view (allowed: the tokens in use after
+// it).
 func (g *Gateway) noteThrottled(k quota.Key, d bucket.Decision, err error) {
-	if err == nil && !d.Allowed {
-		g.live.Throttled(k)
+	if err != nil || g.live == nil {
+		return
 	}
+	if !d.Allowed {
+		g.live.Throttled(k)
+		return
+	}
+	c := d.Limit.Capacity()
+	g.live.Used(k, c-d.Remaining, c)
 }
 
 // adminEndpoint is one entry of GET /v1/admin/.
@@ -41,6 +49,7 @@ var adminEndpoints = []adminEndpoint{
 	{"POST /v1/admin/reload", "reload the config file and the rls directory; a bad file keeps its old state; answers the parts reloaded"},
 	{"GET /v1/admin/live/decisions?since=UNIX_MS", "decisions per second per service and category (allowed, throttled, errors), last 10 minutes, newer than since"},
 	{"GET /v1/admin/live/hot?n=10", "the buckets throttled most over the last minute, with their current tokens"},
+	{"GET /v1/admin/live/usage?n=20&account=", "per bucket over the last hour: throttled decisions and the peak of tokens in use, most throttled then most used first"},
 	{"GET /v1/admin/live/store", "the bucket store: memory or Redis, reachable or not, decisions by source"},
 	{"GET /v1/admin/live/autoscaled?since=UNIX_MS", "each autoscaled service per second: instances by state, recommended count, pending, 429s; its driver and last scale decisions"},
 	{"GET /ui/", "the live page drawing these endpoints (asks for the admin token)"},
@@ -50,10 +59,11 @@ func (g *Gateway) handleLive(handle func(pattern, name string, h http.HandlerFun
 	handle("GET /v1/admin/{$}", "admin_index", g.admin(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, struct {
 			Endpoints []adminEndpoint `json:"endpoints"`
-		}{adminEndpoints})
+		}{append(slices.Clip(adminEndpoints), g.adminMore...)})
 	}))
 	handle("GET /v1/admin/live/decisions", "admin_live_decisions", g.admin(g.serveLiveDecisions))
 	handle("GET /v1/admin/live/hot", "admin_live_hot", g.admin(g.serveLiveHot))
+	handle("GET /v1/admin/live/usage", "admin_live_usage", g.admin(g.serveLiveUsage))
 	handle("GET /v1/admin/live/store", "admin_live_store", g.admin(g.serveLiveStore))
 	handle("GET /v1/admin/live/autoscaled", "admin_live_autoscaled", g.admin(g.serveLiveAutoscaled))
 	files := http.StripPrefix("/ui/", http.FileServerFS(liveview.Files()))
@@ -303,6 +313,68 @@ func (g *Gateway) serveLiveAutoscaled(w http.ResponseWriter, r *http.Request) {
 			ls.Scales = append(ls.Scales, liveScale{d.Time.UnixMilli(), d.From, d.To, d.Driver, d.Reason})
 		}
 		out.Services = append(out.Services, ls)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// liveUsage is the answer to GET /v1/admin/live/usage.
+type liveUsage struct {
+	WindowSeconds float64 `json:"window_seconds"`
+	// PeakFloor is the most a bucket may have been used in a minute that
+	// does not list it: a peak above it is exact.
+	PeakFloor float64       `json:"peak_floor"`
+	Dropped   uint64        `json:"dropped"`
+	Buckets   []usageBucket `json:"buckets"`
+}
+
+type usageBucket struct {
+	Key        string  `json:"key"`
+	Service    string  `json:"service"`
+	Account    string  `json:"account"`
+	Region     string  `json:"region"`
+	Category   string  `json:"category"`
+	Throttled  uint64  `json:"throttled"`
+	ErrorBound uint64  `json:"error_bound"`
+	PeakUsed   int64   `json:"peak_used"`
+	PeakOf     int64   `json:"peak_capacity"` // the capacity when it peaked
+	Peak       float64 `json:"peak"`          // peak_used / peak_capacity
+	// Capacity and RatePerSecond are the bucket's limit now (an approved
+	// increase included); 0 when its category left the config.
+	Capacity      int64   `json:"capacity"`
+	RatePerSecond float64 `json:"rate_per_second"`
+}
+
+// maxUsage bounds n of GET /v1/admin/live/usage.
+const maxUsage = 500
+
+func (g *Gateway) serveLiveUsage(w http.ResponseWriter, r *http.Request) {
+	if g.liveOff(w) {
+		return
+	}
+	q := r.URL.Query()
+	n := 20
+	if s := q.Get("n"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > maxUsage {
+			writeNativeError(w, http.StatusBadRequest, "n", "n: want a whole number from 1 to "+strconv.Itoa(maxUsage)+", got "+strconv.Quote(s))
+			return
+		}
+		n = v
+	}
+	var match func(quota.Key) bool
+	if a := q.Get("account"); a != "" {
+		match = func(k quota.Key) bool { return k.Account == a }
+	}
+	v := g.live.Usage(n, match)
+	cfg := g.policy.Load().cfg
+	out := liveUsage{WindowSeconds: round3(v.Window.Seconds()), PeakFloor: v.PeakFloor, Dropped: v.Dropped, Buckets: make([]usageBucket, 0, len(v.Keys))}
+	for _, u := range v.Keys {
+		b := usageBucket{Key: u.Key.String(), Service: u.Key.Service, Account: u.Key.Account, Region: u.Key.Region, Category: u.Key.Category,
+			Throttled: u.Throttled, ErrorBound: u.ErrorBound, PeakUsed: u.PeakUsed, PeakOf: u.Capacity, Peak: round3(u.Peak)}
+		if limit, ok := g.limitOf(cfg, u.Key); ok {
+			b.Capacity, b.RatePerSecond = limit.Capacity(), limit.RefillPerSecond()
+		}
+		out.Buckets = append(out.Buckets, b)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/limiter/limitertest"
 	"github.com/tollgate/tollgate/liveview"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/servicequotas"
 )
 
 func take(t *testing.T, url, account, action string) int {
@@ -42,10 +43,14 @@ func getJSON(t *testing.T, url, token string, v any) int {
 // TestUIFiles GETs every embedded file of the page and every admin path
 // its script fetches.
 func TestUIFiles(t *testing.T) {
-	_, srv := newTestServer(t, limitertest.NewClock(), Options{AdminToken: "tok", Live: liveview.New(liveview.Options{})})
+	sq, err := servicequotas.New(servicequotas.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, srv := newTestServer(t, limitertest.NewClock(), Options{AdminToken: "tok", Live: liveview.New(liveview.Options{}), AdminHandlers: sq.AdminHandlers()})
 	files := liveview.Files()
 	n := 0
-	err := fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -77,9 +82,11 @@ func TestUIFiles(t *testing.T) {
 	}
 
 	js, _ := fs.ReadFile(files, "live.js")
+	more, _ := fs.ReadFile(files, "quotas.js")
+	js = append(js, more...)
 	paths := regexp.MustCompile(`"(/v1/admin/[a-z/]+)`).FindAllStringSubmatch(string(js), -1)
-	if len(paths) < 3 {
-		t.Fatalf("found %d admin paths in live.js, want at least 3", len(paths))
+	if len(paths) < 6 {
+		t.Fatalf("found %d admin paths in live.js and quotas.js, want at least 7", len(paths))
 	}
 	for _, m := range paths {
 		if status, body := adminRequest(t, "GET", srv.URL+m[1], "tok"); status != 200 || !json.Valid([]byte(body)) {
@@ -155,12 +162,27 @@ func TestLiveEndpoints(t *testing.T) {
 		t.Errorf("hottest %+v, want account 111111111111 with 11 throttles (5.5/s) and 0 of 50 tokens", b)
 	}
 
+	var use liveUsage
+	if status := getJSON(t, srv.URL+"/v1/admin/live/usage", "tok", &use); status != 200 || len(use.Buckets) != 2 || use.WindowSeconds != 1 {
+		t.Fatalf("usage %d %+v, want two buckets over the 1 s since the first tick", status, use)
+	}
+	if u := use.Buckets[0]; u.Account != "111111111111" || u.Throttled != 11 || u.PeakUsed != 50 || u.PeakOf != 50 || u.Peak != 1 || u.Capacity != 50 || u.RatePerSecond != 20 {
+		t.Errorf("most throttled %+v, want 111111111111: 11 throttled, 50 of 50 in use at peak, limit 50 at 20/s", u)
+	}
+	if u := use.Buckets[1]; u.Account != "222222222222" || u.Throttled != 0 || u.PeakUsed != 3 || u.Peak != 0.06 {
+		t.Errorf("second %+v, want 222222222222 with 3 of 50 in use at peak", u)
+	}
+	getJSON(t, srv.URL+"/v1/admin/live/usage?account=222222222222&n=5", "tok", &use)
+	if len(use.Buckets) != 1 || use.Buckets[0].Account != "222222222222" {
+		t.Errorf("usage of one account: %+v", use.Buckets)
+	}
+
 	var st liveStore
 	if status := getJSON(t, srv.URL+"/v1/admin/live/store", "tok", &st); status != 200 || st.Kind != "memory" || st.State != "ok" || st.Buckets == nil || *st.Buckets != 2 {
 		t.Errorf("store %d %+v, want memory, ok, 2 buckets", status, st)
 	}
 
-	for _, bad := range []string{"/v1/admin/live/decisions?since=x", "/v1/admin/live/decisions?since=-1", "/v1/admin/live/hot?n=0", "/v1/admin/live/hot?n=101", "/v1/admin/live/hot?n=ten"} {
+	for _, bad := range []string{"/v1/admin/live/decisions?since=x", "/v1/admin/live/decisions?since=-1", "/v1/admin/live/hot?n=0", "/v1/admin/live/hot?n=101", "/v1/admin/live/hot?n=ten", "/v1/admin/live/usage?n=0", "/v1/admin/live/usage?n=501"} {
 		if status, body := adminRequest(t, "GET", srv.URL+bad, "tok"); status != 400 || !strings.Contains(body, "want") {
 			t.Errorf("%s: %d %s, want 400 saying what it wants", bad, status, body)
 		}

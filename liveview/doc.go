@@ -10,7 +10,15 @@
 //     minute by default), found with the Space-Saving heavy-hitters
 //     algorithm (Metwally, Agrawal and El Abbadi, 2005; implemented here,
 //     since no maintained Go library for it is available): one summary of
-//     at most Options.HotCapacity keys per second, merged on demand.
+//     at most Options.HotCapacity keys per second, merged on demand;
+//   - the utilisation of the last Options.UsageWindow minutes (an hour by
+//     default), per bucket: for each minute the Options.UsageCapacity
+//     buckets throttled most (Space-Saving, from the same buffers) and the
+//     Options.UsageCapacity buckets used most (an exact top-k by peak: a
+//     bucket enters a full table only by peaking above its least-used
+//     bucket, so a flood of accounts that each use a little never pushes
+//     out a tenant close to its limit), fed by [Recorder.Used] for every
+//     allowed decision ([Recorder.Usage]).
 //
 // On the decision path a Recorder costs one atomic add per decision
 // ([Series.Count]) and, for a throttled decision, a copy of the key into
@@ -31,8 +39,9 @@
 //   - New(opts) makes a recorder.
 //   - Series(service, category) once per category, when a config is
 //     loaded; the same names return the same Series across reloads.
-//   - Series.Count(allowed) or Series.Error() per decision, and
-//     Throttled(key) per throttled decision, from any goroutine.
+//   - Series.Count(allowed) or Series.Error() per decision,
+//     Throttled(key) per throttled decision and Used(key, used, capacity)
+//     per allowed one, from any goroutine.
 //   - Run(ctx) for the recorder's life: it ticks once a second with the
 //     wall clock and folds buffered throttles in between; its caller owns
 //     its goroutine and stops it with ctx.
@@ -40,8 +49,9 @@
 //     tick become one point of history, the buffered throttles are folded
 //     and the current heavy-hitters summary is closed, and
 //     Options.Services (if set) is sampled.
-//   - Decisions(since), Hot(n) and Services(since) at any time, for the
-//     JSON endpoints.
+//   - Decisions(since), Hot(n), Services(since) and Usage(n, match) at
+//     any time, for the JSON endpoints. A minute is closed by the first
+//     tick in a later minute.
 //
 // With Options.Services the recorder also samples the autoscaled services
 // once per tick (instances by state, recommended count, pending requests,

@@ -40,6 +40,14 @@ type Options struct {
 	// calls it once per tick, before taking the recorder's lock, and keeps
 	// its answer (which it must not change afterwards) for Services.
 	Services func() []ServiceSample
+	// UsageWindow is how many minutes the utilisation view (Usage)
+	// covers; 0 means DefaultUsageWindow, the last hour.
+	UsageWindow int
+	// UsageCapacity is how many buckets each minute keeps, both among
+	// the most throttled (counted like HotCapacity's) and among the most
+	// used (exact peaks; see UsageView.PeakFloor); 0 means
+	// DefaultUsageCapacity.
+	UsageCapacity int
 }
 
 // Recorder records decisions; see the package documentation. It is safe
@@ -63,6 +71,8 @@ type Recorder struct {
 	spare      []byte       // the spare buffer, swapped into a shard by fold
 	curDropped uint64       // throttles dropped in the current second, as of the last fold
 	dropped    atomic.Uint64
+	use        usage         // per-minute utilisation, guarded by foldMu
+	useFloor   atomic.Uint64 // the current minute's peak floor, for Used
 
 	mu    sync.Mutex // guards what Tick writes and the views read
 	ticks []tick     // ring of History ticks
@@ -144,6 +154,14 @@ func New(opts Options) *Recorder {
 	r.shardMask = uint32(n - 1)
 	r.spare = make([]byte, 0, shardBuffer)
 	r.wake = make(chan struct{}, 1)
+	window, ucap := opts.UsageWindow, opts.UsageCapacity
+	if window <= 0 {
+		window = DefaultUsageWindow
+	}
+	if ucap <= 0 {
+		ucap = DefaultUsageCapacity
+	}
+	r.use = newUsage(window, ucap, n)
 	return r
 }
 
@@ -234,9 +252,11 @@ func (r *Recorder) fold() {
 		sh.dropped = 0
 		sh.mu.Unlock()
 		r.curDropped += dropped
+		r.use.curDropped += dropped
 		r.dropped.Add(dropped)
 		if len(buf) > 0 {
 			r.hot.addRecords(buf)
+			r.use.hot.addRecords(buf)
 			r.spare = buf[:0]
 		}
 	}
@@ -281,6 +301,8 @@ func (r *Recorder) Tick(now time.Time) {
 	r.curDropped = 0
 	r.hotBuf.reset()
 	r.hot, r.hotBuf = r.hotBuf, closed
+	r.foldUsage()
+	r.tickUsage(now)
 	r.foldMu.Unlock()
 	r.n++
 }
@@ -300,6 +322,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 		case <-r.wake:
 			r.foldMu.Lock()
 			r.fold()
+			r.foldUsage()
 			r.foldMu.Unlock()
 		}
 	}

@@ -137,7 +137,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	st := storeSettings(opts.Store, cfg.Store)
-	if err := fitsStore(cfg.Quota, st); err != nil {
+	if err := FitsStore(cfg.Quota, st); err != nil {
 		return nil, err
 	}
 	if opts.StorePipelines < 0 {
@@ -167,7 +167,11 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	// life, closed before the pools stop so Deployments keep their pods.
 	n.kube = newKubeRunners(opts.Kube, log, reg)
 	n.release = func() { n.kube.Close(); closeRegistry(); closeStore() }
-	quotas, closeQuotas, err := newServiceQuotas(cfg, st, log)
+	// The utilization report reads the live view, made below and set
+	// before the node serves.
+	quotas, closeQuotas, err := newServiceQuotas(cfg, st, log, func(account, region string) []servicequotas.BucketUse {
+		return bucketUses(n.live, account, region)
+	})
 	if err != nil {
 		n.Close()
 		return nil, err
@@ -208,7 +212,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 				return nil, err
 			}
 			warnConfig(log, next)
-			if err := fitsStore(next.Quota, st); err != nil {
+			if err := FitsStore(next.Quota, st); err != nil {
 				return nil, err
 			}
 			if err := builder.apply(pools, next); err != nil {

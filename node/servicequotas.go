@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/liveview"
+	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/servicequotas"
 )
 
@@ -15,17 +17,33 @@ import (
 // name, so that every node applies them and they survive restarts. Built
 // once per process; a reload calls SetConfig. The returned function
 // closes its Redis client.
-func newServiceQuotas(cfg *config.Config, st config.Store, log *slog.Logger) (*servicequotas.Service, func(), error) {
+func newServiceQuotas(cfg *config.Config, st config.Store, log *slog.Logger, usage func(account, region string) []servicequotas.BucketUse) (*servicequotas.Service, func(), error) {
 	client, closeFn, err := storeClient(st)
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := servicequotas.New(servicequotas.Options{Config: cfg.Quota, Policy: quotaPolicy(cfg.ServiceQuotas), Log: log, Redis: client})
+	s, err := servicequotas.New(servicequotas.Options{Config: cfg.Quota, Policy: quotaPolicy(cfg.ServiceQuotas), Log: log, Redis: client, Usage: usage})
 	if err != nil {
 		closeFn()
 		return nil, nil, err
 	}
 	return s, closeFn, nil
+}
+
+// bucketUses is one account's utilisation in a region over the last hour,
+// as rec saw this node's decisions, for the utilization report. A bucket
+// counts as throttled only when the count's lower bound is above zero.
+func bucketUses(rec *liveview.Recorder, account, region string) []servicequotas.BucketUse {
+	if rec == nil {
+		return nil
+	}
+	v := rec.Usage(0, func(k quota.Key) bool { return k.Account == account && k.Region == region })
+	out := make([]servicequotas.BucketUse, 0, len(v.Keys))
+	for _, u := range v.Keys {
+		out = append(out, servicequotas.BucketUse{Service: u.Key.Service, Category: u.Key.Category,
+			Throttled: u.Throttled > u.ErrorBound, Peak: u.Peak})
+	}
+	return out
 }
 
 // quotaPolicy carries the config's service_quotas section into the API's

@@ -112,15 +112,17 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
-// fitsStore checks that the store can hold every limit of cfg: the Redis
-// script is exact only for buckets that refill within redis.MaxWindow.
-func fitsStore(cfg *quota.Config, st config.Store) error {
-	if st.URL == "memory" {
+// FitsStore checks that the store st names can hold every limit of cfg:
+// the Redis script is exact only for buckets that refill within
+// redis.MaxWindow. serve refuses a config (at start and on reload) for
+// which it fails, and `tollgate check` runs it too.
+func FitsStore(cfg *quota.Config, st config.Store) error {
+	if st.URL == "" || st.URL == "memory" {
 		return nil
 	}
 	check := func(what string, l bucket.Limit) error {
-		if window := time.Duration(l.Capacity()) * l.Interval(); l.Interval() > redisstore.MaxWindow || window > redisstore.MaxWindow || window < 0 {
-			return fmt.Errorf("%s: limit %v takes longer than %v to refill, more than the Redis store supports", what, l, redisstore.MaxWindow)
+		if redisstore.CheckWindow(l) != nil {
+			return fmt.Errorf("%s: limit %v takes longer than %v to refill: %w", what, l, redisstore.MaxWindow.Round(time.Second), redisstore.ErrUnsupportedLimit)
 		}
 		return nil
 	}

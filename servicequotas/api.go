@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/quota"
@@ -44,6 +45,8 @@ var operations = map[string]handler{
 	"GetRequestedServiceQuotaChange":                (*Service).getRequest,
 	"ListRequestedServiceQuotaChangeHistory":        (*Service).listHistory,
 	"ListRequestedServiceQuotaChangeHistoryByQuota": (*Service).listHistoryByQuota,
+	"StartQuotaUtilizationReport":                   (*Service).startReport,
+	"GetQuotaUtilizationReport":                     (*Service).getReport,
 }
 
 // Unsupported lists the model's operations this API does not implement
@@ -59,10 +62,8 @@ var Unsupported = map[string]string{
 	"PutServiceQuotaIncreaseRequestIntoTemplate":    codeNoOrganization,
 	"CreateSupportCase":                             codeAccessDenied,
 	"GetAutoManagementConfiguration":                codeAccessDenied,
-	"GetQuotaUtilizationReport":                     codeAccessDenied,
 	"ListTagsForResource":                           codeAccessDenied,
 	"StartAutoManagement":                           codeAccessDenied,
-	"StartQuotaUtilizationReport":                   codeAccessDenied,
 	"StopAutoManagement":                            codeAccessDenied,
 	"TagResource":                                   codeAccessDenied,
 	"UntagResource":                                 codeAccessDenied,
@@ -151,10 +152,13 @@ func decode(body []byte, v any) error {
 	return nil
 }
 
+// The patterns with bounded repetitions are compiled on first use: each
+// expands to hundreds of instructions, which every tollgate process would
+// otherwise build at start (0.5 ms and 268 KB of its init).
 var (
-	serviceCodePattern = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]{1,63}$`)
-	quotaCodePattern   = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]{1,128}$`)
-	requestIDPattern   = regexp.MustCompile(`^[0-9a-zA-Z][a-zA-Z0-9-]{1,128}$`)
+	serviceCodePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]{1,63}$`) })
+	quotaCodePattern   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]{1,128}$`) })
+	requestIDPattern   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-zA-Z][a-zA-Z0-9-]{1,128}$`) })
 	nextTokenPattern   = regexp.MustCompile(`^[a-zA-Z0-9/+]*={0,2}$`)
 )
 
@@ -205,14 +209,14 @@ func checkCodes(service, quotaCode *string, needQuota bool) error {
 	if service == nil || *service == "" {
 		return illegal("ServiceCode is required")
 	}
-	if !serviceCodePattern.MatchString(*service) {
+	if !serviceCodePattern().MatchString(*service) {
 		return illegal("ServiceCode " + awsjson.Clip(*service) + " is not a service code")
 	}
 	if needQuota {
 		if quotaCode == nil || *quotaCode == "" {
 			return illegal("QuotaCode is required")
 		}
-		if !quotaCodePattern.MatchString(*quotaCode) {
+		if !quotaCodePattern().MatchString(*quotaCode) {
 			return illegal("QuotaCode " + awsjson.Clip(*quotaCode) + " is not a quota code")
 		}
 	}

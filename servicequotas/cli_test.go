@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/limiter/limitertest"
-	"github.com/tollgate/tollgate/limiter/memory"
 	"github.com/tollgate/tollgate/servicequotas"
 )
 
@@ -23,7 +22,7 @@ func TestCLISession(t *testing.T) {
 		t.Skip("aws CLI not installed: skipping the README's CLI session")
 	}
 	clock := limitertest.NewClock()
-	n := newNode(t, memory.New(memory.Options{Now: clock.Now}), servicequotas.Options{Now: clock.Now})
+	n, rec := newLiveNode(t, clock)
 	home := t.TempDir()
 	run := func(args ...string) map[string]any {
 		t.Helper()
@@ -72,5 +71,16 @@ func TestCLISession(t *testing.T) {
 		{"list-requested-service-quota-change-history-by-quota", "--service-code", "ecs", "--quota-code", code},
 	} {
 		run(args...)
+	}
+	// The utilization report: the session's own calls used the account's
+	// servicequotas buckets.
+	rec.Tick(clock.Now())
+	rid := run("start-quota-utilization-report")["ReportId"].(string)
+	rep := run("get-quota-utilization-report", "--report-id", rid, "--max-results", "1")
+	if rep["Status"] != "COMPLETED" || len(rep["Quotas"].([]any)) != 1 || rep["NextToken"] == nil {
+		t.Fatalf("get-quota-utilization-report: %v, want one quota and a next page", rep)
+	}
+	if q := rep["Quotas"].([]any)[0].(map[string]any); q["ServiceCode"] != "servicequotas" || q["Utilization"].(float64) <= 0 {
+		t.Fatalf("most used quota %v, want a servicequotas one", q)
 	}
 }

@@ -23,7 +23,21 @@
 // RequestServiceQuotaIncrease, GetRequestedServiceQuotaChange,
 // ListRequestedServiceQuotaChangeHistory and
 // ListRequestedServiceQuotaChangeHistoryByQuota, with the model's
-// pagination (MaxResults 1–100, opaque NextToken), filters and errors.
+// pagination (MaxResults 1–100, opaque NextToken), filters and errors;
+// and StartQuotaUtilizationReport and GetQuotaUtilizationReport, which
+// answer from what the gateway saw (Options.Usage): every quota of the
+// caller's account whose bucket was used in the last hour, with its peak
+// use in percent (100: it throttled), most used first.
+//
+// # Utilisation
+//
+// AWS can only approximate usage from CloudWatch; tollgate decides every
+// request. The model's ServiceQuota has no usage value, only UsageMetric
+// (the CloudWatch metric that would hold it), which GetServiceQuota and
+// the lists fill as AWS does (AWS/Usage CallCount, by Service, Type API,
+// Resource and Class); the numbers are in the utilization report, and
+// per account and bucket in the gateway's live view
+// (GET /v1/admin/live/usage and the page at /ui/).
 // The other operations of the model ([Unsupported]) answer
 // NoAvailableOrganizationException (the template operations, as AWS
 // answers an account outside an organization) or AccessDeniedException.

@@ -305,7 +305,7 @@ func (s *Service) getRequest(ctx context.Context, id awsjson.Identity, body []by
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	if in.RequestID == nil || !requestIDPattern.MatchString(*in.RequestID) {
+	if in.RequestID == nil || !requestIDPattern().MatchString(*in.RequestID) {
 		return nil, illegal("RequestId is required and must be a request id")
 	}
 	st, err := s.be.load(ctx)

@@ -36,6 +36,10 @@ type Options struct {
 	Now func() time.Time
 	// Log receives store failures; nil means slog.Default().
 	Log *slog.Logger
+	// Usage, when set, reports an account's buckets in a region over the
+	// last hour, for GetQuotaUtilizationReport; nil answers reports with
+	// no quotas.
+	Usage func(account, region string) []BucketUse
 }
 
 // Service is the Service Quotas API and the source of approved values. It
@@ -45,6 +49,7 @@ type Service struct {
 	now     func() time.Time
 	log     *slog.Logger
 	poll    time.Duration
+	usage   func(account, region string) []BucketUse
 	catalog atomic.Pointer[Catalog]
 	policy  atomic.Pointer[Policy]
 	applied atomic.Pointer[snapshot]
@@ -67,7 +72,7 @@ func New(o Options) (*Service, error) {
 	if cfg == nil {
 		cfg = quota.Default()
 	}
-	s := &Service{now: o.Now, log: o.Log, poll: o.PollInterval}
+	s := &Service{now: o.Now, log: o.Log, poll: o.PollInterval, usage: o.Usage}
 	if s.now == nil {
 		s.now = time.Now
 	}

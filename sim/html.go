@@ -1,10 +1,11 @@
 package sim
 
 import (
+	"bufio"
 	"bytes"
 	_ "embed"
 	"fmt"
-	"html/template"
+	"html"
 	"io"
 	"strconv"
 	"strings"
@@ -14,15 +15,20 @@ import (
 // HTML is the format of WriteHTML's report: one self-contained page.
 const HTML Format = "html"
 
-//go:embed report.html.tmpl
-var reportSource string
+// reportStyle is the page's <style> element, static.
+//
+//go:embed report_style.html
+var reportStyle string
 
-var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"pct": func(v float64) string { return strconv.FormatFloat(100*v, 'f', 2, 64) },
-	"dur": func(d time.Duration) string { return roundDuration(d).String() },
-}).Parse(reportSource))
+// The page is written by writeReport, not by html/template: executing any
+// text/template reaches reflect.Value.MethodByName, and the Go linker then
+// keeps every exported method of every type in the binary (its dead-code
+// elimination cannot tell which one a template calls). In tollgate's one
+// binary that was half of its 115 MB. Every value the page shows is
+// element text, written through html.EscapeString, and the SVG figures
+// are made by WritePlot, not from user input.
 
-// report is what the template draws.
+// report is what the page shows.
 type report struct {
 	Name, Description string
 	Results           []*Result
@@ -32,7 +38,7 @@ type report struct {
 
 type figure struct {
 	Caption string
-	SVG     template.HTML // made by WritePlot, not from user input
+	SVG     string // made by WritePlot, not from user input: written as is
 }
 
 type scenarioView struct {
@@ -70,7 +76,7 @@ func WriteHTML(w io.Writer, study *Study, results []*Result) error {
 		}
 		rep.Scenarios = append(rep.Scenarios, sv)
 	}
-	if err := reportTemplate.Execute(w, rep); err != nil {
+	if err := writeReport(w, &rep); err != nil {
 		return fmt.Errorf("sim: write HTML report: %w", err)
 	}
 	return nil
@@ -78,7 +84,7 @@ func WriteHTML(w io.Writer, study *Study, results []*Result) error {
 
 // inlineSVG renders a plot as SVG and drops what precedes the <svg>
 // element (the XML declaration and a comment), which HTML does not want.
-func inlineSVG(plot func(io.Writer) error) (template.HTML, error) {
+func inlineSVG(plot func(io.Writer) error) (string, error) {
 	var buf bytes.Buffer
 	if err := plot(&buf); err != nil {
 		return "", err
@@ -88,7 +94,7 @@ func inlineSVG(plot func(io.Writer) error) (template.HTML, error) {
 	if i < 0 {
 		return "", fmt.Errorf("sim: plot is not SVG")
 	}
-	return template.HTML(s[i:]), nil
+	return s[i:], nil
 }
 
 // describeScenario writes a run's scenario with its defaults applied, as
@@ -99,4 +105,76 @@ func describeScenario(r *Result) (scenarioView, error) {
 		return scenarioView{}, err
 	}
 	return scenarioView{Name: r.Scenario.Name, YAML: buf.String()}, nil
+}
+
+func pct(v float64) string       { return strconv.FormatFloat(100*v, 'f', 2, 64) }
+func dur(d time.Duration) string { return roundDuration(d).String() }
+
+// writeReport writes the page of rep.
+func writeReport(w io.Writer, rep *report) error {
+	b := bufio.NewWriter(w)
+	text := func(s string) { b.WriteString(html.EscapeString(s)) }
+	// row writes one table row of cells, already escaped or numbers.
+	row := func(cells ...string) {
+		b.WriteString("<tr>")
+		for _, c := range cells {
+			b.WriteString(c)
+		}
+		b.WriteString("</tr>\n")
+	}
+	td := func(s string) string { return "<td>" + html.EscapeString(s) + "</td>" }
+	num := func(n int) string { return "<td>" + strconv.Itoa(n) + "</td>" }
+
+	b.WriteString("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n" +
+		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>")
+	text(rep.Name)
+	b.WriteString(" · tollgate sim</title>\n")
+	b.WriteString(reportStyle)
+	b.WriteString("</head>\n<body>\n<h1>")
+	text(rep.Name)
+	b.WriteString("</h1>\n")
+	if rep.Description != "" {
+		b.WriteString(`<p class="dim">`)
+		text(rep.Description)
+		b.WriteString("</p>")
+	}
+	b.WriteString("\n\n<h2>Summary</h2>\n<table id=\"summary\">\n" +
+		"<thead><tr><th>run</th><th>calls</th><th>ok %</th><th>failed</th><th>unfinished</th><th>attempts</th><th>retries</th><th>throttled</th><th>429</th><th>ok mean</th><th>ok p50</th><th>ok p99</th><th>peak inst</th><th>inst·s</th></tr></thead>\n<tbody>\n")
+	for _, r := range rep.Results {
+		s := r.Summary
+		row(td(r.Scenario.Name), num(s.Calls), td(pct(s.SuccessRate)), num(s.Failed), num(s.Unfinished),
+			num(s.Attempts), num(s.Retries), num(s.Throttled), num(s.Rejected),
+			td(dur(s.MeanLatency)), td(dur(s.P50Latency)), td(dur(s.P99Latency)),
+			num(s.PeakInstances), num(s.InstanceSeconds))
+	}
+	b.WriteString("</tbody>\n</table>\n" +
+		"<p class=\"dim\">ok: calls that succeeded; latencies are those of successful calls, end to end, retries included; 429: attempts the autoscaled backend rejected.</p>\n\n" +
+		"<h2>Per client group</h2>\n<table id=\"groups\">\n" +
+		"<thead><tr><th>run</th><th>clients</th><th>calls</th><th>ok %</th><th>failed</th><th>unfinished</th><th>retries</th><th>throttled</th><th>429</th><th>ok mean</th><th>ok p99</th></tr></thead>\n<tbody>\n")
+	for _, r := range rep.Results {
+		for _, g := range r.Groups {
+			row(td(r.Scenario.Name), `<td class="name">`+html.EscapeString(g.Name)+"</td>", num(g.Calls),
+				td(pct(g.SuccessRate)), num(g.Failed), num(g.Unfinished), num(g.Retries),
+				num(g.Throttled), num(g.Rejected), td(dur(g.MeanLatency)), td(dur(g.P99Latency)))
+		}
+	}
+	b.WriteString("</tbody>\n</table>\n\n<h2>Figures</h2>\n")
+	for _, f := range rep.Figures {
+		b.WriteString("<figure>\n<figcaption>")
+		text(f.Caption)
+		b.WriteString("</figcaption>\n")
+		b.WriteString(f.SVG)
+		b.WriteString("\n</figure>\n")
+	}
+	b.WriteString("\n\n<h2>Scenarios as run</h2>\n" +
+		"<p class=\"dim\">Each run's settings with every default written out, as a scenario file: save one as <code>run.yaml</code> and <code>tollgate sim --scenario run.yaml</code> runs it again, with the same results.</p>\n")
+	for _, sv := range rep.Scenarios {
+		b.WriteString("<h3>")
+		text(sv.Name)
+		b.WriteString("</h3>\n<pre class=\"scenario\">")
+		text(sv.YAML)
+		b.WriteString("</pre>\n")
+	}
+	b.WriteString("\n<p class=\"dim\">Written by <code>tollgate sim --format html</code>.</p>\n</body>\n</html>\n")
+	return b.Flush()
 }

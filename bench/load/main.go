@@ -9,7 +9,7 @@
 // decisions per server CPU-second. -mode get sends plain GETs to -url as
 // given (a proxy's throughput: each 200 counts as one decision).
 //
-//	go build -o /tmp/tollgate ./cmd/tollgate
+//	go build -tags grpcnotrace -o /tmp/tollgate ./cmd/tollgate
 //	go run ./bench/load -spawn /tmp/tollgate -mode take -c 16 -d 10s
 //	go run ./bench/load -url http://127.0.0.1:8080 -pid 1234 -mode batch -batch 100 -c 64
 //	go run ./bench/load -spawn /tmp/tollgate -mode batch -batch 1000 -pad-body 1048576 -c 64

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
+	"github.com/tollgate/tollgate/node"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/rls"
 	"github.com/tollgate/tollgate/servicequotas"
@@ -53,6 +54,11 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		var err error
 		if cfg, err = config.Load(context.Background(), fs.Arg(0)); err != nil {
 			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		// The file's store, as serve uses it unless --store says otherwise.
+		if err := node.FitsStore(cfg.Quota, cfg.Store); err != nil {
+			fmt.Fprintf(stderr, "%s: store: %v\n", fs.Arg(0), err)
 			return 1
 		}
 	case *preset != "":

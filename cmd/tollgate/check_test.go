@@ -59,3 +59,28 @@ func TestCheckValidatesTheRLSDirectory(t *testing.T) {
 		t.Fatalf("--rls-config of a broken directory: exit %d, %s", code, errs)
 	}
 }
+
+// TestCheckAppliesTheStoresWindow: a limit the Redis store cannot hold
+// (its empty bucket refills in more than redis.MaxWindow) passes check
+// with the memory store and fails it when the file's store is Redis, as
+// serve refuses it.
+func TestCheckAppliesTheStoresWindow(t *testing.T) {
+	dir := t.TempDir()
+	slow := "services:\n  - name: slow\n    categories:\n      - {name: yearly, capacity: 1000, refill_per_second: 0.00001, actions: [Do]}\n"
+	for _, tc := range []struct {
+		store string
+		code  int
+	}{{"", 0}, {"store: {url: memory}\n", 0}, {"store: {url: redis://127.0.0.1:1/0}\n", 1}} {
+		path := dir + "/q.yaml"
+		if err := os.WriteFile(path, []byte(tc.store+slow), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errs := runCmd("check", path)
+		if code != tc.code {
+			t.Fatalf("check with %q: exit %d, want %d (%s)", tc.store, code, tc.code, errs)
+		}
+		if tc.code != 0 && !strings.Contains(errs, "service slow category yearly") {
+			t.Fatalf("check with %q does not name the limit: %s", tc.store, errs)
+		}
+	}
+}

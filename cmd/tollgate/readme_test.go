@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -204,5 +206,59 @@ func TestReadmeConfigExampleNeedsNoRedis(t *testing.T) {
 	}
 	if st := c.Store; st.URL == "" || st.OnFailure != "local" {
 		t.Errorf("the README's store snippet gives %+v; want a URL and the default policy, local", st)
+	}
+}
+
+// TestEveryReadmeConfigPassesCheck runs every yaml block of README.md
+// through `tollgate check`, as a user who copies it would: a fragment
+// (a store or rls section alone) goes under the ECS preset, and the files
+// the README's configs name (./hello, an rls.config_dir) exist beside it.
+// Envoy's own configuration is the one block that is not tollgate's.
+func TestEveryReadmeConfigPassesCheck(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heading, checked := "", 0
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i < len(lines); i++ {
+		if strings.HasPrefix(lines[i], "## ") {
+			heading = lines[i]
+		}
+		if lines[i] != "```yaml" {
+			continue
+		}
+		start := i + 1
+		for i++; i < len(lines) && lines[i] != "```"; i++ {
+		}
+		block := strings.Join(lines[start:i], "\n") + "\n"
+		where := fmt.Sprintf("README.md:%d (%s)", start, heading)
+		if strings.Contains(block, "http_filters:") {
+			continue // Envoy's side of the RLS setup
+		}
+		if !regexp.MustCompile(`(?m)^services:`).MatchString(block) {
+			block = "services:\n  - preset: ecs\n" + block
+		}
+		dir := t.TempDir()
+		files := map[string]string{
+			"config.yaml":                 block,
+			"hello":                       "#!/bin/sh\n",
+			"ratelimit/config/rules.yaml": "domain: readme\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 10}\n",
+		}
+		for name, body := range files {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if code, _, errs := runCmd("check", filepath.Join(dir, "config.yaml")); code != 0 {
+			t.Errorf("%s: tollgate check exits %d:\n%s\n%s", where, code, errs, block)
+		}
+		checked++
+	}
+	if checked < 5 {
+		t.Fatalf("checked %d yaml blocks of README.md; it has at least 5 configs", checked)
 	}
 }

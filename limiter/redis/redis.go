@@ -469,9 +469,12 @@ func (s *Store) clock() int64 {
 	return int64(time.Since(s.epoch))
 }
 
-// checkWindow refuses limits whose empty bucket refills in more than
-// MaxWindow, the bound take.lua also applies to the states it reads.
-func checkWindow(limit bucket.Limit) error {
+// CheckWindow reports whether the store can hold limit: it refuses, with
+// an error wrapping [ErrUnsupportedLimit], a limit whose empty bucket
+// refills in more than MaxWindow, the bound take.lua also applies to the
+// states it reads. Take and TakeBatch refuse such limits the same way; a
+// config checks its limits with it before it is served.
+func CheckWindow(limit bucket.Limit) error {
 	iv := limit.Interval()
 	if iv <= 0 {
 		return nil // the zero limit, refused by limiter.Check
@@ -494,7 +497,7 @@ func (s *Store) Take(ctx context.Context, key string, limit bucket.Limit, n int6
 	if check != nil && !errors.Is(check, bucket.ErrExceedsCapacity) {
 		return bucket.Decision{}, check
 	}
-	if err := checkWindow(limit); err != nil {
+	if err := CheckWindow(limit); err != nil {
 		return bucket.Decision{}, err
 	}
 	if s.deny != nil {
@@ -563,7 +566,7 @@ func (s *Store) TakeBatch(ctx context.Context, reqs []limiter.Request, out []buc
 		return err
 	}
 	for _, r := range reqs {
-		if err := checkWindow(r.Limit); err != nil {
+		if err := CheckWindow(r.Limit); err != nil {
 			return err
 		}
 	}

@@ -37,7 +37,7 @@ func randomLimit(r *rand.Rand) bucket.Limit {
 		capacity := int64(math.Exp(r.Float64()*math.Log(1e7))) + 1
 		rate := math.Exp((r.Float64()*2 - 1) * math.Log(1e6))
 		l, err := bucket.NewLimit(capacity, rate)
-		if err == nil && checkWindow(l) == nil {
+		if err == nil && CheckWindow(l) == nil {
 			return l
 		}
 	}
@@ -163,7 +163,7 @@ func TestScriptAcceptsStatesUpToMaxWindow(t *testing.T) {
 		if w := time.Duration(l.Capacity()) * l.Interval(); w != MaxWindow {
 			t.Fatalf("%v: window %v, want exactly MaxWindow", l, w)
 		}
-		if err := checkWindow(l); err != nil {
+		if err := CheckWindow(l); err != nil {
 			t.Fatalf("Go refuses %v: %v", l, err)
 		}
 	}

@@ -13,6 +13,7 @@ const state = {
   durations: [],  // ms each point covers
   series: new Map(), // "service/category" -> {service, category, allowed[], throttled[], errors[]}
   timer: 0,
+  quotas: false, // the gateway serves the Service Quotas admin endpoints
 };
 
 const $ = (id) => document.getElementById(id);
@@ -41,10 +42,18 @@ function showLogin(message) {
   $("token").focus();
 }
 
-function start() {
+async function start() {
   $("login").hidden = true;
   $("live").hidden = false;
   state.times = []; state.durations = []; state.series.clear();
+  // The admin index says whether this gateway serves the Service Quotas
+  // API's endpoints (the requests panel); a refused token shows in poll.
+  try {
+    const index = await get("/v1/admin/");
+    state.quotas = index.endpoints.some((e) => e.path === "GET " + REQUESTS_PATH);
+  } catch (e) {
+    state.quotas = false;
+  }
   poll();
 }
 
@@ -52,15 +61,19 @@ async function poll() {
   clearTimeout(state.timer);
   try {
     const since = state.times.length ? state.times[state.times.length - 1] : 0;
-    const [dec, hot, store, scaled] = await Promise.all([
+    const [dec, hot, store, scaled, usage, reqs] = await Promise.all([
       get("/v1/admin/live/decisions" + (since ? "?since=" + since : "")),
       get("/v1/admin/live/hot?n=10"),
       get("/v1/admin/live/store"),
       get("/v1/admin/live/autoscaled"),
+      get("/v1/admin/live/usage?n=20"),
+      state.quotas ? get(REQUESTS_PATH) : null,
     ]);
     merge(dec);
     drawRates();
     drawHot(hot);
+    drawUsage(usage);
+    drawRequests(reqs);
     drawStore(store);
     drawAutoscaled(scaled);
     const newest = state.times[state.times.length - 1];

@@ -10,9 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/scale"
-	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 )
 
 // Target names what a service runs on: a Deployment (or any resource with
@@ -58,12 +56,12 @@ type Options struct {
 	Target Target
 	// Client watches EndpointSlices, patches pod deletion costs, reads the
 	// Deployment and, with Election, holds the Lease.
-	Client kubernetes.Interface
+	Client Client
 	// Scales reads and writes the replica count (scale subresource).
 	Scales scale.ScalesGetter
 	// Metrics reads pod CPU from metrics.k8s.io; nil means CPUTime always
 	// reports false.
-	Metrics metricsclient.Interface
+	Metrics MetricsClient
 	// Election, when set, makes replicas written only while this runner
 	// holds the Lease.
 	Election *Election

@@ -12,8 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/watch"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -35,14 +37,26 @@ func (r *Runner) Run(ctx context.Context) error {
 		return errNotRunning
 	}
 	t := r.o.Target
-	factory := informers.NewSharedInformerFactoryWithOptions(r.o.Client, 0,
-		informers.WithNamespace(t.Namespace),
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.LabelSelector = labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: t.Service}).String()
-		}))
-	defer factory.Shutdown() // waits for the informer's goroutines
-	inf := factory.Discovery().V1().EndpointSlices()
-	r.lister = inf.Lister()
+	// The EndpointSlices of the Service, listed and watched through the
+	// typed discovery/v1 client, as the informer factory's informer does
+	// (NewTypedEndpointSliceInformerWithOptions): a client that does not
+	// serve watch-list semantics (the fake clientset) is listed, then
+	// watched.
+	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: t.Service}).String()
+	slices := r.o.Client.DiscoveryV1().EndpointSlices(t.Namespace)
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			lo.LabelSelector = sel
+			return slices.List(ctx, lo)
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			lo.LabelSelector = sel
+			return slices.Watch(ctx, lo)
+		},
+	}, r.o.Client), &discoveryv1.EndpointSlice{}, cache.SharedIndexInformerOptions{
+		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+	})
+	r.lister = discoverylisters.NewEndpointSliceLister(inf.GetIndexer())
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -51,7 +65,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, epq.ShutDown)
 	defer stop()
 	r.epKick = func() { epq.Add(t.Service) }
-	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { r.epKick() },
 		UpdateFunc: func(any, any) { r.epKick() },
 		DeleteFunc: func(obj any) {
@@ -62,12 +76,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("kube %s: watching EndpointSlices: %w", t, err)
 	}
-	factory.StartWithContext(ctx)
-	if res := factory.WaitForCacheSyncWithContext(ctx); res.Err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("kube %s: EndpointSlice cache: %w", t, res.Err)
+	informed := make(chan struct{})
+	go func() {
+		defer close(informed)
+		inf.RunWithContext(ctx)
+	}()
+	defer func() { cancel(); <-informed }() // the informer's goroutines have stopped
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil // ctx ended before the first list
 	}
 	r.checkDeployment(ctx)
 	r.epKick()
