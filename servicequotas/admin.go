@@ -106,30 +106,7 @@ func (s *Service) adminDecide(status string) http.HandlerFunc {
 			adminError(w, http.StatusBadRequest, "body: want {\"reason\": \"…\"}: "+awsjson.ClipMessage(err.Error()))
 			return
 		}
-		c := s.Catalog()
-		now := s.now().UnixMilli()
-		var got Request
-		st, err := s.be.update(r.Context(), func(st *state) error {
-			i := st.find(id)
-			if i < 0 {
-				return errNotFound
-			}
-			req := &st.Requests[i]
-			if req.Status != StatusPending {
-				got = *req
-				return errNotPending
-			}
-			req.Status, req.Reason, req.LastUpdated = status, reason, now
-			if status == StatusApproved {
-				if _, ok := c.Quota(req.ServiceCode, req.QuotaCode); !ok {
-					req.Status, req.Reason = StatusInvalid, "the quota is no longer in the config"
-				} else {
-					st.Applied[appliedKey(req.Account, req.Region, req.ServiceCode, req.QuotaCode)] = req.DesiredValue
-				}
-			}
-			got = *req
-			return nil
-		})
+		got, err := s.decide(r.Context(), id, status, reason)
 		switch {
 		case errors.Is(err, errNotFound):
 			adminError(w, http.StatusNotFound, "no request "+awsjson.Clip(id))
@@ -138,7 +115,6 @@ func (s *Service) adminDecide(status string) http.HandlerFunc {
 		case err != nil:
 			adminError(w, http.StatusServiceUnavailable, err.Error())
 		default:
-			s.install(st)
 			writeJSON(w, http.StatusOK, got)
 		}
 	}

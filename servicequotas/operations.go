@@ -256,14 +256,25 @@ func (s *Service) requestIncrease(ctx context.Context, id awsjson.Identity, body
 	if err := validDesired(q, in.DesiredValue); err != nil {
 		return nil, err
 	}
+	made, err := s.request(ctx, c, q, id, *in.DesiredValue)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]requestedChange{"RequestedQuota": s.change(c, &made)}, nil
+}
+
+// request records a request of account id for desired on q, decided by the
+// policy at once: the RequestServiceQuotaIncrease operation after its input
+// is checked.
+func (s *Service) request(ctx context.Context, c *Catalog, q *Quota, id awsjson.Identity, desired float64) (Request, error) {
 	rid := awsjson.NewRequestID()
 	now := s.now().UnixMilli()
 	pol := s.policy.Load()
 	var made Request
 	st, err := s.be.update(ctx, func(st *state) error {
 		cur := s.value(c, st, q, id)
-		if *in.DesiredValue <= cur {
-			return illegal("DesiredValue " + formatValue(*in.DesiredValue) + " is not above the current value " + formatValue(cur) +
+		if desired <= cur {
+			return illegal("DesiredValue " + formatValue(desired) + " is not above the current value " + formatValue(cur) +
 				" (ask an operator to lower a quota)")
 		}
 		open := 0
@@ -282,20 +293,20 @@ func (s *Service) requestIncrease(ctx context.Context, id awsjson.Identity, body
 			return &awsjson.Error{Status: http.StatusBadRequest, Code: codeQuotaExceeded,
 				Message: "this account has " + strconv.Itoa(open) + " open quota increase requests, the most allowed"}
 		}
-		status, reason := pol.decide(c.configName(q.ServiceCode), q.Category, c.configValue(q, id.Account, id.Region), *in.DesiredValue)
+		status, reason := pol.decide(c.configName(q.ServiceCode), q.Category, c.configValue(q, id.Account, id.Region), desired)
 		made = Request{ID: rid, Account: id.Account, Region: id.Region, ServiceCode: q.ServiceCode, QuotaCode: q.Code,
-			DesiredValue: *in.DesiredValue, Status: status, Reason: reason, Created: now, LastUpdated: now}
+			DesiredValue: desired, Status: status, Reason: reason, Created: now, LastUpdated: now}
 		st.Requests = append(st.Requests, made)
 		if status == StatusApproved {
-			st.Applied[appliedKey(id.Account, id.Region, q.ServiceCode, q.Code)] = *in.DesiredValue
+			st.Applied[appliedKey(id.Account, id.Region, q.ServiceCode, q.Code)] = desired
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return Request{}, err
 	}
 	s.install(st)
-	return map[string]requestedChange{"RequestedQuota": s.change(c, &made)}, nil
+	return made, nil
 }
 
 func (s *Service) getRequest(ctx context.Context, id awsjson.Identity, body []byte) (any, error) {

@@ -19,7 +19,9 @@ import (
 // same run again, seed included. A retry.Schedule of the Go API that a
 // file cannot name is written as a comment and left to its default. A quota.Config of the Go API is not written either: the file
 // gives the target category's limit, and other categories take quota's
-// built-in limits.
+// built-in limits. With Scenario.Increases the file gives them instead of
+// the limit, and the QuotaPolicy's rule for every service, the one rule a
+// file can hold; rules for one service or category are not written.
 func WriteScenario(w io.Writer, r *Result) error {
 	doc := scenarioNode(r)
 	enc := yaml.NewEncoder(w)
@@ -101,7 +103,12 @@ func scenarioNode(r *Result) *yaml.Node {
 	t.add("action", sc.Target.Action)
 	top.add("target", t)
 
-	if !r.Limit.IsZero() {
+	if len(sc.Increases) > 0 {
+		top.add("increases", increasesNode(sc.Increases), "Service Quotas requests on the target's category")
+		if pol := policyNode(sc); pol.n != nil {
+			top.add("quota_policy", pol)
+		}
+	} else if !r.Limit.IsZero() {
 		l := newMap()
 		l.add("capacity", r.Limit.Capacity())
 		l.add("refill_per_second", r.Limit.RefillPerSecond())
@@ -135,6 +142,41 @@ func scenarioNode(r *Result) *yaml.Node {
 	top.add("retry", retryNode(sc.Retry))
 	top.add("backend", backendNode(sc.Backend))
 	return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{top.n}}
+}
+
+func increasesNode(ins []Increase) *yaml.Node {
+	seq := &yaml.Node{Kind: yaml.SequenceNode}
+	for _, in := range ins {
+		m := newMap().flow()
+		m.add("at", in.At)
+		if in.Burst > 0 {
+			m.add("burst", in.Burst)
+		}
+		if in.Rate > 0 {
+			m.add("rate", in.Rate)
+		}
+		if in.ApproveAt > 0 {
+			m.add("approve_at", in.ApproveAt)
+		}
+		seq.Content = append(seq.Content, m.n)
+	}
+	return seq
+}
+
+// policyNode writes the scenario's quota policy when a file can say it:
+// one rule for every service. Other rules of the Go API are left out,
+// and the file's requests then wait for their approve_at.
+func policyNode(sc Scenario) ymap {
+	for _, rule := range sc.QuotaPolicy.Rules {
+		if rule.Service == "" && rule.Category == "" {
+			m := newMap()
+			m.add("auto_approve_factor", rule.AutoApproveFactor)
+			m.add("auto_approve_up_to", rule.AutoApproveUpTo)
+			m.add("max", rule.Max)
+			return m
+		}
+	}
+	return ymap{}
 }
 
 func retryNode(rt Retry) ymap {

@@ -19,6 +19,13 @@
 //     package quota gives the action's category (ECS DescribeClusters: 50
 //     tokens, 20 per second), shared by every action of the category. A
 //     throttled attempt fails at once.
+//   - Quota increases: Scenario.Increases are requests to package
+//     servicequotas (a Service with the run's QuotaPolicy and the virtual
+//     clock), made at their time and approved by the policy at once or
+//     by the scenario's operator at ApproveAt; an approved value is the
+//     bucket's limit from that instant, as on a gateway, and the bucket
+//     keeps its state (GCRA: its debt as time), so after a rate increase
+//     a tenant in debt waits until the debt fits the new burst window.
 //   - Retries: a throttled call (or one the backend rejected with HTTP 429)
 //     is retried after the wait of a retry.Schedule (by default exponential
 //     backoff with additive jitter: 1+r, 2+r, 4+r … seconds), up to Retry.MaxAttempts and within
@@ -46,6 +53,6 @@
 // values are errors of the form "file:line:column: field.path: message",
 // as package config's errors are, every one of them reported. Preset
 // returns the built-in studies ("ecs-burst", "thundering-herd",
-// "autoscale-step"), whose files in the presets directory show the format;
+// "autoscale-step", "quota-increase"), whose files in the presets directory show the format;
 // testdata/reference.yaml lists every field.
 package sim

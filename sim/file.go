@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/internal/yamlfield"
 	"github.com/tollgate/tollgate/retry"
+	"github.com/tollgate/tollgate/servicequotas"
 )
 
 // Study is a set of runs to compare, as a scenario file describes them.
@@ -113,6 +114,17 @@ type fileRun struct {
 		Capacity        int64   `yaml:"capacity"`
 		RefillPerSecond float64 `yaml:"refill_per_second"`
 	} `yaml:"limit"`
+	Increases []struct {
+		At        time.Duration `yaml:"at"`
+		Burst     int64         `yaml:"burst"`
+		Rate      float64       `yaml:"rate"`
+		ApproveAt time.Duration `yaml:"approve_at"`
+	} `yaml:"increases"`
+	QuotaPolicy *struct {
+		AutoApproveFactor float64 `yaml:"auto_approve_factor"`
+		AutoApproveUpTo   float64 `yaml:"auto_approve_up_to"`
+		Max               float64 `yaml:"max"`
+	} `yaml:"quota_policy"`
 	Clients []struct {
 		Name    string  `yaml:"name"`
 		Process string  `yaml:"process"`
@@ -173,7 +185,7 @@ var (
 // one scenario (the fields of Scenario in snake_case; durations as "1.5s")
 // and, under runs, optional variants: each run starts from that scenario and
 // replaces every top-level block it sets (duration, seed, target, limit,
-// clients, retry, backend). Unknown fields (listing the known ones), fields
+// increases, quota_policy, clients, retry, backend). Unknown fields (listing the known ones), fields
 // given twice, values of the wrong kind and scenarios that could not run
 // are errors of the form "file:line:column: field.path: message"
 // (*FileError; several are joined with errors.Join, one a line); every
@@ -285,6 +297,12 @@ func overlay(base *fileRun, v fileRun) {
 	if v.Limit != nil {
 		base.Limit = v.Limit
 	}
+	if v.Increases != nil {
+		base.Increases = v.Increases
+	}
+	if v.QuotaPolicy != nil {
+		base.QuotaPolicy = v.QuotaPolicy
+	}
 	if v.Clients != nil {
 		base.Clients = v.Clients
 	}
@@ -377,6 +395,12 @@ func (f fileRun) scenario() (Scenario, error) {
 			return sc, &FieldError{Path: []any{"limit"}, Msg: err.Error(), Err: err}
 		}
 		sc.Limit = lim
+	}
+	for _, in := range f.Increases {
+		sc.Increases = append(sc.Increases, Increase{At: in.At, Burst: in.Burst, Rate: in.Rate, ApproveAt: in.ApproveAt})
+	}
+	if p := f.QuotaPolicy; p != nil {
+		sc.QuotaPolicy.Rules = []servicequotas.Rule{{AutoApproveFactor: p.AutoApproveFactor, AutoApproveUpTo: p.AutoApproveUpTo, Max: p.Max}}
 	}
 	for _, c := range f.Clients {
 		cl := Clients{Name: c.Name, Process: Process(c.Process), Rate: c.Rate, Burst: c.Burst, BurstAt: c.BurstAt, Action: c.Action}

@@ -14,7 +14,7 @@ import (
 
 func TestPresetsParseAndDescribeThemselves(t *testing.T) {
 	names := PresetNames()
-	want := []string{"autoscale-step", "ecs-burst", "thundering-herd"}
+	want := []string{"autoscale-step", "ecs-burst", "quota-increase", "thundering-herd"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("presets %v, want %v", names, want)
 	}

@@ -94,6 +94,11 @@ func loadMarks(r *Result) []mark {
 			}
 		}
 	}
+	for _, c := range r.LimitChanges {
+		if c.At > 0 && c.At.Seconds() < end {
+			ms = append(ms, mark{c.At.Seconds(), "limit → " + c.Limit.String()})
+		}
+	}
 	return ms
 }
 

@@ -28,8 +28,9 @@ func PresetNames() []string {
 // Preset returns the built-in study name: "ecs-burst" (an ECS
 // DescribeClusters burst under three retry policies), "thundering-herd"
 // (500 simultaneous calls retried without jitter, with additive jitter and
-// with full jitter) or "autoscale-step" (a step in load served under the
-// CloudRun, KPA and HPA policies). Their files are in the presets directory
+// with full jitter), "autoscale-step" (a step in load served under the
+// CloudRun, KPA and HPA policies) or "quota-increase" (a tenant throttled at
+// the default until a Service Quotas increase is approved at t = 60 s). Their files are in the presets directory
 // of this package's source.
 func Preset(name string) (*Study, error) {
 	file := path.Join("presets", name+".yaml")

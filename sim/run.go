@@ -128,6 +128,10 @@ type Result struct {
 	Groups []GroupSummary
 	// RetryLog lists every retry when Scenario.RecordRetries is set.
 	RetryLog []RetryRecord
+	// LimitChanges lists the changes of the target's limit that
+	// Scenario.Increases made, in time order; Limit is the one it started
+	// with.
+	LimitChanges []LimitChange
 }
 
 type eventKind uint8
@@ -140,6 +144,8 @@ const (
 	evAttempt
 	evDone
 	evReady
+	evIncrease
+	evApprove
 )
 
 type event struct {
@@ -272,6 +278,9 @@ type runner struct {
 	sum       Summary
 	log       []RetryRecord
 	err       error
+
+	targetBucket int     // the bucket of Scenario.Target
+	quotas       *quotas // nil without Scenario.Increases
 }
 
 // Run simulates sc and returns its result, or an error wrapping
@@ -308,15 +317,15 @@ func Run(sc Scenario) (*Result, error) {
 		if !sc.Limit.IsZero() && targetErr == nil && key == targetKey {
 			limit = sc.Limit // the override is the target category's only
 		}
-		if i == 0 || c.Action == sc.Target.Action {
-			targetLimit = limit
-		}
 		b, ok := keys[key]
 		if !ok {
 			b = len(r.limits)
 			keys[key] = b
 			r.limits = append(r.limits, limit)
 			r.states = append(r.states, 0)
+		}
+		if i == 0 || c.Action == sc.Target.Action {
+			targetLimit, r.targetBucket = limit, b
 		}
 		g := group{Clients: c, bucket: b, budget: sc.Retry.Budget.budget()}
 		r.groups = append(r.groups, g)
@@ -337,6 +346,11 @@ func Run(sc Scenario) (*Result, error) {
 			r.push(int64(g.BurstAt), evBurst, int32(i), 0)
 		}
 	}
+	if len(sc.Increases) > 0 {
+		if err := r.newQuotas(keys); err != nil {
+			return nil, err
+		}
+	}
 	r.push(0, evTick, 0, 0)
 	for len(r.events) > 0 && r.err == nil {
 		e := r.events.pop()
@@ -352,6 +366,9 @@ func Run(sc Scenario) (*Result, error) {
 	r.closeLatencySecond()
 	r.summarise()
 	res := &Result{Scenario: sc, Limit: targetLimit, Seconds: r.secs, Summary: r.sum, RetryLog: r.log}
+	if r.quotas != nil {
+		res.LimitChanges = r.quotas.changes
+	}
 	for _, g := range r.groups {
 		res.Groups = append(res.Groups, g.summary())
 	}
@@ -396,6 +413,10 @@ func (r *runner) dispatch(e event) {
 		r.attempt(e.idx)
 	case evDone:
 		r.done(e.idx)
+	case evIncrease:
+		r.increase(e.idx)
+	case evApprove:
+		r.approve(e.idx)
 	case evReady:
 		ev, err := r.eng.InstanceReady(r.time(), autoscale.InstanceID(e.id))
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/internal/suggest"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/retry"
+	"github.com/tollgate/tollgate/servicequotas"
 )
 
 // ErrInvalidScenario is wrapped by every error about a scenario that cannot
@@ -126,6 +127,13 @@ type Scenario struct {
 	// Limit, when not zero, replaces the limit Quota gives the target's
 	// category: a quota increase.
 	Limit bucket.Limit
+	// Increases are Service Quotas increase requests on the target's
+	// category during the run; see Increase.
+	Increases []Increase
+	// QuotaPolicy decides Increases as they are made, as a tollgate's
+	// servicequotas policy does; the zero Policy leaves every request
+	// PENDING until its ApproveAt.
+	QuotaPolicy servicequotas.Policy
 	// Clients are the groups of callers; one group of DefaultRate calls per
 	// second when empty.
 	Clients []Clients
@@ -449,6 +457,9 @@ func (s Scenario) validate() error {
 		if c.BurstAt < 0 {
 			return invalid(p("burst_at"), "burst_at %v must not be negative", c.BurstAt)
 		}
+	}
+	if err := s.validIncreases(); err != nil {
+		return err
 	}
 	if n := s.expectedCalls(); n > MaxCalls {
 		return invalid([]any{"clients"}, "the clients would make about %.3g calls in %v, more than %d", n, s.Duration, MaxCalls)

@@ -18,6 +18,7 @@ import (
 // checks that decisions come from Redis again within about a second, with
 // no call ever returning an error. The second outage lasts 2 s.
 func TestOutageAndRecovery(t *testing.T) {
+	t.Parallel() // its own redis-server(s) and stores
 	if testing.Short() {
 		t.Skip("stops and restarts redis-server")
 	}

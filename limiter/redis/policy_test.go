@@ -28,6 +28,7 @@ import (
 // is back its decisions resume, and the outage logged lasts at least as
 // long as the test held Redis down after the first decision by policy.
 func TestFailurePoliciesWhenRedisStopsOrDies(t *testing.T) {
+	t.Parallel() // its own redis-server(s) and stores
 	if testing.Short() {
 		t.Skip("stops and kills redis-server")
 	}
@@ -36,6 +37,7 @@ func TestFailurePoliciesWhenRedisStopsOrDies(t *testing.T) {
 	for _, mode := range []string{"SIGSTOP", "killed"} {
 		for _, policy := range []FailurePolicy{FailLocal, FailOpen, FailClosed} {
 			t.Run(mode+"/"+policy.String(), func(t *testing.T) {
+				t.Parallel() // each case stops or kills its own redis-server
 				srv := redistest.Start(t)
 				ctx := context.Background()
 				// The setup store waits as long as a loaded machine needs.

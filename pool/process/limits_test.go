@@ -34,6 +34,7 @@ func skipUnenforced(t *testing.T, log string) {
 // utilisation stays at or under its 0.5 CPUs. Where the limit cannot be
 // enforced the runner must say so once in the log, and the test skips.
 func TestCPULimit(t *testing.T) {
+	t.Parallel() // its own runner and instances
 	log, buf := testLogger(t)
 	r := newRunner(t, process.Options{Logger: log, CPUs: 0.5})
 	skipUnenforced(t, buf.String())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -42,6 +43,16 @@ func TestMain(m *testing.M) {
 	if os.Getenv(parentEnv) != "" {
 		parentMain()
 		return
+	}
+	// Four tests at a time unless -parallel says otherwise, as in package
+	// pool: the conformance and spare tests wait on real instances'
+	// readiness timeouts and stop grace periods, not on the CPU, so
+	// GOMAXPROCS (2 here) left the package 42 s long.
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", "4")
 	}
 	testservice.Main(m)
 }
@@ -121,12 +132,23 @@ func (s spareRunner) Start(ctx context.Context, spec pool.InstanceSpec) (pool.In
 }
 
 func TestConformance(t *testing.T) {
-	t.Run("cgroup", func(t *testing.T) { pooltest.Run(t, factory(false, false)) })
-	t.Run("proc", func(t *testing.T) { pooltest.Run(t, factory(true, false)) })
-	t.Run("supervised-cgroup", func(t *testing.T) { pooltest.Run(t, factory(false, true)) })
-	t.Run("supervised-proc", func(t *testing.T) { pooltest.Run(t, factory(true, true)) })
-	t.Run("supervised-spare-cgroup", func(t *testing.T) { pooltest.Run(t, spareFactory(false)) })
-	t.Run("supervised-spare-proc", func(t *testing.T) { pooltest.Run(t, spareFactory(true)) })
+	t.Parallel() // each runner has its own instances and spares
+	for _, v := range []struct {
+		name string
+		f    pooltest.Factory
+	}{
+		{"cgroup", factory(false, false)},
+		{"proc", factory(true, false)},
+		{"supervised-cgroup", factory(false, true)},
+		{"supervised-proc", factory(true, true)},
+		{"supervised-spare-cgroup", spareFactory(false)},
+		{"supervised-spare-proc", spareFactory(true)},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			pooltest.Run(t, v.f)
+		})
+	}
 }
 
 func TestNewRejectsBadCommand(t *testing.T) {
@@ -263,6 +285,7 @@ func TestReadyByTCPIgnoresHealthPath(t *testing.T) {
 }
 
 func TestReadyHTTPTimeoutNamesTheProbe(t *testing.T) {
+	t.Parallel() // its own runner and instances
 	r := newRunner(t, process.Options{
 		Env:       []string{testservice.EnvHealthyAfter + "=1h"},
 		Readiness: process.Readiness{Path: "/healthz", Timeout: 3 * time.Second},
@@ -387,6 +410,7 @@ func ppid(pid int) int {
 }
 
 func TestOwnProcessGroupAndChildrenStop(t *testing.T) {
+	t.Parallel() // its own runner and instances
 	for _, supervised := range []bool{false, true} {
 		for _, ignore := range []bool{false, true} {
 			t.Run(fmt.Sprintf("supervised=%v/ignoreSIGTERM=%v", supervised, ignore), func(t *testing.T) {
@@ -426,6 +450,7 @@ func TestOwnProcessGroupAndChildrenStop(t *testing.T) {
 // exits on SIGTERM or is killed after the grace period. Without a
 // supervisor it would be left running.
 func TestSupervisorStopsEscapedChild(t *testing.T) {
+	t.Parallel() // its own runner and instances
 	for _, tc := range []struct{ ignore, spare bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 		ignore := tc.ignore
 		t.Run(fmt.Sprintf("ignoreSIGTERM=%v/spare=%v", ignore, tc.spare), func(t *testing.T) {
@@ -800,6 +825,7 @@ func TestSupervisedStartFailsWhenCommandGone(t *testing.T) {
 // dropped" records, and a line written after the stream calmed down is
 // logged again.
 func TestOutputIsRateLimitedPerInstance(t *testing.T) {
+	t.Parallel() // its own runner and instances
 	log, buf := testLogger(t)
 	r := newRunner(t, process.Options{Logger: log})
 	inst := pooltest.Start(t, r, pool.InstanceSpec{Service: "loud", Revision: "loud-00001", ID: "loud-1"})

@@ -266,6 +266,7 @@ func TestSpareStopped(t *testing.T) {
 // replaced until the next Start, which starts its instance without it
 // and then makes a new spare.
 func TestSpareDiedIsReplacedAtNextStart(t *testing.T) {
+	t.Parallel() // its own runner and instances
 	log, logged := testLogger(t)
 	r := newRunner(t, process.Options{Supervisor: supervisor(t), Logger: log})
 	t.Cleanup(func() { _ = r.Close() })
@@ -307,6 +308,7 @@ func TestSpareDiedIsReplacedAtNextStart(t *testing.T) {
 // timeout; it is killed and the instance starts through a fresh
 // supervisor.
 func TestFrozenSpareFallsBackToFresh(t *testing.T) {
+	t.Parallel() // its own runner; it waits out the 10 s readiness timeout
 	log, logged := testLogger(t)
 	r := newRunner(t, process.Options{Supervisor: supervisor(t), Logger: log, Readiness: process.Readiness{Timeout: 10 * time.Second}})
 	t.Cleanup(func() { _ = r.Close() })
