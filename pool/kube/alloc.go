@@ -19,6 +19,7 @@ type allocState struct {
 	cores    map[string]float64 // pod name → cores; 0: no CPU limit or request set
 	saidSome bool               // "divided by the pods' allocation" was logged
 	saidNone bool               // "pods set no CPU limit or request" was logged
+	failing  bool               // the last list failed (its warning logged)
 }
 
 // podCPUs is the CPU allocation of a pod, in cores: the pod-level limit
@@ -60,11 +61,17 @@ func cpuOf(rr corev1.ResourceRequirements) float64 {
 	return 0
 }
 
-// readAllocations lists the scaled resource's pods when a bound pod's CPU
-// allocation is not known yet, and forgets pods no longer listed.
+// readAllocations lists the scaled resource's pods when pod CPU is
+// measured (metrics.k8s.io answered) and a bound pod's CPU allocation is
+// not known yet, and forgets pods no longer listed. A failing list is
+// counted each time and logged once until a list succeeds.
 func (r *Runner) readAllocations(ctx context.Context) {
 	r.mu.Lock()
 	sel, need := r.selector, false
+	if !r.cpu.available {
+		r.mu.Unlock()
+		return
+	}
 	for _, in := range r.bound {
 		if _, ok := r.alloc.cores[in.podName]; in.podName != "" && !ok {
 			need = true
@@ -78,13 +85,20 @@ func (r *Runner) readAllocations(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	if err != nil {
-		r.m.apiErrors.WithLabelValues("list_pods").Inc()
-		r.log.Warn("cannot read the pods' CPU limits: utilisation divided by cpus from the config until they are read", "error", err)
-		return
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err != nil {
+		r.m.apiErrors.WithLabelValues("list_pods").Inc()
+		if !r.alloc.failing {
+			r.alloc.failing = true
+			r.log.Warn("cannot read the pods' CPU limits: utilisation divided by cpus from the config until they are read", "error", err)
+		}
+		return
+	}
+	if r.alloc.failing {
+		r.alloc.failing = false
+		r.log.Info("the pods' CPU limits are read again")
+	}
 	listed := make(map[string]bool, len(list.Items))
 	for i := range list.Items {
 		p := &list.Items[i]

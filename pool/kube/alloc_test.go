@@ -1,15 +1,25 @@
 package kube
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 	"k8s.io/utils/ptr"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tollgate/tollgate/pool"
 )
@@ -96,5 +106,139 @@ func TestInstanceCPUsFromItsPod(t *testing.T) {
 	})
 	if c, ok := b.(pool.CPUAllocator).CPUs(); ok {
 		t.Errorf("a pod with no CPU limit or request reports %v cores", c)
+	}
+}
+
+// syncBuffer is a log sink safe for the runner's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestInstanceCPUsAfterAFailedPodList: while the pod list is refused (a
+// Role without list on pods) the instance reports no allocation, so the
+// pool divides by cpus; each failure is counted and logged once. Once the
+// list is allowed the pod's limits are read, and a pod gone from the list
+// is forgotten at the next read.
+func TestInstanceCPUsAfterAFailedPodList(t *testing.T) {
+	logs := &syncBuffer{}
+	e := newEnv(t, func(o *Options) {
+		o.Metrics = metricsfake.NewSimpleClientset()
+		o.MetricsInterval = 20 * time.Millisecond
+		o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	var mu sync.Mutex
+	forbidden, lists := true, 0
+	e.client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lists++
+		if forbidden {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", nil)
+		}
+		return false, nil, nil // the tracker answers
+	})
+	ctx := context.Background()
+	for _, name := range []string{"p1", "p2"} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: map[string]string{"app": "hello"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: cpuRes("750m", "")}}}}
+		if _, err := e.client.CoreV1().Pods(e.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.run()
+	a := start(t, e.r, "a")
+	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"})
+	ready(t, a)
+	eventually(t, "three refused pod lists counted", func() bool {
+		return testutil.ToFloat64(e.r.m.apiErrors.WithLabelValues("list_pods")) >= 3
+	})
+	if c, ok := a.(pool.CPUAllocator).CPUs(); ok {
+		t.Errorf("CPUs() = %v while the pod list is refused", c)
+	}
+	if n := strings.Count(logs.String(), "cannot read the pods' CPU limits"); n != 1 {
+		t.Errorf("the refused list logged %d times, want once:\n%s", n, logs.String())
+	}
+	mu.Lock()
+	forbidden = false
+	mu.Unlock()
+	eventually(t, "the pod's limits read once allowed", func() bool {
+		c, ok := a.(pool.CPUAllocator).CPUs()
+		return ok && c == 0.75
+	})
+	if !strings.Contains(logs.String(), "the pods' CPU limits are read again") {
+		t.Error("the recovery is not logged")
+	}
+	mu.Lock()
+	before := lists
+	mu.Unlock()
+	time.Sleep(10 * 20 * time.Millisecond) // ten intervals: no unread bound pod, so no list
+	mu.Lock()
+	after := lists
+	mu.Unlock()
+	if after != before {
+		t.Errorf("%d pod lists with every bound pod's limits known", after-before)
+	}
+
+	// p1 leaves and a new pod p3 is bound: the list that reads p3
+	// forgets p1.
+	if err := e.client.CoreV1().Pods(e.ns).Delete(ctx, "p1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p3 := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p3", Namespace: e.ns, Labels: map[string]string{"app": "hello"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: cpuRes("", "2")}}}}
+	if _, err := e.client.CoreV1().Pods(e.ns).Create(ctx, p3, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, e.r, "b")
+	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"}, pod{name: "p3", ip: "10.0.0.3"}) // p1 comes back unlabelled: not the scaled pods
+	ready(t, b)
+	eventually(t, "p3 read and p1 forgotten", func() bool {
+		e.r.mu.Lock()
+		defer e.r.mu.Unlock()
+		_, p1 := e.r.alloc.cores["p1"]
+		return e.r.alloc.cores["p3"] == 2 && !p1
+	})
+}
+
+// TestNoPodListWithoutPodMetrics: with metrics.k8s.io not served, pod CPU
+// is not measured, so the pods are never listed for their CPU limits.
+func TestNoPodListWithoutPodMetrics(t *testing.T) {
+	mc := metricsfake.NewSimpleClientset()
+	mc.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "metrics.k8s.io", Resource: "pods"}, "")
+	})
+	e := newEnv(t, func(o *Options) { o.Metrics = mc; o.MetricsInterval = 20 * time.Millisecond })
+	var mu sync.Mutex
+	lists := 0
+	e.client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lists++
+		return false, nil, nil
+	})
+	e.run()
+	a := start(t, e.r, "a")
+	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"})
+	ready(t, a)
+	eventually(t, "three failed metrics reads", func() bool {
+		return testutil.ToFloat64(e.r.m.apiErrors.WithLabelValues("list_pod_metrics")) >= 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if lists != 0 {
+		t.Errorf("%d pod lists while pod CPU is not measured", lists)
 	}
 }

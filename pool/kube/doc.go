@@ -25,10 +25,12 @@
 //     ReplicaSet removes that pod and not a busy one.
 //   - CPU: from metrics.k8s.io when it is served (PodMetrics usage,
 //     integrated over time into a CPU time); otherwise CPUTime reports
-//     false and the log says so once. The instance's CPU allocation
-//     ([pool.CPUAllocator]), which divides its usage into utilisation, is
-//     the sum of its pod's containers' CPU limits (or requests), read
-//     from the pod's spec.
+//     false and the log says so once. While it is served, the pods are
+//     listed when one not read yet is bound, for its CPU allocation
+//     ([pool.CPUAllocator]): the sum of its containers' and native
+//     sidecars' CPU limits (a request where a container sets no limit),
+//     or the pod-level resources; the pool divides the pod's CPU usage by
+//     it, not by the service's cpus.
 //   - Leader election (optional, [Options.Election]): with several tollgate
 //     replicas in front of one Deployment, only the holder of a Lease
 //     writes replicas and deletion costs; every replica watches and routes.
