@@ -15,7 +15,8 @@ import (
 // created, removed or renamed, including the "..data" link a Kubernetes
 // Secret volume swaps on an update. A file that is a symbolic link has
 // the directory of its target watched too, so a link into another
-// directory is followed. It returns nil when ctx ends, or an error if the
+// directory is followed. Once the watch is set up it reads the files
+// once, so a change made before Run started is not missed. It returns nil when ctx ends, or an error if the
 // watch cannot start.
 func (c *Certs) Run(ctx context.Context) error {
 	debounce := c.opts.Debounce
@@ -31,6 +32,9 @@ func (c *Certs) Run(ctx context.Context) error {
 	if err := c.watchDirs(w, watched); err != nil {
 		return fmt.Errorf("watching the TLS files of %s: %w", c.opts.Name, err)
 	}
+	// A change between Load and the watch's start sent no event: read the
+	// files once now that later changes will (a no-op if they are the same).
+	_ = c.Reload() // logged; the files as last loaded stay in use
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
