@@ -342,11 +342,27 @@ func cgroupPrefix() string {
 // SIGKILL: Linux's parent-death signal reaches only an instance's main
 // process, not what that process started).
 func sweepCgroups(dir string, log *slog.Logger) {
+	for _, cg := range orphanCgroups(dir) {
+		_ = os.WriteFile(filepath.Join(cg, "cgroup.kill"), []byte("1"), 0)
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if os.Remove(cg) == nil {
+				log.Warn("removed the cgroup of an instance whose tollgate died, killing what was left in it", "cgroup", cg)
+				break
+			}
+		}
+	}
+}
+
+// orphanCgroups lists the instance cgroups (v1 or v2) under dir whose
+// tollgate, named by the pid in the cgroup's name, is no longer running in
+// this pid namespace.
+func orphanCgroups(dir string) []string {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return
+		return nil
 	}
 	prefix := cgroupPrefix()
+	var orphans []string
 	for _, e := range entries {
 		rest, ok := strings.CutPrefix(e.Name(), prefix)
 		if !ok || !e.IsDir() {
@@ -357,13 +373,7 @@ func sweepCgroups(dir string, log *slog.Logger) {
 		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
 			continue
 		}
-		cg := filepath.Join(dir, e.Name())
-		_ = os.WriteFile(filepath.Join(cg, "cgroup.kill"), []byte("1"), 0)
-		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if os.Remove(cg) == nil {
-				log.Warn("removed the cgroup of an instance whose tollgate died, killing what was left in it", "cgroup", cg)
-				break
-			}
-		}
+		orphans = append(orphans, filepath.Join(dir, e.Name()))
 	}
+	return orphans
 }

@@ -214,22 +214,7 @@ func (g *v1Group) oomKilled(state *os.ProcessState) bool {
 // sweepV1 kills and removes the v1 cgroups under dir of instances whose
 // tollgate (of this pid namespace) is no longer running.
 func sweepV1(dir string, log *slog.Logger) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	prefix := cgroupPrefix()
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok || !e.IsDir() {
-			continue
-		}
-		owner, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(owner)
-		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
-			continue
-		}
-		cg := filepath.Join(dir, e.Name())
+	for _, cg := range orphanCgroups(dir) {
 		if err := killAndRemoveV1(cg); err != nil {
 			log.Warn("cannot remove the cgroup v1 of an instance whose tollgate died", "cgroup", cg, "err", err)
 			continue
