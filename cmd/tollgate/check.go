@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/tlsfiles"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
 	"github.com/tollgate/tollgate/node"
 	"github.com/tollgate/tollgate/quota"
@@ -25,8 +26,8 @@ func checkCommand() command {
 const checkSynopsis = `tollgate check [--rls-config DIR] FILE | tollgate check --rls-config DIR | tollgate check --preset NAME
 
 Validate a config file as serve loads it (with the same size and time
-bounds, and envoy ratelimit's directory its rls.config_dir names) and
-print its table; or validate an envoy ratelimit config directory alone;
+bounds, envoy ratelimit's directory its rls.config_dir names and the
+TLS files its rls.tls and store.tls name) and print its table; or validate an envoy ratelimit config directory alone;
 or print a built-in service's table.`
 
 func runCheck(args []string, stdout, stderr io.Writer) int {
@@ -60,6 +61,19 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		if err := node.FitsStore(cfg.Quota, cfg.Store); err != nil {
 			fmt.Fprintf(stderr, "%s: store: %v\n", fs.Arg(0), err)
 			return 1
+		}
+		// The TLS files the file names, read and checked as serve reads them.
+		for _, t := range []struct {
+			field string
+			tls   config.TLS
+		}{{"rls.tls", cfg.RLS.TLS}, {"store.tls", cfg.Store.TLS}} {
+			if t.tls.IsZero() {
+				continue
+			}
+			if _, err := tlsfiles.Load(tlsfiles.Files{Cert: t.tls.CertFile, Key: t.tls.KeyFile, CA: t.tls.CAFile}, tlsfiles.Options{}); err != nil {
+				fmt.Fprintf(stderr, "%s: %s: %v\n", fs.Arg(0), t.field, err)
+				return 1
+			}
 		}
 	case *preset != "":
 		return usageError(stderr, "check", "give a FILE (and --rls-config) or --preset, not both")

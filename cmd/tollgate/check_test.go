@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/tollgate/tollgate/internal/certtest"
 )
 
 // TestCheckReadsWithServesBounds: check reads a config file with the same
@@ -82,5 +84,36 @@ func TestCheckAppliesTheStoresWindow(t *testing.T) {
 		if tc.code != 0 && !strings.Contains(errs, "service slow category yearly") {
 			t.Fatalf("check with %q does not name the limit: %s", tc.store, errs)
 		}
+	}
+}
+
+// TestCheckReadsTheTLSFiles: check reads the certificate files rls.tls
+// names as serve does: a missing one fails check, naming the field and
+// the file; real ones (made by certtest) pass.
+func TestCheckReadsTheTLSFiles(t *testing.T) {
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "ratelimit")
+	if err := os.MkdirAll(rules, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rules, "r.yaml"), []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "q.yaml")
+	write := func(cert, key string) {
+		t.Helper()
+		body := "services:\n  - preset: ecs\nrls:\n  config_dir: ratelimit\n  tls: {cert_file: " + cert + ", key_file: " + key + "}\n"
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("missing.crt", "missing.key")
+	if code, _, errs := runCmd("check", path); code != 1 || !strings.Contains(errs, "rls.tls") || !strings.Contains(errs, "missing.crt") {
+		t.Fatalf("check with a missing certificate: exit %d, %s", code, errs)
+	}
+	certFile, keyFile := certtest.NewCA(t, "check CA").Issue("localhost").Write(t, dir, "tls")
+	write(certFile, keyFile)
+	if code, _, errs := runCmd("check", path); code != 0 {
+		t.Fatalf("check with real certificate files: exit %d, %s", code, errs)
 	}
 }
