@@ -1,6 +1,7 @@
 package liveview
 
 import (
+	"container/heap"
 	"hash/maphash"
 )
 
@@ -32,7 +33,7 @@ func useOf(used, capacity int64) uint64 {
 type peakTable struct {
 	cap  int
 	seed maphash.Seed
-	heap []*peakNode
+	heap peakHeap
 	idx  map[uint64]*peakNode
 	free []*peakNode
 }
@@ -53,7 +54,7 @@ type peakEntry struct {
 }
 
 func newPeakTable(capacity int) *peakTable {
-	return &peakTable{cap: capacity, seed: maphash.MakeSeed(), heap: make([]*peakNode, 0, capacity), idx: make(map[uint64]*peakNode, capacity)}
+	return &peakTable{cap: capacity, seed: maphash.MakeSeed(), heap: make(peakHeap, 0, capacity), idx: make(map[uint64]*peakNode, capacity)}
 }
 
 // add notes that the bucket of rec had used of capacity tokens in use.
@@ -66,7 +67,7 @@ func (p *peakTable) add(rec []byte, used, capacity int64) {
 	if e, ok := p.idx[hash]; ok {
 		if score > e.score {
 			e.score, e.used, e.capacity = score, used, capacity
-			p.down(e.pos)
+			heap.Fix(&p.heap, e.pos)
 		}
 		return
 	}
@@ -77,10 +78,9 @@ func (p *peakTable) add(rec []byte, used, capacity int64) {
 		} else {
 			e = &peakNode{}
 		}
-		*e = peakNode{rec: append(e.rec[:0], rec...), score: score, used: used, capacity: capacity, hash: hash, pos: len(p.heap)}
-		p.heap = append(p.heap, e)
+		*e = peakNode{rec: append(e.rec[:0], rec...), score: score, used: used, capacity: capacity, hash: hash}
+		heap.Push(&p.heap, e)
 		p.idx[hash] = e
-		p.up(e.pos)
 		return
 	}
 	m := p.heap[0]
@@ -91,7 +91,7 @@ func (p *peakTable) add(rec []byte, used, capacity int64) {
 	m.rec = append(m.rec[:0], rec...)
 	m.score, m.used, m.capacity, m.hash = score, used, capacity, hash
 	p.idx[hash] = m
-	p.down(0)
+	heap.Fix(&p.heap, 0)
 }
 
 // floor is the highest score a key absent from the table can have had:
@@ -120,37 +120,25 @@ func (p *peakTable) reset() {
 	clear(p.idx)
 }
 
-func (p *peakTable) swap(i, j int) {
-	p.heap[i], p.heap[j] = p.heap[j], p.heap[i]
-	p.heap[i].pos, p.heap[j].pos = i, j
-}
+// peakHeap is a min-heap of nodes by score for container/heap; each
+// node knows its position, so a grown score is fixed in place.
+type peakHeap []*peakNode
 
-func (p *peakTable) up(i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if p.heap[i].score >= p.heap[parent].score {
-			return
-		}
-		p.swap(i, parent)
-		i = parent
-	}
+func (h peakHeap) Len() int           { return len(h) }
+func (h peakHeap) Less(i, j int) bool { return h[i].score < h[j].score }
+func (h peakHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].pos, h[j].pos = i, j
 }
-
-func (p *peakTable) down(i int) {
-	n := len(p.heap)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && p.heap[r].score < p.heap[l].score {
-			m = r
-		}
-		if p.heap[m].score >= p.heap[i].score {
-			return
-		}
-		p.swap(i, m)
-		i = m
-	}
+func (h *peakHeap) Push(x any) {
+	e := x.(*peakNode)
+	e.pos = len(*h)
+	*h = append(*h, e)
+}
+func (h *peakHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
 }
