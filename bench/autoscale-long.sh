@@ -17,7 +17,7 @@
 set -euo pipefail
 mode=${1:-long}
 tmp=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; [ -z "${KEEP_LOG:-}" ] || cp "$tmp/log" "$KEEP_LOG"; rm -rf "$tmp"' EXIT
 go build -tags grpcnotrace -o "$tmp/tollgate" ./cmd/tollgate
 go build -o "$tmp/testservice" ./internal/testservice/cmd/testservice
 go build -o "$tmp/pending" ./bench/pending
@@ -69,18 +69,27 @@ long)
 	wait $a $b $c
 	;;
 crowd)
-	peak_rss=0 peak_fd=0
+	peak_rss=0 peak_fd=0 peak_q=0
+	echo "somaxconn $(cat /proc/sys/net/core/somaxconn), tcp_max_syn_backlog $(cat /proc/sys/net/ipv4/tcp_max_syn_backlog), open-file limit $(ulimit -n) (tollgate: $(awk '/Max open files/ {print $4}' /proc/$pid/limits)), uptime:$(uptime | sed 's/.*load/ load/')"
+	counters="TcpExtListenOverflows TcpExtListenDrops TcpExtTCPReqQFullDrop TcpExtSyncookiesSent TcpExtSyncookiesRecv TcpExtSyncookiesFailed TcpExtTCPAbortOnData TcpOutRsts"
+	nstat -n >/dev/null 2>&1 || true # reset nstat's history: the next reading is the run's
 	"$tmp/pending" -url "$base/crowd/?latency=1s" -n 20000 -timeout 10m >"$tmp/clients" &
 	cpid=$!
 	while kill -0 $cpid 2>/dev/null; do
 		rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
 		fd=$(ls /proc/$pid/fd | wc -l)
+		q=$(ss -ltnH "sport = :$port" | awk '{print $2}') # the accept queue: connections not yet accepted
 		((rss > peak_rss)) && peak_rss=$rss
 		((fd > peak_fd)) && peak_fd=$fd
+		((q > peak_q)) && peak_q=$q
 		sleep 0.5
 	done
 	cat "$tmp/clients"
-	echo "tollgate peak RSS $((peak_rss / 1024)) MiB, peak file descriptors $peak_fd, instances started: $(started crowd)"
+	echo "tollgate peak RSS $((peak_rss / 1024)) MiB, peak file descriptors $peak_fd, peak accept queue $peak_q, instances started: $(started crowd)"
+	# shellcheck disable=SC2086
+	echo "kernel counters over the run (all of this network namespace): $(nstat -z $counters 2>/dev/null | awk 'NR > 1 {printf "%s=%s ", $1, $2}')"
+	echo "tollgate's log: $(grep -c 'Accept error' "$tmp/log" || true) accept errors, $(grep -c 'too many open files' "$tmp/log" || true) 'too many open files', $(grep -c 'level=WARN' "$tmp/log" || true) warnings, uptime:$(uptime | sed 's/.*load/ load/')"
+	grep 'level=WARN\|level=ERROR' "$tmp/log" | sed 's/time=[^ ]* //' | cut -c1-160 | sort | uniq -c | sort -rn | head -5
 	;;
 cpu)
 	ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, in USER_HZ (100 a second)
