@@ -11,7 +11,9 @@
 // Each instance is one process and everything it starts:
 //
 //   - The Cloud Run container contract: PORT is a free loopback port the
-//     runner picks; K_SERVICE, K_REVISION and K_CONFIGURATION are set as
+//     runner picks, outside the kernel's ephemeral port range (20000–31999
+//     with Linux's default range), so that no outgoing connection takes it
+//     while the instance starts; K_SERVICE, K_REVISION and K_CONFIGURATION are set as
 //     Cloud Run sets them; the rest of the environment is Options.Env on
 //     top of a minimal part of tollgate's (see [Options.Env]).
 //   - Its own process group (Setpgid), which Stop signals as a whole, and

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,28 +317,6 @@ func (r *Runner) Start(ctx context.Context, spec pool.InstanceSpec) (pool.Instan
 		return nil, fmt.Errorf("starting instance %s of %s: %w", spec.ID, spec.Service, err)
 	}
 	return i, nil
-}
-
-// freePort picks a free loopback port no live instance of r holds.
-func (r *Runner) freePort() (int, error) {
-	for range 10 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		r.mu.Lock()
-		taken := r.ports[port]
-		if !taken {
-			r.ports[port] = true
-		}
-		r.mu.Unlock()
-		if !taken {
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free port after 10 tries")
 }
 
 func (r *Runner) releasePort(port int) {
