@@ -275,7 +275,11 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	log.Info("listening", "addr", n.ln.Addr().String(), "tls", tlsMode(opts.TLS), "config", n.configName, "store", redactURL(st.URL), "admin", opts.AdminToken != "")
+	fileLimit := openFileLimit()
+	maxConns := connBound(fileLimit)
+	n.ln = boundListener(n.ln, maxConns, log)
+	log.Info("listening", "addr", n.ln.Addr().String(), "tls", tlsMode(opts.TLS), "config", n.configName, "store", redactURL(st.URL), "admin", opts.AdminToken != "",
+		"max_connections", maxConns, "open_file_limit", fileLimit)
 	return n, nil
 }
 
