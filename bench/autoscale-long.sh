@@ -73,7 +73,8 @@ crowd)
 	echo "somaxconn $(cat /proc/sys/net/core/somaxconn), tcp_max_syn_backlog $(cat /proc/sys/net/ipv4/tcp_max_syn_backlog), open-file limit $(ulimit -n) (tollgate: $(awk '/Max open files/ {print $4}' /proc/$pid/limits)), uptime:$(uptime | sed 's/.*load/ load/')"
 	counters="TcpExtListenOverflows TcpExtListenDrops TcpExtTCPReqQFullDrop TcpExtSyncookiesSent TcpExtSyncookiesRecv TcpExtSyncookiesFailed TcpExtTCPAbortOnData TcpOutRsts"
 	nstat -n >/dev/null 2>&1 || true # reset nstat's history: the next reading is the run's
-	"$tmp/pending" -url "$base/crowd/?latency=1s" -n 20000 -timeout 10m >"$tmp/clients" &
+	# shellcheck disable=SC2086 # PENDING_ARGS: more flags of bench/pending, split on spaces
+	"$tmp/pending" -url "$base/crowd/?latency=1s" -n 20000 -timeout 10m ${PENDING_ARGS:-} >"$tmp/clients" &
 	cpid=$!
 	while kill -0 $cpid 2>/dev/null; do
 		rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)

@@ -36,6 +36,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -281,26 +282,22 @@ func fetch(client *http.Client, url string, t time.Time, turns chan struct{}) ou
 	return o
 }
 
-// errorKey shortens an error to what tells outcomes apart: no ports or
-// addresses, which differ per connection.
+// errorKey shortens an error to what tells outcomes apart: without the
+// URL and the addresses, which differ per connection.
 func errorKey(err error) string {
 	s := err.Error()
-	switch {
-	case strings.Contains(s, "EOF"):
-		return "error EOF"
-	case strings.Contains(s, "connection reset"):
-		return "error connection reset"
-	case strings.Contains(s, "server closed idle connection"):
+	if strings.Contains(s, "server closed idle connection") {
 		return "error server closed idle connection"
-	case strings.Contains(s, "too many open files"):
-		return "error too many open files"
-	case strings.Contains(s, "Client.Timeout"), strings.Contains(s, "deadline exceeded"):
-		return "error timeout"
-	case strings.Contains(s, "connection refused"):
-		return "error connection refused"
 	}
-	if len(s) > 80 {
-		s = s[:80]
+	if i := strings.Index(s, "\": "); strings.HasPrefix(s, "Get \"") && i > 0 {
+		s = s[i+3:] // Get "url": …
+	}
+	s = addrPattern.ReplaceAllString(s, "ADDR")
+	if len(s) > 120 {
+		s = s[:120]
 	}
 	return "error " + s
 }
+
+// addrPattern matches an IPv4 address and port.
+var addrPattern = regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`)
