@@ -79,7 +79,8 @@ func TestParseAutoscaleService(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"route: host any, path prefix /hello/, strip prefix true", `autoscaled: ["./bin/hello" "--flag" "x"]`, "1–5 instances, max concurrency 8", "1 CPU per instance,",
-		"limits: request timeout 10m0s (pending wait included), max pending 50, readiness timeout 20s, termination grace 3s"} {
+		"limits: request timeout 10m0s (pending wait included), max pending 50, readiness timeout 20s, termination grace 3s",
+		"pending wait: max(10s, 3.5 × expected cold start), then 429 at max instances; initial cold start 2s (until one is measured)"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
 )
 
 // WriteTable prints the effective policy of c as aligned text: every
@@ -46,6 +48,8 @@ func (c *Config) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "  limits: request timeout %v (pending wait included), max pending %d, readiness timeout %v, termination grace %v\n",
 				orDuration(a.RequestTimeout, DefaultRequestTimeout), orInt(a.MaxPending, DefaultMaxPending),
 				orDuration(a.Readiness.Timeout, DefaultReadinessTimeout), orDuration(a.StopGrace, DefaultStopGrace))
+			fmt.Fprintf(tw, "  pending wait: max(%v, %g × expected cold start), then 429 at max instances; initial cold start %v (until one is measured)\n",
+				autoscale.MinPendingWait, autoscale.PendingColdStartFactor, e.InitialColdStart)
 			if a.Kubernetes == nil && (a.Engine.CPUsPerInstance != 0 || a.Memory != 0) {
 				mem := "unlimited"
 				if a.Memory > 0 {
