@@ -8,7 +8,12 @@
 #
 # long: each case prints the HTTP status, the time it took and how many
 # instances its service started (one each is the point). crowd: the
-# clients' answers, and tollgate's peak RSS and file descriptors. cpu: the
+# clients' answers by where each request ended (bench/pending), tollgate's
+# peak RSS, file descriptors and accept queue (ss), the kernel's listen
+# counters over the run (nstat), the open-file limits and tollgate's
+# warnings; PENDING_ARGS adds flags to bench/pending (e.g. "-dials 20000"
+# for every client dialling at once), KEEP_LOG=FILE keeps tollgate's log.
+# cpu: the
 # busy instance's CPU time (user + system of its process, from /proc, not
 # the cgroup tollgate reads) over 20 s of wall time, as utilisation of its
 # 0.5 CPUs, beside an unlimited service's.
