@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/pool"
@@ -66,6 +67,7 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 		return r, nil
 	}
 	if k.clients == nil {
+		routeClientGoLogs(k.log)
 		cfg, err := kube.LoadConfig(k.flags.Kubeconfig)
 		if err != nil {
 			return nil, err
@@ -116,4 +118,11 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 func (k *kubeRunners) Close() {
 	k.cancel()
 	k.wg.Wait()
+}
+
+// routeClientGoLogs sends client-go's klog lines (leader election,
+// informers) into log, with component=client-go, rather than as plain
+// "I1201 …" lines beside tollgate's own.
+func routeClientGoLogs(log *slog.Logger) {
+	klog.SetSlogLogger(log.With("component", "client-go"))
 }

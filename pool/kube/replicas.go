@@ -129,6 +129,17 @@ func (r *Runner) freshPeersLocked(now time.Time) []peer {
 	return fresh
 }
 
+// peerMetricsLocked sets the peer gauges; r.mu is held.
+func (r *Runner) peerMetricsLocked(now time.Time) {
+	fresh := r.freshPeersLocked(now)
+	r.m.peers.Set(float64(len(fresh)))
+	var oldest time.Duration
+	for _, p := range fresh {
+		oldest = max(oldest, now.Sub(p.seen))
+	}
+	r.m.oldestReport.Set(oldest.Seconds())
+}
+
 // reportNow asks the report loop to publish without blocking.
 func (r *Runner) reportNow() {
 	select {
@@ -203,6 +214,7 @@ func (r *Runner) runReports(ctx context.Context) error {
 				continue
 			}
 			last = string(b)
+			r.m.sent.Inc()
 		}
 		select {
 		case <-ctx.Done():
@@ -211,6 +223,7 @@ func (r *Runner) runReports(ctx context.Context) error {
 		case <-beat.C:
 			r.mu.Lock()
 			r.beat++
+			r.peerMetricsLocked(time.Now())
 			r.mu.Unlock()
 			r.forgetGone(ctx)
 			r.poke() // peers may have gone stale: the leader rereads the asks
@@ -324,6 +337,7 @@ func (r *Runner) observeReports(obj any, deleted bool) {
 			continue
 		}
 		r.peers[key] = peer{rep: rep, raw: raw, seen: now}
+		r.m.received.Inc()
 		for _, pod := range rep.Retiring {
 			retiring[pod] = true
 		}
@@ -334,6 +348,7 @@ func (r *Runner) observeReports(obj any, deleted bool) {
 		}
 	}
 	r.peerRetiring = retiring
+	r.peerMetricsLocked(now)
 	if len(r.peers) != before {
 		r.log.Info("tollgate replicas sharing the Deployment", "replicas", 1+len(r.peers))
 	}
