@@ -96,6 +96,7 @@ type replica struct {
 	r      *Runner
 	front  *httptest.Server
 	cut    *atomic.Bool
+	reg    *prometheus.Registry // the pool's metrics
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -112,7 +113,8 @@ func (c *cluster) replica(t *testing.T, id string, si *busyStandIns, eng autosca
 		o.AdoptFor = 0 // the default window: a new leader adopts the running pods
 		o.Election = &Election{Identity: id, LeaseDuration: 8 * time.Second, RenewDeadline: 6 * time.Second, RetryPeriod: 500 * time.Millisecond}
 	})
-	p := pool.New(pool.Options{Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)).With("replica", id), Registry: prometheus.NewRegistry()})
+	rp.reg = prometheus.NewRegistry()
+	p := pool.New(pool.Options{Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)).With("replica", id), Registry: rp.reg})
 	if err := p.Apply([]pool.ServiceSpec{{Name: "hello", Runner: rp.r, Template: "kubernetes", Engine: eng}}); err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +136,25 @@ func (c *cluster) replica(t *testing.T, id string, si *busyStandIns, eng autosca
 		}
 	})
 	return rp
+}
+
+// exits is how many of rp's instances ended without being stopped (a pod
+// that left the ready set under it).
+func (rp *replica) exits(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := rp.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == "tollgate_pool_instance_exits_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
 }
 
 func (rp *replica) get(path string) (int, error) {
@@ -234,6 +255,9 @@ func TestClusterReplicasShareADeployment(t *testing.T) {
 	if d > 10*time.Second {
 		t.Errorf("replicas raised %v after the follower's request, want about a second", d)
 	}
+	if n := c.replicas(t); n != 1 {
+		t.Errorf("replicas = %d after one request at zero, want 1 (no extra start)", n)
+	}
 
 	// 2. Load through both: the count follows the sum, and a pod never
 	// runs more than maxConc requests at once from both replicas.
@@ -252,6 +276,9 @@ func TestClusterReplicasShareADeployment(t *testing.T) {
 	time.Sleep(3 * eng.IdleTimeout)
 	if n := c.replicas(t); n == 0 {
 		t.Fatal("replicas 0 while the follower is under load")
+	}
+	if n := follower.exits(t); n != 0 {
+		t.Fatalf("%v of the follower's instances lost their pod while the leader scaled down", n)
 	}
 
 	// 4. Kill the leader: the follower takes over within the lease
@@ -288,4 +315,57 @@ func TestClusterReplicasShareADeployment(t *testing.T) {
 
 	// 5. Idle everywhere: back to zero.
 	c.waitFor(t, "replicas = 0 when idle", func() bool { return c.replicas(t) == 0 })
+}
+
+// Three replicas with the load spread over them recommend what one
+// replica recommends when it sees the whole load, ±1.
+func TestClusterThreeReplicasScaleAsOne(t *testing.T) {
+	const maxConc, clients = 6, 9
+	eng := autoscale.Config{MaxConcurrency: maxConc, MaxInstances: 10, IdleTimeout: 2 * time.Second, InitialColdStart: 5 * time.Second}
+	steady := func(c *cluster, reps []*replica) int32 {
+		var loads []*load
+		for i, rp := range reps {
+			n := clients / len(reps)
+			if i < clients%len(reps) {
+				n++
+			}
+			loads = append(loads, rp.load(n, "/?sleep=300ms"))
+		}
+		time.Sleep(15 * time.Second) // past the 6-second window, the count settled
+		n := c.replicas(t)
+		for _, l := range loads {
+			l.end()
+			if f := l.failed.Load(); f > 0 {
+				t.Errorf("%d requests failed (last: %v)", f, l.last.Load())
+			}
+		}
+		return n
+	}
+	one := newCluster(t)
+	solo := one.replica(t, "solo", newBusyStandIns(t), eng)
+	one.waitFor(t, "the replica leads", func() bool { return leads(solo.r) })
+	alone := steady(one, []*replica{solo})
+
+	three := newCluster(t)
+	si := newBusyStandIns(t)
+	reps := []*replica{three.replica(t, "a", si, eng), three.replica(t, "b", si, eng), three.replica(t, "c", si, eng)}
+	three.waitFor(t, "each replica sees the others", func() bool {
+		for _, rp := range reps {
+			if rp.r.Sharers() != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(1500 * time.Millisecond) // each pool applies the share at its next decision
+	shared := steady(three, reps)
+	t.Logf("%d clients: one replica seeing all → %d replicas; three replicas sharing the load → %d", clients, alone, shared)
+	if d := shared - alone; d < -1 || d > 1 {
+		t.Errorf("three replicas set %d replicas, one replica seeing the whole load %d: want within 1", shared, alone)
+	}
+	for pod, n := range si.peaks() {
+		if n > maxConc {
+			t.Errorf("pod %s ran %d requests at once from three replicas; max concurrency is %d", pod, n, maxConc)
+		}
+	}
 }
