@@ -218,6 +218,10 @@ func (rv *revision) reshare() {
 	}
 	rv.log.Info("instances shared with other tollgate replicas", "sharers", n, "from", rv.sharers,
 		"max_concurrency_here", rv.eng.Config().MaxConcurrency)
+	if mc := rv.cfg.WithDefaults().MaxConcurrency; mc < n {
+		rv.log.Warn("max_concurrency is below the number of tollgate replicas: each replica sends an instance one request at once, so an instance may get up to one per replica",
+			"max_concurrency", mc, "replicas", n)
+	}
 	rv.sharers = n
 	rv.m.sharers.Set(float64(n))
 }
