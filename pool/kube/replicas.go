@@ -192,6 +192,7 @@ func (r *Runner) runReports(ctx context.Context) error {
 	beat := time.NewTicker(e.LeaseDuration / 3)
 	defer beat.Stop()
 	var last string
+	failures := 0 // in a row
 	for {
 		r.mu.Lock()
 		rep := r.myReportLocked()
@@ -205,13 +206,24 @@ func (r *Runner) runReports(ctx context.Context) error {
 				if ctx.Err() != nil {
 					break
 				}
-				r.log.Warn("could not publish this replica's report; retrying", "lease", e.Namespace+"/"+e.ReportLeaseName, "error", err)
 				r.m.apiErrors.WithLabelValues("patch_report").Inc()
+				// Said once per run of failures; retried with backoff
+				// (250 ms doubling to 8 s) so a missing permission
+				// neither floods the log nor the API server.
+				if failures == 0 {
+					r.log.Warn("could not publish this replica's report; the leader does not count this replica until it can", "lease", e.Namespace+"/"+e.ReportLeaseName, "error", err)
+				}
+				wait := min(250*time.Millisecond<<min(failures, 5), 8*time.Second)
+				failures++
 				select {
 				case <-ctx.Done():
-				case <-time.After(time.Second):
+				case <-time.After(wait):
 				}
 				continue
+			}
+			if failures > 0 {
+				r.log.Info("replica report published again", "after_failures", failures)
+				failures = 0
 			}
 			last = string(b)
 			r.m.sent.Inc()
