@@ -36,6 +36,7 @@ func cpuRes(limit, request string) corev1.ResourceRequirements {
 }
 
 func TestPodCPUs(t *testing.T) {
+	t.Parallel()
 	always := ptr.To(corev1.ContainerRestartPolicyAlways)
 	for _, c := range []struct {
 		name string
@@ -64,6 +65,7 @@ func TestPodCPUs(t *testing.T) {
 // the service's cpus; another pod without any CPU setting reports none, so
 // the pool keeps dividing by cpus for it.
 func TestInstanceCPUsFromItsPod(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) {
 		o.Metrics = metricsfake.NewSimpleClientset()
 		o.MetricsInterval = 20 * time.Millisecond
@@ -133,6 +135,7 @@ func (s *syncBuffer) String() string {
 // list is allowed the pod's limits are read, and a pod gone from the list
 // is forgotten at the next read.
 func TestInstanceCPUsAfterAFailedPodList(t *testing.T) {
+	t.Parallel()
 	logs := &syncBuffer{}
 	e := newEnv(t, func(o *Options) {
 		o.Metrics = metricsfake.NewSimpleClientset()
@@ -216,6 +219,7 @@ func TestInstanceCPUsAfterAFailedPodList(t *testing.T) {
 // TestNoPodListWithoutPodMetrics: with metrics.k8s.io not served, pod CPU
 // is not measured, so the pods are never listed for their CPU limits.
 func TestNoPodListWithoutPodMetrics(t *testing.T) {
+	t.Parallel()
 	mc := metricsfake.NewSimpleClientset()
 	var mu sync.Mutex
 	reads := 0

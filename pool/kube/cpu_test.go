@@ -18,6 +18,7 @@ import (
 )
 
 func TestCPUFromMetricsAPI(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	served := false
 	base := time.Now().Add(-time.Hour)
@@ -76,6 +77,7 @@ func TestCPUFromMetricsAPI(t *testing.T) {
 }
 
 func TestCPUSampleIntegration(t *testing.T) {
+	t.Parallel()
 	c := cpuState{samples: map[string]*cpuSample{}}
 	t0 := time.Unix(1000, 0)
 	pm := func(at time.Time, cpu string) metricsv1beta1.PodMetrics {

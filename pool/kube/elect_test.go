@@ -14,6 +14,7 @@ import (
 // stops it withdraws its report, the other takes over and writes its own
 // count, and a Stop there lets go of the pod no replica holds.
 func TestOnlyTheLeaderWrites(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ra, ca, da := e.elected(t, "a")
 	rb, cb, db := e.elected(t, "b")

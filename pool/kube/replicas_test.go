@@ -28,6 +28,7 @@ func leaderAndFollower(t *testing.T, e *env) (leader, follower *Runner) {
 // lowers replicas only by pods no replica holds, holds the count while
 // every pod is in use, and marks exactly the free ones.
 func TestSharedScaleDownLetsGoOnlyFreePods(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	leader, follower := leaderAndFollower(t, e)
 	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"}, pod{name: "p2", ip: "10.0.0.2"}, pod{name: "p3", ip: "10.0.0.3"})
@@ -83,6 +84,7 @@ func TestSharedScaleDownLetsGoOnlyFreePods(t *testing.T) {
 // A follower's first request at zero raises replicas through the leader:
 // its ask is reported and the leader writes it.
 func TestSharedFollowerWakesFromZero(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	_, follower := leaderAndFollower(t, e)
 	began := time.Now()
@@ -96,6 +98,7 @@ func TestSharedFollowerWakesFromZero(t *testing.T) {
 // A pod the leader is letting go is not bound by a new instance; a report
 // not heard from within the lease duration stops counting.
 func TestSharedReportsRetiringAndStale(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.Election = &Election{Identity: "me"} })
 	r := e.r
 	leaderRep, _ := json.Marshal(report{ID: "other", Ask: 4, Pods: []string{"p9"}, Retiring: []string{"p1"}})
@@ -142,6 +145,7 @@ func TestSharedReportsRetiringAndStale(t *testing.T) {
 // Every identity gives a valid annotation key, distinct for distinct
 // identities.
 func TestReportKeyIsAValidAnnotation(t *testing.T) {
+	t.Parallel()
 	ids := []string{"tollgate-7d9f8-abcde", "Host.Example", strings.Repeat("x", 80), strings.Repeat("x", 81), "a b/c", "-x-", "ü", ""}
 	seen := map[string]string{}
 	for _, id := range ids {
