@@ -224,11 +224,11 @@ func TestClusterRBACForbids(t *testing.T) {
 	cost := func(v string) []byte {
 		return []byte(`{"metadata":{"annotations":{"` + DeletionCostAnnotation + `":"` + v + `"}}}`)
 	}
-	// The pod patch the runner makes (markForDeletion), once the policy
-	// is in force: until then a relabelling (dry run) is let through.
-	c.eventually(t, "the admission policy refuses a relabelling (dry run)", func() error {
-		_, err := sa.CoreV1().Pods(ns).Patch(ctx, unrelated.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"app":"hello"}}}`),
-			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+	// Each admission policy is in force once the API server's cache has
+	// it and its binding, apart from the other: until then a relabelling,
+	// and the creation of a Lease not named tollgate-… (dry runs), are let
+	// through.
+	refused := func(err error) error {
 		if err == nil {
 			return errors.New("allowed")
 		}
@@ -236,7 +236,19 @@ func TestClusterRBACForbids(t *testing.T) {
 			return nil
 		}
 		return err
+	}
+	dryRun := []string{metav1.DryRunAll}
+	c.eventually(t, "the pod policy refuses a relabelling (dry run)", func() error {
+		_, err := sa.CoreV1().Pods(ns).Patch(ctx, unrelated.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"app":"hello"}}}`),
+			metav1.PatchOptions{DryRun: dryRun})
+		return refused(err)
 	})
+	c.eventually(t, "the Lease policy refuses a Lease not named tollgate-… (dry run)", func() error {
+		_, err := sa.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kube-something"}},
+			metav1.CreateOptions{DryRun: dryRun})
+		return refused(err)
+	})
+	// The pod patch the runner makes (markForDeletion).
 	if _, err := sa.CoreV1().Pods(ns).Patch(ctx, helloPod.Name, types.MergePatchType, cost("-2147483648"), metav1.PatchOptions{}); err != nil {
 		t.Errorf("setting a hello pod's deletion cost: %v", err)
 	}
