@@ -47,6 +47,9 @@ type kubeRunners struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	errs    []error
+
+	// namespace is tollgate's own, once a target without one needed it.
+	namespace string
 }
 
 func newKubeRunners(f KubeOptions, log *slog.Logger, reg prometheus.Registerer) *kubeRunners {
@@ -60,9 +63,16 @@ func newKubeRunners(f KubeOptions, log *slog.Logger, reg prometheus.Registerer) 
 func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 	spec := a.Kubernetes
 	t := kube.Target{Namespace: spec.Namespace, Deployment: spec.Deployment, Service: spec.Service, Port: spec.Port}
-	key := fmt.Sprintf("%s/%s/%d", t, t.Service, t.Port)
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if t.Namespace == "" {
+		ns, err := k.ownNamespace()
+		if err != nil {
+			return nil, err
+		}
+		t.Namespace = ns
+	}
+	key := fmt.Sprintf("%s/%s/%d", t, t.Service, t.Port)
 	if r, ok := k.runners[key]; ok {
 		return r, nil
 	}
@@ -111,6 +121,21 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 		}
 	}()
 	return r, nil
+}
+
+// ownNamespace is tollgate's namespace, for a target naming none: found
+// once (kube.OwnNamespace) and logged with where it came from. k.mu is
+// held.
+func (k *kubeRunners) ownNamespace() (string, error) {
+	if k.namespace == "" {
+		ns, source, err := kube.OwnNamespace(k.flags.Kubeconfig)
+		if err != nil {
+			return "", err
+		}
+		k.log.Info("kubernetes namespace of targets naming none", "namespace", ns, "from", source)
+		k.namespace = ns
+	}
+	return k.namespace, nil
 }
 
 // Close stops every runner and waits for them. The Deployments keep

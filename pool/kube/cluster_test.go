@@ -302,7 +302,7 @@ func TestClusterScaleFromZeroUpAndDown(t *testing.T) {
 	}
 }
 
-// The Role of deploy/kubernetes/rbac.yaml is enough: a leader-elected
+// The Role of deploy/kubernetes/base/rbac.yaml is enough: a leader-elected
 // runner under that ServiceAccount scales up, marks the pod it lets go and
 // scales down, with no API error other than the absent metrics API.
 func TestClusterRBACIsEnough(t *testing.T) {
@@ -346,10 +346,11 @@ func TestClusterRBACIsEnough(t *testing.T) {
 }
 
 // applyRBAC creates the ServiceAccount, Role and RoleBinding of
-// deploy/kubernetes/rbac.yaml in the test's namespace.
+// deploy/kubernetes/base/rbac.yaml in the test's namespace, and the
+// admission policies of deploy/kubernetes/policy for it (applyPolicies).
 func applyRBAC(t *testing.T, c *cluster) {
 	t.Helper()
-	raw, err := os.ReadFile("../../deploy/kubernetes/rbac.yaml")
+	raw, err := os.ReadFile("../../deploy/kubernetes/base/rbac.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,4 +385,5 @@ func applyRBAC(t *testing.T, c *cluster) {
 	if n != 3 {
 		t.Fatalf("rbac.yaml holds %d objects, want ServiceAccount, Role, RoleBinding", n)
 	}
+	applyPolicies(t, c)
 }
