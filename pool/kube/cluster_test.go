@@ -335,13 +335,16 @@ func TestClusterRBACIsEnough(t *testing.T) {
 		t.Fatalf("Stop: %v", err)
 	}
 	c.waitFor(t, "replicas = 0", func() bool { return c.replicas(t) == 0 })
-	for _, op := range []string{"get_scale", "update_scale", "patch_pod", "get_deployment", "list_pods"} { // a conflict is no RBAC error
+	for _, op := range []string{"get_scale", "update_scale", "patch_pod", "get_deployment", "list_pods", "patch_report"} { // a conflict is no RBAC error
 		if n := testutil.ToFloat64(r.m.apiErrors.WithLabelValues(op)); n != 0 {
 			t.Errorf("%v API errors on %s under the Role", n, op)
 		}
 	}
 	if podName == "" {
 		t.Error("the instance's endpoint named no pod")
+	}
+	if n := testutil.ToFloat64(r.m.sent); n < 1 {
+		t.Error("no replica report published under the Role")
 	}
 }
 
