@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
@@ -28,6 +29,10 @@ type KubeOptions struct {
 	// Identity is this replica's name in leader election; "" means the
 	// host name.
 	Identity string
+	// LeaseDuration is the Lease's duration in leader election (a killed
+	// leader is replaced about this long after its last renewal), with the
+	// renew deadline 2/3 of it and the retry period 2/15; 0 means 15 s.
+	LeaseDuration time.Duration
 }
 
 // kubeRunners keeps one pool/kube runner per Deployment target across
@@ -104,6 +109,9 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 			id, _ = os.Hostname()
 		}
 		opts.Election = &kube.Election{Identity: id}
+		if d := k.flags.LeaseDuration; d > 0 {
+			opts.Election.LeaseDuration, opts.Election.RenewDeadline, opts.Election.RetryPeriod = d, d*2/3, d*2/15
+		}
 	}
 	r, err := kube.New(opts)
 	if err != nil {
