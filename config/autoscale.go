@@ -105,7 +105,10 @@ type Autoscale struct {
 
 // Kubernetes names the Deployment whose pods are a service's instances.
 type Kubernetes struct {
-	// Namespace holds the Deployment and the Service; required.
+	// Namespace holds the Deployment and the Service; empty means
+	// tollgate's own (kube.OwnNamespace: $POD_NAMESPACE, a pod's
+	// ServiceAccount, the kubeconfig's context), resolved when the
+	// runner is made.
 	Namespace string
 	// Deployment is scaled through its scale subresource; required.
 	Deployment string
@@ -571,11 +574,9 @@ func (p *parser) kubernetes(n *yaml.Node, path string) (*Kubernetes, bool) {
 	if n.Kind != yaml.MappingNode {
 		return nil, false
 	}
-	for _, c := range [][2]string{{"namespace", k.Namespace}, {"deployment", k.Deployment}} {
-		if field, v := c[0], c[1]; v == "" && ok {
-			p.errorf(n, joinField(path, field), "missing")
-			ok = false
-		}
+	if k.Deployment == "" && ok {
+		p.errorf(n, joinField(path, "deployment"), "missing")
+		ok = false
 	}
 	if k.Service == "" {
 		k.Service = k.Deployment

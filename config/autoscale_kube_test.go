@@ -43,6 +43,32 @@ func TestParseAutoscaleKubernetes(t *testing.T) {
 	}
 }
 
+// A kubernetes section may leave the namespace out: the runner resolves
+// it to tollgate's own (kube.OwnNamespace), so a manifest's ConfigMap need
+// not repeat the namespace it is applied in.
+func TestParseAutoscaleKubernetesOwnNamespace(t *testing.T) {
+	cfg, err := Parse(filepath.Join(t.TempDir(), "c.yaml"), []byte(`services:
+  - name: hello
+    route: {path_prefix: /hello/}
+    autoscale:
+      kubernetes: {deployment: hello}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Kubernetes{Deployment: "hello", Service: "hello"}
+	if a := cfg.Autoscale["hello"]; a.Kubernetes == nil || *a.Kubernetes != want {
+		t.Fatalf("Kubernetes = %+v, want %+v", a.Kubernetes, want)
+	}
+	var table strings.Builder
+	if err := cfg.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Kubernetes Deployment (tollgate's namespace)/hello, Service hello, its only port"; !strings.Contains(table.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, table.String())
+	}
+}
+
 func TestParseAutoscaleKubernetesErrors(t *testing.T) {
 	dir := t.TempDir()
 	head := "services:\n  - name: a\n    route: {path_prefix: /a/}\n    autoscale: "

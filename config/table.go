@@ -36,7 +36,11 @@ func (c *Config) WriteTable(w io.Writer) error {
 				if k.Port != 0 {
 					port = "port " + strconv.Itoa(k.Port)
 				}
-				runs = fmt.Sprintf("Kubernetes Deployment %s/%s, Service %s, %s", k.Namespace, k.Deployment, k.Service, port)
+				ns := k.Namespace
+				if ns == "" {
+					ns = "(tollgate's namespace)"
+				}
+				runs = fmt.Sprintf("Kubernetes Deployment %s/%s, Service %s, %s", ns, k.Deployment, k.Service, port)
 			}
 			cpus := "CPUs"
 			if e.CPUsPerInstance == 1 {

@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/pool"
@@ -27,6 +29,10 @@ type KubeOptions struct {
 	// Identity is this replica's name in leader election; "" means the
 	// host name.
 	Identity string
+	// LeaseDuration is the Lease's duration in leader election (a killed
+	// leader is replaced about this long after its last renewal), with the
+	// renew deadline 2/3 of it and the retry period 2/15; 0 means 15 s.
+	LeaseDuration time.Duration
 }
 
 // kubeRunners keeps one pool/kube runner per Deployment target across
@@ -46,6 +52,9 @@ type kubeRunners struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	errs    []error
+
+	// namespace is tollgate's own, once a target without one needed it.
+	namespace string
 }
 
 func newKubeRunners(f KubeOptions, log *slog.Logger, reg prometheus.Registerer) *kubeRunners {
@@ -59,13 +68,21 @@ func newKubeRunners(f KubeOptions, log *slog.Logger, reg prometheus.Registerer) 
 func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 	spec := a.Kubernetes
 	t := kube.Target{Namespace: spec.Namespace, Deployment: spec.Deployment, Service: spec.Service, Port: spec.Port}
-	key := fmt.Sprintf("%s/%s/%d", t, t.Service, t.Port)
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if t.Namespace == "" {
+		ns, err := k.ownNamespace()
+		if err != nil {
+			return nil, err
+		}
+		t.Namespace = ns
+	}
+	key := fmt.Sprintf("%s/%s/%d", t, t.Service, t.Port)
 	if r, ok := k.runners[key]; ok {
 		return r, nil
 	}
 	if k.clients == nil {
+		routeClientGoLogs(k.log)
 		cfg, err := kube.LoadConfig(k.flags.Kubeconfig)
 		if err != nil {
 			return nil, err
@@ -92,6 +109,9 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 			id, _ = os.Hostname()
 		}
 		opts.Election = &kube.Election{Identity: id}
+		if d := k.flags.LeaseDuration; d > 0 {
+			opts.Election.LeaseDuration, opts.Election.RenewDeadline, opts.Election.RetryPeriod = d, d*2/3, d*2/15
+		}
 	}
 	r, err := kube.New(opts)
 	if err != nil {
@@ -111,9 +131,31 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 	return r, nil
 }
 
+// ownNamespace is tollgate's namespace, for a target naming none: found
+// once (kube.OwnNamespace) and logged with where it came from. k.mu is
+// held.
+func (k *kubeRunners) ownNamespace() (string, error) {
+	if k.namespace == "" {
+		ns, source, err := kube.OwnNamespace(k.flags.Kubeconfig)
+		if err != nil {
+			return "", err
+		}
+		k.log.Info("kubernetes namespace of targets naming none", "namespace", ns, "from", source)
+		k.namespace = ns
+	}
+	return k.namespace, nil
+}
+
 // Close stops every runner and waits for them. The Deployments keep
 // their replicas: the next tollgate adopts the ready pods.
 func (k *kubeRunners) Close() {
 	k.cancel()
 	k.wg.Wait()
+}
+
+// routeClientGoLogs sends client-go's klog lines (leader election,
+// informers) into log, with component=client-go, rather than as plain
+// "I1201 …" lines beside tollgate's own.
+func routeClientGoLogs(log *slog.Logger) {
+	klog.SetSlogLogger(log.With("component", "client-go"))
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/pool/kube"
 )
 
 // A kubernetes service with a kubeconfig that does not exist is an error
@@ -40,5 +42,35 @@ func TestKubeRunnersNeedAConfigOnlyWhenUsed(t *testing.T) {
 	}
 	if _, statErr := os.Stat(missing); statErr == nil {
 		t.Fatal("the kubeconfig was created")
+	}
+}
+
+// A kubernetes service naming no namespace takes tollgate's own; when
+// nothing names one (no $POD_NAMESPACE, a kubeconfig whose context has
+// none) the config is refused with kube.ErrNoNamespace, not sent to
+// "default".
+func TestKubeRunnersNamespaceNamedByNothing(t *testing.T) {
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("POD_NAMESPACE", "")
+	cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte("services:\n  - name: k\n    route: {path_prefix: /k/}\n    autoscale: {kubernetes: {deployment: d}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	kr := newKubeRunners(KubeOptions{Kubeconfig: kc}, log, prometheus.NewRegistry())
+	defer kr.Close()
+	b := pools{log: log, kube: kr}
+	if _, err := b.specs(cfg); !errors.Is(err, kube.ErrNoNamespace) || !strings.Contains(err.Error(), "service k") {
+		t.Fatalf("err = %v, want kube.ErrNoNamespace for service k", err)
 	}
 }

@@ -90,6 +90,7 @@ func (rv *revision) tick(now time.Time) {
 			}
 		}
 	}
+	rv.reshare()
 	before := rv.lastRec
 	dec := rv.eng.Tick(now)
 	rv.lastRec = dec.Recommendation

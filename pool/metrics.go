@@ -21,6 +21,7 @@ type metrics struct {
 	exits       *prometheus.CounterVec   // service, reason
 	backoff     *prometheus.GaugeVec     // service
 	refused     *prometheus.CounterVec   // service, reason
+	sharers     *prometheus.GaugeVec     // service
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -80,8 +81,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "tollgate_pool_refused_total",
 		Help: "Requests answered at once without waiting: reason pending_full (429, max_pending requests already waiting) or start_failed (503, the last start failed and its replacement is in backoff).",
 	}, []string{"service", "reason"})
+	m.sharers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tollgate_pool_instance_sharers",
+		Help: "tollgate replicas sharing each instance (pods behind several replicas); this replica may send an instance max_concurrency divided by it.",
+	}, []string{"service"})
 	reg.MustRegister(m.instances, m.recommended, m.driver, m.pending, m.inFlight, m.rejected,
-		m.coldStart, m.pendingWait, m.concurrency, m.cpu, m.exits, m.backoff, m.refused)
+		m.coldStart, m.pendingWait, m.concurrency, m.cpu, m.exits, m.backoff, m.refused, m.sharers)
 	return m
 }
 
@@ -95,6 +100,7 @@ type serviceMetrics struct {
 	exits       *prometheus.CounterVec // reason
 	backoff     prometheus.Gauge
 	refused     *prometheus.CounterVec // reason
+	sharers     prometheus.Gauge
 }
 
 func (m *metrics) service(name string) *serviceMetrics {
@@ -108,6 +114,7 @@ func (m *metrics) service(name string) *serviceMetrics {
 		exits:       m.exits.MustCurryWith(l),
 		backoff:     m.backoff.With(l),
 		refused:     m.refused.MustCurryWith(l),
+		sharers:     m.sharers.With(l),
 	}
 }
 

@@ -454,3 +454,40 @@ func TestPoolWarmsAnIdleRunner(t *testing.T) {
 		t.Fatalf("runners closed %d and %d times by the time Run returned, want once each", a, b)
 	}
 }
+
+// sharedRunner is a serverRunner whose instances n tollgate replicas
+// share (pool.Sharer).
+type sharedRunner struct {
+	*serverRunner
+	n atomic.Int64
+}
+
+func (r *sharedRunner) Sharers() int { return int(r.n.Load()) }
+
+// With its instances shared by two replicas, the pool sends an instance
+// at most half its maximum concurrency; the rest wait.
+func TestSharedInstanceGetsItsShareOfConcurrency(t *testing.T) {
+	t.Parallel()
+	r := &sharedRunner{serverRunner: &serverRunner{tag: "v1"}}
+	r.n.Store(2)
+	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{MaxInstances: 1, MaxConcurrency: 4}})
+	runPool(t, p)
+	var wg sync.WaitGroup
+	codes := make([]int, 8)
+	for i := range codes {
+		wg.Go(func() { codes[i], _, _ = get(t, p.Handler("s"), "/?sleep=300ms") })
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != 200 {
+			t.Errorf("request %d: %d", i, c)
+		}
+	}
+	inst := r.all()
+	if len(inst) != 1 {
+		t.Fatalf("%d instances at max instances 1", len(inst))
+	}
+	if m := inst[0].maxFlight.Load(); m != 2 {
+		t.Fatalf("the instance ran %d requests at once; its share of max concurrency 4 among 2 replicas is 2", m)
+	}
+}

@@ -37,6 +37,21 @@ type Warmer interface {
 	Warm(ctx context.Context, service string)
 }
 
+// Sharer is implemented by a Runner whose instances other tollgate
+// replicas send requests to as well: the pods of a Deployment behind
+// several tollgate replicas. Sharers is how many replicas share each
+// instance now (1 when this one is alone); the pool then lets this replica
+// send an instance at most max(1, MaxConcurrency/Sharers) requests at
+// once, as Knative's activators divide a pod's capacity among themselves,
+// so that one instance never receives more than its maximum concurrency
+// from all replicas together. The engine measures this replica's traffic
+// against that share, and its count is what this replica needs; requests
+// beyond the share wait in the pending queue. The pool reads Sharers once
+// a second.
+type Sharer interface {
+	Sharers() int
+}
+
 // InstanceSpec names one instance for its Runner.
 type InstanceSpec struct {
 	// Service is the service's name (K_SERVICE, K_CONFIGURATION).

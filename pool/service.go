@@ -47,10 +47,12 @@ type revision struct {
 	reg           Registrar       // nil: no registry; set before run
 	regQ          []regEvent
 	regWake       chan struct{}
-	rejected      uint64       // requests answered 429, for the admin listing
-	startErr      string       // why the last start failed; "" once an instance is ready
-	startErrUntil time.Time    // requests get 503 at once until then (the replacement's backoff)
-	scales        []ScaleEvent // the last scale decisions, oldest first
+	rejected      uint64           // requests answered 429, for the admin listing
+	startErr      string           // why the last start failed; "" once an instance is ready
+	startErrUntil time.Time        // requests get 503 at once until then (the replacement's backoff)
+	scales        []ScaleEvent     // the last scale decisions, oldest first
+	cfg           autoscale.Config // as configured; the engine's differs by the share (Sharer)
+	sharers       int              // replicas sharing each instance, as last applied
 }
 
 // waiter is one pending request. The engine's decision is written under
@@ -75,6 +77,8 @@ func newRevision(service, name string, cfg autoscale.Config, runner Runner, lim 
 		log:      log.With("service", service, "revision", name),
 		m:        m,
 		eng:      eng,
+		cfg:      cfg,
+		sharers:  1,
 		started:  make(chan struct{}),
 		finished: make(chan struct{}),
 		insts:    map[autoscale.InstanceID]*instance{},
@@ -180,11 +184,46 @@ func (rv *revision) readyCount() int {
 func (rv *revision) setConfig(cfg autoscale.Config, lim limits) error {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
-	if err := rv.eng.SetConfig(cfg); err != nil {
+	if err := rv.eng.SetConfig(shareOf(cfg, rv.sharers)); err != nil {
 		return fmt.Errorf("service %s: %w", rv.service, err)
 	}
-	rv.lim = lim
+	rv.cfg, rv.lim = cfg, lim
 	return nil
+}
+
+// shareOf is cfg with the maximum concurrency of one replica among n
+// sharing each instance (see Sharer): at least one request.
+func shareOf(cfg autoscale.Config, n int) autoscale.Config {
+	if n <= 1 {
+		return cfg
+	}
+	cfg.MaxConcurrency = max(1, cfg.WithDefaults().MaxConcurrency/n)
+	return cfg
+}
+
+// reshare applies the runner's current number of sharers to the engine;
+// rv.mu is held.
+func (rv *revision) reshare() {
+	s, ok := rv.runner.(Sharer)
+	if !ok {
+		return
+	}
+	n := max(1, s.Sharers())
+	if n == rv.sharers {
+		return
+	}
+	if err := rv.eng.SetConfig(shareOf(rv.cfg, n)); err != nil {
+		rv.log.Warn("cannot apply the capacity share", "sharers", n, "error", err)
+		return
+	}
+	rv.log.Info("instances shared with other tollgate replicas", "sharers", n, "from", rv.sharers,
+		"max_concurrency_here", rv.eng.Config().MaxConcurrency)
+	if mc := rv.cfg.WithDefaults().MaxConcurrency; mc < n {
+		rv.log.Warn("max_concurrency is below the number of tollgate replicas: each replica sends an instance one request at once, so an instance may get up to one per replica",
+			"max_concurrency", mc, "replicas", n)
+	}
+	rv.sharers = n
+	rv.m.sharers.Set(float64(n))
 }
 
 // apply acts on engine events; rv.mu is held. Nothing here blocks.

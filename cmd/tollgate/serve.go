@@ -69,9 +69,10 @@ type serveFlags struct {
 
 // kubeFlags are serve's Kubernetes flags.
 type kubeFlags struct {
-	kubeconfig  string
-	leaderElect bool
-	identity    string
+	kubeconfig    string
+	leaderElect   bool
+	identity      string
+	leaseDuration time.Duration
 }
 
 // define registers every flag of `tollgate serve` on fs, with its default.
@@ -116,6 +117,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.kube.kubeconfig, "kubeconfig", "", "kubeconfig `FILE` for autoscaled services on Kubernetes (else $KUBECONFIG, else the in-cluster config, else ~/.kube/config)")
 	fs.BoolVar(&f.kube.leaderElect, "kube-leader-elect", false, "with several tollgate replicas in front of one Deployment: only the holder of a Lease writes replicas; all route")
 	fs.StringVar(&f.kube.identity, "kube-identity", os.Getenv("POD_NAME"), "this replica's name in leader election (default $POD_NAME, else the host name)")
+	fs.DurationVar(&f.kube.leaseDuration, "kube-lease-duration", 15*time.Second, "with --kube-leader-elect: how long a leader's Lease and a replica's report last unrenewed (a killed leader is replaced about this long after its last renewal; renewals every 2/15 of it)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
 }
 
@@ -230,7 +232,7 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 			RemainingHeader: f.rlsHeaderNames[1],
 			ResetHeader:     f.rlsHeaderNames[2],
 		},
-		Kube:       node.KubeOptions{Kubeconfig: f.kube.kubeconfig, LeaderElect: f.kube.leaderElect, Identity: f.kube.identity},
+		Kube:       node.KubeOptions{Kubeconfig: f.kube.kubeconfig, LeaderElect: f.kube.leaderElect, Identity: f.kube.identity, LeaseDuration: f.kube.leaseDuration},
 		Supervisor: supervisor(log),
 	}
 	if f.storeTimeout < 0 {
@@ -246,6 +248,9 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 		o.Store.OnFailure = "closed"
 	default:
 		return o, fmt.Errorf("--store-on-failure %q: want local, open or closed", f.storeOnFailure)
+	}
+	if f.kube.leaseDuration < 3*time.Second || f.kube.leaseDuration > 10*time.Minute {
+		return o, fmt.Errorf("--kube-lease-duration %v must be between 3s and 10m", f.kube.leaseDuration)
 	}
 	if f.storeNodes < 1 {
 		return o, fmt.Errorf("--store-nodes %d must be at least 1", f.storeNodes)

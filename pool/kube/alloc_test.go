@@ -36,6 +36,7 @@ func cpuRes(limit, request string) corev1.ResourceRequirements {
 }
 
 func TestPodCPUs(t *testing.T) {
+	t.Parallel()
 	always := ptr.To(corev1.ContainerRestartPolicyAlways)
 	for _, c := range []struct {
 		name string
@@ -64,6 +65,7 @@ func TestPodCPUs(t *testing.T) {
 // the service's cpus; another pod without any CPU setting reports none, so
 // the pool keeps dividing by cpus for it.
 func TestInstanceCPUsFromItsPod(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) {
 		o.Metrics = metricsfake.NewSimpleClientset()
 		o.MetricsInterval = 20 * time.Millisecond
@@ -133,6 +135,7 @@ func (s *syncBuffer) String() string {
 // list is allowed the pod's limits are read, and a pod gone from the list
 // is forgotten at the next read.
 func TestInstanceCPUsAfterAFailedPodList(t *testing.T) {
+	t.Parallel()
 	logs := &syncBuffer{}
 	e := newEnv(t, func(o *Options) {
 		o.Metrics = metricsfake.NewSimpleClientset()
@@ -216,12 +219,17 @@ func TestInstanceCPUsAfterAFailedPodList(t *testing.T) {
 // TestNoPodListWithoutPodMetrics: with metrics.k8s.io not served, pod CPU
 // is not measured, so the pods are never listed for their CPU limits.
 func TestNoPodListWithoutPodMetrics(t *testing.T) {
+	t.Parallel()
 	mc := metricsfake.NewSimpleClientset()
+	var mu sync.Mutex
+	reads := 0
 	mc.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		reads++
+		mu.Unlock()
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "metrics.k8s.io", Resource: "pods"}, "")
 	})
 	e := newEnv(t, func(o *Options) { o.Metrics = mc; o.MetricsInterval = 20 * time.Millisecond })
-	var mu sync.Mutex
 	lists := 0
 	e.client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		mu.Lock()
@@ -233,9 +241,15 @@ func TestNoPodListWithoutPodMetrics(t *testing.T) {
 	a := start(t, e.r, "a")
 	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"})
 	ready(t, a)
-	eventually(t, "three failed metrics reads", func() bool {
-		return testutil.ToFloat64(e.r.m.apiErrors.WithLabelValues("list_pod_metrics")) >= 3
+	eventually(t, "three metrics reads of an API not served", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return reads >= 3
 	})
+	// Not served is said once, not counted as an API error on every poll.
+	if n := testutil.ToFloat64(e.r.m.apiErrors.WithLabelValues("list_pod_metrics")); n != 0 {
+		t.Errorf("%v list_pod_metrics errors counted while metrics.k8s.io is not served", n)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if lists != 0 {

@@ -302,7 +302,7 @@ func TestClusterScaleFromZeroUpAndDown(t *testing.T) {
 	}
 }
 
-// The Role of deploy/kubernetes/rbac.yaml is enough: a leader-elected
+// The Role of deploy/kubernetes/base/rbac.yaml is enough: a leader-elected
 // runner under that ServiceAccount scales up, marks the pod it lets go and
 // scales down, with no API error other than the absent metrics API.
 func TestClusterRBACIsEnough(t *testing.T) {
@@ -335,7 +335,7 @@ func TestClusterRBACIsEnough(t *testing.T) {
 		t.Fatalf("Stop: %v", err)
 	}
 	c.waitFor(t, "replicas = 0", func() bool { return c.replicas(t) == 0 })
-	for _, op := range []string{"get_scale", "update_scale", "patch_pod", "get_deployment", "list_pods"} { // a conflict is no RBAC error
+	for _, op := range []string{"get_scale", "update_scale", "patch_pod", "get_deployment", "list_pods", "patch_report"} { // a conflict is no RBAC error
 		if n := testutil.ToFloat64(r.m.apiErrors.WithLabelValues(op)); n != 0 {
 			t.Errorf("%v API errors on %s under the Role", n, op)
 		}
@@ -343,13 +343,17 @@ func TestClusterRBACIsEnough(t *testing.T) {
 	if podName == "" {
 		t.Error("the instance's endpoint named no pod")
 	}
+	if n := testutil.ToFloat64(r.m.sent); n < 1 {
+		t.Error("no replica report published under the Role")
+	}
 }
 
 // applyRBAC creates the ServiceAccount, Role and RoleBinding of
-// deploy/kubernetes/rbac.yaml in the test's namespace.
+// deploy/kubernetes/base/rbac.yaml in the test's namespace, and the
+// admission policies of deploy/kubernetes/policy for it (applyPolicies).
 func applyRBAC(t *testing.T, c *cluster) {
 	t.Helper()
-	raw, err := os.ReadFile("../../deploy/kubernetes/rbac.yaml")
+	raw, err := os.ReadFile("../../deploy/kubernetes/base/rbac.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,4 +388,5 @@ func applyRBAC(t *testing.T, c *cluster) {
 	if n != 3 {
 		t.Fatalf("rbac.yaml holds %d objects, want ServiceAccount, Role, RoleBinding", n)
 	}
+	applyPolicies(t, c)
 }

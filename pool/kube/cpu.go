@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
@@ -51,7 +52,11 @@ func (r *Runner) readCPU(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
-		r.m.apiErrors.WithLabelValues("list_pod_metrics").Inc()
+		// An API that is not served (no metrics-server: 404) is said once
+		// and is no error on every poll; a served API failing is one.
+		if !apierrors.IsNotFound(err) {
+			r.m.apiErrors.WithLabelValues("list_pod_metrics").Inc()
+		}
 		was, said := r.cpu.available, r.cpu.said
 		r.cpu.available, r.cpu.said = false, true
 		switch {

@@ -31,9 +31,13 @@
 //     sidecars' CPU limits (a request where a container sets no limit),
 //     or the pod-level resources; the pool divides the pod's CPU usage by
 //     it, not by the service's cpus.
-//   - Leader election (optional, [Options.Election]): with several tollgate
-//     replicas in front of one Deployment, only the holder of a Lease
-//     writes replicas and deletion costs; every replica watches and routes.
+//   - Several tollgate replicas (optional, [Options.Election]): only the
+//     holder of a Lease writes replicas and deletion costs; every replica
+//     watches and routes. Each reports its ask and the pods it holds on a
+//     second Lease (replicas.go); the holder writes the largest fresh ask
+//     and lets go only pods no replica holds; each replica sends a pod at
+//     most its share of the maximum concurrency ([Runner.Sharers], a
+//     [pool.Sharer]).
 //
 // It never routes or proxies requests and never decides a count: package
 // pool does. It never deletes a pod or edits a Deployment's spec.

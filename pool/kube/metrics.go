@@ -11,6 +11,10 @@ type metrics struct {
 	desired, reported, ready, leader prometheus.Gauge
 	writes                           prometheus.Counter
 	apiErrors                        *prometheus.CounterVec
+
+	// Shared mode (leader election): the report Lease.
+	peers, oldestReport prometheus.Gauge
+	sent, received      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, target string) *metrics {
@@ -27,13 +31,21 @@ func newMetrics(reg prometheus.Registerer, target string) *metrics {
 		Name: "tollgate_kube_api_errors_total",
 		Help: "Kubernetes API calls that failed, by operation (conflicts included).",
 	}, []string{"target", "op"}))
+	counter := func(name, help string) prometheus.Counter {
+		v := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"target"}))
+		return v.With(l)
+	}
 	return &metrics{
-		desired:   gauge("tollgate_kube_replicas_desired", "Replicas tollgate asks the Deployment for (its live instances)."),
-		reported:  gauge("tollgate_kube_replicas_reported", "Replicas the scale subresource reports (status.replicas)."),
-		ready:     gauge("tollgate_kube_ready_pods", "Ready endpoints in the Service's EndpointSlices."),
-		leader:    gauge("tollgate_kube_leader", "1 while this tollgate may write replicas (leader, or no election)."),
-		writes:    writes.With(l),
-		apiErrors: errs.MustCurryWith(l),
+		peers:        gauge("tollgate_kube_replica_peers", "Other tollgate replicas sharing the Deployment whose report is fresh (heard from within the lease duration)."),
+		oldestReport: gauge("tollgate_kube_replica_report_oldest_age_seconds", "Age of the oldest fresh report of another replica, on this replica's clock."),
+		sent:         counter("tollgate_kube_replica_reports_sent_total", "This replica's reports written to the report Lease."),
+		received:     counter("tollgate_kube_replica_reports_received_total", "Changed reports of other replicas read from the report Lease."),
+		desired:      gauge("tollgate_kube_replicas_desired", "Replicas tollgate asks the Deployment for (its live instances)."),
+		reported:     gauge("tollgate_kube_replicas_reported", "Replicas the scale subresource reports (status.replicas)."),
+		ready:        gauge("tollgate_kube_ready_pods", "Ready endpoints in the Service's EndpointSlices."),
+		leader:       gauge("tollgate_kube_leader", "1 while this tollgate may write replicas (leader, or no election)."),
+		writes:       writes.With(l),
+		apiErrors:    errs.MustCurryWith(l),
 	}
 }
 

@@ -35,10 +35,19 @@ type Target struct {
 func (t Target) String() string { return t.Namespace + "/" + t.Deployment }
 
 // Election configures leader election among tollgate replicas serving
-// one target: only the holder of the Lease writes replicas.
+// one target: only the holder of the Lease writes replicas. With it, the
+// replicas share the Deployment: each reports its ask and the pods it
+// holds on a second Lease; the holder sets replicas to the largest fresh
+// ask and lets go only pods no replica holds; each replica sends a pod at
+// most its share of the maximum concurrency (pool.Sharer). A replica not
+// heard from for LeaseDuration stops counting.
 type Election struct {
 	// LeaseName names the Lease; empty means "tollgate-" + the Deployment.
 	LeaseName string
+	// ReportLeaseName names the Lease on which every replica reports what
+	// it asks for and which pods it holds, one annotation each; empty
+	// means LeaseName + "-replicas".
+	ReportLeaseName string
 	// Namespace holds the Lease; empty means the target's namespace.
 	Namespace string
 	// Identity is this replica's name (the pod name in a cluster);
@@ -154,6 +163,9 @@ func (o *Options) check() error {
 		c := *e
 		if c.LeaseName == "" {
 			c.LeaseName = "tollgate-" + t.Deployment
+		}
+		if c.ReportLeaseName == "" {
+			c.ReportLeaseName = c.LeaseName + "-replicas"
 		}
 		if c.Namespace == "" {
 			c.Namespace = t.Namespace

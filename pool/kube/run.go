@@ -98,6 +98,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	} else {
 		r.log.Info("no metrics.k8s.io client: pod CPU not measured, scaling on concurrency and ACT only")
 	}
+	if r.shared() {
+		g.Go(func() error { return r.runReports(ctx) })
+	}
 	g.Go(func() error {
 		if r.o.Election == nil {
 			r.lead(ctx)
@@ -130,6 +133,15 @@ func (r *Runner) lead(ctx context.Context) {
 	t := time.NewTicker(r.o.Resync)
 	defer t.Stop()
 	const key = "scale"
+	r.mu.Lock()
+	r.requeue = func(d time.Duration) { q.AddAfter(key, d) }
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.requeue = func(time.Duration) {}
+		clear(r.victims) // the next leader chooses its own
+		r.mu.Unlock()
+	}()
 	adopt := time.NewTimer(max(r.o.AdoptFor, 0))
 	defer adopt.Stop()
 	r.adoptUntil.Store(time.Now().Add(r.o.AdoptFor).UnixNano())
@@ -265,21 +277,49 @@ func (r *Runner) syncScale(ctx context.Context) error {
 		return fmt.Errorf("reading the scale of %s: %w", t, err)
 	}
 	r.m.reported.Set(float64(s.Status.Replicas))
+	now := time.Now()
 	r.mu.Lock()
 	r.selector = s.Status.Selector
 	want := int32(r.live)
+	if r.shared() {
+		w, _ := r.sharedWantLocked(now)
+		want = int32(w)
+	}
 	surplus := r.freeLocked()
+	requeue := r.requeue
 	r.mu.Unlock()
 	r.m.desired.Set(float64(want))
 	from := s.Spec.Replicas
 	if from == want {
 		return nil
 	}
-	if want < from && time.Now().UnixNano() < r.adoptUntil.Load() {
+	if want < from && now.UnixNano() < r.adoptUntil.Load() {
 		r.log.Debug("not lowering replicas yet: adopting the running pods", "replicas", from, "want", want)
 		return nil
 	}
-	if n := int(from - want); n > 0 {
+	if want < from && r.shared() {
+		to, victims, ok := r.sharedVictims(now, int(from), int(want))
+		if !ok {
+			requeue(retireSettle)
+			return nil
+		}
+		if int32(to) != want {
+			r.log.Debug("holding replicas: pods in use by a replica", "replicas", from, "want", want, "to", to)
+		}
+		if int32(to) == from {
+			return nil
+		}
+		r.unmarkHeld(ctx, now)
+		for _, key := range victims {
+			r.mu.Lock()
+			pod := r.ready[key].pod
+			r.mu.Unlock()
+			if pod != "" {
+				_ = r.markForDeletion(ctx, pod)
+			}
+		}
+		want = int32(to)
+	} else if n := int(from - want); n > 0 {
 		// Ready pods no instance holds go first, then the ReplicaSet's
 		// own ranking (not ready before ready).
 		for _, key := range surplus[:min(n, len(surplus))] {
@@ -315,7 +355,40 @@ func (r *Runner) markForDeletion(ctx context.Context, pod string) error {
 		r.log.Warn("could not set the deletion cost of a pod; the ReplicaSet picks which pod goes", "pod", pod, "error", err)
 		return fmt.Errorf("marking pod %s for deletion: %w", pod, err)
 	}
+	r.mu.Lock()
+	r.marked[pod] = true
+	r.mu.Unlock()
 	return nil
+}
+
+// unmarkHeld removes the deletion cost from pods marked before that a
+// replica holds again (a scale-down that was held back, then traffic
+// came): the ReplicaSet would remove them first. Shared mode only.
+func (r *Runner) unmarkHeld(ctx context.Context, now time.Time) {
+	r.mu.Lock()
+	_, held := r.sharedWantLocked(now)
+	var again []string
+	for key := range held {
+		if pod := r.ready[key].pod; pod != "" && r.marked[pod] {
+			again = append(again, pod)
+		}
+	}
+	for pod := range r.marked {
+		if _, ok := r.ready[pod]; !ok && !held[pod] {
+			delete(r.marked, pod) // gone
+		}
+	}
+	r.mu.Unlock()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, DeletionCostAnnotation)
+	for _, pod := range again {
+		if _, err := r.o.Client.CoreV1().Pods(r.o.Target.Namespace).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			r.m.apiErrors.WithLabelValues("patch_pod").Inc()
+			continue
+		}
+		r.mu.Lock()
+		delete(r.marked, pod)
+		r.mu.Unlock()
+	}
 }
 
 // checkDeployment logs, once at start, whether the scaled Deployment

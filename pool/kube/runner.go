@@ -40,6 +40,16 @@ type Runner struct {
 	selector string               // the scaled resource's pod selector (scale status)
 	cpu      cpuState
 	alloc    allocState
+
+	// Shared mode (Options.Election; replicas.go), guarded by mu.
+	reportKey    string               // this replica's annotation on the report Lease
+	reportKick   chan struct{}        // wakes the report loop; buffer 1
+	beat         uint64               // heartbeat counter in the report
+	peers        map[string]peer      // other replicas' reports, by annotation key
+	peerRetiring map[string]bool      // pods the leader is letting go: not bound
+	victims      map[string]time.Time // leading: pods chosen to go, since when published
+	marked       map[string]bool      // pods given the lowest deletion cost, by pod name
+	requeue      func(time.Duration)  // leading: sync the scale again after a while
 }
 
 // endpoint is one ready pod as the Service's EndpointSlices list it.
@@ -70,6 +80,16 @@ func New(opts Options) (*Runner, error) {
 		bound:   map[string]*instance{},
 		ready:   map[string]endpoint{},
 		retired: map[string]bool{},
+
+		reportKick:   make(chan struct{}, 1),
+		peers:        map[string]peer{},
+		peerRetiring: map[string]bool{},
+		victims:      map[string]time.Time{},
+		marked:       map[string]bool{},
+		requeue:      func(time.Duration) {},
+	}
+	if opts.Election != nil {
+		r.reportKey = reportKey(opts.Election.Identity)
 	}
 	r.cpu.samples = map[string]*cpuSample{}
 	r.alloc.cores = map[string]float64{}
@@ -96,12 +116,14 @@ func (r *Runner) Start(ctx context.Context, spec pool.InstanceSpec) (pool.Instan
 	return in, nil
 }
 
-// poke wakes the scale loop without blocking.
+// poke wakes the scale loop, and the report loop in shared mode, without
+// blocking.
 func (r *Runner) poke() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
+	r.reportNow()
 }
 
 // bindLocked binds pending instances, oldest first, to free ready pods
@@ -121,14 +143,16 @@ func (r *Runner) bindLocked() {
 		r.bound[key] = in
 		close(in.boundCh)
 		r.log.Info("instance bound to a ready pod", "instance", in.spec.ID, "pod", key, "addr", in.addr, "after", time.Since(in.started).Round(time.Millisecond))
+		r.reportNow()
 	}
 }
 
-// freeLocked lists ready pods no instance holds and no Stop retired.
+// freeLocked lists ready pods no instance holds, no Stop retired and no
+// leader is letting go (shared mode), in name order.
 func (r *Runner) freeLocked() []string {
 	var free []string
 	for key := range r.ready {
-		if r.bound[key] == nil && !r.retired[key] {
+		if r.bound[key] == nil && !r.retired[key] && !r.peerRetiring[key] && r.victims[key].IsZero() {
 			free = append(free, key)
 		}
 	}
@@ -163,7 +187,13 @@ func (r *Runner) setReady(ready map[string]endpoint, listed map[string]bool) {
 			delete(r.retired, key)
 		}
 	}
+	for key := range r.victims {
+		if _, ok := ready[key]; !ok {
+			delete(r.victims, key)
+		}
+	}
 	r.bindLocked()
+	r.reportNow()
 }
 
 // Instance states, guarded by Runner.mu.
@@ -283,11 +313,12 @@ func (in *instance) closeGone() {
 	}
 }
 
-// Stop lets the instance's pod go: while this runner may write replicas,
-// it sets the pod's deletion cost to the lowest value, lowers the count
-// asked for, and waits up to grace for the pod to leave the ready set;
-// otherwise (a follower under leader election) it only releases the pod.
-// Stopping an instance not yet bound just withdraws it.
+// Stop lets the instance's pod go: without leader election, it sets the
+// pod's deletion cost to the lowest value, lowers the count asked for,
+// and waits up to grace for the pod to leave the ready set. Under leader
+// election (several replicas may use the pod) it only releases the pod and
+// lowers its ask; the leader lets go of pods no replica holds. Stopping an
+// instance not yet bound just withdraws it.
 func (in *instance) Stop(grace time.Duration) error {
 	r := in.r
 	r.mu.Lock()
@@ -310,16 +341,17 @@ func (in *instance) Stop(grace time.Duration) error {
 	in.state = stateStopping
 	key, name := in.pod, in.podName
 	lead := r.leading.Load() && !r.isClosed()
+	if r.leading.Load() {
+		// The engine lets an instance go: it has seen the traffic, so the
+		// adoption window (Options.AdoptFor) has served its purpose.
+		r.adoptUntil.Store(0)
+	}
+	lead = lead && !r.shared()
 	if lead {
 		r.retired[key] = true
 	}
 	r.mu.Unlock()
 
-	if lead {
-		// The engine lets an instance go: it has seen the traffic, so the
-		// adoption window (Options.AdoptFor) has served its purpose.
-		r.adoptUntil.Store(0)
-	}
 	var err error
 	if lead && name != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), max(grace, 5*time.Second))

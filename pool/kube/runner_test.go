@@ -40,6 +40,7 @@ func isBound(in pool.Instance) bool {
 }
 
 func TestScaleUpBindsNewReadyPods(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.run()
 	a, b := start(t, e.r, "a"), start(t, e.r, "b")
@@ -69,6 +70,7 @@ func TestScaleUpBindsNewReadyPods(t *testing.T) {
 }
 
 func TestScaleDownMarksThePodThenZero(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.run()
 	a, b := start(t, e.r, "a"), start(t, e.r, "b")
@@ -119,6 +121,7 @@ func TestScaleDownMarksThePodThenZero(t *testing.T) {
 }
 
 func TestPodLeavingEndsItsInstance(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.run()
 	a, b, c := start(t, e.r, "a"), start(t, e.r, "b"), start(t, e.r, "c")
@@ -169,6 +172,7 @@ func TestPodLeavingEndsItsInstance(t *testing.T) {
 }
 
 func TestConflictRetried(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	e.scale.conflicts = 3
 	e.run()
@@ -186,6 +190,7 @@ func TestConflictRetried(t *testing.T) {
 }
 
 func TestWritesOnlyOnChange(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.Resync = 10 * time.Millisecond })
 	e.run()
 	start(t, e.r, "a")
@@ -211,6 +216,7 @@ func TestWritesOnlyOnChange(t *testing.T) {
 }
 
 func TestReadyTimeoutAndStopBeforeReady(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.ReadyTimeout = time.Second })
 	e.run()
 	a := start(t, e.r, "a")
@@ -240,6 +246,7 @@ func TestReadyTimeoutAndStopBeforeReady(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	for _, o := range []Options{
 		{},
@@ -268,6 +275,7 @@ func TestNew(t *testing.T) {
 // A new runner does not scale away the pods a previous tollgate left
 // running until AdoptFor has passed; its instances bind to them.
 func TestAdoptsRunningPods(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.AdoptFor = 2 * time.Second })
 	e.scale.replicas = 2
 	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"}, pod{name: "p2", ip: "10.0.0.2"})
@@ -290,6 +298,7 @@ func TestAdoptsRunningPods(t *testing.T) {
 // The adoption window ends at the first Stop: the engine letting an
 // instance go is a decision to lower replicas.
 func TestStopEndsAdoption(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.AdoptFor = time.Hour })
 	e.run()
 	a := start(t, e.r, "a")

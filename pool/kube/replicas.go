@@ -1,0 +1,432 @@
+package kube
+
+// This file is how several tollgate replicas in front of one Deployment
+// share it (Options.Election). Every replica runs its own pool and engine
+// on the traffic it receives, against its share of each pod's capacity
+// (pool.Sharer); what it asks for (its live instances) and which pods its
+// instances hold, it reports as one annotation on a Lease all replicas
+// share, the report Lease. The leader reads every fresh report, sets
+// replicas to the largest ask, and lets go only pods that no replica holds.
+//
+// The transport is the API server, not a stream between replicas: a
+// replica's report changes only when its pool starts or stops an
+// instance, or binds one (at most about once a second per replica, as the
+// engine decides once a second), plus a heartbeat every third of the
+// lease duration. Per-request measurements never leave the replica: each
+// decides its own need against its share, so only that need crosses. So
+// no port, no peer discovery and no authentication of our own: the API
+// server authorises every write with RBAC (patch on one named Lease).
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ReportAnnotationPrefix prefixes each replica's annotation on the report
+// Lease (Election.ReportLeaseName).
+const ReportAnnotationPrefix = "replicas.tollgate.dev/"
+
+// retireSettle is how long the leader publishes the pods it is about to
+// let go before it lowers replicas: a replica that bound one of them just
+// before it saw the list has reported that by then, and the pod stays.
+const retireSettle = 2 * time.Second
+
+// report is one replica's annotation on the report Lease.
+type report struct {
+	// ID is the replica's identity (Election.Identity).
+	ID string `json:"id"`
+	// Ask is the instances the replica's pool asks for.
+	Ask int `json:"ask"`
+	// Pods are the pods its instances hold, by name (or address).
+	Pods []string `json:"pods,omitempty"`
+	// Retiring, written by the leader only, are pods it is letting go: no
+	// replica binds a new instance to them.
+	Retiring []string `json:"retiring,omitempty"`
+	// Beat changes at every heartbeat, so that a live replica's
+	// annotation changes even when nothing else does.
+	Beat uint64 `json:"beat"`
+}
+
+// peer is another replica's last report and when this replica saw it
+// change, on its own clock (no replica's clock is compared with another's).
+type peer struct {
+	rep  report
+	raw  string
+	seen time.Time
+}
+
+// reportKey is the annotation key of identity: the prefix and the
+// identity when it is a valid name part of at most 63 characters, else a
+// readable prefix of it and a hash.
+func reportKey(identity string) string {
+	ok := len(identity) <= 63 && identity != ""
+	for i, c := range identity {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (c != '-' && c != '_' && c != '.' || i == 0 || i == len(identity)-1) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return ReportAnnotationPrefix + identity
+	}
+	sum := sha256.Sum256([]byte(identity))
+	var b strings.Builder
+	for _, c := range identity {
+		if b.Len() >= 40 {
+			break
+		}
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
+			b.WriteRune(c)
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteByte('-')
+	}
+	return ReportAnnotationPrefix + b.String() + hex.EncodeToString(sum[:8])
+}
+
+// shared reports whether this runner shares its Deployment with other
+// tollgate replicas (leader election is on).
+func (r *Runner) shared() bool { return r.o.Election != nil }
+
+// Sharers implements pool.Sharer: this replica and every other whose
+// report is fresh.
+func (r *Runner) Sharers() int {
+	if !r.shared() {
+		return 1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return 1 + len(r.freshPeersLocked(time.Now()))
+}
+
+// freshPeersLocked lists the peers heard from within the lease duration;
+// r.mu is held.
+func (r *Runner) freshPeersLocked(now time.Time) []peer {
+	var fresh []peer
+	for _, p := range r.peers {
+		if now.Sub(p.seen) < r.o.Election.LeaseDuration {
+			fresh = append(fresh, p)
+		}
+	}
+	return fresh
+}
+
+// peerMetricsLocked sets the peer gauges; r.mu is held.
+func (r *Runner) peerMetricsLocked(now time.Time) {
+	fresh := r.freshPeersLocked(now)
+	r.m.peers.Set(float64(len(fresh)))
+	var oldest time.Duration
+	for _, p := range fresh {
+		oldest = max(oldest, now.Sub(p.seen))
+	}
+	r.m.oldestReport.Set(oldest.Seconds())
+}
+
+// reportNow asks the report loop to publish without blocking.
+func (r *Runner) reportNow() {
+	select {
+	case r.reportKick <- struct{}{}:
+	default:
+	}
+}
+
+// myReportLocked is this replica's report; r.mu is held.
+func (r *Runner) myReportLocked() report {
+	rep := report{ID: r.o.Election.Identity, Ask: r.live, Beat: r.beat}
+	rep.Pods = slices.Sorted(maps.Keys(r.bound))
+	if r.leading.Load() && len(r.victims) > 0 {
+		rep.Retiring = slices.Sorted(maps.Keys(r.victims))
+	}
+	return rep
+}
+
+// runReports watches the report Lease and publishes this replica's report
+// until ctx ends, then withdraws it, so the others stop counting this
+// replica at once rather than after the lease duration.
+func (r *Runner) runReports(ctx context.Context) error {
+	e := r.o.Election
+	leases := r.o.Client.CoordinationV1().Leases(e.Namespace)
+	sel := fields.OneTermEqualSelector("metadata.name", e.ReportLeaseName).String()
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			lo.FieldSelector = sel
+			return leases.List(ctx, lo)
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			lo.FieldSelector = sel
+			return leases.Watch(ctx, lo)
+		},
+	}, r.o.Client), &coordinationv1.Lease{}, cache.SharedIndexInformerOptions{})
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.observeReports(obj, false) },
+		UpdateFunc: func(_, obj any) { r.observeReports(obj, false) },
+		DeleteFunc: func(obj any) { r.observeReports(obj, true) },
+	}); err != nil {
+		return fmt.Errorf("kube %s: watching the report Lease: %w", r.o.Target, err)
+	}
+	informed := make(chan struct{})
+	go func() {
+		defer close(informed)
+		inf.RunWithContext(ctx)
+	}()
+	defer func() { <-informed }()
+
+	beat := time.NewTicker(e.LeaseDuration / 3)
+	defer beat.Stop()
+	var last string
+	failures := 0 // in a row
+	for {
+		r.mu.Lock()
+		rep := r.myReportLocked()
+		r.mu.Unlock()
+		b, err := json.Marshal(rep)
+		if err != nil {
+			return fmt.Errorf("kube %s: encoding the replica report: %w", r.o.Target, err)
+		}
+		if string(b) != last {
+			if err := r.publish(ctx, string(b)); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				r.m.apiErrors.WithLabelValues("patch_report").Inc()
+				// Said once per run of failures; retried with backoff
+				// (250 ms doubling to 8 s) so a missing permission
+				// neither floods the log nor the API server.
+				if failures == 0 {
+					r.log.Warn("could not publish this replica's report; the leader does not count this replica until it can", "lease", e.Namespace+"/"+e.ReportLeaseName, "error", err)
+				}
+				wait := min(250*time.Millisecond<<min(failures, 5), 8*time.Second)
+				failures++
+				select {
+				case <-ctx.Done():
+				case <-time.After(wait):
+				}
+				continue
+			}
+			if failures > 0 {
+				r.log.Info("replica report published again", "after_failures", failures)
+				failures = 0
+			}
+			last = string(b)
+			r.m.sent.Inc()
+		}
+		select {
+		case <-ctx.Done():
+		case <-r.reportKick:
+			continue
+		case <-beat.C:
+			r.mu.Lock()
+			r.beat++
+			r.peerMetricsLocked(time.Now())
+			r.mu.Unlock()
+			r.forgetGone(ctx)
+			r.poke() // peers may have gone stale: the leader rereads the asks
+			continue
+		}
+		break
+	}
+	// Withdraw: the others stop counting this replica now.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.patchReport(wctx, r.reportKey, nil); err != nil && !apierrors.IsNotFound(err) {
+		r.log.Warn("could not withdraw this replica's report; the others stop counting it after the lease duration", "error", err)
+	}
+	return nil
+}
+
+// publish writes this replica's annotation, creating the report Lease
+// when it does not exist yet.
+func (r *Runner) publish(ctx context.Context, value string) error {
+	err := r.patchReport(ctx, r.reportKey, &value)
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	e := r.o.Election
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+		Name: e.ReportLeaseName, Namespace: e.Namespace,
+		Annotations: map[string]string{r.reportKey: value},
+	}}
+	_, err = r.o.Client.CoordinationV1().Leases(e.Namespace).Create(ctx, l, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) { // another replica created it first
+		return r.patchReport(ctx, r.reportKey, &value)
+	}
+	return err
+}
+
+// patchReport sets (value non-nil) or removes one annotation of the report
+// Lease with a JSON merge patch, which touches that key only, so replicas
+// never conflict with one another.
+func (r *Runner) patchReport(ctx context.Context, key string, value *string) error {
+	v := "null"
+	if value != nil {
+		b, _ := json.Marshal(*value) // a string always encodes
+		v = string(b)
+	}
+	k, _ := json.Marshal(key)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%s:%s}}}`, k, v)
+	e := r.o.Election
+	_, err := r.o.Client.CoordinationV1().Leases(e.Namespace).Patch(ctx, e.ReportLeaseName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// forgetGone removes, while leading, the annotations of replicas not
+// heard from for four lease durations (killed without withdrawing), so
+// the report Lease does not grow with every replica that ever ran.
+func (r *Runner) forgetGone(ctx context.Context) {
+	if !r.leading.Load() {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	var gone []string
+	for key, p := range r.peers {
+		if now.Sub(p.seen) > 4*r.o.Election.LeaseDuration {
+			gone = append(gone, key)
+		}
+	}
+	r.mu.Unlock()
+	for _, key := range gone {
+		if err := r.patchReport(ctx, key, nil); err == nil || apierrors.IsNotFound(err) {
+			r.log.Info("forgot a replica not heard from", "report", key)
+		}
+	}
+}
+
+// observeReports takes the report Lease's annotations (none once it is
+// deleted) as the peers' reports, notes which changed, and wakes the scale
+// loop. Another Lease (a client that ignores the field selector) is
+// ignored.
+func (r *Runner) observeReports(obj any, deleted bool) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok || l.Name != r.o.Election.ReportLeaseName {
+		return
+	}
+	ann := l.Annotations
+	if deleted {
+		ann = nil
+	}
+	now := time.Now()
+	r.mu.Lock()
+	before := len(r.peers)
+	seen := map[string]bool{}
+	retiring := map[string]bool{}
+	for key, raw := range ann {
+		if !strings.HasPrefix(key, ReportAnnotationPrefix) || key == r.reportKey {
+			continue
+		}
+		seen[key] = true
+		p, ok := r.peers[key]
+		if ok && p.raw == raw {
+			for _, pod := range p.rep.Retiring {
+				retiring[pod] = true
+			}
+			continue
+		}
+		var rep report
+		if err := json.Unmarshal([]byte(raw), &rep); err != nil {
+			r.log.Warn("ignoring an unreadable replica report", "report", key, "error", err)
+			continue
+		}
+		r.peers[key] = peer{rep: rep, raw: raw, seen: now}
+		r.m.received.Inc()
+		for _, pod := range rep.Retiring {
+			retiring[pod] = true
+		}
+	}
+	for key := range r.peers {
+		if !seen[key] {
+			delete(r.peers, key)
+		}
+	}
+	r.peerRetiring = retiring
+	r.peerMetricsLocked(now)
+	if len(r.peers) != before {
+		r.log.Info("tollgate replicas sharing the Deployment", "replicas", 1+len(r.peers))
+	}
+	r.mu.Unlock()
+	r.poke()
+}
+
+// sharedWantLocked is what the leader sets replicas to in shared mode:
+// the largest fresh ask, its own included, and the pods some replica
+// holds; r.mu is held.
+func (r *Runner) sharedWantLocked(now time.Time) (want int, held map[string]bool) {
+	want = r.live
+	held = map[string]bool{}
+	for key := range r.bound {
+		held[key] = true
+	}
+	for _, p := range r.freshPeersLocked(now) {
+		want = max(want, p.rep.Ask)
+		for _, pod := range p.rep.Pods {
+			held[pod] = true
+		}
+	}
+	return want, held
+}
+
+// sharedVictims chooses, while leading in shared mode, the ready pods to
+// let go when replicas go from `from` down to want: pods no replica holds,
+// highest names first (every replica binds the lowest free names first,
+// so the held pods stay a common prefix). Pods not ready go before any
+// ready one (the ReplicaSet's own ranking), so they are counted first. It
+// returns the new count, which is above want while held pods keep it up,
+// and the ready pods that go; ok is false while those pods have not been
+// published as retiring for retireSettle yet (the caller syncs again then).
+func (r *Runner) sharedVictims(now time.Time, from, want int) (to int, victims []string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, held := r.sharedWantLocked(now)
+	var free []string
+	for key := range r.ready {
+		if !held[key] {
+			free = append(free, key)
+		}
+	}
+	slices.Sort(free)
+	notReady := max(0, from-len(r.ready))
+	n := min(from-want, notReady+len(free))
+	k := max(0, n-notReady)
+	victims = free[len(free)-k:]
+	// Pods chosen before and no longer free stay: they are held again.
+	for pod := range r.victims {
+		if !slices.Contains(victims, pod) {
+			delete(r.victims, pod)
+		}
+	}
+	ok = true
+	for _, pod := range victims {
+		since, listed := r.victims[pod]
+		if !listed {
+			r.victims[pod] = now
+			ok = false
+		} else if now.Sub(since) < retireSettle {
+			ok = false
+		}
+	}
+	if !ok {
+		r.reportNow()
+	}
+	return from - n, victims, ok
+}
