@@ -8,7 +8,7 @@ import (
 func TestErrorKeyDropsAddresses(t *testing.T) {
 	for in, want := range map[string]string{
 		`Get "http://127.0.0.1:37208/crowd/?latency=1s": read tcp 127.0.0.1:32772->127.0.0.1:37208: read: connection reset by peer`: "error read tcp ADDR->ADDR: read: connection reset by peer",
-		`Get "http://127.0.0.1:1/": EOF`: "error EOF",
+		`Get "http://127.0.0.1:1/": EOF`:                                     "error EOF",
 		`Get "http://127.0.0.1:1/": net/http: server closed idle connection`: "error server closed idle connection",
 	} {
 		if got := errorKey(errors.New(in)); got != want {
