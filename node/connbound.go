@@ -1,12 +1,10 @@
 package node
 
 import (
-	"log/slog"
 	"net"
-	"sync"
-	"sync/atomic"
 	"syscall"
-	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // The HTTP listener accepts at most a share of the process's open-file
@@ -29,8 +27,6 @@ const (
 	connShareNum, connShareDen = 3, 4
 	// minReserve is the fewest descriptors kept for tollgate itself.
 	minReserve = 256
-	// fullLogEvery bounds how often reaching the bound is logged.
-	fullLogEvery = time.Minute
 )
 
 // connBound is the most connections to accept given the open-file limit
@@ -59,65 +55,12 @@ func openFileLimit() uint64 {
 	return lim.Cur
 }
 
-// boundedListener is a net.Listener with at most cap(slots) accepted
-// connections open at once.
-type boundedListener struct {
-	net.Listener
-	slots     chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
-	log       *slog.Logger
-	lastFull  atomic.Int64 // unix nanoseconds of the last "at the bound" log
-}
-
 // boundListener bounds ln's open connections at bound (ln itself when
-// bound is 0).
-func boundListener(ln net.Listener, bound int, log *slog.Logger) net.Listener {
+// bound is 0), with x/net's netutil.LimitListener: Accept waits for a
+// connection to close once bound are open.
+func boundListener(ln net.Listener, bound int) net.Listener {
 	if bound <= 0 {
 		return ln
 	}
-	return &boundedListener{Listener: ln, slots: make(chan struct{}, bound), done: make(chan struct{}), log: log}
-}
-
-// Accept waits for a free slot, then accepts.
-func (l *boundedListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	default:
-		if last := l.lastFull.Load(); time.Since(time.Unix(0, last)) >= fullLogEvery && l.lastFull.CompareAndSwap(last, time.Now().UnixNano()) {
-			l.log.Warn("connections at their bound: new ones wait in the listen backlog until one closes (raise the open-file limit for more)",
-				"connections", cap(l.slots), "open_file_limit", openFileLimit())
-		}
-		select {
-		case l.slots <- struct{}{}:
-		case <-l.done:
-			return nil, net.ErrClosed
-		}
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &boundedConn{Conn: c, slots: l.slots}, nil
-}
-
-// Close closes the listener and ends Accepts waiting for a slot.
-func (l *boundedListener) Close() error {
-	l.closeOnce.Do(func() { close(l.done) })
-	return l.Listener.Close()
-}
-
-// boundedConn gives its slot back when closed.
-type boundedConn struct {
-	net.Conn
-	slots chan struct{}
-	once  sync.Once
-}
-
-// Close closes the connection and frees its slot (once).
-func (c *boundedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { <-c.slots })
-	return err
+	return netutil.LimitListener(ln, bound)
 }

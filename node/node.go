@@ -277,7 +277,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	}
 	fileLimit := openFileLimit()
 	maxConns := connBound(fileLimit)
-	n.ln = boundListener(n.ln, maxConns, log)
+	n.ln = boundListener(n.ln, maxConns)
 	log.Info("listening", "addr", n.ln.Addr().String(), "tls", tlsMode(opts.TLS), "config", n.configName, "store", redactURL(st.URL), "admin", opts.AdminToken != "",
 		"max_connections", maxConns, "open_file_limit", fileLimit)
 	return n, nil
