@@ -273,6 +273,13 @@ func TestClusterReplicasShareADeployment(t *testing.T) {
 
 	// 3. The leader goes idle, the follower keeps a light load: the
 	// follower's pods stay, and none of its requests fails.
+	// The leader's own engine lets its instances go at its idle timeout:
+	// before issue 19 it then set replicas to its own count, 0.
+	c.waitFor(t, "the idle leader asks for no instance", func() bool {
+		leader.r.mu.Lock()
+		defer leader.r.mu.Unlock()
+		return leader.r.live == 0
+	})
 	time.Sleep(3 * eng.IdleTimeout)
 	if n := c.replicas(t); n == 0 {
 		t.Fatal("replicas 0 while the follower is under load")

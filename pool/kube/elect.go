@@ -39,6 +39,7 @@ func (r *Runner) elect(ctx context.Context) error {
 			OnStoppedLeading: func() {},
 			OnNewLeader: func(id string) {
 				r.log.Info("scale leader", "lease", e.Namespace+"/"+e.LeaseName, "leader", id, "self", id == e.Identity)
+				r.setLeader(id)
 			},
 		},
 	})

@@ -42,11 +42,6 @@ import (
 // Lease (Election.ReportLeaseName).
 const ReportAnnotationPrefix = "replicas.tollgate.dev/"
 
-// retireSettle is how long the leader publishes the pods it is about to
-// let go before it lowers replicas: a replica that bound one of them just
-// before it saw the list has reported that by then, and the pod stays.
-const retireSettle = 2 * time.Second
-
 // report is one replica's annotation on the report Lease.
 type report struct {
 	// ID is the replica's identity (Election.Identity).
@@ -56,11 +51,24 @@ type report struct {
 	// Pods are the pods its instances hold, by name (or address).
 	Pods []string `json:"pods,omitempty"`
 	// Retiring, written by the leader only, are pods it is letting go: no
-	// replica binds a new instance to them.
-	Retiring []string `json:"retiring,omitempty"`
+	// replica binds a new instance to them. RetiringGen changes whenever
+	// the list does.
+	Retiring    []string `json:"retiring,omitempty"`
+	RetiringGen uint64   `json:"retiringGen,omitempty"`
+	// Seen is the leader's retiring list this replica applies (its
+	// Pods were reported after it stopped binding those pods): the
+	// leader lowers replicas only once every fresh replica has seen its
+	// current list.
+	Seen retiringSeen `json:"seen"`
 	// Beat changes at every heartbeat, so that a live replica's
 	// annotation changes even when nothing else does.
 	Beat uint64 `json:"beat"`
+}
+
+// retiringSeen names one version of a leader's retiring list.
+type retiringSeen struct {
+	Leader string `json:"leader,omitempty"`
+	Gen    uint64 `json:"gen,omitempty"`
 }
 
 // peer is another replica's last report and when this replica saw it
@@ -150,10 +158,11 @@ func (r *Runner) reportNow() {
 
 // myReportLocked is this replica's report; r.mu is held.
 func (r *Runner) myReportLocked() report {
-	rep := report{ID: r.o.Election.Identity, Ask: r.live, Beat: r.beat}
+	rep := report{ID: r.o.Election.Identity, Ask: r.live, Beat: r.beat, Seen: r.seen}
 	rep.Pods = slices.Sorted(maps.Keys(r.bound))
-	if r.leading.Load() && len(r.victims) > 0 {
+	if r.leading.Load() {
 		rep.Retiring = slices.Sorted(maps.Keys(r.victims))
+		rep.RetiringGen = r.retiringGen
 	}
 	return rep
 }
@@ -182,6 +191,15 @@ func (r *Runner) runReports(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("kube %s: watching the report Lease: %w", r.o.Target, err)
 	}
+	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+		r.m.apiErrors.WithLabelValues("watch_report").Inc()
+		cache.DefaultWatchErrorHandler(ctx, nil, err)
+	}); err != nil {
+		return fmt.Errorf("kube %s: watching the report Lease: %w", r.o.Target, err)
+	}
+	r.mu.Lock()
+	r.reportsSynced = inf.HasSynced
+	r.mu.Unlock()
 	informed := make(chan struct{})
 	go func() {
 		defer close(informed)
@@ -196,6 +214,9 @@ func (r *Runner) runReports(ctx context.Context) error {
 	for {
 		r.mu.Lock()
 		rep := r.myReportLocked()
+		if r.forceReport {
+			r.forceReport, last = false, ""
+		}
 		r.mu.Unlock()
 		b, err := json.Marshal(rep)
 		if err != nil {
@@ -210,7 +231,12 @@ func (r *Runner) runReports(ctx context.Context) error {
 				// Said once per run of failures; retried with backoff
 				// (250 ms doubling to 8 s) so a missing permission
 				// neither floods the log nor the API server.
-				if failures == 0 {
+				switch {
+				case failures > 0:
+				case apierrors.IsForbidden(err):
+					r.log.Error("not allowed to publish this replica's report: the Role needs get, list, watch and patch on this Lease, and create on leases (deploy/kubernetes/base/rbac.yaml); until then the leader does not count this replica",
+						"lease", e.Namespace+"/"+e.ReportLeaseName, "error", err)
+				default:
 					r.log.Warn("could not publish this replica's report; the leader does not count this replica until it can", "lease", e.Namespace+"/"+e.ReportLeaseName, "error", err)
 				}
 				wait := min(250*time.Millisecond<<min(failures, 5), 8*time.Second)
@@ -310,10 +336,12 @@ func (r *Runner) forgetGone(ctx context.Context) {
 	}
 }
 
-// observeReports takes the report Lease's annotations (none once it is
-// deleted) as the peers' reports, notes which changed, and wakes the scale
-// loop. Another Lease (a client that ignores the field selector) is
-// ignored.
+// observeReports takes the report Lease's annotations as the peers'
+// reports, notes which changed, applies the current leader's retiring
+// list, and wakes the scale loop. Another Lease (a client that ignores the
+// field selector) is ignored. When the report Lease is deleted the peers
+// are kept (they protect the pods they hold until forgotten) and every
+// replica publishes again.
 func (r *Runner) observeReports(obj any, deleted bool) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
@@ -322,44 +350,47 @@ func (r *Runner) observeReports(obj any, deleted bool) {
 	if !ok || l.Name != r.o.Election.ReportLeaseName {
 		return
 	}
-	ann := l.Annotations
-	if deleted {
-		ann = nil
-	}
 	now := time.Now()
 	r.mu.Lock()
+	if deleted {
+		r.forceReport = true
+		r.mu.Unlock()
+		r.reportNow()
+		return
+	}
 	before := len(r.peers)
 	seen := map[string]bool{}
-	retiring := map[string]bool{}
-	for key, raw := range ann {
+	for key, raw := range l.Annotations {
 		if !strings.HasPrefix(key, ReportAnnotationPrefix) || key == r.reportKey {
 			continue
 		}
 		seen[key] = true
-		p, ok := r.peers[key]
-		if ok && p.raw == raw {
-			for _, pod := range p.rep.Retiring {
-				retiring[pod] = true
-			}
+		if p, ok := r.peers[key]; ok && p.raw == raw {
 			continue
 		}
 		var rep report
 		if err := json.Unmarshal([]byte(raw), &rep); err != nil {
-			r.log.Warn("ignoring an unreadable replica report", "report", key, "error", err)
+			if r.badReports[key] != raw {
+				r.badReports[key] = raw
+				r.log.Warn("ignoring an unreadable replica report", "report", key, "error", err)
+			}
 			continue
 		}
+		delete(r.badReports, key)
 		r.peers[key] = peer{rep: rep, raw: raw, seen: now}
 		r.m.received.Inc()
-		for _, pod := range rep.Retiring {
-			retiring[pod] = true
-		}
 	}
 	for key := range r.peers {
 		if !seen[key] {
 			delete(r.peers, key)
 		}
 	}
-	r.peerRetiring = retiring
+	for key := range r.badReports {
+		if !seen[key] {
+			delete(r.badReports, key)
+		}
+	}
+	r.applyRetiringLocked()
 	r.peerMetricsLocked(now)
 	if len(r.peers) != before {
 		r.log.Info("tollgate replicas sharing the Deployment", "replicas", 1+len(r.peers))
@@ -368,65 +399,37 @@ func (r *Runner) observeReports(obj any, deleted bool) {
 	r.poke()
 }
 
-// sharedWantLocked is what the leader sets replicas to in shared mode:
-// the largest fresh ask, its own included, and the pods some replica
-// holds; r.mu is held.
-func (r *Runner) sharedWantLocked(now time.Time) (want int, held map[string]bool) {
-	want = r.live
-	held = map[string]bool{}
-	for key := range r.bound {
-		held[key] = true
-	}
-	for _, p := range r.freshPeersLocked(now) {
-		want = max(want, p.rep.Ask)
-		for _, pod := range p.rep.Pods {
-			held[pod] = true
-		}
-	}
-	return want, held
+// setLeader records the Lease holder's identity (leader election's
+// OnNewLeader): only its retiring list counts.
+func (r *Runner) setLeader(id string) {
+	r.mu.Lock()
+	r.leaderID = id
+	r.applyRetiringLocked()
+	r.mu.Unlock()
+	r.poke()
 }
 
-// sharedVictims chooses, while leading in shared mode, the ready pods to
-// let go when replicas go from `from` down to want: pods no replica holds,
-// highest names first (every replica binds the lowest free names first,
-// so the held pods stay a common prefix). Pods not ready go before any
-// ready one (the ReplicaSet's own ranking), so they are counted first. It
-// returns the new count, which is above want while held pods keep it up,
-// and the ready pods that go; ok is false while those pods have not been
-// published as retiring for retireSettle yet (the caller syncs again then).
-func (r *Runner) sharedVictims(now time.Time, from, want int) (to int, victims []string, ok bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, held := r.sharedWantLocked(now)
-	var free []string
-	for key := range r.ready {
-		if !held[key] {
-			free = append(free, key)
+// applyRetiringLocked takes the current leader's retiring list (none when
+// this replica leads, or the leader has not reported) as the pods not to
+// bind, and notes which version of it this replica applies; r.mu is held.
+func (r *Runner) applyRetiringLocked() {
+	retiring := map[string]bool{}
+	seen := retiringSeen{}
+	if r.leaderID != "" && r.leaderID != r.o.Election.Identity {
+		for _, p := range r.peers {
+			if p.rep.ID == r.leaderID {
+				for _, pod := range p.rep.Retiring {
+					retiring[pod] = true
+				}
+				seen = retiringSeen{Leader: p.rep.ID, Gen: p.rep.RetiringGen}
+				break
+			}
 		}
 	}
-	slices.Sort(free)
-	notReady := max(0, from-len(r.ready))
-	n := min(from-want, notReady+len(free))
-	k := max(0, n-notReady)
-	victims = free[len(free)-k:]
-	// Pods chosen before and no longer free stay: they are held again.
-	for pod := range r.victims {
-		if !slices.Contains(victims, pod) {
-			delete(r.victims, pod)
-		}
-	}
-	ok = true
-	for _, pod := range victims {
-		since, listed := r.victims[pod]
-		if !listed {
-			r.victims[pod] = now
-			ok = false
-		} else if now.Sub(since) < retireSettle {
-			ok = false
-		}
-	}
-	if !ok {
+	r.peerRetiring = retiring
+	r.bindLocked() // pods no longer retiring may be taken
+	if seen != r.seen {
+		r.seen = seen
 		r.reportNow()
 	}
-	return from - n, victims, ok
 }

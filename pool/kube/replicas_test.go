@@ -1,14 +1,22 @@
 package kube
 
 import (
+	"context"
 	"encoding/json"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // leaderAndFollower starts two elected runners of e's Deployment and
@@ -95,13 +103,17 @@ func TestSharedFollowerWakesFromZero(t *testing.T) {
 	ready(t, in)
 }
 
-// A pod the leader is letting go is not bound by a new instance; a report
-// not heard from within the lease duration stops counting.
+// A pod the leader is letting go is not bound by a new instance, and this
+// replica reports which list it applies; a list from a replica that does
+// not lead is not applied; a report not heard from within the lease
+// duration stops counting its ask, and its pods stay held until
+// forgotten.
 func TestSharedReportsRetiringAndStale(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.Election = &Election{Identity: "me"} })
 	r := e.r
-	leaderRep, _ := json.Marshal(report{ID: "other", Ask: 4, Pods: []string{"p9"}, Retiring: []string{"p1"}})
+	r.setLeader("other")
+	leaderRep, _ := json.Marshal(report{ID: "other", Ask: 4, Pods: []string{"p9"}, Retiring: []string{"p1"}, RetiringGen: 7})
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
 		Name: r.o.Election.ReportLeaseName, Namespace: e.ns,
 		Annotations: map[string]string{reportKey("other"): string(leaderRep), "unrelated": "x"},
@@ -118,6 +130,20 @@ func TestSharedReportsRetiringAndStale(t *testing.T) {
 		t.Errorf("bound %s, want p2 (p1 is retiring)", got)
 	}
 	r.mu.Lock()
+	rep := r.myReportLocked()
+	r.mu.Unlock()
+	if rep.Seen != (retiringSeen{Leader: "other", Gen: 7}) {
+		t.Errorf("report says it applies %+v, want other's gen 7", rep.Seen)
+	}
+	// Another replica leads now: other's list no longer holds p1 back.
+	r.setLeader("third")
+	r.mu.Lock()
+	free := r.freeLocked()
+	r.mu.Unlock()
+	if !slices.Contains(free, "p1") {
+		t.Errorf("free pods %v once other no longer leads, want p1 among them", free)
+	}
+	r.mu.Lock()
 	want, held := r.sharedWantLocked(time.Now())
 	r.mu.Unlock()
 	if want != 4 || !held["p9"] || !held["p2"] {
@@ -128,17 +154,27 @@ func TestSharedReportsRetiringAndStale(t *testing.T) {
 		p.seen = time.Now().Add(-r.o.Election.LeaseDuration)
 		r.peers[k] = p
 	}
-	want, _ = r.sharedWantLocked(time.Now())
+	want, held = r.sharedWantLocked(time.Now())
 	r.mu.Unlock()
-	if want != 1 || r.Sharers() != 1 {
-		t.Errorf("after the lease duration: want %d, sharers %d; want 1 and 1", want, r.Sharers())
+	if want != 1 || r.Sharers() != 1 || !held["p9"] {
+		t.Errorf("after the lease duration: want %d, sharers %d, held %v; want 1, 1 and p9 still held", want, r.Sharers(), held)
 	}
-	r.observeReports(lease, true) // deleted
 	r.mu.Lock()
-	n := len(r.peers)
+	for k, p := range r.peers {
+		p.seen = time.Now().Add(-r.heldFor())
+		r.peers[k] = p
+	}
+	_, held = r.sharedWantLocked(time.Now())
 	r.mu.Unlock()
-	if n != 0 {
-		t.Errorf("%d peers after the report Lease was deleted", n)
+	if held["p9"] {
+		t.Error("p9 still held four lease durations after its replica's last report")
+	}
+	r.observeReports(lease, true) // deleted: peers kept, this replica publishes again
+	r.mu.Lock()
+	n, force := len(r.peers), r.forceReport
+	r.mu.Unlock()
+	if n != 1 || !force {
+		t.Errorf("after the report Lease was deleted: %d peers, republish %v; want 1 and true", n, force)
 	}
 }
 
@@ -158,4 +194,151 @@ func TestReportKeyIsAValidAnnotation(t *testing.T) {
 		}
 		seen[k] = id
 	}
+}
+
+// peerReport writes replica rep.ID's report on e's report Lease, as that
+// replica would.
+func (e *env) peerReport(t *testing.T, rep report) {
+	t.Helper()
+	b, _ := json.Marshal(rep)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{reportKey(rep.ID): string(b)}}})
+	if _, err := e.client.CoordinationV1().Leases(e.ns).Patch(context.Background(), "tollgate-hello-replicas", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// soleLeader is one elected runner of e's Deployment, leading, with the
+// report Lease in place.
+func soleLeader(t *testing.T, e *env) *Runner {
+	t.Helper()
+	r, _, _ := e.elected(t, "l")
+	eventually(t, "it leads", func() bool { return leads(r) })
+	eventually(t, "its report published", func() bool { return testutil.ToFloat64(r.m.sent) >= 1 })
+	return r
+}
+
+// A scale-down called off (a request came while its pod was being
+// published as retiring) leaves the pod bindable: the new instance gets
+// it. A fresh replica that has not applied the retiring list holds the
+// scale-down back meanwhile.
+func TestSharedCalledOffScaleDownFreesThePod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	r := soleLeader(t, e)
+	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"})
+	in := start(t, r, "i1")
+	ready(t, in)
+	e.replicas(1)
+	e.peerReport(t, report{ID: "slow", Beat: 1}) // fresh, never applies a list
+	eventually(t, "the peer is seen", func() bool { return r.Sharers() == 2 })
+	if err := in.Stop(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "p1 published as retiring", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		_, ok := r.victims["p1"]
+		return ok
+	})
+	again := start(t, r, "i2")
+	ready(t, again) // fails (times out) while p1 stays retiring
+	if got := again.(*instance).podName; got != "p1" {
+		t.Errorf("bound %s, want p1", got)
+	}
+	if n, _ := e.scale.get(); n != 1 {
+		t.Errorf("replicas = %d, want 1", n)
+	}
+}
+
+// The leader lowers replicas only once every fresh replica reports it has
+// applied the retiring list, and not by a pod that report holds.
+func TestSharedScaleDownWaitsForEveryReplicaToApplyTheList(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	r := soleLeader(t, e)
+	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"}, pod{name: "p2", ip: "10.0.0.2"})
+	a, b := start(t, r, "a"), start(t, r, "b")
+	ready(t, a)
+	ready(t, b)
+	e.replicas(2)
+	e.peerReport(t, report{ID: "f", Beat: 1})
+	eventually(t, "the peer is seen", func() bool { return r.Sharers() == 2 })
+	if err := b.Stop(time.Second); err != nil { // b holds p2
+		t.Fatal(err)
+	}
+	var gen uint64
+	eventually(t, "p2 published as retiring", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		_, ok := r.victims["p2"]
+		gen = r.retiringGen
+		return ok
+	})
+	time.Sleep(3 * retireSettle)
+	if n, _ := e.scale.get(); n != 2 {
+		t.Fatalf("replicas = %d before the peer applied the list, want 2", n)
+	}
+	// The peer bound p2 before it saw the list, and says so with the
+	// list's generation: p2 is held, nothing goes.
+	e.peerReport(t, report{ID: "f", Ask: 1, Pods: []string{"p2"}, Beat: 2, Seen: retiringSeen{Leader: "l", Gen: gen}})
+	time.Sleep(3 * retireSettle)
+	if n, _ := e.scale.get(); n != 2 {
+		t.Fatalf("replicas = %d with p2 held by the peer, want 2", n)
+	}
+	if c := e.deletionCost("p2"); c != "" {
+		t.Errorf("p2, held by the peer, marked %q", c)
+	}
+	// The peer lets p2 go and has applied the current list: down to 1.
+	r.mu.Lock()
+	gen = r.retiringGen
+	r.mu.Unlock()
+	e.peerReport(t, report{ID: "f", Beat: 3, Seen: retiringSeen{Leader: "l", Gen: gen}})
+	eventually(t, "replicas 1 once the peer applied the list", func() bool {
+		r.mu.Lock()
+		g := r.retiringGen
+		r.mu.Unlock()
+		if g != gen { // the list changed again: say so
+			gen = g
+			e.peerReport(t, report{ID: "f", Beat: 4 + g, Seen: retiringSeen{Leader: "l", Gen: g}})
+		}
+		n, _ := e.scale.get()
+		return n == 1
+	})
+	if e.deletionCost("p2") == "" {
+		t.Error("p2 lowered without its deletion cost")
+	}
+}
+
+// A deletion cost that cannot be set keeps replicas where they are: the
+// ReplicaSet would otherwise choose the pod, perhaps a held one.
+func TestSharedScaleDownNeedsTheMark(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	var mu sync.Mutex
+	fail := true
+	e.client.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			return true, nil, apierrors.NewServiceUnavailable("patch refused for the test")
+		}
+		return false, nil, nil
+	})
+	r := soleLeader(t, e)
+	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"})
+	in := start(t, r, "i1")
+	ready(t, in)
+	e.replicas(1)
+	if err := in.Stop(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a failed mark", func() bool { return testutil.ToFloat64(r.m.apiErrors.WithLabelValues("patch_pod")) >= 1 })
+	time.Sleep(3 * retireSettle)
+	if n, _ := e.scale.get(); n != 1 {
+		t.Fatalf("replicas = %d after the mark failed, want 1", n)
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	e.replicas(0)
 }

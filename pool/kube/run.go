@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,26 +123,31 @@ func (r *Runner) lead(ctx context.Context) {
 		r.leading.Store(false)
 		r.m.leader.Set(0)
 	}()
+	const key = "scale"
 	q := newQueue("scale-" + r.o.Target.String())
-	defer q.ShutDown()
+	r.mu.Lock()
+	clear(r.victims)
+	r.swept = false
+	r.requeue = func(d time.Duration) { q.AddAfter(key, d) }
+	r.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		r.work(ctx, q, r.syncScale)
 	}()
-	defer func() { q.ShutDown(); <-done }()
-	t := time.NewTicker(r.o.Resync)
-	defer t.Stop()
-	const key = "scale"
-	r.mu.Lock()
-	r.requeue = func(d time.Duration) { q.AddAfter(key, d) }
-	r.mu.Unlock()
 	defer func() {
+		q.ShutDown()
+		<-done // no sync runs from here on
 		r.mu.Lock()
 		r.requeue = func(time.Duration) {}
 		clear(r.victims) // the next leader chooses its own
+		r.retiringGen++
+		r.bindLocked()
 		r.mu.Unlock()
+		r.reportNow() // withdraw the retiring list now
 	}()
+	t := time.NewTicker(r.o.Resync)
+	defer t.Stop()
 	adopt := time.NewTimer(max(r.o.AdoptFor, 0))
 	defer adopt.Stop()
 	r.adoptUntil.Store(time.Now().Add(r.o.AdoptFor).UnixNano())
@@ -277,16 +283,14 @@ func (r *Runner) syncScale(ctx context.Context) error {
 		return fmt.Errorf("reading the scale of %s: %w", t, err)
 	}
 	r.m.reported.Set(float64(s.Status.Replicas))
+	if r.shared() {
+		return r.syncShared(ctx, s)
+	}
 	now := time.Now()
 	r.mu.Lock()
 	r.selector = s.Status.Selector
 	want := int32(r.live)
-	if r.shared() {
-		w, _ := r.sharedWantLocked(now)
-		want = int32(w)
-	}
 	surplus := r.freeLocked()
-	requeue := r.requeue
 	r.mu.Unlock()
 	r.m.desired.Set(float64(want))
 	from := s.Spec.Replicas
@@ -297,29 +301,7 @@ func (r *Runner) syncScale(ctx context.Context) error {
 		r.log.Debug("not lowering replicas yet: adopting the running pods", "replicas", from, "want", want)
 		return nil
 	}
-	if want < from && r.shared() {
-		to, victims, ok := r.sharedVictims(now, int(from), int(want))
-		if !ok {
-			requeue(retireSettle)
-			return nil
-		}
-		if int32(to) != want {
-			r.log.Debug("holding replicas: pods in use by a replica", "replicas", from, "want", want, "to", to)
-		}
-		if int32(to) == from {
-			return nil
-		}
-		r.unmarkHeld(ctx, now)
-		for _, key := range victims {
-			r.mu.Lock()
-			pod := r.ready[key].pod
-			r.mu.Unlock()
-			if pod != "" {
-				_ = r.markForDeletion(ctx, pod)
-			}
-		}
-		want = int32(to)
-	} else if n := int(from - want); n > 0 {
+	if n := int(from - want); n > 0 {
 		// Ready pods no instance holds go first, then the ReplicaSet's
 		// own ranking (not ready before ready).
 		for _, key := range surplus[:min(n, len(surplus))] {
@@ -331,8 +313,15 @@ func (r *Runner) syncScale(ctx context.Context) error {
 			}
 		}
 	}
+	return r.writeReplicas(ctx, s, want)
+}
+
+// writeReplicas updates the scale read as s to want replicas.
+func (r *Runner) writeReplicas(ctx context.Context, s *autoscalingv1.Scale, want int32) error {
+	t := r.o.Target
+	from := s.Spec.Replicas
 	s.Spec.Replicas = want
-	if _, err := sc.Update(ctx, t.Resource, s, metav1.UpdateOptions{}); err != nil {
+	if _, err := r.o.Scales.Scales(t.Namespace).Update(ctx, t.Resource, s, metav1.UpdateOptions{}); err != nil {
 		op := "update_scale"
 		if apierrors.IsConflict(err) {
 			op = "update_scale_conflict"
@@ -355,40 +344,12 @@ func (r *Runner) markForDeletion(ctx context.Context, pod string) error {
 		r.log.Warn("could not set the deletion cost of a pod; the ReplicaSet picks which pod goes", "pod", pod, "error", err)
 		return fmt.Errorf("marking pod %s for deletion: %w", pod, err)
 	}
-	r.mu.Lock()
-	r.marked[pod] = true
-	r.mu.Unlock()
-	return nil
-}
-
-// unmarkHeld removes the deletion cost from pods marked before that a
-// replica holds again (a scale-down that was held back, then traffic
-// came): the ReplicaSet would remove them first. Shared mode only.
-func (r *Runner) unmarkHeld(ctx context.Context, now time.Time) {
-	r.mu.Lock()
-	_, held := r.sharedWantLocked(now)
-	var again []string
-	for key := range held {
-		if pod := r.ready[key].pod; pod != "" && r.marked[pod] {
-			again = append(again, pod)
-		}
-	}
-	for pod := range r.marked {
-		if _, ok := r.ready[pod]; !ok && !held[pod] {
-			delete(r.marked, pod) // gone
-		}
-	}
-	r.mu.Unlock()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, DeletionCostAnnotation)
-	for _, pod := range again {
-		if _, err := r.o.Client.CoreV1().Pods(r.o.Target.Namespace).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			r.m.apiErrors.WithLabelValues("patch_pod").Inc()
-			continue
-		}
+	if r.shared() {
 		r.mu.Lock()
-		delete(r.marked, pod)
+		r.marked[pod] = true
 		r.mu.Unlock()
 	}
+	return nil
 }
 
 // checkDeployment logs, once at start, whether the scaled Deployment

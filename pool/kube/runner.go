@@ -42,14 +42,21 @@ type Runner struct {
 	alloc    allocState
 
 	// Shared mode (Options.Election; replicas.go), guarded by mu.
-	reportKey    string               // this replica's annotation on the report Lease
-	reportKick   chan struct{}        // wakes the report loop; buffer 1
-	beat         uint64               // heartbeat counter in the report
-	peers        map[string]peer      // other replicas' reports, by annotation key
-	peerRetiring map[string]bool      // pods the leader is letting go: not bound
-	victims      map[string]time.Time // leading: pods chosen to go, since when published
-	marked       map[string]bool      // pods given the lowest deletion cost, by pod name
-	requeue      func(time.Duration)  // leading: sync the scale again after a while
+	reportKey     string              // this replica's annotation on the report Lease
+	reportKick    chan struct{}       // wakes the report loop; buffer 1
+	beat          uint64              // heartbeat counter in the report
+	forceReport   bool                // publish even if unchanged (the report Lease was deleted)
+	reportsSynced func() bool         // the report Lease has been read once
+	peers         map[string]peer     // other replicas' reports, by annotation key
+	badReports    map[string]string   // unreadable reports, by key: warned once per value
+	leaderID      string              // the Lease holder's identity, as last seen
+	peerRetiring  map[string]bool     // pods the current leader is letting go: not bound
+	seen          retiringSeen        // the leader's retiring list this replica applies
+	victims       map[string]victim   // leading: pods chosen to go
+	retiringGen   uint64              // leading: changes whenever victims do
+	marked        map[string]bool     // pods given the lowest deletion cost, by pod name (shared mode)
+	swept         bool                // leading: marks left by an earlier leader were read
+	requeue       func(time.Duration) // leading: sync the scale again after a while
 }
 
 // endpoint is one ready pod as the Service's EndpointSlices list it.
@@ -81,12 +88,14 @@ func New(opts Options) (*Runner, error) {
 		ready:   map[string]endpoint{},
 		retired: map[string]bool{},
 
-		reportKick:   make(chan struct{}, 1),
-		peers:        map[string]peer{},
-		peerRetiring: map[string]bool{},
-		victims:      map[string]time.Time{},
-		marked:       map[string]bool{},
-		requeue:      func(time.Duration) {},
+		reportKick:    make(chan struct{}, 1),
+		peers:         map[string]peer{},
+		peerRetiring:  map[string]bool{},
+		badReports:    map[string]string{},
+		victims:       map[string]victim{},
+		marked:        map[string]bool{},
+		requeue:       func(time.Duration) {},
+		reportsSynced: func() bool { return false },
 	}
 	if opts.Election != nil {
 		r.reportKey = reportKey(opts.Election.Identity)
@@ -152,7 +161,7 @@ func (r *Runner) bindLocked() {
 func (r *Runner) freeLocked() []string {
 	var free []string
 	for key := range r.ready {
-		if r.bound[key] == nil && !r.retired[key] && !r.peerRetiring[key] && r.victims[key].IsZero() {
+		if _, victim := r.victims[key]; r.bound[key] == nil && !r.retired[key] && !r.peerRetiring[key] && !victim {
 			free = append(free, key)
 		}
 	}
@@ -189,7 +198,8 @@ func (r *Runner) setReady(ready map[string]endpoint, listed map[string]bool) {
 	}
 	for key := range r.victims {
 		if _, ok := ready[key]; !ok {
-			delete(r.victims, key)
+			delete(r.victims, key) // gone, or no longer ready: nothing to protect
+			r.retiringGen++
 		}
 	}
 	r.bindLocked()
