@@ -59,7 +59,7 @@ func processCPU(pid int) (time.Duration, bool) {
 // (the engine's window and the test's differ slightly, and the tolerance
 // band may hold a count), and that the CPU driver decided.
 func TestProcessCPUDriverWins(t *testing.T) {
-	t.Parallel()
+	t.Parallel() // no turn in e2eSlots: it starts at once (see TestMain)
 	const (
 		cpus         = 0.05
 		maxInstances = 10
@@ -245,7 +245,7 @@ func TestProcessCPUDriverWins(t *testing.T) {
 // while the remaining client keeps being served. The idle timeout is
 // 10 minutes, so it is the surplus rule, not idleness, that stops it.
 func TestProcessSurplusInstanceStopsUnderLoad(t *testing.T) {
-	t.Parallel()
+	t.Parallel() // no turn in e2eSlots: it starts at once (see TestMain)
 	r := testRunner(t)
 	p, url, _ := startPool(t, pool.ServiceSpec{Name: "surplus", Runner: r, Engine: autoscale.Config{
 		MaxConcurrency: 4, MaxInstances: 6, IdleTimeout: 10 * time.Minute,

@@ -59,7 +59,7 @@ func startPoolBehind(t *testing.T, spec pool.ServiceSpec, read, write time.Durat
 // timeout of 8 s bounds it instead), and one longer than the request
 // timeout is answered 504, not cut.
 func TestProcessRequestTimeoutReplacesServerTimeouts(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	_, url := startPoolBehind(t, pool.ServiceSpec{Name: "long", Runner: testRunner(t),
 		Engine: autoscale.Config{MaxInstances: 1}, RequestTimeout: 8 * time.Second}, time.Second, time.Second)
 	if code, body, _ := fetch(t, url+"/?latency=4s"); code != 200 || !strings.HasPrefix(body, "ok ") {
@@ -96,7 +96,7 @@ func (b *slowBody) Read(p []byte) (int, error) {
 // error status, never the 200 with an empty body the server wrote when the
 // error handler returned without answering.
 func TestProcessSlowUploadCutByTheRequestTimeoutIsNot200(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	_, url := startPoolBehind(t, pool.ServiceSpec{Name: "upload", Runner: testRunner(t),
 		Engine: autoscale.Config{MaxInstances: 1}, RequestTimeout: 3 * time.Second}, 30*time.Second, 60*time.Second)
 	if code, body, _ := fetch(t, url+"/"); code != 200 { // warm
@@ -121,7 +121,7 @@ func TestProcessSlowUploadCutByTheRequestTimeoutIsNot200(t *testing.T) {
 // for the one instance on its way (the 10 s hedge knows it has been
 // starting longer than the 2 s guess) and is answered; no second instance.
 func TestProcessSlowStartStartsOneInstance(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	p, url, _ := startPool(t, pool.ServiceSpec{Name: "slow", Runner: testRunner(t, testservice.EnvStartupDelay+"=12s"),
 		Engine: autoscale.Config{MaxInstances: 3}})
 	if code, body, _ := fetch(t, url+"/"); code != 200 || !strings.HasPrefix(body, "ok ") {
@@ -137,7 +137,7 @@ func TestProcessSlowStartStartsOneInstance(t *testing.T) {
 // reason as soon as the start has failed, and so do the requests during
 // the crash-loop backoff, instead of a 504 after the pending wait.
 func TestProcessFailedStartAnswers503AtOnce(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	_, url, _ := startPool(t, pool.ServiceSpec{Name: "nope", Runner: testRunner(t, testservice.EnvExit+"=2"),
 		Engine: autoscale.Config{MaxInstances: 1}})
 	for i := range 4 {
@@ -156,7 +156,7 @@ func TestProcessFailedStartAnswers503AtOnce(t *testing.T) {
 // only slot and two waiting, the next is answered 429 at once with
 // Retry-After, and the waiting ones are still served.
 func TestProcessPendingBound(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	p, url, _ := startPool(t, pool.ServiceSpec{Name: "bounded", Runner: testRunner(t),
 		Engine: autoscale.Config{MaxConcurrency: 1, MaxInstances: 1}, MaxPending: 2})
 	if code, _, _ := fetch(t, url+"/"); code != 200 {
@@ -198,7 +198,7 @@ func TestProcessPendingBound(t *testing.T) {
 // 20 requests always in flight, max concurrency 10, the 60 % target:
 // 20 / 6 = 3.33 needs 4 instances, held for 10 s.
 func TestProcessTwentyConcurrentAtMaxConcurrencyTenNeedFour(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	p, url, _ := startPool(t, pool.ServiceSpec{Name: "twenty", Runner: testRunner(t), Engine: autoscale.Config{
 		MaxConcurrency: 10, MaxInstances: 8,
 	}})
@@ -237,7 +237,7 @@ func TestProcessTwentyConcurrentAtMaxConcurrencyTenNeedFour(t *testing.T) {
 // request is answered 502 (never 200), and the exit is logged and counted
 // with reason oom_killed.
 func TestProcessOOMKilledIsLoggedAndCounted(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	runLogs := &logtest.Buffer{}
 	r, err := process.New(process.Options{
 		Command:   testservice.Build(t),

@@ -32,19 +32,37 @@ import (
 	"github.com/tollgate/tollgate/pool/process"
 )
 
-// TestMain runs four tests at a time unless -parallel says otherwise: the
-// process tests spend their time waiting on real instances' timers (the
-// surplus rule's minute, idle timeouts, cold starts), not on the CPU, so
-// GOMAXPROCS (2 here) left the package 100 s long behind a 61 s test;
-// at four it takes 72 s, load average 38, every test passing.
+// TestMain lifts go test's bound on parallel tests (GOMAXPROCS, 2 here)
+// unless -parallel is given, and the real-process tests take turns in
+// e2eSlots instead: they spend their time waiting on real instances'
+// timers (the surplus rule's minute, idle timeouts, cold starts), not on
+// the CPU. The two longest (TestProcessSurplusInstanceStopsUnderLoad's
+// minute, TestProcessCPUDriverWins's 30 s window) take no turn, so they
+// start at once rather than behind the others, whatever order go test
+// resumes paused tests in: with four turns for all, the surplus test
+// started 17 s late and the package took 80 s. The in-process tests
+// (fakes) are not bounded: they are cheap.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
 	if !set {
-		flag.Set("test.parallel", "4")
+		flag.Set("test.parallel", "64")
 	}
 	testservice.Main(m)
+}
+
+// e2eSlots are the turns of the real-process tests (see TestMain).
+var e2eSlots = make(chan struct{}, 4)
+
+// parallelE2E marks t parallel and waits for a turn in e2eSlots, which
+// it gives back once t and its cleanups have ended. The time waiting for
+// a turn counts in t's reported duration.
+func parallelE2E(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	e2eSlots <- struct{}{}
+	t.Cleanup(func() { <-e2eSlots })
 }
 
 // startPool applies spec to a new pool, runs it until the test ends, and
@@ -62,6 +80,12 @@ func startPool(t *testing.T, spec pool.ServiceSpec) (*pool.Pool, string, func())
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
+			// The listener first: a client's GET cut by
+			// CloseClientConnections on a reused connection is retried by
+			// net/http's Transport, and a retry the server still accepted
+			// (TestProcessAtMaxInstancesPendingThen429's 40 s request) held
+			// srv.Close for its whole latency.
+			srv.Listener.Close()
 			srv.CloseClientConnections()
 			srv.Close()
 			cancel()
@@ -135,7 +159,7 @@ func readyCount(p *pool.Pool) int {
 }
 
 func TestProcessScaleFromZeroRecordsColdStart(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	r := testRunner(t, testservice.EnvStartupDelay+"=1s")
 	p, url, _ := startPool(t, pool.ServiceSpec{Name: "zero", Runner: r, Engine: autoscale.Config{MaxInstances: 2}})
 	time.Sleep(1500 * time.Millisecond)
@@ -164,7 +188,7 @@ func TestProcessScaleFromZeroRecordsColdStart(t *testing.T) {
 // driver asks ceil((6 / 4) / 0.6) = 3 instances. When the load stops,
 // the surplus and then every instance stop after the idle timeout.
 func TestProcessScalesToFormulaThenToZero(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	r := testRunner(t)
 	p, url, _ := startPool(t, pool.ServiceSpec{Name: "load", Runner: r, Engine: autoscale.Config{
 		MaxConcurrency: 4, MaxInstances: 6, IdleTimeout: 3 * time.Second,
@@ -229,7 +253,7 @@ func TestProcessScalesToFormulaThenToZero(t *testing.T) {
 }
 
 func TestProcessAtMaxInstancesPendingThen429(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	r := testRunner(t)
 	p, url, _ := startPool(t, pool.ServiceSpec{Name: "full", Runner: r, Engine: autoscale.Config{MaxConcurrency: 1, MaxInstances: 1}})
 	if code, _, _ := fetch(t, url+"/"); code != 200 {
@@ -252,7 +276,7 @@ func TestProcessAtMaxInstancesPendingThen429(t *testing.T) {
 }
 
 func TestProcessCrashedInstanceIsReplaced(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	r := testRunner(t, testservice.EnvCrashAfter+"=2")
 	_, url, _ := startPool(t, pool.ServiceSpec{Name: "crashy", Runner: r, Engine: autoscale.Config{MaxInstances: 1}})
 	seen := map[string]bool{}
@@ -273,7 +297,7 @@ func TestProcessCrashedInstanceIsReplaced(t *testing.T) {
 }
 
 func TestProcessIgnoringSIGTERMIsKilledAfterGrace(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	r := testRunner(t, testservice.EnvIgnoreSIGTERM+"=1")
 	p, url, stop := startPool(t, pool.ServiceSpec{Name: "stubborn", Runner: r, StopGrace: 2 * time.Second, Engine: autoscale.Config{MaxInstances: 1}})
 	if code, _, _ := fetch(t, url+"/"); code != 200 {
@@ -295,7 +319,7 @@ func TestProcessIgnoringSIGTERMIsKilledAfterGrace(t *testing.T) {
 // TestProcessCrashLoopBacksOff: a command that exits at once is restarted
 // with growing waits between attempts, counted in metrics.
 func TestProcessCrashLoopBacksOff(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	reg := prometheus.NewRegistry()
 	p := pool.New(pool.Options{Logger: testLog(t), Registry: reg})
 	if err := p.Apply([]pool.ServiceSpec{{Name: "loop", Runner: testRunner(t, testservice.EnvExit+"=3"), Engine: autoscale.Config{MaxInstances: 1}}}); err != nil {
@@ -359,7 +383,7 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // traffic once it is ready and stops the old instance, with every request
 // answered meanwhile.
 func TestProcessNewRevisionRollsOut(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	spec := pool.ServiceSpec{Name: "rev", Runner: testRunner(t, "GENERATION=1"), Template: "gen1", Engine: autoscale.Config{MinInstances: 1, MaxInstances: 3}}
 	p, url, _ := startPool(t, spec)
 	waitFor(t, 60*time.Second, "min instance not ready", func() bool { return readyCount(p) == 1 })
@@ -413,7 +437,7 @@ func TestProcessNewRevisionRollsOut(t *testing.T) {
 // and "instance stopped" appear once each, from the pool, with the
 // attributes the pool knows (pid, address, cold start; why it stopped).
 func TestProcessLifecycleIsLoggedOnce(t *testing.T) {
-	t.Parallel()
+	parallelE2E(t)
 	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	r, err := process.New(process.Options{
