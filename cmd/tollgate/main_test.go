@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -119,6 +120,17 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = exe
+	// The process tests wait on real servers' timers (the example's 20 s
+	// idle timeout, reloads, outages) far more than they use the CPU, and
+	// go test runs only GOMAXPROCS (2 here) parallel tests at once: the
+	// example test then started 19 s into the package. Unless -parallel
+	// is given, every parallel test starts at once.
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", "32")
+	}
 	code := m.Run()
 	testservice.Remove()
 	os.Exit(code)

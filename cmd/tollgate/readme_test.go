@@ -74,6 +74,7 @@ var varying = regexp.MustCompile(`("remaining"|"retry_after_ms"|"reset_after_ms"
 // (4 s between commands), and checks each answer against the one the
 // README prints.
 func TestReadmeDemoShowsWhatItPromises(t *testing.T) {
+	t.Parallel() // its own servers
 	steps := readmeDemo(t)
 	if len(steps) < 2 {
 		t.Fatalf("README demo has %d curl commands, want at least 2", len(steps))
