@@ -20,6 +20,7 @@ import (
 // most capacity + (t1-t0)/interval tokens, and not one more; it must admit
 // at least 95 % of that.
 func TestGlobalExactness(t *testing.T) {
+	t.Parallel() // its own redis-server and stores
 	if testing.Short() {
 		t.Skip("runs for 3 s")
 	}

@@ -33,6 +33,7 @@ func newStore(t testing.TB, client goredis.UniversalClient, opts Options) *Store
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel() // its own redis-server and stores
 	srv := redistest.Start(t)
 	client := newClient(t, srv)
 	limitertest.Run(t, func(t *testing.T, c *limitertest.Clock) limiter.Limiter {
@@ -41,6 +42,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConformanceDenyCache(t *testing.T) {
+	t.Parallel() // its own redis-server and stores
 	srv := redistest.Start(t)
 	client := newClient(t, srv)
 	var stores []*Store
@@ -62,6 +64,7 @@ func TestConformanceDenyCache(t *testing.T) {
 // groups the takes of a pipeline by hash tag: the cluster refuses a script
 // call whose keys span slots.
 func TestConformanceCluster(t *testing.T) {
+	t.Parallel() // its own redis-server and stores
 	srv := redistest.StartCluster(t)
 	client, err := NewClient("redis+cluster://" + srv.Addr)
 	if err != nil {
@@ -80,6 +83,7 @@ func TestConformanceCluster(t *testing.T) {
 // TestClusterPrefixWithBrace checks that a prefix with a brace, which
 // changes the keys' hash tags, still gets one slot per script call.
 func TestClusterPrefixWithBrace(t *testing.T) {
+	t.Parallel() // its own redis-server and stores
 	srv := redistest.StartCluster(t)
 	client, err := NewClient("redis+cluster://" + srv.Addr)
 	if err != nil {

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -141,6 +142,7 @@ func TestKeyLayout(t *testing.T) {
 }
 
 func TestOpenAndPing(t *testing.T) {
+	t.Parallel() // its own redis-server and stores
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	s, err := Open(srv.URL()+"/3", Options{Timeout: 10 * time.Second})
@@ -525,7 +527,16 @@ type quietRedisLog struct{}
 
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
+// TestMain runs four parallel tests at a time unless -parallel is given
+// (go test's default is GOMAXPROCS, 2 here): each has its own
+// redis-server, and they mostly wait on it, its stops and restarts.
 func TestMain(m *testing.M) {
 	goredis.SetLogger(quietRedisLog{})
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", "4")
+	}
 	os.Exit(m.Run())
 }

@@ -54,6 +54,7 @@ func loadFiles(t *testing.T, files tlsfiles.Files) *tlsfiles.Certs {
 }
 
 func TestRedissWithATestCA(t *testing.T) {
+	t.Parallel() // its own redis-server and stores
 	srv, client := tlsRedis(t, false)
 	if !strings.HasPrefix(srv.URL(), "rediss://") {
 		t.Fatalf("URL %s", srv.URL())
@@ -94,6 +95,7 @@ func TestRedissWithATestCA(t *testing.T) {
 }
 
 func TestRedissClientCertificate(t *testing.T) {
+	t.Parallel() // its own redis-server and stores
 	srv, client := tlsRedis(t, true)
 	caOnly := loadFiles(t, tlsfiles.Files{CA: client.CA})
 	if err := ping(srv.URL(), caOnly.ClientConfig); err == nil {
