@@ -23,6 +23,7 @@ import (
 // model's codes. It goes through the server as an HTTP proxy, so that
 // DiscoverInstances' data- host prefix needs no DNS.
 func TestAWSCLIEveryOperation(t *testing.T) {
+	t.Parallel() // its own node and aws processes
 	bin, err := exec.LookPath("aws")
 	if err != nil {
 		if os.Getenv("CI") == "true" {

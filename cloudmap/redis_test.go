@@ -110,6 +110,7 @@ func TestRedisStateOutlivesTheRegistry(t *testing.T) {
 // On a Redis Cluster a scope's state and its revision share a slot, so
 // updates (WATCH/MULTI on both) work.
 func TestRedisCluster(t *testing.T) {
+	t.Parallel() // its own redis-server and node
 	srv := redistest.StartCluster(t)
 	client := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{srv.Addr}})
 	t.Cleanup(func() { client.Close() })

@@ -16,6 +16,7 @@ import (
 // the Redis store's failure policies as --store-on-failure does: the
 // default, local, is neither open nor closed.
 func TestLiveStoreFailurePolicy(t *testing.T) {
+	t.Parallel()                    // its own servers
 	dead := redistest.ClosedAddr(t) // the policy is reported whether Redis answers or not
 	client := goredis.NewClient(&goredis.Options{Addr: dead, MaxRetries: -1})
 	defer client.Close()

@@ -12,6 +12,7 @@ import (
 // TestLiveStoreRedis checks the store panel's endpoint against a real
 // redis-server, before and after it stops.
 func TestLiveStoreRedis(t *testing.T) {
+	t.Parallel() // its own servers
 	srvRedis := redistest.Start(t)
 	// A timeout no loaded machine reaches: the first take is Redis's (a
 	// stopped server refuses at once, so the outage below is quick too).

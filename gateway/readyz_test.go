@@ -22,6 +22,7 @@ import (
 // unreachable (fail-closed) makes the node not ready, while the local and
 // open policies keep it ready and say Redis is down.
 func TestReadyzReportsTheStore(t *testing.T) {
+	t.Parallel()                    // its own servers
 	dead := redistest.ClosedAddr(t) // refuses, and no other test's server can take it
 	client := goredis.NewClient(&goredis.Options{Addr: dead, MaxRetries: -1})
 	defer client.Close()

@@ -175,6 +175,7 @@ func (r tickingRetryer) RetryDelay(attempt int, err error) (time.Duration, error
 }
 
 func TestSDKDefaultRetryerSucceedsAfterThrottle(t *testing.T) {
+	t.Parallel() // its own servers
 	clock := limitertest.NewClock()
 	_, srv := newTestServer(t, clock, Options{})
 	ctx := context.Background()

@@ -110,6 +110,7 @@ func liveLoad(t *testing.T, url string, s int) {
 // TestUIInBrowser drives a known load through a gateway, opens /ui in a
 // headless browser, and checks the page against the JSON endpoints.
 func TestUIInBrowser(t *testing.T) {
+	t.Parallel() // its own servers
 	br := browsertest.Start(t, 1200, 820)
 	clock := limitertest.NewClock()
 	svc := &fakeScaler{}
@@ -344,6 +345,7 @@ func saveScreenshot(t *testing.T, br *browsertest.Browser, name string) {
 // TestUIRefusedToken gives the page a wrong token: it must ask again, say
 // why, and keep nothing in sessionStorage.
 func TestUIRefusedToken(t *testing.T) {
+	t.Parallel() // its own servers
 	br := browsertest.Start(t, 900, 600)
 	_, srv := newTestServer(t, limitertest.NewClock(), Options{AdminToken: "tok", Live: liveview.New(liveview.Options{})})
 	err := chromedp.Do(br.Ctx,

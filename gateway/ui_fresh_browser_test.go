@@ -59,6 +59,7 @@ const readFresh = `(() => {
 // panel covers, the same way its empty message does, and the charts must
 // span what the server has seen (at least a minute), not 10 minutes.
 func TestUIFreshServer(t *testing.T) {
+	t.Parallel() // its own servers
 	br := browsertest.Start(t, 1200, 900)
 	clock := limitertest.NewClock()
 	idle := func() []liveview.ServiceSample {

@@ -122,6 +122,7 @@ descriptors:
 // On Redis Cluster each descriptor's bucket is its own hash tag: a request
 // whose descriptors live in several slots is still decided in one batch.
 func TestRedisCluster(t *testing.T) {
+	t.Parallel() // its own redis-server and node
 	srv := redistest.StartCluster(t)
 	cfg := mustParse(t, example2)
 	node := redisNode(t, "redis+cluster://"+srv.Addr, cfg)

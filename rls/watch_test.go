@@ -12,6 +12,7 @@ import (
 // swapped to it by a rename, the old directory removed) is reported once,
 // after the debounce, without a signal; so is a plain write.
 func TestWatchConfigMapSwap(t *testing.T) {
+	t.Parallel() // its own directory and watcher
 	dir := t.TempDir()
 	must := func(err error) {
 		t.Helper()

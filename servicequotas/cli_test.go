@@ -14,6 +14,7 @@ import (
 // TestCLISession runs the README's Service Quotas session with the AWS
 // CLI (v1), whose botocore parses and validates every answer.
 func TestCLISession(t *testing.T) {
+	t.Parallel() // its own node and aws processes; overlaps the browser test
 	bin, err := exec.LookPath("aws")
 	if err != nil {
 		if os.Getenv("CI") == "true" {

@@ -50,6 +50,7 @@ const readQuotaPanels = `(() => ({
 // one and denies the other through the admin endpoint, with the token
 // the operator pasted.
 func TestUIApprovesRequests(t *testing.T) {
+	t.Parallel() // its own node and browser
 	br := browsertest.Start(t, 1200, 1100)
 	clock := limitertest.NewClock()
 	n, rec := newLiveNode(t, clock)
