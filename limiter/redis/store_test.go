@@ -527,7 +527,7 @@ type quietRedisLog struct{}
 
 func (quietRedisLog) Printf(context.Context, string, ...any) {}
 
-// TestMain runs four parallel tests at a time unless -parallel is given
+// TestMain starts every parallel test at once unless -parallel is given
 // (go test's default is GOMAXPROCS, 2 here): each has its own
 // redis-server, and they mostly wait on it, its stops and restarts.
 func TestMain(m *testing.M) {
@@ -536,7 +536,7 @@ func TestMain(m *testing.M) {
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
 	if !set {
-		flag.Set("test.parallel", "4")
+		flag.Set("test.parallel", "16")
 	}
 	os.Exit(m.Run())
 }
