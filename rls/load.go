@@ -1,9 +1,9 @@
 package rls
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"context"
 	"fmt"
 	"io"
 	"io/fs"
