@@ -1,5 +1,7 @@
 package autoscale
 
+import "math"
+
 // SetConfig applies new settings to a running engine, as a reload of the
 // same revision does: targets, CPUs per instance, min and max instances,
 // idle timeout and cold-start estimate take effect from the next call, and
@@ -25,6 +27,38 @@ func (e *Engine) SetConfig(cfg Config) error {
 	e.cfg, e.policy = cfg, p
 	if cfg.MaxConcurrency != oldMax {
 		e.NewDeployment()
+	}
+	return nil
+}
+
+// SetConfigShared applies cfg as SetConfig does, for a caller whose
+// instances other callers also send requests to (several tollgate
+// replicas sharing one Deployment's pods): cfg.MaxConcurrency is this
+// caller's share of each instance's capacity, and a change of it scales
+// every instance's ACT value by the same ratio (rounded, at least 1)
+// rather than resetting it, since what each instance was seen to handle
+// has not changed, only this caller's part of it.
+func (e *Engine) SetConfigShared(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.withDefaults()
+	p := cfg.Policy
+	if p == nil {
+		p = NewCloudRun(cfg)
+	}
+	oldMax := e.cfg.MaxConcurrency
+	e.cfg, e.policy = cfg, p
+	if cfg.MaxConcurrency == oldMax {
+		return nil
+	}
+	for _, in := range e.instances {
+		act := int(math.Round(float64(in.act) * float64(cfg.MaxConcurrency) / float64(oldMax)))
+		in.act = min(max(act, 1), cfg.MaxConcurrency)
+	}
+	e.actSum = 0
+	for _, in := range e.ready {
+		e.actSum += in.act
 	}
 	return nil
 }

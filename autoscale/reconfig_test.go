@@ -90,3 +90,41 @@ func TestWithDefaults(t *testing.T) {
 		t.Fatalf("WithDefaults = %+v", c)
 	}
 }
+
+// A share change scales every ACT value by its ratio instead of resetting
+// it to the new maximum concurrency, as a reload's change does.
+func TestSetConfigSharedScalesACT(t *testing.T) {
+	e, err := New(Config{MaxInstances: 2, MaxConcurrency: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	r := e.Route(t0)
+	if _, err := e.InstanceReady(t0.Add(time.Second), r.Instance); err != nil {
+		t.Fatal(err)
+	}
+	e.instances[r.Instance].act = 30 // as if ACT had come down from 80
+	e.actSum = 30
+	if err := e.SetConfigShared(Config{MaxInstances: 2, MaxConcurrency: 40}); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := e.Instance(r.Instance); info.ACT != 15 {
+		t.Errorf("ACT after halving the share = %d, want 15 (30 × 40/80)", info.ACT)
+	}
+	if got := e.Metrics(t0.Add(2 * time.Second)).ACTCapacity; got != 15 {
+		t.Errorf("ACT capacity = %v, want 15", got)
+	}
+	if err := e.SetConfigShared(Config{MaxInstances: 2, MaxConcurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := e.Instance(r.Instance); info.ACT != 1 {
+		t.Errorf("ACT at a share of 1 = %d, want 1", info.ACT)
+	}
+	// A reload's change (SetConfig) still resets it.
+	if err := e.SetConfig(Config{MaxInstances: 2, MaxConcurrency: 20}); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := e.Instance(r.Instance); info.ACT != 20 {
+		t.Errorf("ACT after SetConfig = %d, want 20", info.ACT)
+	}
+}

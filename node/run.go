@@ -50,7 +50,7 @@ func (n *Node) Run(ctx context.Context) error {
 	grp.Go(func() error { return n.quotas.Run(background) }) // follows other nodes' quota approvals
 	if n.rls != nil && n.opts.RLS.Watch {
 		grp.Go(func() error { // the rls config directory's changes queue the same reload as SIGHUP
-			return rls.Watch(failed, n.rlsDir, rls.WatchOptions{Logger: n.log}, func() {
+			return rls.Watch(failed, n.rlsDir, rls.WatchOptions{Logger: n.log, Loaded: n.rls.Config().Digest()}, func() {
 				if n.TriggerReload() {
 					n.log.Info("rls config directory changed: reloading config")
 				}

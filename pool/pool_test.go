@@ -58,24 +58,8 @@ func TestScaleFromZeroRecordsColdStart(t *testing.T) {
 func TestConcurrencyNeverAboveMaxConcurrency(t *testing.T) {
 	t.Parallel()
 	r := &serverRunner{tag: "v1"}
-	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{MaxInstances: 1, MaxConcurrency: 2}})
-	runPool(t, p)
-	var wg sync.WaitGroup
-	codes := make([]int, 8)
-	for i := range codes {
-		wg.Go(func() { codes[i], _, _ = get(t, p.Handler("s"), "/?sleep=300ms") })
-	}
-	wg.Wait()
-	for i, c := range codes {
-		if c != 200 {
-			t.Errorf("request %d: %d", i, c)
-		}
-	}
-	inst := r.all()
-	if len(inst) != 1 {
-		t.Fatalf("%d instances at max instances 1", len(inst))
-	}
-	if m := inst[0].maxFlight.Load(); m > 2 || m < 1 {
+	inst := eightAtOnceOnOneInstance(t, r, r, 2)
+	if m := inst.maxFlight.Load(); m > 2 || m < 1 {
 		t.Fatalf("the instance ran %d requests at once; max concurrency is 2", m)
 	}
 }
@@ -470,7 +454,19 @@ func TestSharedInstanceGetsItsShareOfConcurrency(t *testing.T) {
 	t.Parallel()
 	r := &sharedRunner{serverRunner: &serverRunner{tag: "v1"}}
 	r.n.Store(2)
-	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{MaxInstances: 1, MaxConcurrency: 4}})
+	inst := eightAtOnceOnOneInstance(t, r, r.serverRunner, 4)
+	if m := inst.maxFlight.Load(); m != 2 {
+		t.Fatalf("the instance ran %d requests at once; its share of max concurrency 4 among 2 replicas is 2", m)
+	}
+}
+
+// eightAtOnceOnOneInstance sends 8 requests of 300 ms at once to a
+// service of one instance at most, run by runner (whose instances sr
+// records), with maxConcurrency; every one must be answered 200. It
+// returns the instance.
+func eightAtOnceOnOneInstance(t *testing.T, runner Runner, sr *serverRunner, maxConcurrency int) *serverInstance {
+	t.Helper()
+	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: runner, Engine: autoscale.Config{MaxInstances: 1, MaxConcurrency: maxConcurrency}})
 	runPool(t, p)
 	var wg sync.WaitGroup
 	codes := make([]int, 8)
@@ -483,11 +479,9 @@ func TestSharedInstanceGetsItsShareOfConcurrency(t *testing.T) {
 			t.Errorf("request %d: %d", i, c)
 		}
 	}
-	inst := r.all()
+	inst := sr.all()
 	if len(inst) != 1 {
 		t.Fatalf("%d instances at max instances 1", len(inst))
 	}
-	if m := inst[0].maxFlight.Load(); m != 2 {
-		t.Fatalf("the instance ran %d requests at once; its share of max concurrency 4 among 2 replicas is 2", m)
-	}
+	return inst[0]
 }

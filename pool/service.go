@@ -212,7 +212,7 @@ func (rv *revision) reshare() {
 	if n == rv.sharers {
 		return
 	}
-	if err := rv.eng.SetConfig(shareOf(rv.cfg, n)); err != nil {
+	if err := rv.eng.SetConfigShared(shareOf(rv.cfg, n)); err != nil {
 		rv.log.Warn("cannot apply the capacity share", "sharers", n, "error", err)
 		return
 	}

@@ -113,6 +113,17 @@ type Config struct {
 	rules    []*Rule
 	files    []string
 	warnings []string
+	digest   string // of the files it was loaded from (Load); "" when parsed
+}
+
+// Digest is a hash of the names and contents of the files the config was
+// loaded from ([Load]), "" for one built by Parse; compare it with
+// [DirDigest] to tell whether the files changed since.
+func (c *Config) Digest() string {
+	if c == nil {
+		return ""
+	}
+	return c.digest
 }
 
 // Warnings lists what loaded but was likely not meant, one line each with

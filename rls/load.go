@@ -2,6 +2,8 @@ package rls
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -54,7 +56,34 @@ func LoadContext(ctx context.Context, dir string, opts LoadOptions) (*Config, er
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return Parse(files, opts)
+	cfg, err := Parse(files, opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg.digest = digestFiles(files)
+	return cfg, nil
+}
+
+// DirDigest reads the config files under dir as [Load] does, with its
+// bounds, and returns their [Config.Digest].
+func DirDigest(ctx context.Context, dir string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, DefaultLoadTimeout)
+	defer cancel()
+	files, err := readDir(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	return digestFiles(files), nil
+}
+
+// digestFiles hashes the files' names and contents, in the order read.
+func digestFiles(files []File) string {
+	h := sha256.New()
+	for _, f := range files {
+		fmt.Fprintf(h, "%d:%s:%d:", len(f.Name), f.Name, len(f.Data))
+		h.Write(f.Data)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // readDir reads the config files under dir (or dir itself, a file).

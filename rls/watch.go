@@ -25,6 +25,11 @@ type WatchOptions struct {
 	Debounce time.Duration
 	// Logger receives the watch's problems; nil discards them.
 	Logger *slog.Logger
+	// Loaded is the Config.Digest of what the caller loaded before
+	// calling Watch. When set, Watch reads the files once its watch is
+	// set up and calls changed if they differ, so that a change made
+	// between the caller's load and the watch is not missed.
+	Loaded string
 }
 
 // Watch watches the config directory dir (or the file dir names) with
@@ -63,6 +68,13 @@ func Watch(ctx context.Context, dir string, opts WatchOptions, changed func()) e
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	if opts.Loaded != "" {
+		// Every change from here on is an event; one made before it
+		// shows as a different digest.
+		if d, err := DirDigest(ctx, dir); err != nil || d != opts.Loaded {
+			timer.Reset(debounce)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():

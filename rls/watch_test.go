@@ -81,3 +81,51 @@ func TestWatchConfigMapSwap(t *testing.T) {
 	must(os.WriteFile(filepath.Join(dir, "sub", "deeper", "x.yaml"), []byte("domain: c\n"), 0o644))
 	wait("a file in the new directory")
 }
+
+// A change made after the caller's Load and before Watch set up its watch
+// is reported (WatchOptions.Loaded); with the files as loaded, nothing is.
+func TestWatchReportsAChangeBeforeItStarted(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(file, []byte("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := func(t *testing.T) chan struct{} {
+		changes := make(chan struct{}, 16)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- Watch(ctx, dir, WatchOptions{Debounce: 50 * time.Millisecond, Loaded: cfg.Digest()}, func() { changes <- struct{}{} })
+		}()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Watch: %v", err)
+			}
+		})
+		return changes
+	}
+	t.Run("unchanged", func(t *testing.T) {
+		changes := watch(t)
+		select {
+		case <-changes:
+			t.Error("reported a change with the files as loaded")
+		case <-time.After(time.Second):
+		}
+	})
+	t.Run("changed before the watch", func(t *testing.T) {
+		if err := os.WriteFile(file, []byte("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 2}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		changes := watch(t)
+		select {
+		case <-changes:
+		case <-time.After(30 * time.Second):
+			t.Error("a change made before the watch started was not reported")
+		}
+	})
+}

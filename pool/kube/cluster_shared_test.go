@@ -20,60 +20,6 @@ import (
 	"github.com/tollgate/tollgate/pool"
 )
 
-// busyStandIns serve for kwok's pods like standIns, and record the most
-// requests each pod ran at once, from all replicas together.
-type busyStandIns struct {
-	mu   sync.Mutex
-	srvs map[string]*httptest.Server
-	now  map[string]*atomic.Int64
-	peak map[string]int64
-}
-
-func newBusyStandIns(t *testing.T) *busyStandIns {
-	s := &busyStandIns{srvs: map[string]*httptest.Server{}, now: map[string]*atomic.Int64{}, peak: map[string]int64{}}
-	t.Cleanup(func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, srv := range s.srvs {
-			srv.Close()
-		}
-	})
-	return s
-}
-
-func (s *busyStandIns) address(pod, _ string, _ int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if srv, ok := s.srvs[pod]; ok {
-		return srv.Listener.Addr().String()
-	}
-	n := &atomic.Int64{}
-	s.now[pod] = n
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v := n.Add(1)
-		defer n.Add(-1)
-		s.mu.Lock()
-		s.peak[pod] = max(s.peak[pod], v)
-		s.mu.Unlock()
-		if d, err := time.ParseDuration(r.URL.Query().Get("sleep")); err == nil {
-			time.Sleep(d)
-		}
-		fmt.Fprintf(w, "pod %s", pod)
-	}))
-	s.srvs[pod] = srv
-	return srv.Listener.Addr().String()
-}
-
-func (s *busyStandIns) peaks() map[string]int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]int64{}
-	for k, v := range s.peak {
-		out[k] = v
-	}
-	return out
-}
-
 // cuttable is a transport that fails every call once cut: a replica
 // killed with SIGKILL (its Lease is not renewed, its report not updated,
 // nothing it held is released).
@@ -101,7 +47,7 @@ type replica struct {
 	done   chan struct{}
 }
 
-func (c *cluster) replica(t *testing.T, id string, si *busyStandIns, eng autoscale.Config) *replica {
+func (c *cluster) replica(t *testing.T, id string, si *standIns, eng autoscale.Config) *replica {
 	t.Helper()
 	rp := &replica{id: id, cut: &atomic.Bool{}, done: make(chan struct{})}
 	cfg := rest.CopyConfig(c.cfg)
@@ -213,7 +159,7 @@ func (l *load) end() { close(l.stop); l.wg.Wait() }
 // fails, and replicas never go to zero.
 func TestClusterReplicasShareADeployment(t *testing.T) {
 	c := newCluster(t)
-	si := newBusyStandIns(t)
+	si := newStandIns(t)
 	const maxConc, maxInst = 2, 4
 	eng := autoscale.Config{MaxConcurrency: maxConc, MaxInstances: maxInst, IdleTimeout: 2 * time.Second, InitialColdStart: 5 * time.Second}
 	a, b := c.replica(t, "a", si, eng), c.replica(t, "b", si, eng)
@@ -349,12 +295,12 @@ func TestClusterThreeReplicasScaleAsOne(t *testing.T) {
 		return n
 	}
 	one := newCluster(t)
-	solo := one.replica(t, "solo", newBusyStandIns(t), eng)
+	solo := one.replica(t, "solo", newStandIns(t), eng)
 	one.waitFor(t, "the replica leads", func() bool { return leads(solo.r) })
 	alone := steady(one, []*replica{solo})
 
 	three := newCluster(t)
-	si := newBusyStandIns(t)
+	si := newStandIns(t)
 	reps := []*replica{three.replica(t, "a", si, eng), three.replica(t, "b", si, eng), three.replica(t, "c", si, eng)}
 	three.waitFor(t, "each replica sees the others", func() bool {
 		for _, rp := range reps {

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,14 +138,16 @@ func (c *cluster) waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // standIns serve for kwok's pods, whose IPs nothing listens on: one local
-// server per pod name, answering "pod NAME" after ?sleep=.
+// server per pod name, answering "pod NAME" after ?sleep=, and recording
+// the most requests each pod ran at once (from every replica together).
 type standIns struct {
 	mu   sync.Mutex
 	srvs map[string]*httptest.Server
+	peak map[string]int64
 }
 
 func newStandIns(t *testing.T) *standIns {
-	s := &standIns{srvs: map[string]*httptest.Server{}}
+	s := &standIns{srvs: map[string]*httptest.Server{}, peak: map[string]int64{}}
 	t.Cleanup(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -161,7 +165,13 @@ func (s *standIns) address(pod, _ string, _ int) string {
 	if srv, ok := s.srvs[pod]; ok {
 		return srv.Listener.Addr().String()
 	}
+	var now atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := now.Add(1)
+		defer now.Add(-1)
+		s.mu.Lock()
+		s.peak[pod] = max(s.peak[pod], v)
+		s.mu.Unlock()
 		if d, err := time.ParseDuration(r.URL.Query().Get("sleep")); err == nil {
 			time.Sleep(d)
 		}
@@ -169,6 +179,13 @@ func (s *standIns) address(pod, _ string, _ int) string {
 	}))
 	s.srvs[pod] = srv
 	return srv.Listener.Addr().String()
+}
+
+// peaks is the most requests each pod ran at once.
+func (s *standIns) peaks() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.peak)
 }
 
 func (c *cluster) runner(t *testing.T, cfg *rest.Config, mod func(*Options)) *Runner {

@@ -32,9 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -174,16 +172,8 @@ func (r *Runner) runReports(ctx context.Context) error {
 	e := r.o.Election
 	leases := r.o.Client.CoordinationV1().Leases(e.Namespace)
 	sel := fields.OneTermEqualSelector("metadata.name", e.ReportLeaseName).String()
-	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-			lo.FieldSelector = sel
-			return leases.List(ctx, lo)
-		},
-		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-			lo.FieldSelector = sel
-			return leases.Watch(ctx, lo)
-		},
-	}, r.o.Client), &coordinationv1.Lease{}, cache.SharedIndexInformerOptions{})
+	inf := newInformer(r.o.Client, leases.List, leases.Watch, func(lo *metav1.ListOptions) { lo.FieldSelector = sel },
+		&coordinationv1.Lease{}, cache.SharedIndexInformerOptions{})
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.observeReports(obj, false) },
 		UpdateFunc: func(_, obj any) { r.observeReports(obj, false) },

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -341,4 +342,51 @@ func TestSharedScaleDownNeedsTheMark(t *testing.T) {
 	fail = false
 	mu.Unlock()
 	e.replicas(0)
+}
+
+// A pod that the EndpointSlices do not list ready yet but whose status is
+// Ready is not counted as not ready: lowering by it would let the
+// ReplicaSet take a ready pod, perhaps a held one.
+func TestSharedScaleDownTrustsPodStatusOverSliceLag(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.scale.mu.Lock()
+	e.scale.replicas = 2
+	e.scale.mu.Unlock()
+	r := soleLeader(t, e)
+	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"})
+	setPodReady := func(name string, ready bool) {
+		t.Helper()
+		ctx := context.Background()
+		p, err := e.client.CoreV1().Pods(e.ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			p, err = e.client.CoreV1().Pods(e.ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: map[string]string{"app": "hello"}}}, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		p.Labels = map[string]string{"app": "hello"}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
+		if _, err := e.client.CoreV1().Pods(e.ns).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPodReady("p1", true)
+	setPodReady("p2", true) // Ready, not yet in the slice
+	in := start(t, r, "i1")
+	ready(t, in) // holds p1: want 1, replicas 2
+	time.Sleep(3 * retireSettle)
+	if n, _ := e.scale.get(); n != 2 {
+		t.Fatalf("replicas = %d while the only pod not listed ready is Ready by its status, want 2", n)
+	}
+	setPodReady("p2", false) // really not ready: it may go
+	eventually(t, "replicas 1", func() bool {
+		r.poke()
+		n, _ := e.scale.get()
+		return n == 1
+	})
 }

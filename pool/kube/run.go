@@ -45,18 +45,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	// watched.
 	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: t.Service}).String()
 	slices := r.o.Client.DiscoveryV1().EndpointSlices(t.Namespace)
-	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-			lo.LabelSelector = sel
-			return slices.List(ctx, lo)
-		},
-		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-			lo.LabelSelector = sel
-			return slices.Watch(ctx, lo)
-		},
-	}, r.o.Client), &discoveryv1.EndpointSlice{}, cache.SharedIndexInformerOptions{
-		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-	})
+	inf := newInformer(r.o.Client, slices.List, slices.Watch, func(lo *metav1.ListOptions) { lo.LabelSelector = sel },
+		&discoveryv1.EndpointSlice{}, cache.SharedIndexInformerOptions{
+			Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		})
 	r.lister = discoverylisters.NewEndpointSliceLister(inf.GetIndexer())
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -110,6 +102,26 @@ func (r *Runner) Run(ctx context.Context) error {
 		return r.elect(ctx)
 	})
 	return g.Wait()
+}
+
+// newInformer is a shared informer on one typed client's List and Watch,
+// each narrowed by narrow (a label or field selector), built as client-go's
+// generated informers build theirs, with the watch-list wrapper: a client
+// that does not serve watch-list semantics (the fake clientset) is listed,
+// then watched.
+func newInformer[L runtime.Object](client Client, list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), narrow func(*metav1.ListOptions),
+	obj runtime.Object, opts cache.SharedIndexInformerOptions) cache.SharedIndexInformer {
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			narrow(&lo)
+			return list(ctx, lo)
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			narrow(&lo)
+			return watchFn(ctx, lo)
+		},
+	}, client), obj, opts)
 }
 
 // lead runs the scale loop while this runner may write replicas.

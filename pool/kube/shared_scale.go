@@ -13,6 +13,7 @@ import (
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -91,7 +92,11 @@ func (r *Runner) syncShared(ctx context.Context, s *autoscalingv1.Scale) error {
 		requeue(retireSettle)
 		return nil // the other replicas' reports are not read yet
 	}
-	to, victims, ready := r.sharedVictims(now, int(from), int(want))
+	notReady, err := r.podsNotReady(ctx, s.Status.Selector, int(from))
+	if err != nil {
+		return err
+	}
+	to, victims, ready := r.sharedVictims(now, int(from), int(want), notReady)
 	if !ready {
 		requeue(retireSettle)
 		return nil
@@ -125,14 +130,14 @@ func (r *Runner) syncShared(ctx context.Context, s *autoscalingv1.Scale) error {
 // sharedVictims chooses the ready pods to let go when replicas go from
 // `from` down to want: named pods no replica holds, highest names first
 // (every replica binds the lowest free names first, so the held pods stay
-// a common prefix). Pods not ready go before any ready one (the
+// a common prefix). The notReady pods go before any ready one (the
 // ReplicaSet's own ranking), so they are counted first. It returns the
 // new count, which stays above want while held pods keep it up, and the
 // ready pods that go; ready is false until those pods have been published
 // as retiring for retireSettle and every fresh replica reports it has
 // applied that list (or, for a replica that never says, a lease duration
 // has passed: one running an older tollgate).
-func (r *Runner) sharedVictims(now time.Time, from, want int) (to int, victims []string, ready bool) {
+func (r *Runner) sharedVictims(now time.Time, from, want, notReady int) (to int, victims []string, ready bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_, held := r.sharedWantLocked(now)
@@ -143,7 +148,6 @@ func (r *Runner) sharedVictims(now time.Time, from, want int) (to int, victims [
 		}
 	}
 	slices.Sort(free)
-	notReady := max(0, from-len(r.ready))
 	n := min(from-want, notReady+len(free))
 	k := max(0, n-notReady)
 	victims = free[len(free)-k:]
@@ -187,6 +191,43 @@ func (r *Runner) sharedVictims(now time.Time, from, want int) (to int, victims [
 		}
 	}
 	return from - n, victims, ready
+}
+
+// podsNotReady is how many of the Deployment's pods the ReplicaSet
+// would remove before any ready one: from (the replicas asked for) less
+// the ready endpoints, but never more than the pods whose own status
+// says not Ready, since EndpointSlices lag pod status (a pod Ready but
+// not yet listed ready would otherwise count as not ready, and the
+// ReplicaSet would take a ready pod, perhaps a held one, instead). The
+// pods are listed only when the endpoints show any not ready.
+func (r *Runner) podsNotReady(ctx context.Context, selector string, from int) (int, error) {
+	r.mu.Lock()
+	byEndpoints := max(0, from-len(r.ready))
+	r.mu.Unlock()
+	if byEndpoints == 0 {
+		return 0, nil
+	}
+	list, err := r.o.Client.CoreV1().Pods(r.o.Target.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		r.m.apiErrors.WithLabelValues("list_pods").Inc()
+		return 0, fmt.Errorf("listing the pods for their readiness: %w", err)
+	}
+	byStatus := 0
+	for _, p := range list.Items {
+		if p.DeletionTimestamp != nil {
+			continue // already going; not among the replicas asked for
+		}
+		ready := false
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+		if !ready {
+			byStatus++
+		}
+	}
+	return min(byEndpoints, byStatus), nil
 }
 
 // oldestVictimLocked is when the longest-published of victims was
