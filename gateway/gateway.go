@@ -177,6 +177,12 @@ type policy struct {
 	routes   []poolRoute             // most specific first
 }
 
+// enableRandPool turns the pool on once: uuid.EnableRandPool writes a
+// package variable that every uuid.NewString reads, so a second gateway
+// made while one serves (a test's, or any in-process caller's) raced with
+// its request ids (go test -race, gateway tests in parallel).
+var enableRandPool = sync.OnceFunc(uuid.EnableRandPool)
+
 // New returns a gateway. It fails only if an upstream URL in the config
 // cannot be used.
 //
@@ -231,7 +237,7 @@ func New(opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.ready.Store(true)
-	uuid.EnableRandPool()
+	enableRandPool()
 
 	mux := http.NewServeMux()
 	g.routes = map[string]*routeMetrics{}
