@@ -346,7 +346,8 @@ func TestSharedScaleDownNeedsTheMark(t *testing.T) {
 
 // A pod that the EndpointSlices do not list ready yet but whose status is
 // Ready is not counted as not ready: lowering by it would let the
-// ReplicaSet take a ready pod, perhaps a held one.
+// ReplicaSet take a ready pod, perhaps a held one. A free pod being
+// retired is kept for an instance started meanwhile.
 func TestSharedScaleDownTrustsPodStatusOverSliceLag(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -377,6 +378,15 @@ func TestSharedScaleDownTrustsPodStatusOverSliceLag(t *testing.T) {
 	}
 	setPodReady("p1", true)
 	setPodReady("p2", true) // Ready, not yet in the slice
+	// With no instance p1 is free, and goes: published as retiring.
+	eventually(t, "p1 published as retiring", func() bool {
+		r.poke()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		_, ok := r.victims["p1"]
+		return ok
+	})
+	// An instance started now is owed a pod: p1 is kept for it.
 	in := start(t, r, "i1")
 	ready(t, in) // holds p1: want 1, replicas 2
 	time.Sleep(3 * retireSettle)

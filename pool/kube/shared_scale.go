@@ -128,9 +128,9 @@ func (r *Runner) syncShared(ctx context.Context, s *autoscalingv1.Scale) error {
 }
 
 // sharedVictims chooses the ready pods to let go when replicas go from
-// `from` down to want: named pods no replica holds, highest names first
-// (every replica binds the lowest free names first, so the held pods stay
-// a common prefix). The notReady pods go before any ready one (the
+// `from` down to want: named pods no replica holds and no started
+// instance is about to bind, highest names first (every replica binds the
+// lowest free names first, so the held pods stay a common prefix). The notReady pods go before any ready one (the
 // ReplicaSet's own ranking), so they are counted first. It returns the
 // new count, which stays above want while held pods keep it up, and the
 // ready pods that go; ready is false until those pods have been published
@@ -148,6 +148,14 @@ func (r *Runner) sharedVictims(now time.Time, from, want, notReady int) (to int,
 		}
 	}
 	slices.Sort(free)
+	// Instances started and not yet bound (this replica's, and the
+	// fresh replicas' asks beyond the pods they hold) take the lowest
+	// free names next: those pods are kept for them.
+	pending := max(0, r.live-len(r.bound))
+	for _, p := range r.freshPeersLocked(now) {
+		pending += max(0, p.rep.Ask-len(p.rep.Pods))
+	}
+	free = free[min(pending, len(free)):]
 	n := min(from-want, notReady+len(free))
 	k := max(0, n-notReady)
 	victims = free[len(free)-k:]
