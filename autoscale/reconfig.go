@@ -15,6 +15,12 @@ import "math"
 // An invalid cfg is rejected with an error wrapping ErrInvalidConfig and
 // the engine keeps its settings.
 func (e *Engine) SetConfig(cfg Config) error {
+	return e.setConfig(cfg, func(int) { e.NewDeployment() })
+}
+
+// setConfig validates and applies cfg, then calls maxChanged with the old
+// MaxConcurrency when cfg changes it.
+func (e *Engine) setConfig(cfg Config, maxChanged func(oldMax int)) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -26,7 +32,7 @@ func (e *Engine) SetConfig(cfg Config) error {
 	oldMax := e.cfg.MaxConcurrency
 	e.cfg, e.policy = cfg, p
 	if cfg.MaxConcurrency != oldMax {
-		e.NewDeployment()
+		maxChanged(oldMax)
 	}
 	return nil
 }
@@ -39,28 +45,17 @@ func (e *Engine) SetConfig(cfg Config) error {
 // rather than resetting it, since what each instance was seen to handle
 // has not changed, only this caller's part of it.
 func (e *Engine) SetConfigShared(cfg Config) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	cfg = cfg.withDefaults()
-	p := cfg.Policy
-	if p == nil {
-		p = NewCloudRun(cfg)
-	}
-	oldMax := e.cfg.MaxConcurrency
-	e.cfg, e.policy = cfg, p
-	if cfg.MaxConcurrency == oldMax {
-		return nil
-	}
-	for _, in := range e.instances {
-		act := int(math.Round(float64(in.act) * float64(cfg.MaxConcurrency) / float64(oldMax)))
-		in.act = min(max(act, 1), cfg.MaxConcurrency)
-	}
-	e.actSum = 0
-	for _, in := range e.ready {
-		e.actSum += in.act
-	}
-	return nil
+	return e.setConfig(cfg, func(oldMax int) {
+		newMax := e.cfg.MaxConcurrency
+		for _, in := range e.instances {
+			act := int(math.Round(float64(in.act) * float64(newMax) / float64(oldMax)))
+			in.act = min(max(act, 1), newMax)
+		}
+		e.actSum = 0
+		for _, in := range e.ready {
+			e.actSum += in.act
+		}
+	})
 }
 
 // WithDefaults returns c with every zero field set to its default, as the

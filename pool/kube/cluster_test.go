@@ -47,7 +47,10 @@ type cluster struct {
 	ns     string
 }
 
-func newCluster(t *testing.T) *cluster {
+// controlPlane is the API server of KUBECONFIG and a namespace of the
+// test's own, named prefix + a random suffix and deleted when the test
+// ends; the test skips unless TOLLGATE_KUBE=1 and the server answers.
+func controlPlane(t *testing.T, prefix string) (*rest.Config, kubernetes.Interface, string) {
 	t.Helper()
 	if os.Getenv("TOLLGATE_KUBE") != "1" {
 		t.Skip("set TOLLGATE_KUBE=1 and KUBECONFIG (../shared/k8s/start-cluster.sh) to run against a real API server")
@@ -63,14 +66,22 @@ func newCluster(t *testing.T) *cluster {
 	if _, err := client.Discovery().ServerVersion(); err != nil {
 		t.Skipf("control plane not reachable: %v", err)
 	}
-	c := &cluster{cfg: cfg, client: client, ns: "tollgate-it-" + rand.String(6)}
 	ctx := context.Background()
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{}); err != nil {
+	ns := prefix + rand.String(6)
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(ctx, c.ns, metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}) })
+	return cfg, client, ns
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	cfg, client, ns := controlPlane(t, "tollgate-it-")
+	c := &cluster{cfg: cfg, client: client, ns: ns}
+	ctx := context.Background()
 	labels := map[string]string{"app": "hello"}
-	_, err = client.AppsV1().Deployments(c.ns).Create(ctx, &appsv1.Deployment{
+	_, err := client.AppsV1().Deployments(c.ns).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: c.ns},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](0),

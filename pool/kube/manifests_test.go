@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 
@@ -349,26 +348,8 @@ func TestManifestsRender(t *testing.T) {
 // admission policies are accepted by the API server (--dry-run=server:
 // validated, admitted, not stored).
 func TestClusterManifestsApplyDryRun(t *testing.T) {
-	if os.Getenv("TOLLGATE_KUBE") != "1" {
-		t.Skip("set TOLLGATE_KUBE=1 and KUBECONFIG (../shared/k8s/start-cluster.sh) to run against a real API server")
-	}
-	cfg, err := LoadConfig(os.Getenv("KUBECONFIG"))
-	if err != nil {
-		t.Skipf("no Kubernetes config: %v", err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Discovery().ServerVersion(); err != nil {
-		t.Skipf("control plane not reachable: %v", err)
-	}
+	_, client, ns := controlPlane(t, "tollgate-apply-")
 	ctx := context.Background()
-	ns := "tollgate-apply-" + rand.String(6)
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}) })
 
 	overlay := runKubectl(t, nil, "kustomize", userOverlay(t, ns))
 	policies := runKubectl(t, nil, "kustomize", filepath.Join(manifests, "policy"))

@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -34,6 +35,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/tollgate/tollgate/retry"
 )
 
 // ReportAnnotationPrefix prefixes each replica's annotation on the report
@@ -201,6 +204,10 @@ func (r *Runner) runReports(ctx context.Context) error {
 	defer beat.Stop()
 	var last string
 	failures := 0 // in a row
+	// Failed publishes wait 250 ms doubling to 8 s, jittered so replicas
+	// do not retry in step.
+	backoff := retry.Exponential{Unit: 250 * time.Millisecond, Max: 8 * time.Second}
+	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	for {
 		r.mu.Lock()
 		rep := r.myReportLocked()
@@ -219,8 +226,8 @@ func (r *Runner) runReports(ctx context.Context) error {
 				}
 				r.m.apiErrors.WithLabelValues("patch_report").Inc()
 				// Said once per run of failures; retried with backoff
-				// (250 ms doubling to 8 s) so a missing permission
-				// neither floods the log nor the API server.
+				// so a missing permission neither floods the log nor
+				// the API server.
 				switch {
 				case failures > 0:
 				case apierrors.IsForbidden(err):
@@ -229,7 +236,7 @@ func (r *Runner) runReports(ctx context.Context) error {
 				default:
 					r.log.Warn("could not publish this replica's report; the leader does not count this replica until it can", "lease", e.Namespace+"/"+e.ReportLeaseName, "error", err)
 				}
-				wait := min(250*time.Millisecond<<min(failures, 5), 8*time.Second)
+				wait := backoff.Delay(failures, 0, rnd)
 				failures++
 				select {
 				case <-ctx.Done():

@@ -25,6 +25,10 @@ import (
 // when it scales down: the lowest cost goes first.
 const DeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
 
+// lowestCost is the deletion cost that makes the ReplicaSet remove a pod
+// first.
+var lowestCost = strconv.Itoa(math.MinInt32)
+
 // maxRetries bounds how often one failing sync is retried before it waits
 // for the next event or resync.
 const maxRetries = 8
@@ -349,7 +353,7 @@ func (r *Runner) writeReplicas(ctx context.Context, s *autoscalingv1.Scale, want
 // markForDeletion sets the lowest deletion cost on pod, so that the
 // ReplicaSet removes it first when replicas are lowered.
 func (r *Runner) markForDeletion(ctx context.Context, pod string) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, DeletionCostAnnotation, strconv.Itoa(math.MinInt32))
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, DeletionCostAnnotation, lowestCost)
 	_, err := r.o.Client.CoreV1().Pods(r.o.Target.Namespace).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if err != nil {
 		r.m.apiErrors.WithLabelValues("patch_pod").Inc()

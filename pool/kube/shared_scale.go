@@ -7,9 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -270,10 +268,6 @@ func (r *Runner) cancelVictims() {
 		r.reportNow()
 	}
 }
-
-// lowestCost is the deletion cost that makes the ReplicaSet remove a pod
-// first.
-var lowestCost = strconv.Itoa(math.MinInt32)
 
 // sweepMarks reads, once per term of leadership, which pods an earlier
 // leader left with the lowest deletion cost, so that unmarkHeld clears it
