@@ -187,7 +187,7 @@ func TestServeAutoscaleSIGTERM(t *testing.T) {
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	if got := <-result; !strings.HasPrefix(got, "200 ok ") {
-		t.Fatalf("request in flight at SIGTERM: %s", got)
+		t.Fatalf("request in flight at SIGTERM: %s (serve then %s)", got, exitWithin(s, 10*time.Second))
 	}
 	if err := s.cmd.Wait(); err != nil {
 		t.Fatalf("serve exited with %v after SIGTERM", err)

@@ -141,7 +141,13 @@ type server struct {
 	cmd  *exec.Cmd
 	addr string
 	logs chan string
+
+	mu   sync.Mutex
+	tail []string // the last logTail lines, printed when the test fails
 }
+
+// logTail is how many of a server's last log lines a failed test prints.
+const logTail = 60
 
 // startServer starts `tollgate serve` on a random port and waits for its
 // "listening" log line.
@@ -170,7 +176,15 @@ func startCmd(t *testing.T, cmd *exec.Cmd) *server {
 		t.Fatal(err)
 	}
 	s := &server{cmd: cmd, logs: make(chan string, 100_000)} // never full in a test: a dropped line would be a missed one
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			s.mu.Lock()
+			t.Logf("the server's last %d log lines:\n%s", len(s.tail), strings.Join(s.tail, "\n"))
+			s.mu.Unlock()
+		}
+	})
 	sc := bufio.NewScanner(stderr)
 	addrRe := regexp.MustCompile(`msg=listening addr=(\S+)`)
 	deadline := time.After(30 * time.Second)
@@ -178,6 +192,11 @@ func startCmd(t *testing.T, cmd *exec.Cmd) *server {
 	go func() {
 		for sc.Scan() {
 			line := sc.Text()
+			s.mu.Lock()
+			if s.tail = append(s.tail, line); len(s.tail) > logTail {
+				s.tail = s.tail[1:]
+			}
+			s.mu.Unlock()
 			if m := addrRe.FindStringSubmatch(line); m != nil {
 				found <- m[1]
 			}
@@ -194,6 +213,19 @@ func startCmd(t *testing.T, cmd *exec.Cmd) *server {
 		t.Fatal("server did not log its address within 30 s")
 	}
 	return s
+}
+
+// exitWithin waits up to d for the server to exit and says how it did,
+// for a failure message.
+func exitWithin(s *server, d time.Duration) string {
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return fmt.Sprintf("exited: %v", err)
+	case <-time.After(d):
+		return fmt.Sprintf("still running after %v", d)
+	}
 }
 
 // waitLog waits for a log line containing substr.

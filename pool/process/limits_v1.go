@@ -159,13 +159,19 @@ func (g *v1Group) leave(tid int) error {
 // kill sends SIGKILL to every process in the instance's cgroups (v1 has
 // no cgroup.kill); it reports whether any was left.
 func (g *v1Group) kill() bool {
-	left := false
+	left, self := false, os.Getpid()
 	for _, n := range []cgroup1.Name{cgroup1.Memory, cgroup1.Cpu} {
 		procs, err := g.cg.Processes(n, true)
 		if err != nil {
 			continue
 		}
 		for _, p := range procs {
+			if p.Pid == self {
+				// tollgate's forking thread is in the cgroup (a fork in
+				// progress, or a leave that failed): v1 lists a process
+				// when any of its threads is there. Never kill tollgate.
+				continue
+			}
 			left = true
 			_ = syscall.Kill(p.Pid, syscall.SIGKILL)
 		}
@@ -230,7 +236,7 @@ func killAndRemoveV1(dir string) error {
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if b, rerr := os.ReadFile(filepath.Join(dir, "cgroup.procs")); rerr == nil {
 			for f := range strings.FieldsSeq(string(b)) {
-				if pid, perr := strconv.Atoi(f); perr == nil {
+				if pid, perr := strconv.Atoi(f); perr == nil && pid != os.Getpid() {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
 				}
 			}
