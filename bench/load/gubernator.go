@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -204,4 +205,36 @@ func gubernatorWorker(ctx context.Context, conn *grpc.ClientConn, o options, id 
 		r.latencies = append(r.latencies, time.Since(t0))
 	}
 	return r
+}
+
+// countGubernatorJSON counts the answers of one GetRateLimits call made
+// through gubernator's HTTP gateway (protojson: the status by name, absent
+// for UNDER_LIMIT when unpopulated fields are left out) into r; an answer
+// with its error field set is an error.
+func countGubernatorJSON(body []byte, r *result) error {
+	var resp struct {
+		Responses []struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+		} `json:"responses"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return fmt.Errorf("GetRateLimits answer: %w", err)
+	}
+	if len(resp.Responses) == 0 {
+		return fmt.Errorf("GetRateLimits answer without responses: %.200s", body)
+	}
+	for _, x := range resp.Responses {
+		switch {
+		case x.Error != "":
+			return errors.New("rate limit error: " + x.Error)
+		case x.Status == "OVER_LIMIT":
+			r.throttled++
+		case x.Status == "" || x.Status == "UNDER_LIMIT":
+			r.allowed++
+		default:
+			return fmt.Errorf("rate limit status %q", x.Status)
+		}
+	}
+	return nil
 }

@@ -90,3 +90,19 @@ func FuzzCountGubernatorResp(f *testing.F) {
 		countGubernatorResp(b, &r)
 	})
 }
+
+func TestCountGubernatorJSON(t *testing.T) {
+	var r result
+	body := `{"responses":[{"status":"UNDER_LIMIT","limit":"50","remaining":"49","error":""},{"status":"OVER_LIMIT","error":""},{"limit":"50"}]}`
+	if err := countGubernatorJSON([]byte(body), &r); err != nil || r.allowed != 2 || r.throttled != 1 {
+		t.Fatalf("allowed %d throttled %d, %v", r.allowed, r.throttled, err)
+	}
+	if err := countGubernatorJSON([]byte(`{"responses":[{"error":"no peer"}]}`), &r); err == nil || err.Error() != "rate limit error: no peer" {
+		t.Errorf("error field: %v", err)
+	}
+	for _, bad := range []string{`{"responses":[]}`, `{"responses":[{"status":"WHAT"}]}`, `{"resp`} {
+		if err := countGubernatorJSON([]byte(bad), &r); err == nil {
+			t.Errorf("%s reads without error", bad)
+		}
+	}
+}

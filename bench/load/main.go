@@ -70,7 +70,7 @@ func main() {
 	flag.StringVar(&o.spawn, "spawn", "", "path of a tollgate binary to start on a free port")
 	flag.StringVar(&o.store, "store", "memory", "--store for a spawned server")
 	flag.StringVar(&o.extra, "serve-args", "", "more flags for a spawned server, space-separated (e.g. \"--store-pipelines 1\")")
-	flag.StringVar(&o.mode, "mode", "take", "take (POST /v1/take), batch (POST /v1/take/batch), aws (AWS JSON 1.1 at /), get (GET -url as given: a proxy in front of any service), rls (Envoy's ShouldRateLimit over gRPC) or gubernator (gubernator's GetRateLimits over gRPC)")
+	flag.StringVar(&o.mode, "mode", "take", "take (POST /v1/take), batch (POST /v1/take/batch), aws (AWS JSON 1.1 at /), get (GET -url as given: a proxy in front of any service), rls (Envoy's ShouldRateLimit over gRPC), gubernator (gubernator's GetRateLimits over gRPC) or gubernator-http (the same call as JSON, POST -url/v1/GetRateLimits)")
 	flag.IntVar(&o.batch, "batch", 100, "takes per batch request in -mode batch; descriptors per call in -mode rls and gubernator (default 1 there)")
 	flag.StringVar(&o.grpc, "grpc", "", "host:port of an Envoy rate limit service for -mode rls (tollgate's or envoy ratelimit's), or of gubernator for -mode gubernator")
 	flag.IntVar(&o.conns, "grpc-conns", 4, "gRPC connections the workers share in -mode rls and gubernator")
@@ -98,12 +98,12 @@ func run(o options) error {
 		return errors.New("-c, -keys, -batch and -d must be positive")
 	}
 	switch o.mode {
-	case "take", "batch", "aws", "rls", "gubernator", "get":
+	case "take", "batch", "aws", "rls", "gubernator", "gubernator-http", "get":
 	default:
-		return fmt.Errorf("-mode %q: want take, batch, aws, rls, gubernator or get", o.mode)
+		return fmt.Errorf("-mode %q: want take, batch, aws, rls, gubernator, gubernator-http or get", o.mode)
 	}
-	if o.mode == "gubernator" && o.spawn != "" {
-		return errors.New("-mode gubernator drives a running gubernator: give -grpc ADDR and -pid PID, not -spawn")
+	if strings.HasPrefix(o.mode, "gubernator") && o.spawn != "" {
+		return errors.New("-mode " + o.mode + " drives a running gubernator: give -grpc ADDR (or -url) and -pid PID, not -spawn")
 	}
 	if o.spawn != "" {
 		stop, err := spawn(&o)
@@ -303,6 +303,14 @@ func worker(ctx context.Context, client *http.Client, o options, id int, interva
 			a := bytes.Count(payload, []byte(`"allowed":true`))
 			r.allowed += a
 			r.throttled += o.batch - a
+		case resp.StatusCode == 200 && o.mode == "gubernator-http":
+			if err := countGubernatorJSON(payload, &r); err != nil {
+				r.errs++
+				if r.firstErr == nil {
+					r.firstErr = err
+				}
+				continue
+			}
 		case resp.StatusCode == 200:
 			r.allowed++
 		case resp.StatusCode == 429 || (o.mode == "aws" && resp.StatusCode == 400 && resp.Header.Get("X-Amzn-ErrorType") == "ThrottlingException"):
@@ -345,6 +353,12 @@ func buildRequest(ctx context.Context, o options, rng *rand.Rand, body *bytes.Bu
 		}
 		body.WriteString("]}")
 		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, o.url+"/v1/take/batch", body)
+		req.Header.Set("Content-Type", "application/json")
+	case "gubernator-http":
+		// As -mode gubernator, in gubernator's JSON (protojson: int64 as
+		// strings), through its grpc-gateway.
+		fmt.Fprintf(body, `{"requests":[{"name":"load","unique_key":"account:%d","hits":"1","limit":"50","duration":"1000"}]}`, rng.IntN(o.keys))
+		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, o.url+"/v1/GetRateLimits", body)
 		req.Header.Set("Content-Type", "application/json")
 	case "get":
 		req, _ = http.NewRequestWithContext(ctx, http.MethodGet, o.url, nil)
