@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/testflags"
 	"github.com/tollgate/tollgate/internal/testservice"
 )
 
@@ -126,11 +127,7 @@ func TestMain(m *testing.M) {
 	// example test then started 19 s into the package. Unless -parallel
 	// is given, every parallel test starts at once.
 	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		flag.Set("test.parallel", "32")
-	}
+	testflags.ParallelDefault(32)
 	code := m.Run()
 	testservice.Remove()
 	os.Exit(code)

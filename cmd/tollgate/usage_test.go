@@ -115,6 +115,7 @@ func TestDashDashVersion(t *testing.T) {
 // TestVersionReportsTheRevisionItWasBuiltFrom builds the binary with VCS
 // stamping in a git checkout and checks `tollgate version` names HEAD.
 func TestVersionReportsTheRevisionItWasBuiltFrom(t *testing.T) {
+	t.Parallel() // a go build of its own: with the other slow tests, not before them
 	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Skipf("not in a git checkout (or no git): %v", err)

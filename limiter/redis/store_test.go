@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/internal/redistest"
+	"github.com/tollgate/tollgate/internal/testflags"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/limitertest"
 )
@@ -533,10 +534,6 @@ func (quietRedisLog) Printf(context.Context, string, ...any) {}
 func TestMain(m *testing.M) {
 	goredis.SetLogger(quietRedisLog{})
 	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		flag.Set("test.parallel", "16")
-	}
+	testflags.ParallelDefault(16)
 	os.Exit(m.Run())
 }

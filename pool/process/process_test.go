@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/logtest"
+	"github.com/tollgate/tollgate/internal/testflags"
 	"github.com/tollgate/tollgate/internal/testservice"
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/pooltest"
@@ -49,11 +50,7 @@ func TestMain(m *testing.M) {
 	// readiness timeouts and stop grace periods, not on the CPU, so
 	// GOMAXPROCS (2 here) left the package 42 s long.
 	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		flag.Set("test.parallel", "4")
-	}
+	testflags.ParallelDefault(4)
 	testservice.Main(m)
 }
 
