@@ -46,7 +46,8 @@ const readQuotaPanels = `(() => ({
 
 // TestUIApprovesRequests opens /ui in a headless browser with two
 // pending increase requests: the page lists them and the tenants'
-// utilisation, keeps a reason being typed across its polls, and approves
+// utilisation, keeps a reason being typed (and its field's focus) across
+// its polls and a third request's arrival, and approves
 // one and denies the other through the admin endpoint, with the token
 // the operator pasted.
 func TestUIApprovesRequests(t *testing.T) {
@@ -127,15 +128,29 @@ func TestUIApprovesRequests(t *testing.T) {
 		t.Errorf("usage %+v lacks AKIDCALM's cluster-read at 5 / 50", p.Usage)
 	}
 
-	// A reason typed survives the page's next polls.
+	// A reason typed survives the page's next polls, and so does the
+	// field's focus: a third of it is typed, polls redraw the page, a
+	// third, a new request arrives (the rows change), and the rest, each
+	// part going as key presses to whatever has the focus.
 	const reason = "launch week, approved by platform"
-	if err := chromedp.Do(br.Ctx, chromedp.SendKeys(`#requests tr[data-id="`+hotID+`"] input.reason`, reason)); err != nil {
+	third := len(reason) / 3
+	if err := chromedp.Do(br.Ctx, chromedp.SendKeys(`#requests tr[data-id="`+hotID+`"] input.reason`, reason[:third])); err != nil {
 		t.Fatal(err)
 	}
 	before := read().Updated
-	waitFor("two more polls", func(p quotaPanels) bool { return p.Updated != before })
+	waitFor("a poll", func(p quotaPanels) bool { return p.Updated != before })
 	before = read().Updated
-	p = waitFor("another poll", func(p quotaPanels) bool { return p.Updated != before })
+	waitFor("another poll", func(p quotaPanels) bool { return p.Updated != before })
+	if err := chromedp.Do(br.Ctx, chromedp.KeyEvent(reason[third:2*third])); err != nil {
+		t.Fatal(err)
+	}
+	newID := request("AKIDNEW", burstCode, 60)
+	waitFor("the new request", func(p quotaPanels) bool { return len(p.Pending) == 3 })
+	if err := chromedp.Do(br.Ctx, chromedp.KeyEvent(reason[2*third:])); err != nil {
+		t.Fatal(err)
+	}
+	before = read().Updated
+	p = waitFor("one more poll", func(p quotaPanels) bool { return p.Updated != before })
 	for _, r := range p.Pending {
 		if r.ID == hotID && r.Reason != reason {
 			t.Fatalf("the reason field holds %q after a poll, want %q", r.Reason, reason)
@@ -146,7 +161,7 @@ func TestUIApprovesRequests(t *testing.T) {
 	if err := chromedp.Do(br.Ctx, chromedp.Click(`#requests tr[data-id="`+hotID+`"] button.approve`)); err != nil {
 		t.Fatal(err)
 	}
-	p = waitFor("the approval", func(p quotaPanels) bool { return len(p.Pending) == 1 && len(p.Decided) == 1 })
+	p = waitFor("the approval", func(p quotaPanels) bool { return len(p.Pending) == 2 && len(p.Decided) == 1 })
 	if d := p.Decided[0]; d.ID != hotID || d.Status != "APPROVED" || d.Reason != reason || !strings.Contains(p.Result, "Approved "+hotID) {
 		t.Errorf("after approving: decided %+v, result %q", p.Decided, p.Result)
 	}
@@ -155,7 +170,10 @@ func TestUIApprovesRequests(t *testing.T) {
 		chromedp.Click(`#requests tr[data-id="`+calmID+`"] button.deny`)); err != nil {
 		t.Fatal(err)
 	}
-	p = waitFor("the denial", func(p quotaPanels) bool { return len(p.Pending) == 0 && len(p.Decided) == 2 })
+	p = waitFor("the denial", func(p quotaPanels) bool { return len(p.Pending) == 1 && len(p.Decided) == 2 })
+	if p.Pending[0].ID != newID {
+		t.Errorf("pending after both decisions: %+v, want only %s", p.Pending, newID)
+	}
 	if d := p.Decided[0]; d.ID != calmID || d.Status != "DENIED" || d.Reason != "use a second account" {
 		t.Errorf("after denying: decided %+v", p.Decided)
 	}

@@ -62,6 +62,22 @@ function drawUsage(u) {
 // reason being typed survives the next second.
 const pendingRows = new Map(); // request id -> tr
 
+// keepRows makes rows the children of tbody. Rows already there in that
+// order are left alone; otherwise they are put in order, and the field
+// being typed in keeps its focus and cursor: taking a focused element out
+// of the document, even to put it straight back, blurs it, and the next
+// keys would go nowhere.
+function keepRows(tbody, rows) {
+  if (tbody.children.length === rows.length && rows.every((tr, i) => tbody.children[i] === tr)) return;
+  const active = document.activeElement;
+  const typing = active && active !== document.body && rows.some((tr) => tr.contains(active));
+  const cursor = typing && typeof active.selectionStart === "number" ? [active.selectionStart, active.selectionEnd] : null;
+  tbody.replaceChildren(...rows);
+  if (!typing) return;
+  active.focus();
+  if (cursor) active.setSelectionRange(cursor[0], cursor[1]);
+}
+
 // drawRequests lists the requests waiting for an operator, each with a
 // reason field and approve/deny, and the last ones decided; null (the
 // gateway serves no Service Quotas API: its admin index lacks
@@ -100,7 +116,7 @@ function drawRequests(list) {
     pendingRows.set(r.id, tr);
     return tr;
   });
-  $("requests").tBodies[0].replaceChildren(...rows);
+  keepRows($("requests").tBodies[0], rows);
   $("requests").hidden = rows.length === 0;
   $("requests-empty").hidden = rows.length > 0;
   const decided = list.requests.filter((r) => r.status !== "PENDING").slice(0, 8).map((r) => {
