@@ -97,8 +97,39 @@ func pickPort(ranges []portRange) int {
 	panic("unreachable")
 }
 
-// freePort picks a free loopback port no live instance of r holds,
-// outside the ephemeral range where the host allows it.
+// heldPorts are the ports given to this process's live instances, of
+// every Runner: an instance is given its port a whole cold start before
+// it listens, so the port is free to bind meanwhile, and another
+// service's start must not be given it too (its readiness check would
+// then pass on the first instance's listener).
+var heldPorts = portSet{held: map[int]bool{}}
+
+// portSet is a set of ports, safe for concurrent use.
+type portSet struct {
+	mu   sync.Mutex
+	held map[int]bool
+}
+
+// hold adds port unless it is there already; it reports whether it added it.
+func (s *portSet) hold(port int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[port] {
+		return false
+	}
+	s.held[port] = true
+	return true
+}
+
+// release removes port.
+func (s *portSet) release(port int) {
+	s.mu.Lock()
+	delete(s.held, port)
+	s.mu.Unlock()
+}
+
+// freePort picks a free loopback port no live instance of this process
+// holds, outside the ephemeral range where the host allows it.
 func (r *Runner) freePort() (int, error) {
 	ranges := candidatePorts()
 	var last error
@@ -114,13 +145,7 @@ func (r *Runner) freePort() (int, error) {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
-		r.mu.Lock()
-		taken := r.ports[port]
-		if !taken {
-			r.ports[port] = true
-		}
-		r.mu.Unlock()
-		if !taken {
+		if heldPorts.hold(port) {
 			return port, nil
 		}
 	}

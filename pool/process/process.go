@@ -151,8 +151,7 @@ type Runner struct {
 	unlimited bool
 	v1        *v1Limits // enforces them with cgroup v1 instead, or nil
 
-	mu    sync.Mutex
-	ports map[int]bool // ports of live instances
+	mu sync.Mutex
 
 	spares spares // the idle spare supervisor, with Supervisor
 }
@@ -224,7 +223,6 @@ func New(opts Options) (*Runner, error) {
 		super: super,
 		env:   dedupEnv(append(inheritedEnv(), opts.Env...)),
 		log:   opts.Logger,
-		ports: map[int]bool{},
 	}
 	if !opts.NoCgroup {
 		r.cgroup = cgroupParent(opts.Logger)
@@ -319,11 +317,7 @@ func (r *Runner) Start(ctx context.Context, spec pool.InstanceSpec) (pool.Instan
 	return i, nil
 }
 
-func (r *Runner) releasePort(port int) {
-	r.mu.Lock()
-	delete(r.ports, port)
-	r.mu.Unlock()
-}
+func (r *Runner) releasePort(port int) { heldPorts.release(port) }
 
 // randomSuffix returns 8 random hex digits.
 func randomSuffix() string {
