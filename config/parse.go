@@ -284,6 +284,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	var scales []*Autoscale // by index of services
 	var overrides []quota.Override
 	var overrideNodes []*yaml.Node
+	var overridePaths []string // each override's field path: its index in the file's list
 	accessKeys := map[string]string{}
 	var store Store
 	var storeTLS *yaml.Node // the store's tls section
@@ -306,6 +307,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 				if o, ok := p.override(on, fmt.Sprintf("%s[%d]", f, i)); ok {
 					overrides = append(overrides, o)
 					overrideNodes = append(overrideNodes, on)
+					overridePaths = append(overridePaths, fmt.Sprintf("%s[%d]", f, i))
 				}
 			}
 		},
@@ -425,8 +427,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	type overrideKey struct{ service, account, region, category string }
 	seen := map[overrideKey]bool{}
 	for i, o := range overrides {
-		n := overrideNodes[i]
-		f := fmt.Sprintf("overrides[%d]", i)
+		n, f := overrideNodes[i], overridePaths[i] // i skips the entries that failed above
 		s, ok := byName[o.Service]
 		if !ok {
 			p.errorf(n, f+".service", "%v %q%s", quota.ErrUnknownService, o.Service, suggest.DidYouMean(o.Service, slices.Sorted(maps.Keys(byName))))

@@ -103,6 +103,17 @@ overrides:
 			"cfg.yaml:3:11: services[1].name: \"Bad Name\" is not a valid service name",
 			"cfg.yaml:6:68: overrides[0].capacity: capacity -3 must be at least 1",
 		}},
+		{"an override's index counts the entries that failed before it", `services:
+  - preset: ecs
+overrides:
+  - {service: ecs, account: "1", category: cluster-read, capacity: -5, refill_per_second: 1}
+  - {service: ecs, account: "2", category: cluster-read, capacity: 0, refill_per_second: 1}
+  - {service: ecss, account: "3", category: cluster-read, capacity: 5, refill_per_second: 1}
+`, []string{
+			"cfg.yaml:4:68: overrides[0].capacity: capacity -5 must be at least 1",
+			"cfg.yaml:5:68: overrides[1].capacity: capacity 0 must be at least 1",
+			`cfg.yaml:6:5: overrides[2].service: unknown service "ecss" (did you mean "ecs"?)`,
+		}},
 		{"override of unknown category", `services:
   - preset: ecs
 overrides:

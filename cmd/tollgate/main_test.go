@@ -314,6 +314,13 @@ func TestServeRejectsBadFlagsAndConfig(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
 		}
 	}
+	// A bound of 0 or below is refused by name, not served as the default.
+	for _, args := range [][]string{{"--max-body", "0"}, {"--max-body", "-1"}, {"--max-batch", "0"}} {
+		code, _, errs := runCmd(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+		if code == 0 || !strings.Contains(errs, args[0]+" "+args[1]+" must be at least 1") {
+			t.Errorf("serve %v: exit %d, stderr %q", args, code, errs)
+		}
+	}
 }
 
 func listen(t *testing.T) net.Listener {

@@ -255,6 +255,14 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 	if f.storeNodes < 1 {
 		return o, fmt.Errorf("--store-nodes %d must be at least 1", f.storeNodes)
 	}
+	// 0 would mean the gateway's default, not "no bound": every body is
+	// bounded, so say so rather than serve with another limit than asked.
+	if f.maxBody < 1 {
+		return o, fmt.Errorf("--max-body %d must be at least 1 (bytes; the default is %d)", f.maxBody, gateway.DefaultMaxBodyBytes)
+	}
+	if f.maxBatch < 1 {
+		return o, fmt.Errorf("--max-batch %d must be at least 1 (the default is %d)", f.maxBatch, gateway.DefaultMaxBatch)
+	}
 	return o, nil
 }
 
