@@ -51,7 +51,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	)
 	if *preset != "" {
 		if study, err = sim.Preset(*preset); err != nil {
-			return usageError(stderr, "sim", "%v", err)
+			// The line already says "tollgate sim:"; the package's own
+			// prefix would say it twice.
+			return usageError(stderr, "sim", "%s", strings.TrimPrefix(err.Error(), "sim: "))
 		}
 	} else if study, err = sim.LoadStudy(*scenario); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -66,7 +68,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	})
 	results, err := study.Run()
 	if err != nil {
-		fmt.Fprintln(stderr, "tollgate sim:", err)
+		fmt.Fprintln(stderr, "tollgate sim:", strings.TrimPrefix(err.Error(), "sim: "))
 		return 1
 	}
 	dir := *out
@@ -76,19 +78,19 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		err = os.MkdirAll(dir, 0o755)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "tollgate sim:", err)
+		fmt.Fprintln(stderr, "tollgate sim:", strings.TrimPrefix(err.Error(), "sim: "))
 		return 1
 	}
 	if head := studyHeading(study); head != "" {
 		fmt.Fprintf(stdout, "%s\n\n", head)
 	}
 	if err := sim.WriteSummary(stdout, results); err != nil {
-		fmt.Fprintln(stderr, "tollgate sim:", err)
+		fmt.Fprintln(stderr, "tollgate sim:", strings.TrimPrefix(err.Error(), "sim: "))
 		return 1
 	}
 	files, err := writeSimFiles(dir, study, results, f)
 	if err != nil {
-		fmt.Fprintln(stderr, "tollgate sim:", err)
+		fmt.Fprintln(stderr, "tollgate sim:", strings.TrimPrefix(err.Error(), "sim: "))
 		return 1
 	}
 	fmt.Fprintf(stdout, "\nwrote %d files to %s\n", len(files), dir)

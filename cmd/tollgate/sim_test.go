@@ -87,7 +87,7 @@ func TestSimBadInput(t *testing.T) {
 	}{
 		{[]string{"sim"}, 2, "usage: tollgate sim"},
 		{[]string{"sim", "--preset", "ecs-burst", "--scenario", "x.yaml"}, 2, "usage: tollgate sim"},
-		{[]string{"sim", "--preset", "nope"}, 2, `unknown preset "nope"`},
+		{[]string{"sim", "--preset", "nope"}, 2, `tollgate sim: invalid scenario: unknown preset "nope"`},
 		{[]string{"sim", "--preset", "ecs-burst", "--format", "gif"}, 2, `unknown --format "gif"`},
 		{[]string{"sim", "--seed", "-1", "--preset", "ecs-burst"}, 2, "invalid value"},
 		{[]string{"sim", "--preset", "ecs-burst", "extra"}, 2, "usage: tollgate sim"},
