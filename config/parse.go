@@ -278,13 +278,20 @@ func (p *parser) limit(n *yaml.Node, path string, lf *limitFields) (bucket.Limit
 	return l, true
 }
 
+// fieldAt is where a parsed entry stands in the file: its node and its
+// field path (with its index in the file's list, which counts the
+// entries that failed to parse).
+type fieldAt struct {
+	node *yaml.Node
+	path string
+}
+
 func (p *parser) config(root *yaml.Node) *Config {
 	var services []*quota.Service
 	var serviceNodes []*yaml.Node
 	var scales []*Autoscale // by index of services
 	var overrides []quota.Override
-	var overrideNodes []*yaml.Node
-	var overridePaths []string // each override's field path: its index in the file's list
+	var overrideAt []fieldAt // by index of overrides: where each is in the file
 	accessKeys := map[string]string{}
 	var store Store
 	var storeTLS *yaml.Node // the store's tls section
@@ -306,8 +313,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 			for i, on := range p.list(v, f) {
 				if o, ok := p.override(on, fmt.Sprintf("%s[%d]", f, i)); ok {
 					overrides = append(overrides, o)
-					overrideNodes = append(overrideNodes, on)
-					overridePaths = append(overridePaths, fmt.Sprintf("%s[%d]", f, i))
+					overrideAt = append(overrideAt, fieldAt{on, fmt.Sprintf("%s[%d]", f, i)})
 				}
 			}
 		},
@@ -427,7 +433,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	type overrideKey struct{ service, account, region, category string }
 	seen := map[overrideKey]bool{}
 	for i, o := range overrides {
-		n, f := overrideNodes[i], overridePaths[i] // i skips the entries that failed above
+		n, f := overrideAt[i].node, overrideAt[i].path // i skips the entries that failed above
 		s, ok := byName[o.Service]
 		if !ok {
 			p.errorf(n, f+".service", "%v %q%s", quota.ErrUnknownService, o.Service, suggest.DidYouMean(o.Service, slices.Sorted(maps.Keys(byName))))

@@ -51,9 +51,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	)
 	if *preset != "" {
 		if study, err = sim.Preset(*preset); err != nil {
-			// The line already says "tollgate sim:"; the package's own
-			// prefix would say it twice.
-			return usageError(stderr, "sim", "%s", strings.TrimPrefix(err.Error(), "sim: "))
+			return usageError(stderr, "sim", "%s", simMessage(err))
 		}
 	} else if study, err = sim.LoadStudy(*scenario); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -68,7 +66,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	})
 	results, err := study.Run()
 	if err != nil {
-		fmt.Fprintln(stderr, "tollgate sim:", strings.TrimPrefix(err.Error(), "sim: "))
+		fmt.Fprintln(stderr, "tollgate sim:", simMessage(err))
 		return 1
 	}
 	dir := *out
@@ -78,19 +76,19 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		err = os.MkdirAll(dir, 0o755)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "tollgate sim:", strings.TrimPrefix(err.Error(), "sim: "))
+		fmt.Fprintln(stderr, "tollgate sim:", simMessage(err))
 		return 1
 	}
 	if head := studyHeading(study); head != "" {
 		fmt.Fprintf(stdout, "%s\n\n", head)
 	}
 	if err := sim.WriteSummary(stdout, results); err != nil {
-		fmt.Fprintln(stderr, "tollgate sim:", strings.TrimPrefix(err.Error(), "sim: "))
+		fmt.Fprintln(stderr, "tollgate sim:", simMessage(err))
 		return 1
 	}
 	files, err := writeSimFiles(dir, study, results, f)
 	if err != nil {
-		fmt.Fprintln(stderr, "tollgate sim:", strings.TrimPrefix(err.Error(), "sim: "))
+		fmt.Fprintln(stderr, "tollgate sim:", simMessage(err))
 		return 1
 	}
 	fmt.Fprintf(stdout, "\nwrote %d files to %s\n", len(files), dir)
@@ -170,3 +168,7 @@ func studyHeading(st *sim.Study) string {
 	}
 	return st.Description
 }
+
+// simMessage is err's text for a line that already says "tollgate sim:":
+// without the sim package's own "sim: " prefix, which would say it twice.
+func simMessage(err error) string { return strings.TrimPrefix(err.Error(), "sim: ") }

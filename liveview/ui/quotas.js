@@ -70,7 +70,7 @@ const pendingRows = new Map(); // request id -> tr
 function keepRows(tbody, rows) {
   if (tbody.children.length === rows.length && rows.every((tr, i) => tbody.children[i] === tr)) return;
   const active = document.activeElement;
-  const typing = active && active !== document.body && rows.some((tr) => tr.contains(active));
+  const typing = rows.some((tr) => tr.contains(active)); // contains(null) is false
   const cursor = typing && typeof active.selectionStart === "number" ? [active.selectionStart, active.selectionEnd] : null;
   tbody.replaceChildren(...rows);
   if (!typing) return;

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -150,8 +149,6 @@ type Runner struct {
 	// unlimited: CPUs or Memory are set but cgroup v2 cannot enforce them
 	unlimited bool
 	v1        *v1Limits // enforces them with cgroup v1 instead, or nil
-
-	mu sync.Mutex
 
 	spares spares // the idle spare supervisor, with Supervisor
 }
