@@ -124,7 +124,7 @@ overrides:
     refill_per_second: 1
 `, []string{"cfg.yaml:4:5: overrides[0].category: unknown category \"cluster-write\""}},
 		{"wrong type", "services:\n  - name: svc\n    categories:\n      - {name: a, capacity: lots, refill_per_second: 1, actions: [Get]}\n", []string{"capacity: want a whole number, got \"lots\""}},
-		{"syntax error", "services:\n  - preset: ecs\n   bad: [\n", []string{"cfg.yaml:1: did not find expected '-' indicator"}},
+		{"syntax error", "services:\n  - preset: ecs\n   bad: [\n", []string{"cfg.yaml:3:4: did not find expected '-' indicator"}},
 		{"empty file", "", []string{"cfg.yaml: the file is empty"}},
 		{"not a mapping", "- 1\n", []string{"cfg.yaml:1:1: want a mapping"}},
 		{"preset fields cannot change", "services:\n  - preset: ecs\n    categories: []\n", []string{"services[0].categories: cannot be changed on preset \"ecs\""}},

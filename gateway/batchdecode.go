@@ -171,7 +171,7 @@ func (b *batchDecoder) takeField(t *rawTake, name []byte, item bool) error {
 			return b.int(t)
 		}
 	}
-	return &fieldError{pointerField(b.dec.StackPointer()), "unknown field"}
+	return unknownMember(b.dec.StackPointer())
 }
 
 // str reads a string (or null) into the arena.

@@ -371,6 +371,33 @@ func TestNativeTakeErrorsNameTheField(t *testing.T) {
 	}
 }
 
+// TestNativeErrorsSuggestTheName: a typo of a member, service, action or
+// category gets the name it most likely meant, in a single take and in
+// a batch.
+func TestNativeErrorsSuggestTheName(t *testing.T) {
+	_, srv := newTestServer(t, limitertest.NewClock(), Options{})
+	const who = `"account":"1","region":"us-east-1"`
+	for _, tc := range []struct{ path, body, want string }{
+		{"/v1/take", `{"service":"ecs",` + who + `,"action":"ListClusters","token":2}`, `token: unknown field (did you mean "tokens"?)`},
+		{"/v1/take", `{"service":"ecss",` + who + `,"action":"ListClusters"}`, `(did you mean "ecs"?)`},
+		{"/v1/take", `{"service":"ecs",` + who + `,"action":"CreateClustr"}`, `(did you mean "CreateCluster"?)`},
+		{"/v1/take", `{"service":"ecs",` + who + `,"category":"cluster-raed"}`, `(did you mean "cluster-read"?)`},
+		{"/v1/take/batch", `{"service":"ecs",` + who + `,"requests":[{"action":"ListClusters","tokes":1}]}`, `requests[0].tokes: unknown field (did you mean "tokens"?)`},
+		{"/v1/take/batch", `{"service":"ecs",` + who + `,"request":[]}`, `(did you mean "requests"?)`},
+		{"/v1/take/batch", `{"service":"ecs",` + who + `,"requests":[{"action":"DescribeClustrs"}]}`, `(did you mean "DescribeClusters"?)`},
+	} {
+		status, body := postJSON(t, srv.URL+tc.path, tc.body)
+		var e nativeError
+		if err := json.Unmarshal([]byte(body), &e); err != nil || status != 400 || !strings.Contains(e.Error, tc.want) {
+			t.Errorf("%s %s → %d %s; want 400 with %s", tc.path, tc.body, status, body, tc.want)
+		}
+	}
+	status, body := postJSON(t, srv.URL+"/v1/take", `{"service":"ecs",`+who+`,"action":"Fly"}`)
+	if status != 400 || strings.Contains(body, "did you mean") {
+		t.Errorf("an action near no name → %d %s; want 400 without a suggestion", status, body)
+	}
+}
+
 func TestNativeBatch(t *testing.T) {
 	_, srv := newTestServer(t, limitertest.NewClock(), Options{})
 	status, body := postJSON(t, srv.URL+"/v1/take/batch", `{"service":"ecs","account":"111122223333","region":"us-east-1","requests":[

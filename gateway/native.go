@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/internal/suggest"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/quota"
 )
@@ -135,13 +136,50 @@ func decodeStrict(body []byte, v any) error {
 	var synErr *jsontext.SyntacticError
 	switch {
 	case errors.As(err, &semErr) && errors.Is(semErr.Err, json.ErrUnknownName):
-		return &fieldError{pointerField(semErr.JSONPointer), "unknown field"}
+		return unknownMember(semErr.JSONPointer)
 	case errors.As(err, &semErr) && semErr.GoType != nil:
 		return &fieldError{pointerField(semErr.JSONPointer), fmt.Sprintf("want %s, got JSON %s", jsonKind(semErr.GoType), semErr.JSONKind)}
 	case errors.As(err, &synErr):
 		return &fieldError{pointerField(synErr.JSONPointer), fmt.Sprintf("malformed JSON at byte %d: %s", synErr.ByteOffset, awsjson.ClipMessage(synErr.Err.Error()))}
 	}
 	return &fieldError{"", "malformed JSON: " + awsjson.ClipMessage(err.Error())}
+}
+
+// memberNames are the members of the API's request bodies (TakeRequest,
+// BatchRequest), the candidates of an unknown member's "did you mean".
+var memberNames = []string{"service", "account", "region", "action", "category", "tokens", "requests"}
+
+// unknownMember is the error for the unknown member at p, with the known
+// member its name is most likely a typo of.
+func unknownMember(p jsontext.Pointer) error {
+	return &fieldError{pointerField(p), "unknown field" + suggest.DidYouMean(p.LastToken(), memberNames)}
+}
+
+// serviceNames, actionNames and categoryNames are the candidates of a
+// "did you mean" for an unknown service, action or category: an error's
+// path only, never a take's.
+func serviceNames(cfg *quota.Config) []string {
+	var out []string
+	for _, s := range cfg.Services() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func actionNames(svc *quota.Service) []string {
+	var out []string
+	for _, c := range svc.Categories {
+		out = append(out, c.Actions...)
+	}
+	return out
+}
+
+func categoryNames(svc *quota.Service) []string {
+	var out []string
+	for _, c := range svc.Categories {
+		out = append(out, c.Name)
+	}
+	return out
 }
 
 // pointerField turns a JSON pointer, /requests/3/tokens, into the field
@@ -198,7 +236,7 @@ func (g *Gateway) resolve(cfg *quota.Config, req *TakeRequest) (resolved, error)
 	}
 	svc, ok := cfg.Service(req.Service)
 	if !ok {
-		return r, &fieldError{"service", "unknown service " + clip(req.Service)}
+		return r, &fieldError{"service", "unknown service " + clip(req.Service) + suggest.DidYouMean(req.Service, serviceNames(cfg))}
 	}
 	if !quota.ValidAccount(req.Account) {
 		return r, &fieldError{"account", "missing or not 1-128 letters, digits, '.', '_' or '-'"}
@@ -211,11 +249,11 @@ func (g *Gateway) resolve(cfg *quota.Config, req *TakeRequest) (resolved, error)
 		return r, &fieldError{"action", "give action or category, not both"}
 	case req.Action != "":
 		if r.cat, ok = svc.CategoryOf(req.Action); !ok {
-			return r, &fieldError{"action", "unknown action " + clip(req.Action) + " of service " + svc.Name}
+			return r, &fieldError{"action", "unknown action " + clip(req.Action) + " of service " + svc.Name + suggest.DidYouMean(req.Action, actionNames(svc))}
 		}
 	case req.Category != "":
 		if r.cat, ok = svc.CategoryNamed(req.Category); !ok {
-			return r, &fieldError{"category", "unknown category " + clip(req.Category) + " of service " + svc.Name}
+			return r, &fieldError{"category", "unknown category " + clip(req.Category) + " of service " + svc.Name + suggest.DidYouMean(req.Category, categoryNames(svc))}
 		}
 	default:
 		return r, &fieldError{"action", "missing: give action or category"}

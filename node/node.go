@@ -157,9 +157,9 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		configName = "built-in presets"
 	}
 	var certs nodeCerts
-	source := "--store-tls-ca, --store-tls-cert, --store-tls-key"
+	source := tlsSource{"--store-tls-cert", "--store-tls-key", "--store-tls-ca"}
 	if opts.Store.TLS.IsZero() {
-		source = configName + ": store.tls"
+		source = tlsFields(configName, "store.tls", "ca_file")
 	}
 	if certs.store, err = loadStoreCerts(st, source, log); err != nil {
 		return nil, err
@@ -267,7 +267,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	// HTTP/2 and HTTP/1.1 over TLS, as http.Server.ServeTLS offers them.
-	if n.certs.http, n.srv.TLSConfig, err = loadListenerCerts(opts.TLS, "HTTP listener", "--tls-cert, --tls-key, --tls-client-ca", []string{"h2", "http/1.1"}, log); err != nil {
+	if n.certs.http, n.srv.TLSConfig, err = loadListenerCerts(opts.TLS, "HTTP listener", tlsSource{"--tls-cert", "--tls-key", "--tls-client-ca"}, []string{"h2", "http/1.1"}, log); err != nil {
 		n.Close()
 		return nil, err
 	}

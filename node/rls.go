@@ -130,11 +130,11 @@ func buildRLS(ctx context.Context, over RLSOptions, file config.RLS, configName 
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", source, err)
 	}
-	tlsSource := "--grpc-tls-cert, --grpc-tls-key, --grpc-tls-client-ca"
+	tlsAt := tlsSource{"--grpc-tls-cert", "--grpc-tls-key", "--grpc-tls-client-ca"}
 	if over.TLS.IsZero() {
-		tlsSource = configName + ": rls.tls"
+		tlsAt = tlsFields(configName, "rls.tls", "client_ca_file")
 	}
-	certs, tlsConfig, err := loadListenerCerts(set.TLS, "gRPC listener", tlsSource, nil, log) // gRPC adds h2
+	certs, tlsConfig, err := loadListenerCerts(set.TLS, "gRPC listener", tlsAt, nil, log) // gRPC adds h2
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -50,37 +50,67 @@ func (c nodeCerts) storeTLS() func(serverName string) *tls.Config {
 	return c.store.ClientConfig
 }
 
+// tlsSource names where each of an endpoint's files was given (a flag,
+// or a config file's field), so an error names the one to fix.
+type tlsSource struct{ cert, key, ca string }
+
+// tlsFields is the source of files given in a config file's section at
+// path, whose CA field is caKey.
+func tlsFields(file, path, caKey string) tlsSource {
+	at := file + ": " + path + "."
+	return tlsSource{at + "cert_file", at + "key_file", at + caKey}
+}
+
+// wrap puts in front of err the sources of the files it is about (all of
+// them when it does not say).
+func (s tlsSource) wrap(err error) error {
+	roles := tlsfiles.RoleCert | tlsfiles.RoleKey | tlsfiles.RoleCA
+	if fe, ok := errors.AsType[*tlsfiles.FileError](err); ok {
+		roles = fe.Roles
+	}
+	var names []string
+	for _, r := range []struct {
+		role tlsfiles.Role
+		name string
+	}{{tlsfiles.RoleCert, s.cert}, {tlsfiles.RoleKey, s.key}, {tlsfiles.RoleCA, s.ca}} {
+		if roles&r.role != 0 {
+			names = append(names, r.name)
+		}
+	}
+	return fmt.Errorf("%s: %w", strings.Join(names, ", "), err)
+}
+
 // loadListenerCerts loads a listener's files, or returns nil for a
 // plaintext listener (no files). source names where the files were given,
 // for errors.
-func loadListenerCerts(files config.TLS, name, source string, protos []string, log *slog.Logger) (*tlsfiles.Certs, *tls.Config, error) {
+func loadListenerCerts(files config.TLS, name string, source tlsSource, protos []string, log *slog.Logger) (*tlsfiles.Certs, *tls.Config, error) {
 	if files.IsZero() {
 		return nil, nil, nil
 	}
 	c, err := tlsfiles.Load(tlsFiles(files), tlsfiles.Options{Name: name, NextProtos: protos, Logger: log})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", source, err)
+		return nil, nil, source.wrap(err)
 	}
 	cfg, err := c.ServerConfig()
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", source, err)
+		return nil, nil, source.wrap(err)
 	}
 	return c, cfg, nil
 }
 
 // loadStoreCerts loads the Redis connections' files, or returns nil when
 // none is given. They need a TLS store URL.
-func loadStoreCerts(st config.Store, source string, log *slog.Logger) (*tlsfiles.Certs, error) {
+func loadStoreCerts(st config.Store, source tlsSource, log *slog.Logger) (*tlsfiles.Certs, error) {
 	if st.TLS.IsZero() {
 		return nil, nil
 	}
 	if !strings.HasPrefix(st.URL, "rediss") {
 		scheme, _, _ := strings.Cut(st.URL, ":")
-		return nil, fmt.Errorf("%s: TLS files are given for the store, but the store is %s, not a TLS Redis URL (rediss://, rediss+cluster://, rediss+sentinel://)", source, scheme)
+		return nil, source.wrap(fmt.Errorf("TLS files are given for the store, but the store is %s, not a TLS Redis URL (rediss://, rediss+cluster://, rediss+sentinel://)", scheme))
 	}
 	c, err := tlsfiles.Load(tlsFiles(st.TLS), tlsfiles.Options{Name: "Redis store", Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", source, err)
+		return nil, source.wrap(err)
 	}
 	return c, nil
 }

@@ -233,15 +233,15 @@ func TestTLSStartErrors(t *testing.T) {
 		opts Options
 		want []string
 	}{
-		{"missing HTTP cert", Options{TLS: config.TLS{CertFile: missing, KeyFile: s.httpTLS.KeyFile}}, []string{"--tls-cert", missing}},
-		{"HTTP key of another cert", Options{TLS: config.TLS{CertFile: s.httpTLS.CertFile, KeyFile: s.grpcTLS.KeyFile}}, []string{"--tls-cert", s.httpTLS.CertFile, s.grpcTLS.KeyFile, "does not match"}},
-		{"HTTP client CA only", Options{TLS: config.TLS{CAFile: s.caFile}}, []string{"--tls-client-ca", "needs a certificate"}},
-		{"missing gRPC client CA", Options{RLS: RLSOptions{ConfigDir: s.rlsDir, TLS: config.TLS{CertFile: s.grpcTLS.CertFile, KeyFile: s.grpcTLS.KeyFile, CAFile: missing}}}, []string{"--grpc-tls-client-ca", missing}},
-		{"config's rls.tls", Options{ConfigPath: cfgFile}, []string{cfgFile + ": rls.tls", filepath.Join(s.dir, "missing.crt")}},
+		{"missing HTTP cert", Options{TLS: config.TLS{CertFile: missing, KeyFile: s.httpTLS.KeyFile}}, []string{"--tls-cert: ", missing}},
+		{"HTTP key of another cert", Options{TLS: config.TLS{CertFile: s.httpTLS.CertFile, KeyFile: s.grpcTLS.KeyFile}}, []string{"--tls-cert, --tls-key: ", s.httpTLS.CertFile, s.grpcTLS.KeyFile, "does not match"}},
+		{"HTTP client CA only", Options{TLS: config.TLS{CAFile: s.caFile}}, []string{"--tls-cert, --tls-key: CA file", "needs a certificate"}},
+		{"missing gRPC client CA", Options{RLS: RLSOptions{ConfigDir: s.rlsDir, TLS: config.TLS{CertFile: s.grpcTLS.CertFile, KeyFile: s.grpcTLS.KeyFile, CAFile: missing}}}, []string{"--grpc-tls-client-ca: CA file", missing}},
+		{"config's rls.tls", Options{ConfigPath: cfgFile}, []string{cfgFile + ": rls.tls.cert_file: certificate file", filepath.Join(s.dir, "missing.crt")}},
 		{"gRPC TLS without rls", Options{RLS: RLSOptions{TLS: s.grpcTLS}}, []string{"no rls config directory"}},
 		{"store TLS with memory", Options{Store: config.Store{TLS: config.TLS{CAFile: s.caFile}}}, []string{"--store-tls-ca", "memory"}},
 		{"store TLS with redis://", Options{Store: config.Store{URL: "redis://127.0.0.1:1/0", TLS: config.TLS{CAFile: s.caFile}}}, []string{"--store-tls-ca", "not a TLS Redis URL"}},
-		{"missing store CA", Options{Store: config.Store{URL: "rediss://127.0.0.1:1/0", TLS: config.TLS{CAFile: missing}}}, []string{"--store-tls-ca", missing}},
+		{"missing store CA", Options{Store: config.Store{URL: "rediss://127.0.0.1:1/0", TLS: config.TLS{CAFile: missing}}}, []string{"--store-tls-ca: CA file", missing}},
 	} {
 		tc.opts.Listen = "127.0.0.1:0"
 		if tc.opts.RLS.ConfigDir != "" || tc.opts.ConfigPath != "" {
@@ -258,5 +258,10 @@ func TestTLSStartErrors(t *testing.T) {
 				t.Errorf("%s: error %q does not say %q", tc.name, err, w)
 			}
 		}
+	}
+	// A missing key blames the key's flag alone.
+	_, err := New(context.Background(), Options{Listen: "127.0.0.1:0", TLS: config.TLS{CertFile: s.httpTLS.CertFile, KeyFile: missing}})
+	if err == nil || !strings.HasPrefix(err.Error(), "--tls-key: key file: ") {
+		t.Errorf("missing HTTP key: %v; want it to begin with --tls-key alone", err)
 	}
 }

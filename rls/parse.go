@@ -118,7 +118,7 @@ func decodeFirst(file string, data []byte) (*yaml.Node, int, *yamlfield.FieldErr
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {
-		return nil, 0, yamlfield.SyntaxError(file, err)
+		return nil, 0, yamlfield.SyntaxError(file, data, err)
 	}
 	var extra yaml.Node
 	second := 0

@@ -91,7 +91,7 @@ descriptors:
 			`a.yaml:4:18: descriptors[0].shadow_mode: want true or false, got the quoted string "yes" (envoy ratelimit refuses it too)`,
 			`a.yaml:5:51: descriptors[0].rate_limit.requests_per_unit: want a whole number, got the quoted string "10" (envoy ratelimit refuses it too)`,
 		}},
-		{"syntax", "domain: d\ndescriptors: [\n", []string{"a.yaml:2: did not find expected node content"}},
+		{"syntax", "domain: d\ndescriptors: [\n", []string{"a.yaml:2:1: did not find expected node content"}},
 		{"not a mapping", "- domain: d\n", []string{"a.yaml:1:1: want a mapping, got a list"}},
 		{"empty file", "", []string{"a.yaml: the file is empty; it needs a domain"}},
 	} {

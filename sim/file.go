@@ -199,7 +199,8 @@ func ParseStudy(file string, data []byte) (*Study, error) {
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlErrors(file, err)
+		se := yamlfield.SyntaxError(file, data, err)
+		return nil, &FileError{File: file, Line: se.Line, Column: se.Column, Msg: se.Msg, Err: err}
 	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
 		return nil, ferr(0, "empty scenario file", nil)

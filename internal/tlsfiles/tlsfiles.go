@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,33 @@ type Files struct {
 	// verified against. "" for neither.
 	CA string
 }
+
+// Role is a set of an endpoint's files: the ones a [FileError] is about.
+type Role uint8
+
+// The roles of an endpoint's files.
+const (
+	RoleCert Role = 1 << iota // the certificate chain
+	RoleKey                   // its private key
+	RoleCA                    // the CA bundle
+)
+
+// FileError is a problem with some of an endpoint's files, which Roles
+// names (the certificate and the key, when they do not match), so a
+// caller can say which of its flags or fields to fix.
+type FileError struct {
+	Roles Role
+	Err   error
+}
+
+// Error is the problem; it names the file's path.
+func (e *FileError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *FileError) Unwrap() error { return e.Err }
+
+// fileError wraps err as the problem of the files of roles.
+func fileError(roles Role, err error) error { return &FileError{Roles: roles, Err: err} }
 
 // IsZero reports whether f names no file.
 func (f Files) IsZero() bool { return f == Files{} }
@@ -84,9 +112,9 @@ func Load(files Files, opts Options) (*Certs, error) {
 	case files.IsZero():
 		return nil, errors.New("no certificate, key or CA file given")
 	case files.Cert != "" && files.Key == "":
-		return nil, fmt.Errorf("certificate file %s needs its key file", files.Cert)
+		return nil, fileError(RoleKey, fmt.Errorf("certificate file %s needs its key file", files.Cert))
 	case files.Key != "" && files.Cert == "":
-		return nil, fmt.Errorf("key file %s needs its certificate file", files.Key)
+		return nil, fileError(RoleCert, fmt.Errorf("key file %s needs its certificate file", files.Key))
 	}
 	c := &Certs{files: files, opts: opts, log: opts.Logger}
 	if c.log == nil {
@@ -113,7 +141,7 @@ func (c *Certs) Files() Files { return c.files }
 // when c has no certificate.
 func (c *Certs) ServerConfig() (*tls.Config, error) {
 	if c.files.Cert == "" {
-		return nil, fmt.Errorf("CA file %s: a server needs a certificate and key file too", c.files.CA)
+		return nil, fileError(RoleCert|RoleKey, fmt.Errorf("CA file %s: a server needs a certificate and key file too", c.files.CA))
 	}
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -207,17 +235,17 @@ func (c *Certs) read() (*loaded, error) {
 	l := &loaded{}
 	h := sha256.New()
 	if c.files.Cert != "" {
-		certPEM, err := readFile("certificate", c.files.Cert)
+		certPEM, err := readFile(RoleCert, c.files.Cert)
 		if err != nil {
 			return nil, err
 		}
-		keyPEM, err := readFile("key", c.files.Key)
+		keyPEM, err := readFile(RoleKey, c.files.Key)
 		if err != nil {
 			return nil, err
 		}
 		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
-			return nil, fmt.Errorf("certificate file %s with key file %s: %w", c.files.Cert, c.files.Key, err)
+			return nil, fileError(RoleCert|RoleKey, fmt.Errorf("certificate file %s with key file %s: %w", c.files.Cert, c.files.Key, err))
 		}
 		l.cert = &pair
 		l.server = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}, NextProtos: c.opts.NextProtos}
@@ -225,13 +253,13 @@ func (c *Certs) read() (*loaded, error) {
 		h.Write(keyPEM)
 	}
 	if c.files.CA != "" {
-		caPEM, err := readFile("CA", c.files.CA)
+		caPEM, err := readFile(RoleCA, c.files.CA)
 		if err != nil {
 			return nil, err
 		}
 		l.roots = x509.NewCertPool()
 		if !l.roots.AppendCertsFromPEM(caPEM) {
-			return nil, fmt.Errorf("CA file %s: no PEM certificate in it", c.files.CA)
+			return nil, fileError(RoleCA, fmt.Errorf("CA file %s: no PEM certificate in it", c.files.CA))
 		}
 		if l.server != nil {
 			l.server.ClientCAs = l.roots
@@ -243,9 +271,33 @@ func (c *Certs) read() (*loaded, error) {
 	return l, nil
 }
 
-// readFile reads a regular file of at most MaxFileBytes; what names its
-// role in errors.
-func readFile(what, path string) ([]byte, error) {
+// readFile reads a regular file of at most MaxFileBytes, the file of
+// role; its errors are FileErrors.
+func readFile(role Role, path string) ([]byte, error) {
+	b, err := readRegular(role.String(), path)
+	if err != nil {
+		return nil, fileError(role, err)
+	}
+	return b, nil
+}
+
+// String names a role's file in errors: "certificate", "key" or "CA".
+func (r Role) String() string {
+	var names []string
+	for _, n := range []struct {
+		r    Role
+		name string
+	}{{RoleCert, "certificate"}, {RoleKey, "key"}, {RoleCA, "CA"}} {
+		if r&n.r != 0 {
+			names = append(names, n.name)
+		}
+	}
+	return strings.Join(names, " and ")
+}
+
+// readRegular reads a regular file of at most MaxFileBytes; what names
+// its role in errors.
+func readRegular(what, path string) ([]byte, error) {
 	// Stat before opening: opening a named pipe would wait for a writer.
 	info, err := os.Stat(path)
 	if err != nil {

@@ -107,7 +107,7 @@ func DecodeOne(file string, data []byte) (*yaml.Node, *FieldError) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {
-		return nil, SyntaxError(file, err)
+		return nil, SyntaxError(file, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err != io.EOF {
@@ -123,9 +123,17 @@ func DecodeOne(file string, data []byte) (*yaml.Node, *FieldError) {
 	return doc.Content[0], nil
 }
 
-// SyntaxError turns a YAML syntax error ("yaml: line 3: …") into a
-// FieldError with its line.
-func SyntaxError(file string, err error) *FieldError {
+// SyntaxError turns a YAML syntax error of data ("yaml: line 3: …") into
+// a FieldError with the line and column where the problem is.
+//
+// The YAML parser names the line where the construct it was reading
+// began (a list whose item is mis-indented is reported at the list's
+// first line), not the line that breaks it. The line that breaks it is
+// the first whose end makes a prefix of the file fail with the same
+// message, and its column that line's first non-blank character; when
+// no prefix does (a prefix may fail differently, inside a flow
+// collection), the parser's line is kept.
+func SyntaxError(file string, data []byte, err error) *FieldError {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	fe := &FieldError{File: file, Msg: msg}
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
@@ -135,7 +143,51 @@ func SyntaxError(file string, err error) *FieldError {
 			}
 		}
 	}
+	if fe.Line > 0 {
+		fe.Line, fe.Column = breakingLine(data, fe.Line, err.Error())
+	}
 	return fe
+}
+
+// maxPrefixParses and maxPrefixBytes bound the work breakingLine spends
+// on one error: the parses, and the bytes they read in all.
+const (
+	maxPrefixParses = 200
+	maxPrefixBytes  = 8 << 20
+)
+
+// breakingLine is the 1-based line and column of the first line, from
+// line on, whose end makes a prefix of data fail to parse with the error
+// text want; line and 0 when none does within the bounds above.
+func breakingLine(data []byte, line int, want string) (int, int) {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	end := 0
+	for _, l := range lines[:min(line-1, len(lines))] {
+		end += len(l)
+	}
+	read := 0
+	for n := line; n <= len(lines) && n < line+maxPrefixParses; n++ {
+		l := lines[n-1]
+		end += len(l)
+		if read += end; read > maxPrefixBytes {
+			break
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data[:end]))
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if err == nil || err == io.EOF {
+			continue
+		}
+		if err.Error() != want {
+			continue
+		}
+		col := len(l) - len(bytes.TrimLeft(l, " ")) + 1 // YAML indents with spaces only
+		if len(bytes.TrimSpace(l)) == 0 {
+			col = 0
+		}
+		return n, col
+	}
+	return line, 0
 }
 
 // FieldFunc handles one known field of a mapping: key and val are its

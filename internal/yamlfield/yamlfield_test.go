@@ -62,6 +62,23 @@ func TestDecodeOne(t *testing.T) {
 	}
 }
 
+// TestSyntaxErrorNamesTheBreakingLine: the parser names the line where
+// the list or mapping began; the error names the line that breaks it,
+// at its first non-blank character.
+func TestSyntaxErrorNamesTheBreakingLine(t *testing.T) {
+	for _, tc := range []struct{ data, want string }{
+		{"services:\n  - name: a\n   name: x\n", "f:3:4: did not find expected '-' indicator"},
+		{"a: 1\nb: 2\n c: 3\nd: 4\n", "f:3:2: mapping values are not allowed in this context"},
+		{"a:\n  b: 1\n  c: 2\n d: 3\n", "f:4:2: did not find expected key"},
+		{"a:\n\tb: 1\n", "f:2:1: found character that cannot start any token"},
+	} {
+		_, ferr := DecodeOne("f", []byte(tc.data))
+		if ferr == nil || ferr.Error() != tc.want {
+			t.Errorf("%q: got %v, want %s", tc.data, ferr, tc.want)
+		}
+	}
+}
+
 // TestMergeIsReadOnce: a "<<" key goes to Merge, not to the fields, and a
 // FieldFunc that walks a nested mapping with another Merge does not change
 // the outer walk's.
