@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -164,6 +165,17 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	if certs.store, err = loadStoreCerts(st, source, log); err != nil {
 		return nil, err
 	}
+	// Every file is read before the store is dialled: a broken one is
+	// refused at once, not after a Redis that is down has been waited for.
+	rlsPlan, err := planRLS(ctx, opts.RLS, cfg.RLS, configName, st, log)
+	if err != nil {
+		return nil, err
+	}
+	certs.grpc = rlsPlan.certsOrNil()
+	var httpTLS *tls.Config
+	if certs.http, httpTLS, err = loadListenerCerts(opts.TLS, "HTTP listener", tlsSource{"--tls-cert", "--tls-key", "--tls-client-ca"}, []string{"h2", "http/1.1"}, log); err != nil {
+		return nil, err
+	}
 	store, closeStore, err := openStore(ctx, st, certs.storeTLS(), opts.Memory, opts.DenyCache, opts.StorePipelines, opts.StoreNodes, log, reg)
 	if err != nil {
 		return nil, err
@@ -205,7 +217,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	n.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
 	lastStore, lastRLS := cfg.Store, cfg.RLS
 	n.rlsDir = rlsSettings(opts.RLS, cfg.RLS).ConfigDir
-	if n.rls, n.rlsLn, n.certs.grpc, err = buildRLS(ctx, opts.RLS, cfg.RLS, n.configName, st, store, opts.ShutdownTimeout, log, reg); err != nil {
+	if n.rls, n.rlsLn, err = rlsPlan.start(store, opts.ShutdownTimeout, log, reg); err != nil {
 		n.Close()
 		return nil, err
 	}
@@ -266,11 +278,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	// HTTP/2 and HTTP/1.1 over TLS, as http.Server.ServeTLS offers them.
-	if n.certs.http, n.srv.TLSConfig, err = loadListenerCerts(opts.TLS, "HTTP listener", tlsSource{"--tls-cert", "--tls-key", "--tls-client-ca"}, []string{"h2", "http/1.1"}, log); err != nil {
-		n.Close()
-		return nil, err
-	}
+	n.srv.TLSConfig = httpTLS // HTTP/2 and HTTP/1.1 over TLS, as http.Server.ServeTLS offers them
 	if n.ln, err = net.Listen("tcp", opts.Listen); err != nil {
 		n.Close()
 		return nil, err

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,18 +94,29 @@ func (o RLSOptions) headers() [3]string {
 	return [3]string{o.LimitHeader, o.RemainingHeader, o.ResetHeader}
 }
 
-// buildRLS builds the Envoy rate limit service of `tollgate serve` and
-// its listener, when --rls-config or the config's rls.config_dir names
-// envoy ratelimit's config directory; with neither it returns nils and
-// nothing listens. With TLS files it returns their certificates too, for
-// the node to watch. configName names the config file in errors.
-func buildRLS(ctx context.Context, over RLSOptions, file config.RLS, configName string, st config.Store, store limiter.Limiter, shutdownTimeout time.Duration, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, *tlsfiles.Certs, error) {
+// rlsPlan is the Envoy rate limit service of `tollgate serve` as read
+// from its config directory and TLS files, before the store is open: a
+// broken directory is refused before tollgate dials Redis.
+type rlsPlan struct {
+	set       config.RLS
+	cfg       *rls.Config
+	load      func() (*rls.Config, error)
+	maxWindow time.Duration
+	certs     *tlsfiles.Certs
+	tlsConfig *tls.Config
+}
+
+// planRLS reads the Envoy rate limit service's config directory and TLS
+// files, when --rls-config or the config's rls.config_dir names envoy
+// ratelimit's config directory; with neither it returns nil. configName
+// names the config file in errors.
+func planRLS(ctx context.Context, over RLSOptions, file config.RLS, configName string, st config.Store, log *slog.Logger) (*rlsPlan, error) {
 	set := rlsSettings(over, file)
 	if set.ConfigDir == "" {
 		if !set.TLS.IsZero() {
-			return nil, nil, nil, errors.New("gRPC TLS files are given (--grpc-tls-cert or the config's rls.tls), but no rls config directory, so there is no gRPC listener: give --rls-config or rls.config_dir")
+			return nil, errors.New("gRPC TLS files are given (--grpc-tls-cert or the config's rls.tls), but no rls config directory, so there is no gRPC listener: give --rls-config or rls.config_dir")
 		}
-		return nil, nil, nil, nil
+		return nil, nil
 	}
 	source := "--rls-config"
 	if over.ConfigDir == "" {
@@ -112,38 +124,57 @@ func buildRLS(ctx context.Context, over RLSOptions, file config.RLS, configName 
 	}
 	for i, name := range []string{"--rls-limit-header", "--rls-remaining-header", "--rls-reset-header"} {
 		if h := over.headers()[i]; h != "" && !httpguts.ValidHeaderFieldName(h) {
-			return nil, nil, nil, fmt.Errorf("%s %q is not a valid HTTP header name", name, h)
+			return nil, fmt.Errorf("%s %q is not a valid HTTP header name", name, h)
 		}
 	}
 	opts := rls.LoadOptions{MergeDomains: set.MergeDomains}
 	if st.URL != "memory" {
 		opts.MaxWindow = redisstore.MaxWindow // what the Redis script holds exactly
 	}
-	load := func() (*rls.Config, error) {
+	p := &rlsPlan{set: set, maxWindow: opts.MaxWindow}
+	p.load = func() (*rls.Config, error) {
 		cfg, err := rls.LoadContext(ctx, set.ConfigDir, opts)
 		if err == nil && over.RequireDomain && len(cfg.Domains()) == 0 {
 			err = fmt.Errorf("%s: no domain loaded from %d files (--rls-require-domain)", set.ConfigDir, len(cfg.Files()))
 		}
 		return cfg, err
 	}
-	cfg, err := load()
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: %w", source, err)
+	var err error
+	if p.cfg, err = p.load(); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	tlsAt := tlsSource{"--grpc-tls-cert", "--grpc-tls-key", "--grpc-tls-client-ca"}
 	if over.TLS.IsZero() {
 		tlsAt = tlsFields(configName, "rls.tls", "client_ca_file")
 	}
-	certs, tlsConfig, err := loadListenerCerts(set.TLS, "gRPC listener", tlsAt, nil, log) // gRPC adds h2
-	if err != nil {
-		return nil, nil, nil, err
+	if p.certs, p.tlsConfig, err = loadListenerCerts(set.TLS, "gRPC listener", tlsAt, nil, log); err != nil { // gRPC adds h2
+		return nil, err
 	}
+	return p, nil
+}
+
+// certsOrNil returns the gRPC listener's certificates, for the node to
+// watch; nil without TLS files or without a plan.
+func (p *rlsPlan) certsOrNil() *tlsfiles.Certs {
+	if p == nil {
+		return nil
+	}
+	return p.certs
+}
+
+// start builds the service on store and its listener; a nil plan starts
+// nothing and returns nils.
+func (p *rlsPlan) start(store limiter.Limiter, shutdownTimeout time.Duration, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, error) {
+	if p == nil {
+		return nil, nil, nil
+	}
+	set, cfg := p.set, p.cfg
 	rls.LogWarnings(log.With("component", "rls"), cfg)
 	srv := rls.New(rls.Options{
 		Config:           cfg,
 		Limiter:          store,
-		MaxWindow:        opts.MaxWindow,
-		Reload:           load,
+		MaxWindow:        p.maxWindow,
+		Reload:           p.load,
 		Logger:           log.With("component", "rls"),
 		Registry:         reg,
 		ResponseHeaders:  set.ResponseHeaders,
@@ -152,16 +183,16 @@ func buildRLS(ctx context.Context, over RLSOptions, file config.RLS, configName 
 		ResetHeader:      set.ResetHeader,
 		GlobalShadowMode: set.ShadowMode,
 		ShutdownTimeout:  shutdownTimeout,
-		TLS:              tlsConfig,
+		TLS:              p.tlsConfig,
 	})
 	ln, err := net.Listen("tcp", set.GRPCListen)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--grpc-listen: %w", err)
+		return nil, nil, fmt.Errorf("--grpc-listen: %w", err)
 	}
 	log.Info("envoy rate limit service listening", "addr", ln.Addr().String(), "protocol", "grpc", "tls", tlsMode(set.TLS),
 		"rls_config", set.ConfigDir, "domains", len(cfg.Domains()), "rules", len(cfg.Rules()),
 		"shadow_mode", set.ShadowMode, "response_headers", set.ResponseHeaders)
-	return srv, ln, certs, nil
+	return srv, ln, nil
 }
 
 // rlsRoutes are envoy ratelimit's HTTP endpoints (POST /json, GET

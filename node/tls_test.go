@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,5 +265,58 @@ func TestTLSStartErrors(t *testing.T) {
 	_, err := New(context.Background(), Options{Listen: "127.0.0.1:0", TLS: config.TLS{CertFile: s.httpTLS.CertFile, KeyFile: missing}})
 	if err == nil || !strings.HasPrefix(err.Error(), "--tls-key: key file: ") {
 		t.Errorf("missing HTTP key: %v; want it to begin with --tls-key alone", err)
+	}
+}
+
+// TestBrokenFilesAreRefusedBeforeTheStoreIsDialled: a missing rls config
+// directory or TLS file is reported without a connection to the store,
+// so a Redis that is down does not delay the error that names the file.
+func TestBrokenFilesAreRefusedBeforeTheStoreIsDialled(t *testing.T) {
+	s := newTLSSetup(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var dials atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dials.Add(1)
+			c.Close()
+		}
+	}()
+	store := config.Store{URL: "redis://" + ln.Addr().String() + "/0"}
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"missing rls dir", Options{RLS: RLSOptions{ConfigDir: filepath.Join(s.dir, "nope"), GRPCListen: "127.0.0.1:0"}}, "--rls-config: "},
+		{"missing HTTP key", Options{TLS: config.TLS{CertFile: s.httpTLS.CertFile, KeyFile: filepath.Join(s.dir, "nope.key")}}, "--tls-key: "},
+	} {
+		tc.opts.Listen, tc.opts.Store = "127.0.0.1:0", store
+		n, err := New(context.Background(), tc.opts)
+		if err == nil {
+			n.Close()
+			t.Fatalf("%s: started", tc.name)
+		}
+		if !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want it to begin with %q", tc.name, err, tc.want)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // let a dial, if one was made, be accepted
+	if got := dials.Load(); got != 0 {
+		t.Errorf("the store was dialled %d times before a broken file was refused", got)
+	}
+	// A good config does dial it: the listener above is what the store reaches.
+	if n, err := New(context.Background(), Options{Listen: "127.0.0.1:0", Store: store}); err == nil {
+		n.Close()
+	}
+	if got := dials.Load(); got == 0 {
+		t.Fatal("the store was never dialled, even for a good config: the test sees nothing")
 	}
 }
