@@ -125,11 +125,20 @@ type Options struct {
 	// servicequotas). It is called on every take, so it must be fast.
 	Limits Limits
 	// AdminHandlers are more admin endpoints by mux pattern (such as
-	// "GET /v1/admin/pools"), behind the admin token like the others.
+	// "GET /v1/admin/pools"), behind the admin token like the others. A
+	// handler with a Help() string method gives GET /v1/admin/ its line
+	// of help (see [Helper]).
 	AdminHandlers map[string]http.Handler
 	// Routes are more public endpoints by mux pattern (such as envoy
 	// ratelimit's "POST /json"), without the admin token.
 	Routes map[string]http.Handler
+}
+
+// Helper is an admin handler that says what it does, in one line, for
+// the index at GET /v1/admin/.
+type Helper interface {
+	http.Handler
+	Help() string
 }
 
 // Limits adjusts the config's limit of a bucket (see Options.Limits).
@@ -263,7 +272,11 @@ func New(opts Options) (*Gateway, error) {
 	handle("GET /metrics", "metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}).ServeHTTP)
 	for pattern, h := range opts.AdminHandlers {
 		handle(pattern, "admin", g.admin(h.ServeHTTP))
-		g.adminMore = append(g.adminMore, adminEndpoint{pattern, "added by the process (Options.AdminHandlers)"})
+		help := "added by the process (Options.AdminHandlers)"
+		if hh, ok := h.(Helper); ok {
+			help = hh.Help()
+		}
+		g.adminMore = append(g.adminMore, adminEndpoint{pattern, help})
 	}
 	slices.SortFunc(g.adminMore, func(a, b adminEndpoint) int { return strings.Compare(a.Path, b.Path) })
 	for pattern, h := range opts.Routes {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -53,5 +54,39 @@ func TestNodeServesServiceQuotas(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 404 && !strings.HasPrefix(resp.Status, "401") {
 		t.Fatalf("admin without a token: %s", resp.Status)
+	}
+}
+
+// TestAdminIndexHelpsWithEveryEndpoint: GET /v1/admin/ gives each
+// endpoint the node mounts, the pools' and Service Quotas' too, its own
+// line of help.
+func TestAdminIndexHelpsWithEveryEndpoint(t *testing.T) {
+	var logs logtest.Buffer
+	n := newTestNode(t, &logs, Options{AdminToken: "tok"})
+	run(t, n, &logs)
+	req, _ := http.NewRequest("GET", "http://"+n.Addr().String()+"/v1/admin/", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var index struct {
+		Endpoints []struct{ Path, Help string } `json:"endpoints"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&index); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /v1/admin/: %s %v", resp.Status, err)
+	}
+	seen := map[string]bool{}
+	for _, e := range index.Endpoints {
+		seen[e.Path] = true
+		if e.Help == "" || strings.Contains(e.Help, "Options.AdminHandlers") {
+			t.Errorf("%s: help %q", e.Path, e.Help)
+		}
+	}
+	for _, p := range []string{"GET /v1/admin/pools", "POST /v1/admin/servicequotas/requests/{id}/approve", "PUT /v1/admin/servicequotas/applied"} {
+		if !seen[p] {
+			t.Errorf("%s is not listed in %v", p, index.Endpoints)
+		}
 	}
 }

@@ -112,9 +112,10 @@ func (rv *revision) status() ServiceStatus {
 }
 
 // AdminHandler answers GET with the JSON listing of Status:
-// {"services": [...], "time": "..."}. Mount it behind authentication.
+// {"services": [...], "time": "..."}. Mount it behind authentication. Its
+// Help method says so in a line, for an index of admin endpoints.
 func (p *Pool) AdminHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return adminHandler(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET")
 			http.Error(w, r.Method+" not allowed; use GET", http.StatusMethodNotAllowed)
@@ -131,4 +132,15 @@ func (p *Pool) AdminHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(append(body, '\n'))
 	})
+}
+
+// adminHandler is the pool's admin endpoint, with its line of help.
+type adminHandler func(http.ResponseWriter, *http.Request)
+
+// ServeHTTP calls h.
+func (h adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h(w, r) }
+
+// Help says what the endpoint shows.
+func (adminHandler) Help() string {
+	return "every autoscaled service: revisions, instances (state, pid, port, in flight, concurrency, CPU) and the recommended count"
 }

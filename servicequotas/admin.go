@@ -21,13 +21,23 @@ import (
 //	                                                         set a value (a decrease too); value 0 goes back to the config's
 func (s *Service) AdminHandlers() map[string]http.Handler {
 	return map[string]http.Handler{
-		"GET /v1/admin/servicequotas/requests":               http.HandlerFunc(s.adminList),
-		"POST /v1/admin/servicequotas/requests/{id}/approve": http.HandlerFunc(s.adminDecide(StatusApproved)),
-		"POST /v1/admin/servicequotas/requests/{id}/deny":    http.HandlerFunc(s.adminDecide(StatusDenied)),
-		"GET /v1/admin/servicequotas/applied":                http.HandlerFunc(s.adminApplied),
-		"PUT /v1/admin/servicequotas/applied":                http.HandlerFunc(s.adminSet),
+		"GET /v1/admin/servicequotas/requests":               helped{s.adminList, "every account's quota increase requests, newest first; ?status=PENDING for those waiting"},
+		"POST /v1/admin/servicequotas/requests/{id}/approve": helped{s.adminDecide(StatusApproved), `approve a request, body {"reason": "…"}: APPROVED and applied at once`},
+		"POST /v1/admin/servicequotas/requests/{id}/deny":    helped{s.adminDecide(StatusDenied), `deny a request, body {"reason": "…"}: DENIED`},
+		"GET /v1/admin/servicequotas/applied":                helped{s.adminApplied, "the quota values in force, by account, region and quota"},
+		"PUT /v1/admin/servicequotas/applied":                helped{s.adminSet, `set a value, body {"account","region","service_code","quota_code","value"} (a decrease too; 0 goes back to the config's)`},
 	}
 }
+
+// helped is an admin handler with its line of help for the gateway's
+// index of admin endpoints (its Help method).
+type helped struct {
+	http.HandlerFunc
+	help string
+}
+
+// Help says what the endpoint does.
+func (h helped) Help() string { return h.help }
 
 // AdminRequest is a request as the admin endpoints show it.
 type AdminRequest struct {
