@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,11 +37,11 @@ type Scope struct {
 }
 
 // key names the scope in the store.
-func (s Scope) key() string { return accountID(s.Account) + "/" + s.Region }
+func (s Scope) key() string { return awsjson.AccountID(s.Account) + "/" + s.Region }
 
 // normal is s with its account as accountID gives it.
 func (s Scope) normal() Scope {
-	s.Account = accountID(s.Account)
+	s.Account = awsjson.AccountID(s.Account)
 	return s
 }
 
@@ -326,19 +324,6 @@ func (r *Registry) update(ctx context.Context, sc Scope, fn func(*state) error) 
 
 func (r *Registry) view(ctx context.Context, sc Scope, fn func(*state) error) error {
 	return r.store.view(ctx, sc.key(), false, fn)
-}
-
-// accountID is the 12-digit AWS account id of an account name: the name
-// itself when it is 12 digits (as LocalStack takes such an access key),
-// else 12 digits derived from its SHA-256, so that every access key keeps
-// a registry of its own and every account field of an answer is a valid
-// AWSAccountId.
-func accountID(name string) string {
-	if len(name) == 12 && strings.Trim(name, "0123456789") == "" {
-		return name
-	}
-	h := sha256.Sum256([]byte(name))
-	return fmt.Sprintf("%012d", binary.BigEndian.Uint64(h[:8])%1_000_000_000_000)
 }
 
 // decode reads a JSON request document into v. An empty body is {}.

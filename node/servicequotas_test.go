@@ -9,9 +9,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	sd "github.com/aws/aws-sdk-go-v2/service/servicediscovery"
 	sq "github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas/types"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/servicequotas"
 )
@@ -88,5 +90,72 @@ func TestAdminIndexHelpsWithEveryEndpoint(t *testing.T) {
 		if !seen[p] {
 			t.Errorf("%s is not listed in %v", p, index.Endpoints)
 		}
+	}
+}
+
+// TestOneAccountIDAcrossAWSAPIs: one access key the config does not map
+// is one account: Cloud Map's ARNs and Service Quotas' ARNs and Requester
+// show the same 12-digit id, and the bucket an approved increase applies
+// to is the one that key's ECS calls take from.
+func TestOneAccountIDAcrossAWSAPIs(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "tollgate.yaml", "services:\n  - preset: ecs\n  - preset: cloudmap\n  - preset: servicequotas\nservice_quotas:\n  approval:\n    - auto_approve_factor: 3\n")
+	var logs logtest.Buffer
+	n := newTestNode(t, &logs, Options{ConfigPath: cfg})
+	run(t, n, &logs)
+	ctx := context.Background()
+	endpoint := aws.String("http://" + n.Addr().String())
+	creds := credentials.NewStaticCredentialsProvider("AKIDONEACCOUNT", "x", "")
+	cm := sd.New(sd.Options{Region: "us-east-1", BaseEndpoint: endpoint, Credentials: creds, Retryer: aws.NopRetryer{}})
+	if _, err := cm.CreateHttpNamespace(ctx, &sd.CreateHttpNamespaceInput{Name: aws.String("one")}); err != nil {
+		t.Fatal(err)
+	}
+	nss, err := cm.ListNamespaces(ctx, &sd.ListNamespacesInput{})
+	if err != nil || len(nss.Namespaces) != 1 {
+		t.Fatalf("ListNamespaces: %+v %v", nss, err)
+	}
+	arnAccount := func(arn string) string {
+		parts := strings.Split(arn, ":")
+		if len(parts) < 5 {
+			t.Fatalf("ARN %q", arn)
+		}
+		return parts[4]
+	}
+	want := arnAccount(aws.ToString(nss.Namespaces[0].Arn))
+	if want != awsjson.AccountID("AKIDONEACCOUNT") {
+		t.Fatalf("Cloud Map's account %s, want %s", want, awsjson.AccountID("AKIDONEACCOUNT"))
+	}
+	c := sq.New(sq.Options{Region: "us-east-1", BaseEndpoint: endpoint, Credentials: creds, Retryer: aws.NopRetryer{}})
+	code := servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Burst)
+	q, err := c.GetServiceQuota(ctx, &sq.GetServiceQuotaInput{ServiceCode: aws.String("ecs"), QuotaCode: aws.String(code)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := arnAccount(aws.ToString(q.Quota.QuotaArn)); got != want {
+		t.Errorf("Service Quotas' QuotaArn account %s, Cloud Map's %s", got, want)
+	}
+	out, err := c.RequestServiceQuotaIncrease(ctx, &sq.RequestServiceQuotaIncreaseInput{
+		ServiceCode: aws.String("ecs"), QuotaCode: aws.String(code), DesiredValue: aws.Float64(100)})
+	if err != nil || out.RequestedQuota.Status != types.RequestStatusApproved {
+		t.Fatalf("increase: %+v %v", out, err)
+	}
+	if got := aws.ToString(out.RequestedQuota.Requester); got != `{"accountId":"`+want+`"}` {
+		t.Errorf("Requester %s, want account %s", got, want)
+	}
+	if got := arnAccount(aws.ToString(out.RequestedQuota.QuotaArn)); got != want {
+		t.Errorf("request's QuotaArn account %s, want %s", got, want)
+	}
+	// The increase applies to the bucket of the key's own calls.
+	resp, err := http.Post("http://"+n.Addr().String()+"/v1/take", "application/json",
+		strings.NewReader(`{"service":"ecs","account":"AKIDONEACCOUNT","region":"us-east-1","category":"cluster-read","tokens":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var take struct {
+		Limit struct{ Capacity int64 } `json:"limit"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&take); err != nil || take.Limit.Capacity != 100 {
+		t.Errorf("the key's bucket after the increase: %+v %v; want capacity 100", take, err)
 	}
 }

@@ -42,6 +42,10 @@ func (h helped) Help() string { return h.help }
 // AdminRequest is a request as the admin endpoints show it.
 type AdminRequest struct {
 	Request
+	// AccountID is the request's account as the API's answers show it
+	// (awsjson.AccountID); Account is the account the admin endpoints and
+	// the buckets name.
+	AccountID string  `json:"account_id"`
 	QuotaName string  `json:"quota_name"`
 	Current   float64 `json:"current_value"`
 }
@@ -75,7 +79,7 @@ func (s *Service) adminList(w http.ResponseWriter, r *http.Request) {
 		if status != "" && req.Status != status {
 			continue
 		}
-		ar := AdminRequest{Request: req}
+		ar := AdminRequest{Request: req, AccountID: awsjson.AccountID(req.Account)}
 		if q, ok := c.Quota(req.ServiceCode, req.QuotaCode); ok {
 			ar.QuotaName = q.Name
 			ar.Current = s.value(c, st, q, awsjson.Identity{Account: req.Account, Region: req.Region})

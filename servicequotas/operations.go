@@ -60,12 +60,14 @@ func epoch(ms int64) json.Number {
 	return json.Number(strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64))
 }
 
-func quotaArn(region, account string, q *Quota) string {
-	return "arn:aws:servicequotas:" + region + ":" + account + ":" + q.ServiceCode + "/" + q.Code
+// quotaArn is the ARN of an account's quota; the account is shown as
+// its AWS account id, as in every AWS API's answers.
+func quotaArn(region, account, serviceCode, quotaCode string) string {
+	return "arn:aws:servicequotas:" + region + ":" + awsjson.AccountID(account) + ":" + serviceCode + "/" + quotaCode
 }
 
 func (s *Service) shape(q *Quota, id awsjson.Identity, value float64) serviceQuota {
-	out := serviceQuota{ServiceCode: q.ServiceCode, ServiceName: q.ServiceName, QuotaArn: quotaArn(id.Region, id.Account, q),
+	out := serviceQuota{ServiceCode: q.ServiceCode, ServiceName: q.ServiceName, QuotaArn: quotaArn(id.Region, id.Account, q.ServiceCode, q.Code),
 		QuotaCode: q.Code, QuotaName: q.Name, Value: value, Unit: "None", Adjustable: true,
 		QuotaAppliedAtLevel: "ACCOUNT", Description: q.Description,
 		UsageMetric: &metricInfo{MetricNamespace: "AWS/Usage", MetricName: "CallCount",
@@ -88,8 +90,8 @@ func (s *Service) value(c *Catalog, st *state, q *Quota, id awsjson.Identity) fl
 func (s *Service) change(c *Catalog, r *Request) requestedChange {
 	out := requestedChange{ID: r.ID, ServiceCode: r.ServiceCode, QuotaCode: r.QuotaCode, DesiredValue: r.DesiredValue,
 		Status: r.Status, Created: epoch(r.Created), LastUpdated: epoch(r.LastUpdated),
-		Requester: `{"accountId":"` + r.Account + `"}`, Unit: "None", QuotaRequestedAtLevel: "ACCOUNT",
-		QuotaArn: "arn:aws:servicequotas:" + r.Region + ":" + r.Account + ":" + r.ServiceCode + "/" + r.QuotaCode}
+		Requester: `{"accountId":"` + awsjson.AccountID(r.Account) + `"}`, Unit: "None", QuotaRequestedAtLevel: "ACCOUNT",
+		QuotaArn: quotaArn(r.Region, r.Account, r.ServiceCode, r.QuotaCode)}
 	if q, ok := c.Quota(r.ServiceCode, r.QuotaCode); ok {
 		out.ServiceName, out.QuotaName = q.ServiceName, q.Name
 	} else {
