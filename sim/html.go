@@ -9,7 +9,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // HTML is the format of WriteHTML's report: one self-contained page.
@@ -107,8 +106,7 @@ func describeScenario(r *Result) (scenarioView, error) {
 	return scenarioView{Name: r.Scenario.Name, YAML: buf.String()}, nil
 }
 
-func pct(v float64) string       { return strconv.FormatFloat(100*v, 'f', 2, 64) }
-func dur(d time.Duration) string { return roundDuration(d).String() }
+func pct(v float64) string { return strconv.FormatFloat(100*v, 'f', 2, 64) }
 
 // writeReport writes the page of rep.
 func writeReport(w io.Writer, rep *report) error {
@@ -144,8 +142,8 @@ func writeReport(w io.Writer, rep *report) error {
 		s := r.Summary
 		row(td(r.Scenario.Name), num(s.Calls), td(pct(s.SuccessRate)), num(s.Failed), num(s.Unfinished),
 			num(s.Attempts), num(s.Retries), num(s.Throttled), num(s.Rejected),
-			td(dur(s.MeanLatency)), td(dur(s.P50Latency)), td(dur(s.P99Latency)),
-			num(s.PeakInstances), num(s.InstanceSeconds))
+			td(latencyCell(r, s.MeanLatency)), td(latencyCell(r, s.P50Latency)), td(latencyCell(r, s.P99Latency)),
+			td(instancesCell(r, s.PeakInstances)), td(instancesCell(r, s.InstanceSeconds)))
 	}
 	b.WriteString("</tbody>\n</table>\n" +
 		"<p class=\"dim\">ok: calls that succeeded; latencies are those of successful calls, end to end, retries included; 429: attempts the autoscaled backend rejected.</p>\n\n" +
@@ -155,10 +153,16 @@ func writeReport(w io.Writer, rep *report) error {
 		for _, g := range r.Groups {
 			row(td(r.Scenario.Name), `<td class="name">`+html.EscapeString(g.Name)+"</td>", num(g.Calls),
 				td(pct(g.SuccessRate)), num(g.Failed), num(g.Unfinished), num(g.Retries),
-				num(g.Throttled), num(g.Rejected), td(dur(g.MeanLatency)), td(dur(g.P99Latency)))
+				num(g.Throttled), num(g.Rejected), td(latencyCell(r, g.MeanLatency)), td(latencyCell(r, g.P99Latency)))
 		}
 	}
-	b.WriteString("</tbody>\n</table>\n\n<h2>Figures</h2>\n")
+	b.WriteString("</tbody>\n</table>\n")
+	if note := notModelledNote(rep.Results); note != "" {
+		b.WriteString(`<p class="dim">`)
+		text(note)
+		b.WriteString("</p>\n")
+	}
+	b.WriteString("\n<h2>Figures</h2>\n")
 	for _, f := range rep.Figures {
 		b.WriteString("<figure>\n<figcaption>")
 		text(f.Caption)

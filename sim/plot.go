@@ -154,21 +154,24 @@ func WritePlot(w io.Writer, r *Result, f Format) error {
 			},
 		})
 	}
-	panels = append(panels, panel{
-		title:  "end-to-end latency of the calls completed each second (blank: none completed)",
-		ylabel: "seconds",
-		marks:  marks,
-		lines: []series{
-			{"p50", column(r, func(s Second) float64 { return seconds(s.P50) }), noCompletions(r)},
-			{"p99", column(r, func(s Second) float64 { return seconds(s.P99) }), noCompletions(r)},
-		},
-	})
+	if r.Scenario.timesCalls() {
+		panels = append(panels, panel{
+			title:  "end-to-end latency of the calls completed each second (blank: none completed)",
+			ylabel: "seconds",
+			marks:  marks,
+			lines: []series{
+				{"p50", column(r, func(s Second) float64 { return seconds(s.P50) }), noCompletions(r)},
+				{"p99", column(r, func(s Second) float64 { return seconds(s.P99) }), noCompletions(r)},
+			},
+		})
+	}
 	return drawFigure(w, panels, f)
 }
 
 // WriteComparisonPlot draws several runs on shared panels — admitted,
 // throttled and retried calls per second, ready instances and p99 latency,
-// one line per run — and writes the figure to w in format f. The load's
+// one line per run, leaving out a panel no run has (retries, instances,
+// latency) — and writes the figure to w in format f. The load's
 // bursts and steps, the refill rate and max instances are marked where
 // every run shares them.
 func WriteComparisonPlot(w io.Writer, results []*Result, f Format) error {
@@ -202,9 +205,16 @@ func WriteComparisonPlot(w io.Writer, results []*Result, f Format) error {
 	panels := []panel{
 		metric("admitted calls per second", "calls/s", true, refill, func(s Second) float64 { return float64(s.Admitted) }),
 		metric("throttled calls per second", "calls/s", true, mark{}, func(s Second) float64 { return float64(s.Throttled) }),
-		metric("retries per second", "calls/s", true, mark{}, func(s Second) float64 { return float64(s.Retries) }),
-		metric("ready instances", "instances", true, maxInst, func(s Second) float64 { return float64(s.Ready) }),
-		metric("p99 end-to-end latency (blank: no call completed)", "seconds", false, mark{}, func(s Second) float64 { return seconds(s.P99) }),
+	}
+	// A panel no run has is left out rather than drawn empty.
+	if slices.ContainsFunc(results, func(r *Result) bool { return !r.Scenario.Retry.Disabled }) {
+		panels = append(panels, metric("retries per second", "calls/s", true, mark{}, func(s Second) float64 { return float64(s.Retries) }))
+	}
+	if slices.ContainsFunc(results, func(r *Result) bool { return r.Scenario.hasInstances() }) {
+		panels = append(panels, metric("ready instances", "instances", true, maxInst, func(s Second) float64 { return float64(s.Ready) }))
+	}
+	if slices.ContainsFunc(results, func(r *Result) bool { return r.Scenario.timesCalls() }) {
+		panels = append(panels, metric("p99 end-to-end latency (blank: no call completed)", "seconds", false, mark{}, func(s Second) float64 { return seconds(s.P99) }))
 	}
 	return drawFigure(w, panels, f)
 }

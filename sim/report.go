@@ -19,10 +19,13 @@ func WriteSummary(w io.Writer, results []*Result) error {
 	for _, r := range results {
 		if len(r.Groups) > 1 {
 			fmt.Fprintln(w)
-			return writeGroups(w, results)
+			if err := writeGroups(w, results); err != nil {
+				return err
+			}
+			break
 		}
 	}
-	return nil
+	return writeNotModelled(w, results)
 }
 
 func writeGroups(w io.Writer, results []*Result) error {
@@ -32,7 +35,7 @@ func writeGroups(w io.Writer, results []*Result) error {
 		for _, g := range r.Groups {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n",
 				r.Scenario.Name, g.Name, g.Calls, 100*g.SuccessRate, g.Failed, g.Unfinished, g.Retries,
-				g.Throttled, g.Rejected, roundDuration(g.MeanLatency), roundDuration(g.P99Latency))
+				g.Throttled, g.Rejected, latencyCell(r, g.MeanLatency), latencyCell(r, g.P99Latency))
 		}
 	}
 	return tw.Flush()
@@ -43,12 +46,59 @@ func writeRuns(w io.Writer, results []*Result) error {
 	fmt.Fprintln(tw, "run\tcalls\tok %\tfailed\tunfinished\tattempts\tretries\tthrottled\t429\tok mean\tok p50\tok p99\tpeak inst\tinst·s\t")
 	for _, r := range results {
 		s := r.Summary
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n",
 			r.Scenario.Name, s.Calls, 100*s.SuccessRate, s.Failed, s.Unfinished, s.Attempts, s.Retries,
-			s.Throttled, s.Rejected, roundDuration(s.MeanLatency), roundDuration(s.P50Latency), roundDuration(s.P99Latency),
-			s.PeakInstances, s.InstanceSeconds)
+			s.Throttled, s.Rejected, latencyCell(r, s.MeanLatency), latencyCell(r, s.P50Latency), latencyCell(r, s.P99Latency),
+			instancesCell(r, s.PeakInstances), instancesCell(r, s.InstanceSeconds))
 	}
 	return tw.Flush()
+}
+
+// notModelled is what a table shows for a figure the run does not have.
+const notModelled = "-"
+
+// latencyCell is a latency for a table; notModelled when the run's calls
+// cannot take time (no backend, no retries).
+func latencyCell(r *Result, d time.Duration) string {
+	if !r.Scenario.timesCalls() {
+		return notModelled
+	}
+	return roundDuration(d).String()
+}
+
+// instancesCell is an instance count for a table; notModelled without a
+// backend.
+func instancesCell(r *Result, n int) string {
+	if !r.Scenario.hasInstances() {
+		return notModelled
+	}
+	return strconv.Itoa(n)
+}
+
+// writeNotModelled says why a table shows notModelled, once.
+func writeNotModelled(w io.Writer, results []*Result) error {
+	if msg := notModelledNote(results); msg != "" {
+		_, err := fmt.Fprintln(w, msg)
+		return err
+	}
+	return nil
+}
+
+// notModelledNote explains the notModelled cells of results' tables, or
+// is empty when there is none.
+func notModelledNote(results []*Result) string {
+	instances, latency := false, false
+	for _, r := range results {
+		instances = instances || !r.Scenario.hasInstances()
+		latency = latency || !r.Scenario.timesCalls()
+	}
+	switch {
+	case latency:
+		return notModelled + ": not in the run: without a backend an admitted call succeeds at once and no instance runs, and without retries no call waits, so every latency is 0"
+	case instances:
+		return notModelled + ": not in the run: without a backend an admitted call succeeds at once and no instance runs"
+	}
+	return ""
 }
 
 // roundDuration rounds d to three significant figures or so, for tables.

@@ -80,11 +80,57 @@ func TestWriteSummaryGroupsTable(t *testing.T) {
 	// call, which is throttled; then 20 tokens a second cover 10 calls.
 	want := []string{
 		"run clients calls ok % failed unfinished retries throttled 429 ok mean ok p99",
-		"two steady 50 98.00 1 0 0 1 0 0s 0s",
-		"two herd 80 62.50 30 0 0 30 0 0s 0s",
+		"two steady 50 98.00 1 0 0 1 0 - -",
+		"two herd 80 62.50 30 0 0 30 0 - -",
 	}
 	if len(rows) < 6 || strings.Join(rows[3:6], "\n") != strings.Join(want, "\n") {
 		t.Fatalf("%s", b.String())
+	}
+}
+
+// TestWhatARunDoesNotHaveIsNotShownAsZero: with no backend and no
+// retries, the tables show "-" for latencies and instances and say why,
+// and the comparison leaves out the retries, instances and latency
+// panels rather than drawing them empty; with a backend, all are there.
+func TestWhatARunDoesNotHaveIsNotShownAsZero(t *testing.T) {
+	bare := mustRun(t, Scenario{Name: "bare", Duration: 5 * time.Second, Clients: []Clients{{Rate: 30}},
+		Retry: Retry{Disabled: true}, Backend: Backend{None: true}})
+	var b bytes.Buffer
+	if err := WriteSummary(&b, []*Result{bare}); err != nil {
+		t.Fatal(err)
+	}
+	row := strings.Fields(strings.Split(b.String(), "\n")[1])
+	if got := strings.Join(row[len(row)-5:], " "); got != "- - - - -" {
+		t.Errorf("latencies and instances %q, want - - - - -:\n%s", got, b.String())
+	}
+	if !strings.Contains(b.String(), "-: not in the run") {
+		t.Errorf("no note says what - means:\n%s", b.String())
+	}
+	var cmp bytes.Buffer
+	if err := WriteComparisonPlot(&cmp, []*Result{bare, bare}, SVG); err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{"retries per second", "ready instances", "latency"} {
+		if bytes.Contains(cmp.Bytes(), []byte(absent)) {
+			t.Errorf("comparison of runs without %s draws it", absent)
+		}
+	}
+	served := mustRun(t, Scenario{Name: "served", Duration: 5 * time.Second, Clients: []Clients{{Rate: 5}}})
+	b.Reset()
+	if err := WriteSummary(&b, []*Result{served}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), " - ") || strings.Contains(b.String(), "not in the run") {
+		t.Errorf("a run with a backend shows -:\n%s", b.String())
+	}
+	cmp.Reset()
+	if err := WriteComparisonPlot(&cmp, []*Result{bare, served}, SVG); err != nil {
+		t.Fatal(err)
+	}
+	for _, present := range []string{"retries per second", "ready instances", "latency"} {
+		if !bytes.Contains(cmp.Bytes(), []byte(present)) {
+			t.Errorf("comparison with a served run lacks %s", present)
+		}
 	}
 }
 

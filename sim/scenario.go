@@ -145,6 +145,14 @@ type Scenario struct {
 	RecordRetries bool
 }
 
+// timesCalls reports whether a call's latency can be other than zero in
+// s: it waits for a backend or between attempts. Without either, every
+// call is one decision, answered at once, and its latency tells nothing.
+func (s *Scenario) timesCalls() bool { return !s.Backend.None || !s.Retry.Disabled }
+
+// hasInstances reports whether s runs backend instances.
+func (s *Scenario) hasInstances() bool { return !s.Backend.None }
+
 // Target names one API action of one account in one region.
 type Target struct {
 	// Service is a service of the quota config; DefaultService when empty.
