@@ -93,7 +93,7 @@ func (r *runner) newQuotas(keys map[quota.Key]int) error {
 	}
 	key, _, err := sc.Quota.Resolve(sc.Target.Service, sc.Target.Account, sc.Target.Region, sc.Target.Action)
 	if err != nil {
-		return &FieldError{Path: []any{"target"}, Msg: err.Error(), Err: err}
+		return &FieldError{Path: targetPath(sc.Target, err), Msg: err.Error(), Err: err}
 	}
 	q := &quotas{svc: svc, ids: make([][]string, len(sc.Increases))}
 	for _, info := range svc.Catalog().Services() {

@@ -393,20 +393,34 @@ func (s Scenario) Validate() error {
 	for i, c := range s.Clients {
 		own[i] = c.Action != ""
 	}
+	given := s.Target
 	s = s.withDefaults()
 	if err := s.validate(); err != nil {
 		return err
 	}
 	for i, c := range s.Clients {
 		if _, _, err := s.Quota.Resolve(s.Target.Service, s.Target.Account, s.Target.Region, c.Action); err != nil {
-			path := []any{"target"}
-			if i < len(own) && own[i] {
+			path := targetPath(given, err)
+			if i < len(own) && own[i] && errors.Is(err, quota.ErrUnknownAction) {
 				path = []any{"clients", i, "action"}
 			}
 			return &FieldError{Path: path, Msg: err.Error() + s.suggestion(c.Action, err), Err: err}
 		}
 	}
 	return nil
+}
+
+// targetPath is the field of target, as the scenario gave it, that err
+// (of quota.Config.Resolve) is about: target.service or target.action
+// when the scenario set it, else target.
+func targetPath(given Target, err error) []any {
+	switch {
+	case errors.Is(err, quota.ErrUnknownService) && given.Service != "":
+		return []any{"target", "service"}
+	case errors.Is(err, quota.ErrUnknownAction) && given.Action != "":
+		return []any{"target", "action"}
+	}
+	return []any{"target"}
 }
 
 // suggestion is the "did you mean" for a target Resolve refused: the
