@@ -59,7 +59,7 @@ func (c *Config) WriteTable(w io.Writer) error {
 				if a.Memory > 0 {
 					mem = strconv.FormatInt(a.Memory, 10) + " bytes"
 				}
-				fmt.Fprintf(tw, "  instance limits (cgroup v2 or v1 where tollgate can): %g CPUs, memory %s\n", e.CPUsPerInstance, mem)
+				fmt.Fprintf(tw, "  instance limits (cgroup v2 or v1 where tollgate can): %g %s, memory %s\n", e.CPUsPerInstance, cpus, mem)
 			}
 		}
 		if len(s.Categories) == 0 {

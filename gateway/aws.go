@@ -23,6 +23,12 @@ var (
 func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := w.Header().Get(awsjson.HeaderRequestID)
+	if r.Method != http.MethodPost && r.URL.Path != "/" {
+		// Not an AWS call (they are POSTs, to / in every SDK): a path
+		// nothing serves, as the native API answers one.
+		writeNativeError(w, http.StatusNotFound, "", "no tollgate endpoint "+r.Method+" "+clip(r.URL.Path)+": AWS JSON calls are POST /, the native API is POST /v1/take, GET /v1/admin/ lists the admin endpoints")
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		awsjson.WriteError(w, http.StatusMethodNotAllowed, "UnknownOperationException",

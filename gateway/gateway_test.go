@@ -221,6 +221,17 @@ func TestBadAWSRequestsGet4xxAndConsumeNothing(t *testing.T) {
 	if resp.StatusCode != 405 {
 		t.Errorf("GET / = %d, want 405", resp.StatusCode)
 	}
+	// A GET of a path nothing serves is a 404 that says where things are.
+	resp, err = http.Get(srv.URL + "/nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	status, body := resp.StatusCode, string(b)
+	if status != 404 || !strings.Contains(body, "no tollgate endpoint GET") || !strings.Contains(body, "/nothing") {
+		t.Errorf("GET /nothing = %d %s, want 404 naming the endpoints", status, body)
+	}
 }
 
 func TestAccessKeysOfOneAccountShareBuckets(t *testing.T) {

@@ -24,9 +24,9 @@ func WriteTable(w io.Writer, cfg *quota.Config) error {
 	for _, s := range c.Services() {
 		qs, _ := c.Quotas(s.Code)
 		for _, q := range qs {
-			unit := "None"
+			unit := "requests" // the API's Unit "None": a count
 			if q.Kind == Rate {
-				unit = "None per second"
+				unit = "requests per second"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", q.ServiceCode, q.Code, q.Name, formatValue(q.Default), unit)
 		}

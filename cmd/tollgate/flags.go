@@ -116,7 +116,9 @@ func usageError(stderr io.Writer, name, format string, args ...any) int {
 		line, _, _ := strings.Cut(syn, "\n")
 		fmt.Fprintf(stderr, "usage: %s\n", line)
 	}
-	fmt.Fprintf(stderr, "run 'tollgate %s --help' for the flags\n", name)
+	if name != "version" { // the one command without flags
+		fmt.Fprintf(stderr, "run 'tollgate %s --help' for the flags\n", name)
+	}
 	return 2
 }
 

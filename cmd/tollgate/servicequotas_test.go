@@ -13,7 +13,7 @@ func TestCheckShowsQuotaCodes(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, row := range []string{"ecs  L-15F51B3B  cluster-read burst  50  None", "ecs  L-3E62B30D  cluster-read rate  20  None per second"} {
+	for _, row := range []string{"ecs  L-15F51B3B  cluster-read burst  50  requests", "ecs  L-3E62B30D  cluster-read rate  20  requests per second"} {
 		if !strings.Contains(squeeze(out), row) {
 			t.Errorf("output lacks %q:\n%s", row, out)
 		}

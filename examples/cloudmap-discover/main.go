@@ -7,7 +7,7 @@
 // resolve, so this client turns the prefix off for its operations. The AWS
 // CLI's switch for the same is AWS_DISABLE_HOST_PREFIX_INJECTION=true.
 //
-//	go install ./cmd/tollgate # once: puts tollgate on your PATH
+//	go install -tags grpcnotrace ./cmd/tollgate # once: puts tollgate on your PATH
 //	tollgate serve &
 //	go run ./examples/cloudmap-discover
 package main

@@ -3,7 +3,7 @@
 // calls pass (the "cluster read" bucket holds 50 tokens and refills 20 per
 // second), then the SDK reports ThrottlingException, as ECS would.
 //
-//	go install ./cmd/tollgate # once: puts tollgate on your PATH
+//	go install -tags grpcnotrace ./cmd/tollgate # once: puts tollgate on your PATH
 //	tollgate serve &
 //	go run ./examples/ecs-throttle
 package main

@@ -5,7 +5,7 @@
 // 2+r, 4+r … s, at least the server's Retry-After, at most 32 s) and
 // succeed once the bucket has refilled.
 //
-//	go install ./cmd/tollgate # once: puts tollgate on your PATH
+//	go install -tags grpcnotrace ./cmd/tollgate # once: puts tollgate on your PATH
 //	tollgate serve &
 //	go run ./examples/retry-client
 package main
