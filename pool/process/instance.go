@@ -352,15 +352,21 @@ func (i *instance) wait(output *sync.WaitGroup, pipes ...*os.File) {
 		i.err = fmt.Errorf("%w: %s of %s (pid %d): %w", ErrExited, i.spec.ID, i.spec.Service, i.mainPID, werr)
 	}
 	err := i.err
-	close(i.done)
 	i.mu.Unlock()
+	// The cgroup is removed before done closes: Stop returns on done, and
+	// a tollgate that exits once its instances are stopped would leave
+	// the cgroup behind (seen as empty "…-spare-…" cgroups after a clean
+	// exit, which the next tollgate took for those of one that died).
+	i.cpu.close()
 	i.r.releasePort(i.port)
 	if err != nil {
 		i.log.Debug("process exited", "pid", i.mainPID, "err", werr)
 	} else {
 		i.log.Debug("process stopped", "pid", i.mainPID, "exit", i.cmd.ProcessState.String())
 	}
-	i.cpu.close()
+	i.mu.Lock()
+	close(i.done)
+	i.mu.Unlock()
 }
 
 // waitExited blocks until process pid has exited, without reaping it.
