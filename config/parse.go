@@ -743,12 +743,12 @@ func (p *parser) category(n *yaml.Node, path string) *quota.Category {
 	return &c
 }
 
-func (p *parser) override(n *yaml.Node, path string) (quota.Override, bool) {
-	var (
-		o  quota.Override
-		lf limitFields
-		ok = true
-	)
+// override reads one entry of overrides; ok reports whether its service,
+// account, region and category parsed (a bad limit is reported, not
+// returned: the entry is still checked against the services).
+func (p *parser) override(n *yaml.Node, path string) (o quota.Override, ok bool) {
+	var lf limitFields
+	ok = true
 	required := map[string]bool{}
 	text := func(dst *string, re *regexp.Regexp, what string) func(k, v *yaml.Node, f string) {
 		return func(k, v *yaml.Node, f string) {
@@ -777,7 +777,9 @@ func (p *parser) override(n *yaml.Node, path string) (quota.Override, bool) {
 			ok = false
 		}
 	}
-	l, good := p.limit(n, path, &lf)
-	o.Limit = l
-	return o, ok && good
+	// A bad limit is an error of its own, already recorded; the entry's
+	// names are still checked against the services (ok), so one run
+	// reports a typo of the category beside a bad capacity.
+	o.Limit, _ = p.limit(n, path, &lf)
+	return o, ok
 }

@@ -102,6 +102,15 @@ overrides:
 			"cfg.yaml:2:13: services[0].preset: unknown preset",
 			"cfg.yaml:3:11: services[1].name: \"Bad Name\" is not a valid service name",
 			"cfg.yaml:6:68: overrides[0].capacity: capacity -3 must be at least 1",
+			"cfg.yaml:6:5: overrides[0].service: unknown service \"ecs\"",
+		}},
+		{"an override's bad limit and its category typo, in one run", `services:
+  - preset: ecs
+overrides:
+  - {service: ecs, account: "1", category: cluster-raed, capacity: -5, refill_per_second: 1}
+`, []string{
+			"cfg.yaml:4:68: overrides[0].capacity: capacity -5 must be at least 1",
+			"cfg.yaml:4:5: overrides[0].category: unknown category \"cluster-raed\" of service ecs (did you mean \"cluster-read\"?)",
 		}},
 		{"an override's index counts the entries that failed before it", `services:
   - preset: ecs
