@@ -101,35 +101,60 @@ func pickPort(ranges []portRange) int {
 // every Runner: an instance is given its port a whole cold start before
 // it listens, so the port is free to bind meanwhile, and another
 // service's start must not be given it too (its readiness check would
-// then pass on the first instance's listener).
-var heldPorts = portSet{held: map[int]bool{}}
+// then pass on the first instance's listener). Each is also reserved
+// host-wide, against other tollgates (see hostPortsDir).
+var heldPorts = portSet{held: map[int]*os.File{}, dir: hostPortsDir}
 
-// portSet is a set of ports, safe for concurrent use.
+// portSet is a set of ports, safe for concurrent use, with each port's
+// host-wide reservation (nil without one).
 type portSet struct {
 	mu   sync.Mutex
-	held map[int]bool
+	held map[int]*os.File
+	dir  func() (string, error) // hostPortsDir; nil reserves in this process only
 }
 
-// hold adds port unless it is there already; it reports whether it added it.
-func (s *portSet) hold(port int) bool {
+// hold adds port unless it is there already or another process has
+// reserved it; it reports whether it added it. err is the reason a
+// host-wide reservation could not be tried (the port is then held in
+// this process only).
+func (s *portSet) hold(port int) (ok bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held[port] {
-		return false
+	if _, taken := s.held[port]; taken {
+		return false, nil
 	}
-	s.held[port] = true
-	return true
+	var f *os.File
+	if s.dir != nil {
+		dir, derr := s.dir()
+		if derr == nil {
+			f, derr = lockPort(dir, port)
+			if errors.Is(derr, errPortLocked) {
+				return false, nil
+			}
+		}
+		err = derr
+	}
+	s.held[port] = f
+	return true, err
 }
 
-// release removes port.
+// release removes port and its host-wide reservation.
 func (s *portSet) release(port int) {
 	s.mu.Lock()
+	f, ok := s.held[port]
 	delete(s.held, port)
 	s.mu.Unlock()
+	if ok && f != nil {
+		unlockPort(f)
+	}
 }
 
+// warnHostPorts says once that ports are reserved in this process only.
+var warnHostPorts sync.Once
+
 // freePort picks a free loopback port no live instance of this process
-// holds, outside the ephemeral range where the host allows it.
+// or another tollgate of the host holds, outside the ephemeral range
+// where the host allows it.
 func (r *Runner) freePort() (int, error) {
 	ranges := candidatePorts()
 	var last error
@@ -145,7 +170,13 @@ func (r *Runner) freePort() (int, error) {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
-		if heldPorts.hold(port) {
+		ok, err := heldPorts.hold(port)
+		if err != nil && r.log != nil {
+			warnHostPorts.Do(func() {
+				r.log.Warn("instance ports are reserved in this tollgate only: another tollgate on this host could give its instance the same port", "err", err)
+			})
+		}
+		if ok {
 			return port, nil
 		}
 	}

@@ -1,8 +1,17 @@
 package process
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -77,4 +86,75 @@ func TestRunnersNeverShareAPort(t *testing.T) {
 		t.Fatalf("runner b, once a released its ports: %v", err)
 	}
 	b.releasePort(p)
+}
+
+// TestPortReservedByAnotherProcess: a port another process (another
+// tollgate) holds is not handed out here, though it binds; once that
+// process is killed (SIGKILL: no clean release), it can be again; a
+// clean release removes the port's file.
+func TestPortReservedByAnotherProcess(t *testing.T) {
+	dir, err := hostPortsDir()
+	if err != nil {
+		t.Skipf("no host-wide port reservations here: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	child := exec.Command(os.Args[0], "-test.run=^TestHelperHoldPort$")
+	child.Env = append(os.Environ(), "TOLLGATE_TEST_HOLD_PORT="+strconv.Itoa(port))
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := child.StdinPipe() // the child holds the port until it ends
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "held" {
+		t.Fatalf("the helper process said %q, %v", line, err)
+	}
+	set := portSet{held: map[int]*os.File{}, dir: hostPortsDir}
+	if ok, err := set.hold(port); ok || err != nil {
+		t.Fatalf("port %d, which another process holds, was held here too (%v, %v)", port, ok, err)
+	}
+	_ = child.Process.Kill()
+	_ = child.Wait()
+	ok, err := set.hold(port)
+	if !ok || err != nil {
+		t.Fatalf("port %d after its holder was killed: %v, %v", port, ok, err)
+	}
+	file := filepath.Join(dir, strconv.Itoa(port))
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("a held port has no file: %v", err)
+	}
+	set.release(port)
+	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the file of a released port is left: %v", err)
+	}
+}
+
+// TestHelperHoldPort is TestPortReservedByAnotherProcess's other
+// process: it holds the port named in its environment until its stdin
+// ends.
+func TestHelperHoldPort(t *testing.T) {
+	port, err := strconv.Atoi(os.Getenv("TOLLGATE_TEST_HOLD_PORT"))
+	if err != nil {
+		t.Skip("the helper process of TestPortReservedByAnotherProcess")
+	}
+	set := portSet{held: map[int]*os.File{}, dir: hostPortsDir}
+	if ok, err := set.hold(port); !ok || err != nil {
+		fmt.Println("not held:", ok, err)
+		return
+	}
+	fmt.Println("held")
+	_, _ = io.Copy(io.Discard, os.Stdin)
 }
