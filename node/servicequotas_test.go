@@ -18,15 +18,22 @@ import (
 	"github.com/tollgate/tollgate/servicequotas"
 )
 
+// runWithConfig runs a node, until the test ends, on the config file
+// tollgate.yaml in dir with text.
+func runWithConfig(t *testing.T, dir, text string) *Node {
+	t.Helper()
+	var logs logtest.Buffer
+	n := newTestNode(t, &logs, Options{ConfigPath: writeFile(t, dir, "tollgate.yaml", text)})
+	run(t, n, &logs)
+	return n
+}
+
 // TestNodeServesServiceQuotas: a node with `preset: servicequotas`
 // answers the API, applies the file's approval policy, and a reload with
 // a stricter policy keeps the approved value.
 func TestNodeServesServiceQuotas(t *testing.T) {
 	dir := t.TempDir()
-	cfg := writeFile(t, dir, "tollgate.yaml", "services:\n  - preset: ecs\n  - preset: servicequotas\nservice_quotas:\n  approval:\n    - auto_approve_factor: 3\n")
-	var logs logtest.Buffer
-	n := newTestNode(t, &logs, Options{ConfigPath: cfg})
-	run(t, n, &logs)
+	n := runWithConfig(t, dir, "services:\n  - preset: ecs\n  - preset: servicequotas\nservice_quotas:\n  approval:\n    - auto_approve_factor: 3\n")
 	c := sq.New(sq.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://" + n.Addr().String()),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDNODE", "x", ""), Retryer: aws.NopRetryer{}})
 	code := servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Burst)
@@ -98,11 +105,7 @@ func TestAdminIndexHelpsWithEveryEndpoint(t *testing.T) {
 // show the same 12-digit id, and the bucket an approved increase applies
 // to is the one that key's ECS calls take from.
 func TestOneAccountIDAcrossAWSAPIs(t *testing.T) {
-	dir := t.TempDir()
-	cfg := writeFile(t, dir, "tollgate.yaml", "services:\n  - preset: ecs\n  - preset: cloudmap\n  - preset: servicequotas\nservice_quotas:\n  approval:\n    - auto_approve_factor: 3\n")
-	var logs logtest.Buffer
-	n := newTestNode(t, &logs, Options{ConfigPath: cfg})
-	run(t, n, &logs)
+	n := runWithConfig(t, t.TempDir(), "services:\n  - preset: ecs\n  - preset: cloudmap\n  - preset: servicequotas\nservice_quotas:\n  approval:\n    - auto_approve_factor: 3\n")
 	ctx := context.Background()
 	endpoint := aws.String("http://" + n.Addr().String())
 	creds := credentials.NewStaticCredentialsProvider("AKIDONEACCOUNT", "x", "")
