@@ -26,9 +26,8 @@ const (
 	// (non-recommended) instance is shut down.
 	SurplusUtilisation = 0.10
 
-	// SurplusWindow is how long a surplus instance must have been ready,
-	// and the span its utilisation is averaged over, before it can be shut
-	// down for low utilisation.
+	// SurplusWindow is the default Config.SurplusWindow: Cloud Run's
+	// minute (SPEC §3).
 	SurplusWindow = time.Minute
 
 	// MinPendingWait is the shortest time a request waits in the pending
@@ -120,6 +119,14 @@ type Config struct {
 	// MaxIdleTimeout]; default DefaultIdleTimeout (15 minutes, SPEC §3).
 	IdleTimeout time.Duration
 
+	// SurplusWindow is how long a surplus instance must have been ready,
+	// and the span its utilisation is averaged over, before it can be shut
+	// down for low utilisation. Whole seconds from 1 s to 10 minutes;
+	// default SurplusWindow (a minute, as Cloud Run). A change by
+	// SetConfig applies in full to instances that start after it; those
+	// running keep averaging over the span they started with.
+	SurplusWindow time.Duration
+
 	// LiteralSurplusStop stops surplus instances by SPEC §3's rule alone:
 	// a non-recommended instance under 10 % utilisation over the last
 	// minute goes, even while requests wait pending or while the last
@@ -162,6 +169,9 @@ func (c Config) withDefaults() Config {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
+	if c.SurplusWindow == 0 {
+		c.SurplusWindow = SurplusWindow
+	}
 	return c
 }
 
@@ -192,6 +202,9 @@ func (c Config) Validate() error {
 	}
 	if c.InitialColdStart < 0 || c.InitialColdStart > time.Hour {
 		return bad("initial cold start %v not in [0, 1h]", c.InitialColdStart)
+	}
+	if c.SurplusWindow < time.Second || c.SurplusWindow > span10m*time.Second || c.SurplusWindow%time.Second != 0 {
+		return bad("surplus window %v is not whole seconds in [1s, 10m0s]", c.SurplusWindow)
 	}
 	if c.IdleTimeout < MinIdleTimeout || c.IdleTimeout > MaxIdleTimeout {
 		return bad("idle timeout %v not in [%v, %v]", c.IdleTimeout, MinIdleTimeout, MaxIdleTimeout)

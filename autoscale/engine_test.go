@@ -394,7 +394,26 @@ func TestRouteOrder(t *testing.T) {
 }
 
 func TestSurplusUnder10PercentStoppedAfterOneMinute(t *testing.T) {
-	e := newEngine(t, Config{})
+	surplusStoppedAfter(t, Config{}, 60)
+}
+
+// TestSurplusWindowIsASetting: with a 15 s surplus window the rule acts
+// after 15 s ready, averaging over 15 s; a window that is not whole
+// seconds in [1 s, 10 min] is refused.
+func TestSurplusWindowIsASetting(t *testing.T) {
+	surplusStoppedAfter(t, Config{SurplusWindow: 15 * time.Second}, 15)
+	for _, w := range []time.Duration{-time.Second, 1500 * time.Millisecond, 11 * time.Minute} {
+		if err := (Config{SurplusWindow: w}).Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("surplus window %v: %v, want ErrInvalidConfig", w, err)
+		}
+	}
+}
+
+// surplusStoppedAfter checks that of two ready instances, the surplus
+// one at 5 % is stopped after exactly window seconds, not before.
+func surplusStoppedAfter(t *testing.T, cfg Config, window int) {
+	t.Helper()
+	e := newEngine(t, cfg)
 	ids := readyInstances(t, e, sec(0), 2)
 	e.Route(sec(0)) // runs on the recommended instance ids[0]
 	step := func(s int, surplusCPU float64) Decision {
@@ -403,15 +422,15 @@ func TestSurplusUnder10PercentStoppedAfterOneMinute(t *testing.T) {
 		return e.Tick(sec(float64(s)))
 	}
 	// 0.5 + 0.05 cores: 0.92 instances → 1 recommended, ids[1] is surplus
-	// at 5 %: it is stopped once it has been ready a minute.
-	for s := 0; s < 60; s++ {
+	// at 5 %: it is stopped once it has been ready for the window.
+	for s := 0; s < window; s++ {
 		if d := step(s, 0.05); d.Count != 1 || len(d.Stopped)+len(d.Draining) != 0 {
 			t.Fatalf("second %d: %+v", s, d)
 		}
 	}
-	d := step(60, 0.05)
+	d := step(window, 0.05)
 	if len(d.Stopped) != 1 || d.Stopped[0] != ids[1] {
-		t.Fatalf("after 1 minute under 10%%: %+v, want %d stopped", d.Events, ids[1])
+		t.Fatalf("after %d s under 10%%: %+v, want %d stopped", window, d.Events, ids[1])
 	}
 	if _, ok := e.Instance(ids[1]); ok || e.Stats().Ready != 1 {
 		t.Fatalf("stopped instance still known; stats %+v", e.Stats())

@@ -134,13 +134,19 @@ func (e *Engine) Observe(now time.Time, id InstanceID, cpuCores, concurrency flo
 	return nil
 }
 
+// takeWindow returns a window for an instance: its first span is the
+// surplus window, its last ten minutes. A freed window of another surplus
+// window (from before a SetConfig) is dropped.
 func (e *Engine) takeWindow() *window {
-	if n := len(e.freeWindows); n > 0 {
+	surplus := int64(e.cfg.SurplusWindow / time.Second)
+	for n := len(e.freeWindows); n > 0; n-- {
 		w := e.freeWindows[n-1]
 		e.freeWindows = e.freeWindows[:n-1]
-		return w
+		if w.spans[0] == surplus {
+			return w
+		}
 	}
-	return newWindow(span1m, span10m)
+	return newWindow(surplus, span10m)
 }
 
 // bound applies the engine's rules to a policy's recommendation. Zero is
@@ -241,11 +247,11 @@ func (e *Engine) recentNeed(sec int64) int {
 	return ceilInstances(max(cpu/e.cfg.CPUsPerInstance/e.cfg.CPUTarget, conc/capacity/e.cfg.ConcurrencyTarget))
 }
 
-// underused reports whether surplus instance in has been ready for
-// SurplusWindow and used less than SurplusUtilisation over the last
-// minute (the larger of its CPU and concurrency utilisation).
+// underused reports whether surplus instance in has been ready for the
+// surplus window and used less than SurplusUtilisation over it (the
+// larger of its CPU and concurrency utilisation).
 func (e *Engine) underused(in *instance, now time.Time, sec int64) bool {
-	if now.Sub(in.readyAt) < SurplusWindow {
+	if now.Sub(in.readyAt) < e.cfg.SurplusWindow {
 		return false
 	}
 	var cpu, conc float64

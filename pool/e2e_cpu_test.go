@@ -241,14 +241,16 @@ func TestProcessCPUDriverWins(t *testing.T) {
 // TestProcessSurplusInstanceStopsUnderLoad: 6 concurrent clients on max
 // concurrency 4 bring 3 instances (ceil((6 / 4) / 0.6)); when 5 of them
 // stop, the recommendation falls and the instance no longer recommended
-// is stopped by the surplus rule (its own minute under 10 % utilisation)
-// while the remaining client keeps being served. The idle timeout is
-// 10 minutes, so it is the surplus rule, not idleness, that stops it.
+// is stopped by the surplus rule (its surplus window under 10 %
+// utilisation: 15 s here, Cloud Run's minute by default; the engine's
+// tests hold the minute on a fake clock) while the remaining client keeps
+// being served. The idle timeout is 10 minutes, so it is the surplus
+// rule, not idleness, that stops it.
 func TestProcessSurplusInstanceStopsUnderLoad(t *testing.T) {
 	t.Parallel() // no turn in e2eSlots: it starts at once (see TestMain)
 	r := testRunner(t)
 	p, url, _ := startPool(t, pool.ServiceSpec{Name: "surplus", Runner: r, Engine: autoscale.Config{
-		MaxConcurrency: 4, MaxInstances: 6, IdleTimeout: 10 * time.Minute,
+		MaxConcurrency: 4, MaxInstances: 6, IdleTimeout: 10 * time.Minute, SurplusWindow: 15 * time.Second,
 	}})
 	var failures atomic.Int64
 	client := func(ctx context.Context) {

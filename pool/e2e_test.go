@@ -36,9 +36,9 @@ import (
 // TestMain lifts go test's bound on parallel tests (GOMAXPROCS, 2 here)
 // unless -parallel is given, and the real-process tests take turns in
 // e2eSlots instead: they spend their time waiting on real instances'
-// timers (the surplus rule's minute, idle timeouts, cold starts), not on
+// timers (the surplus rule's window, idle timeouts, cold starts), not on
 // the CPU. The two longest (TestProcessSurplusInstanceStopsUnderLoad's
-// minute, TestProcessCPUDriverWins's 30 s window) take no turn, so they
+// surplus window, TestProcessCPUDriverWins's 30 s window) take no turn, so they
 // start at once rather than behind the others, whatever order go test
 // resumes paused tests in: with four turns for all, the surplus test
 // started 17 s late and the package took 80 s. The in-process tests
