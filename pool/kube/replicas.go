@@ -49,8 +49,14 @@ type report struct {
 	ID string `json:"id"`
 	// Ask is the instances the replica's pool asks for.
 	Ask int `json:"ask"`
-	// Pods are the pods its instances hold, by name (or address).
-	Pods []string `json:"pods,omitempty"`
+	// Pods are the pods its instances hold, by name (or address), while
+	// the list is short; PodGroups lists them, grouped, when it is long
+	// (podlist.go). More says the replica holds pods neither lists: the
+	// list would not fit the report's budget, and the leader then lets
+	// no pod go. (A tollgate before PodGroups reads only Pods.)
+	Pods      []string  `json:"pods,omitempty"`
+	PodGroups podGroups `json:"podGroups,omitempty"`
+	More      bool      `json:"more,omitempty"`
 	// Retiring, written by the leader only, are pods it is letting go: no
 	// replica binds a new instance to them. RetiringGen changes whenever
 	// the list does.
@@ -160,7 +166,7 @@ func (r *Runner) reportNow() {
 // myReportLocked is this replica's report; r.mu is held.
 func (r *Runner) myReportLocked() report {
 	rep := report{ID: r.o.Election.Identity, Ask: r.live, Beat: r.beat, Seen: r.seen}
-	rep.Pods = slices.Sorted(maps.Keys(r.bound))
+	rep.Pods, rep.PodGroups, rep.More = listPods(slices.Sorted(maps.Keys(r.bound)))
 	if r.leading.Load() {
 		rep.Retiring = slices.Sorted(maps.Keys(r.victims))
 		rep.RetiringGen = r.retiringGen
@@ -203,18 +209,27 @@ func (r *Runner) runReports(ctx context.Context) error {
 	beat := time.NewTicker(e.LeaseDuration / 3)
 	defer beat.Stop()
 	var last string
-	failures := 0 // in a row
+	unlisted := false // the last report said More
+	failures := 0     // in a row
 	// Failed publishes wait 250 ms doubling to 8 s, jittered so replicas
 	// do not retry in step.
 	backoff := retry.Exponential{Unit: 250 * time.Millisecond, Max: 8 * time.Second}
 	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	for {
 		r.mu.Lock()
-		rep := r.myReportLocked()
+		rep, holds := r.myReportLocked(), len(r.bound)
 		if r.forceReport {
 			r.forceReport, last = false, ""
 		}
 		r.mu.Unlock()
+		if rep.More != unlisted {
+			unlisted = rep.More
+			if unlisted {
+				r.log.Warn("this replica holds more pods than its report can list (about 1,500); the leader lets no ready pod go until it holds fewer", "pods", holds)
+			} else {
+				r.log.Info("this replica's report lists every pod it holds again")
+			}
+		}
 		b, err := json.Marshal(rep)
 		if err != nil {
 			return fmt.Errorf("kube %s: encoding the replica report: %w", r.o.Target, err)
@@ -230,6 +245,9 @@ func (r *Runner) runReports(ctx context.Context) error {
 				// the API server.
 				switch {
 				case failures > 0:
+				case apierrors.IsInvalid(err):
+					r.log.Error("the API server refused this replica's report: the report Lease's annotations together passed Kubernetes' 256 KiB (each replica's report is at most about 16 KiB, so about 16 replicas fit)",
+						"lease", e.Namespace+"/"+e.ReportLeaseName, "error", err)
 				case apierrors.IsForbidden(err):
 					r.log.Error("not allowed to publish this replica's report: the Role needs get, list, watch and patch on this Lease, and create on leases (deploy/kubernetes/base/rbac.yaml); until then the leader does not count this replica",
 						"lease", e.Namespace+"/"+e.ReportLeaseName, "error", err)

@@ -48,12 +48,26 @@ func (r *Runner) sharedWantLocked(now time.Time) (want int, held map[string]bool
 			want = max(want, p.rep.Ask)
 		}
 		if age < r.heldFor() {
-			for _, pod := range p.rep.Pods {
+			for _, pod := range p.rep.heldPods() {
 				held[pod] = true
 			}
 		}
 	}
 	return want, held
+}
+
+// unlistedLocked lists, sorted, the replicas whose held pods still
+// count (heard from within heldFor) and whose report says it holds pods
+// it could not list; r.mu is held.
+func (r *Runner) unlistedLocked(now time.Time) []string {
+	var over []string
+	for _, p := range r.peers {
+		if p.rep.More && now.Sub(p.seen) < r.heldFor() {
+			over = append(over, p.rep.ID)
+		}
+	}
+	slices.Sort(over)
+	return over
 }
 
 // syncShared is syncScale in shared mode, given the scale read as s:
@@ -146,17 +160,33 @@ func (r *Runner) sharedVictims(now time.Time, from, want, notReady int) (to int,
 		}
 	}
 	slices.Sort(free)
+	if over := r.unlistedLocked(now); len(over) > 0 {
+		// A replica holds pods its report could not list: any ready
+		// pod may be one of them, so none goes (the not-ready ones
+		// still may: the ReplicaSet takes them first).
+		free = nil
+		if !slices.Equal(over, r.unlistedLogged) {
+			r.log.Warn("not letting any ready pod go: these replicas hold more pods than a report can list (about 1,500 each); run more tollgate replicas, or fewer instances per replica",
+				"replicas", over)
+		}
+		r.unlistedLogged = over
+	} else if r.unlistedLogged != nil {
+		r.log.Info("every replica's report lists its pods again; scale-down resumes")
+		r.unlistedLogged = nil
+	}
 	// Instances started and not yet bound (this replica's, and the
 	// fresh replicas' asks beyond the pods they hold) take the lowest
 	// free names next: those pods are kept for them.
 	pending := max(0, r.live-len(r.bound))
 	for _, p := range r.freshPeersLocked(now) {
-		pending += max(0, p.rep.Ask-len(p.rep.Pods))
+		pending += max(0, p.rep.Ask-len(p.rep.heldPods()))
 	}
 	free = free[min(pending, len(free)):]
 	n := min(from-want, notReady+len(free))
 	k := max(0, n-notReady)
-	victims = free[len(free)-k:]
+	victims = fitRetiring(free[len(free)-k:])
+	n -= k - len(victims) // the rest go in a later step
+	k = len(victims)
 	changed := false
 	for key, v := range r.victims {
 		switch {

@@ -1,0 +1,147 @@
+package kube
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// podNames is n pod names of one ReplicaSet, as Kubernetes makes them,
+// sorted.
+func podNames(n int) []string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	names := make([]string, n)
+	for i := range names {
+		suffix := make([]byte, 5)
+		for j, k := 0, i*7919+13; j < 5; j, k = j+1, k/len(alphabet) {
+			suffix[j] = alphabet[k%len(alphabet)]
+		}
+		names[i] = "checkout-api-7d9f8c6b5d-" + string(suffix)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// roundTrip is rep as another replica reads it from the Lease.
+func roundTrip(t *testing.T, rep report) (report, string) {
+	t.Helper()
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got report
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got, string(b)
+}
+
+// A report lists a short list plainly (what every tollgate reads), a
+// long one grouped, and one too long for its budget as a sorted prefix
+// that says there is more; whatever it lists, the reader gets back.
+func TestReportListsPodsWithinItsBudget(t *testing.T) {
+	for _, tc := range []struct {
+		pods        int
+		plain, more bool
+	}{{10, true, false}, {1000, false, false}, {1400, false, false}, {20000, false, true}} {
+		names := podNames(tc.pods)
+		rep := report{ID: "tollgate-0", Ask: len(names), Beat: 3}
+		rep.Pods, rep.PodGroups, rep.More = listPods(names)
+		got, raw := roundTrip(t, rep)
+		t.Logf("%d pods: %d bytes, plain %v, more %v", len(names), len(raw), len(got.PodGroups) == 0, got.More)
+		if plain := len(got.PodGroups) == 0; plain != tc.plain || got.More != tc.more {
+			t.Errorf("%d pods: plain %v, more %v; want %v, %v", len(names), plain, got.More, tc.plain, tc.more)
+		}
+		if len(raw) > maxPodsBytes+200 {
+			t.Errorf("%d pods: report is %d bytes, over the %d budget", len(names), len(raw), maxPodsBytes)
+		}
+		listed := got.heldPods()
+		if !tc.more && !slices.Equal(listed, names) {
+			t.Errorf("%d pods: read back %d names, not the %d listed", len(names), len(listed), len(names))
+		}
+		if tc.more && (len(listed) < 1000 || !slices.Equal(listed, names[:len(listed)])) {
+			t.Errorf("%d pods, over budget: read back %d names, want a sorted prefix of at least 1000", len(names), len(listed))
+		}
+	}
+}
+
+// The reports of sixteen replicas, each holding more pods than a report
+// lists, and the leader's longest retiring list pass the API server's
+// own check of a Lease's annotations.
+func TestSixteenReportsFitOneLease(t *testing.T) {
+	names := podNames(30000)
+	annotations := map[string]string{}
+	for i := range 16 {
+		rep := report{ID: fmt.Sprintf("tollgate-%d", i), Ask: len(names), Beat: 1 << 40, Seen: retiringSeen{Leader: "tollgate-0", Gen: 1 << 40}}
+		rep.Pods, rep.PodGroups, rep.More = listPods(names)
+		if i == 0 {
+			rep.Retiring, rep.RetiringGen = fitRetiring(names), 1<<40
+		}
+		_, raw := roundTrip(t, rep)
+		annotations[reportKey(rep.ID)] = raw
+	}
+	if errs := apimachineryvalidation.ValidateAnnotations(annotations, field.NewPath("metadata", "annotations")); len(errs) > 0 {
+		t.Fatalf("the API server would refuse the report Lease: %v", errs.ToAggregate())
+	}
+}
+
+// A step's retiring list is the highest names that fit its budget.
+func TestRetiringListFitsItsBudget(t *testing.T) {
+	names := podNames(2000)
+	got := fitRetiring(names)
+	b, _ := json.Marshal(got)
+	if len(b) > maxRetiringBytes || len(got) < 100 || !slices.Equal(got, names[len(names)-len(got):]) {
+		t.Fatalf("retiring %d names in %d bytes; want the highest names within %d bytes", len(got), len(b), maxRetiringBytes)
+	}
+	if short := names[:5]; !slices.Equal(fitRetiring(short), short) {
+		t.Fatal("a short list was cut")
+	}
+}
+
+// While a replica's report says it holds pods it could not list, the
+// leader lets no ready pod go: any of them may be one of those. Once
+// the report lists all it holds, the free pod goes.
+func TestSharedLeaderKeepsEveryPodWhileAReportCannotListItsOwn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	r := soleLeader(t, e)
+	e.setSlice("hello-1", pod{name: "p1", ip: "10.0.0.1"}, pod{name: "p2", ip: "10.0.0.2"})
+	a, b := start(t, r, "a"), start(t, r, "b")
+	ready(t, a)
+	ready(t, b)
+	e.replicas(2)
+	e.peerReport(t, report{ID: "f", Ask: 1, Pods: []string{"p1"}, More: true, Beat: 1})
+	eventually(t, "the peer is seen", func() bool { return r.Sharers() == 2 })
+	if err := b.Stop(time.Second); err != nil { // p2 is free as far as any report lists
+		t.Fatal(err)
+	}
+	time.Sleep(4 * retireSettle)
+	r.mu.Lock()
+	victims := len(r.victims)
+	r.mu.Unlock()
+	if n, _ := e.scale.get(); n != 2 || victims != 0 {
+		t.Fatalf("replicas = %d, %d pods retiring, while a peer holds pods it could not list; want 2, none", n, victims)
+	}
+	// The peer's report lists all it holds now (p1): p2 goes.
+	gen := uint64(0)
+	e.peerReport(t, report{ID: "f", Ask: 1, Pods: []string{"p1"}, Beat: 2})
+	eventually(t, "replicas 1 once the peer lists every pod it holds", func() bool {
+		r.mu.Lock()
+		g := r.retiringGen
+		r.mu.Unlock()
+		if g != gen {
+			gen = g
+			e.peerReport(t, report{ID: "f", Ask: 1, Pods: []string{"p1"}, Beat: 3 + g, Seen: retiringSeen{Leader: "l", Gen: g}})
+		}
+		n, _ := e.scale.get()
+		return n == 1
+	})
+	if e.deletionCost("p2") == "" || e.deletionCost("p1") != "" {
+		t.Errorf("deletion costs p1 %q, p2 %q; want only p2 marked", e.deletionCost("p1"), e.deletionCost("p2"))
+	}
+}
