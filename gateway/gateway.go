@@ -18,11 +18,9 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -401,67 +399,6 @@ func (g *Gateway) setConfig(cfg *quota.Config) error {
 	return nil
 }
 
-// upstreamTransport carries every throttled service's proxied requests:
-// http.DefaultTransport's settings, but enough idle connections per
-// upstream for a busy service (the default keeps 2, so under concurrency
-// every other request opened a new connection), and bodies passed through
-// as the upstream sent them (no gzip asked for on the client's behalf).
-var upstreamTransport = func() *http.Transport {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 256
-	tr.DisableCompression = true
-	return tr
-}()
-
-// copyBuffers lends the proxies their 32 KiB body-copy buffers, which
-// httputil.ReverseProxy otherwise allocates per request.
-var copyBuffers httputil.BufferPool = &bufferPool{}
-
-type bufferPool struct{ p sync.Pool }
-
-func (b *bufferPool) Get() []byte {
-	if buf, ok := b.p.Get().(*[]byte); ok {
-		return *buf
-	}
-	return make([]byte, 32<<10)
-}
-
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
-
-func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
-		Transport:  upstreamTransport,
-		BufferPool: copyBuffers,
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(u)
-			pr.Out.Host = pr.In.Host // as the client sent (and signed) it
-			pr.SetXForwarded()
-		},
-		// The upstream's request id, when it sends one, is the answer's
-		// only one; otherwise tollgate's stands.
-		ModifyResponse: func(resp *http.Response) error {
-			if resp.Header.Get(awsjson.HeaderRequestID) == "" {
-				if id, ok := resp.Request.Context().Value(requestIDKey{}).(string); ok {
-					resp.Header.Set(awsjson.HeaderRequestID, id)
-				}
-			}
-			return nil
-		},
-		// No upstream answer: tollgate's request id goes on the answer
-		// (serveAWS took it off for ModifyResponse) and in the log line.
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			id, _ := r.Context().Value(requestIDKey{}).(string)
-			f := ClassifyUpstreamError(r, err)
-			g.log.Log(r.Context(), f.Level, "upstream failed", "request_id", id, "service", service,
-				"upstream", u.Redacted(), "reason", f.Reason, "error", err)
-			if id != "" {
-				w.Header()[awsjson.HeaderRequestID] = []string{id}
-			}
-			awsjson.WriteError(w, f.Status, f.Code, f.Message)
-		},
-	}
-}
-
 // admin guards an admin handler with the bearer token; with no token
 // configured the admin endpoints do not exist.
 func (g *Gateway) admin(h http.HandlerFunc) http.HandlerFunc {
@@ -489,113 +426,6 @@ func methodNotAllowed(allow string) http.HandlerFunc {
 		w.Header().Set("Allow", allow)
 		writeNativeError(w, http.StatusMethodNotAllowed, "", r.Method+" not allowed; use "+allow)
 	}
-}
-
-// bodyBuffers recycles request body buffers of single requests.
-var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// readBody reads a whole request body up to the gateway's limit into a
-// pooled buffer; the caller calls release once it is done with the body.
-// A body over the limit is an error wrapping errBodyTooLarge.
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), err error) {
-	buf := bodyBuffers.Get().(*bytes.Buffer)
-	buf.Reset()
-	release = func() {
-		if buf.Cap() <= 64<<10 {
-			bodyBuffers.Put(buf)
-		}
-	}
-	if err := g.readBodyInto(w, r, buf); err != nil {
-		release()
-		return nil, func() {}, err
-	}
-	return buf.Bytes(), release, nil
-}
-
-// readBodyInto is readBody into a caller's (reused) buffer.
-func (g *Gateway) readBodyInto(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) error {
-	if r.ContentLength > g.maxBody {
-		return fmt.Errorf("%w: %d bytes, limit %d", errBodyTooLarge, r.ContentLength, g.maxBody)
-	}
-	if r.ContentLength > 0 {
-		// Room for the body and for ReadFrom's last read, which finds
-		// EOF: without the MinRead the buffer would double at the end.
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, g.maxBody))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return fmt.Errorf("%w: limit %d bytes", errBodyTooLarge, g.maxBody)
-	}
-	if err != nil {
-		return fmt.Errorf("reading body: %w", err)
-	}
-	return nil
-}
-
-var errBodyTooLarge = errors.New("request body too large")
-
-// inFlight counts the bytes that requests being served hold, against a
-// bound. It never queues: a request that does not fit is refused.
-type inFlight struct {
-	max int64 // < 0: no bound
-	n   atomic.Int64
-}
-
-// acquire reserves n bytes, or returns false if that would pass the
-// bound. n is capped at the bound, so one request larger than the bound
-// is served when nothing else is in flight. Two requests racing for the
-// last bytes may both be refused; neither is ever admitted over the bound.
-func (f *inFlight) acquire(n int64) bool {
-	if f.max < 0 {
-		return true
-	}
-	n = min(n, f.max)
-	if f.n.Add(n) > f.max {
-		f.n.Add(-n)
-		return false
-	}
-	return true
-}
-
-// release returns what acquire(n) reserved.
-func (f *inFlight) release(n int64) {
-	if f.max >= 0 {
-		f.n.Add(-min(n, f.max))
-	}
-}
-
-// bodyCost is what a request's body counts against the in-flight bound
-// before it is read: its declared length, or the most it may be.
-func (g *Gateway) bodyCost(r *http.Request) int64 {
-	if r.ContentLength >= 0 && r.ContentLength <= g.maxBody {
-		return r.ContentLength
-	}
-	return g.maxBody
-}
-
-// overloadedMessage explains a 503 for the in-flight bound.
-func (g *Gateway) overloadedMessage() string {
-	return fmt.Sprintf("overloaded: requests in flight hold more than %d bytes; retry after 1 s", g.inFlight.max)
-}
-
-// shed prepares the answer to a request refused by the in-flight bound:
-// Retry-After: 1, and the body read and thrown away (up to the body
-// limit, through a small buffer), so that the client, which may still be
-// sending it, gets the 503 on a connection that stays open rather than a
-// reset (net/http closes a connection with more than 256 KiB unread).
-func (g *Gateway) shed(w http.ResponseWriter, r *http.Request) {
-	w.Header()["Retry-After"] = []string{"1"}
-	io.Copy(io.Discard, io.LimitReader(r.Body, g.maxBody))
-}
-
-// bodyErrorStatus is the status for a body that could not be read: 413 when
-// it was too large, else 400.
-func bodyErrorStatus(err error) int {
-	if errors.Is(err, errBodyTooLarge) {
-		return http.StatusRequestEntityTooLarge
-	}
-	return http.StatusBadRequest
 }
 
 // limitOf returns the limit of bucket k under cfg, after Options.Limits.

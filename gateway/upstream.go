@@ -6,8 +6,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
+	"sync"
 	"syscall"
+
+	"github.com/tollgate/tollgate/awsjson"
 )
 
 // UpstreamFailure is what a reverse proxy answers and logs when the
@@ -59,4 +64,65 @@ func ClassifyUpstreamError(r *http.Request, err error) UpstreamFailure {
 		f.Reason = "refused"
 	}
 	return f
+}
+
+// upstreamTransport carries every throttled service's proxied requests:
+// http.DefaultTransport's settings, but enough idle connections per
+// upstream for a busy service (the default keeps 2, so under concurrency
+// every other request opened a new connection), and bodies passed through
+// as the upstream sent them (no gzip asked for on the client's behalf).
+var upstreamTransport = func() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	tr.DisableCompression = true
+	return tr
+}()
+
+// copyBuffers lends the proxies their 32 KiB body-copy buffers, which
+// httputil.ReverseProxy otherwise allocates per request.
+var copyBuffers httputil.BufferPool = &bufferPool{}
+
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.p.Get().(*[]byte); ok {
+		return *buf
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+
+func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Transport:  upstreamTransport,
+		BufferPool: copyBuffers,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			pr.Out.Host = pr.In.Host // as the client sent (and signed) it
+			pr.SetXForwarded()
+		},
+		// The upstream's request id, when it sends one, is the answer's
+		// only one; otherwise tollgate's stands.
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.Header.Get(awsjson.HeaderRequestID) == "" {
+				if id, ok := resp.Request.Context().Value(requestIDKey{}).(string); ok {
+					resp.Header.Set(awsjson.HeaderRequestID, id)
+				}
+			}
+			return nil
+		},
+		// No upstream answer: tollgate's request id goes on the answer
+		// (serveAWS took it off for ModifyResponse) and in the log line.
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			id, _ := r.Context().Value(requestIDKey{}).(string)
+			f := ClassifyUpstreamError(r, err)
+			g.log.Log(r.Context(), f.Level, "upstream failed", "request_id", id, "service", service,
+				"upstream", u.Redacted(), "reason", f.Reason, "error", err)
+			if id != "" {
+				w.Header()[awsjson.HeaderRequestID] = []string{id}
+			}
+			awsjson.WriteError(w, f.Status, f.Code, f.Message)
+		},
+	}
 }
