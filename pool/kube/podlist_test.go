@@ -1,13 +1,18 @@
 package kube
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -143,5 +148,51 @@ func TestSharedLeaderKeepsEveryPodWhileAReportCannotListItsOwn(t *testing.T) {
 	})
 	if e.deletionCost("p2") == "" || e.deletionCost("p1") != "" {
 		t.Errorf("deletion costs p1 %q, p2 %q; want only p2 marked", e.deletionCost("p1"), e.deletionCost("p2"))
+	}
+}
+
+// Against a real API server: sixteen replicas' fullest reports are
+// accepted on one report Lease, where reports listing the same 1,500
+// pods each one by one (as before the budget) are refused once they
+// pass the annotations' 256 KiB.
+func TestClusterFullReportsFitTheReportLease(t *testing.T) {
+	_, client, ns := controlPlane(t, "reports-")
+	ctx := context.Background()
+	leases := client.CoordinationV1().Leases(ns)
+	names := podNames(30000)
+	patch := func(lease, id, value string) error {
+		p, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{reportKey(id): value}}})
+		_, err := leases.Patch(ctx, lease, types.MergePatchType, p, metav1.PatchOptions{})
+		return err
+	}
+	for _, lease := range []string{"budgeted", "unbounded"} {
+		if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 16 {
+		rep := report{ID: fmt.Sprintf("tollgate-%d", i), Ask: len(names), Beat: 1 << 40}
+		rep.Pods, rep.PodGroups, rep.More = listPods(names)
+		if i == 0 {
+			rep.Retiring, rep.RetiringGen = fitRetiring(names), 1<<40
+		}
+		_, raw := roundTrip(t, rep)
+		if err := patch("budgeted", rep.ID, raw); err != nil {
+			t.Fatalf("report %d of 16 refused: %v", i+1, err)
+		}
+	}
+	refused := 0
+	for i := range 16 {
+		_, raw := roundTrip(t, report{ID: fmt.Sprintf("tollgate-%d", i), Ask: 1500, Pods: names[i*1500 : (i+1)*1500], Beat: 1})
+		if err := patch("unbounded", fmt.Sprintf("tollgate-%d", i), raw); err != nil {
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("unbounded report %d: %v, want Invalid", i+1, err)
+			}
+			refused++
+		}
+	}
+	t.Logf("unbounded reports of 1,500 pods: %d of 16 refused", refused)
+	if refused == 0 {
+		t.Fatal("the API server took 16 unbounded reports of 1,500 pods: the test no longer shows the limit")
 	}
 }
