@@ -14,16 +14,16 @@ import (
 )
 
 const (
-	// plainPodsBytes is the most a report lists in the plain `pods`
-	// array, which every tollgate reads; longer lists are grouped.
-	plainPodsBytes = 4 << 10
-	// maxPodsBytes bounds a report's list of pods, grouped: about
-	// 1,500 pods of a Deployment's usual names (8 bytes each).
+	// maxPodsBytes bounds a report's list of pods: plain (the `pods`
+	// array, which every tollgate reads) while it fits, about 370 names
+	// of 30 characters; else grouped, about 1,500 pods of a
+	// Deployment's usual names (8 bytes each).
 	// Sixteen replicas' reports, the leader's retiring list included,
 	// stay within the Lease's 256 KiB.
 	maxPodsBytes = 12 << 10
 	// maxRetiringBytes bounds the leader's retiring list: a scale-down
-	// step lets go of at most the pods whose names fit (about 150).
+	// step lets go of at most the pods whose names fit (about 120), with
+	// those of earlier steps still listed ready.
 	maxRetiringBytes = 4 << 10
 )
 
@@ -42,7 +42,8 @@ func splitName(name string) (prefix, rest string) {
 // addresses need no escaping, the rest are measured.
 func jsonLen(s string) int {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+		// json.Marshal escapes these, and <, > and & as \u003c etc.
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
 			b, _ := json.Marshal(s)
 			return len(b)
 		}
@@ -58,7 +59,7 @@ func listPods(names []string) (plain []string, grouped podGroups, more bool) {
 	for _, n := range names {
 		size += jsonLen(n) + 1
 	}
-	if size <= plainPodsBytes {
+	if size <= maxPodsBytes {
 		return names, nil, false
 	}
 	grouped = podGroups{}
@@ -90,21 +91,24 @@ func (g podGroups) names() []string {
 	return out
 }
 
-// heldPods is every pod a report lists, plain or grouped.
+// heldPods is every pod a report lists, plain or grouped, each once.
 func (rep report) heldPods() []string {
 	if len(rep.PodGroups) == 0 {
 		return rep.Pods
 	}
-	return append(slices.Clone(rep.Pods), rep.PodGroups.names()...)
+	all := append(slices.Clone(rep.Pods), rep.PodGroups.names()...)
+	slices.Sort(all)
+	return slices.Compact(all)
 }
 
 // fitRetiring is the longest tail of the sorted victims whose names fit
-// the retiring list's budget: a step lets go of the highest names first.
-func fitRetiring(victims []string) []string {
-	size := 2
+// in budget bytes of the retiring list (what the pods already in it
+// leave of maxRetiringBytes): a step lets go of the highest names first.
+func fitRetiring(victims []string, budget int) []string {
+	size := 0
 	for i := len(victims) - 1; i >= 0; i-- {
 		size += jsonLen(victims[i]) + 1
-		if size > maxRetiringBytes {
+		if size > budget {
 			return victims[i+1:]
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func TestReportListsPodsWithinItsBudget(t *testing.T) {
 	for _, tc := range []struct {
 		pods        int
 		plain, more bool
-	}{{10, true, false}, {1000, false, false}, {1400, false, false}, {20000, false, true}} {
+	}{{10, true, false}, {300, true, false}, {1000, false, false}, {1400, false, false}, {20000, false, true}} {
 		names := podNames(tc.pods)
 		rep := report{ID: "tollgate-0", Ask: len(names), Beat: 3}
 		rep.Pods, rep.PodGroups, rep.More = listPods(names)
@@ -85,7 +86,7 @@ func TestSixteenReportsFitOneLease(t *testing.T) {
 		rep := report{ID: fmt.Sprintf("tollgate-%d", i), Ask: len(names), Beat: 1 << 40, Seen: retiringSeen{Leader: "tollgate-0", Gen: 1 << 40}}
 		rep.Pods, rep.PodGroups, rep.More = listPods(names)
 		if i == 0 {
-			rep.Retiring, rep.RetiringGen = fitRetiring(names), 1<<40
+			rep.Retiring, rep.RetiringGen = fitRetiring(names, maxRetiringBytes), 1<<40
 		}
 		_, raw := roundTrip(t, rep)
 		annotations[reportKey(rep.ID)] = raw
@@ -98,12 +99,12 @@ func TestSixteenReportsFitOneLease(t *testing.T) {
 // A step's retiring list is the highest names that fit its budget.
 func TestRetiringListFitsItsBudget(t *testing.T) {
 	names := podNames(2000)
-	got := fitRetiring(names)
+	got := fitRetiring(names, maxRetiringBytes-2)
 	b, _ := json.Marshal(got)
 	if len(b) > maxRetiringBytes || len(got) < 100 || !slices.Equal(got, names[len(names)-len(got):]) {
 		t.Fatalf("retiring %d names in %d bytes; want the highest names within %d bytes", len(got), len(b), maxRetiringBytes)
 	}
-	if short := names[:5]; !slices.Equal(fitRetiring(short), short) {
+	if short := names[:5]; !slices.Equal(fitRetiring(short, maxRetiringBytes), short) {
 		t.Fatal("a short list was cut")
 	}
 }
@@ -174,7 +175,7 @@ func TestClusterFullReportsFitTheReportLease(t *testing.T) {
 		rep := report{ID: fmt.Sprintf("tollgate-%d", i), Ask: len(names), Beat: 1 << 40}
 		rep.Pods, rep.PodGroups, rep.More = listPods(names)
 		if i == 0 {
-			rep.Retiring, rep.RetiringGen = fitRetiring(names), 1<<40
+			rep.Retiring, rep.RetiringGen = fitRetiring(names, maxRetiringBytes), 1<<40
 		}
 		_, raw := roundTrip(t, rep)
 		if err := patch("budgeted", rep.ID, raw); err != nil {
@@ -194,5 +195,122 @@ func TestClusterFullReportsFitTheReportLease(t *testing.T) {
 	t.Logf("unbounded reports of 1,500 pods: %d of 16 refused", refused)
 	if refused == 0 {
 		t.Fatal("the API server took 16 unbounded reports of 1,500 pods: the test no longer shows the limit")
+	}
+}
+
+// A scale-down longer than one retiring list goes in steps, and every
+// step lowers replicas only by pods it has marked: pods it already
+// lowered for, still listed ready until the ReplicaSet's deletions reach
+// the endpoints, are neither counted as free again nor marked twice. The
+// test plays the ReplicaSet: on each write of replicas it deletes pods
+// down to the count, marked ones first, and a step that would make it
+// delete an unmarked pod (perhaps a held one) fails the test, as does a
+// retiring list past its budget (the pods of earlier steps count).
+func TestSharedLargeScaleDownMarksEveryPodItLowersBy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *Options) { o.AdoptFor = 2 * time.Second })
+	names := podNames(400)
+	podsOf := func(names []string) []pod {
+		out := make([]pod, len(names))
+		for i, n := range names {
+			out[i] = pod{name: n, ip: fmt.Sprintf("10.0.%d.%d", i/200, i%200+1)}
+		}
+		return out
+	}
+	e.setSlice("hello-1", podsOf(names)...)
+	e.scale.mu.Lock()
+	e.scale.replicas = 400
+	e.scale.mu.Unlock()
+	r := soleLeader(t, e)
+	held := names[:50] // a peer holds the 50 lowest names
+	beat := uint64(1)
+	peer := func(gen uint64) {
+		beat++
+		e.peerReport(t, report{ID: "f", Ask: len(held), Pods: held, Beat: beat, Seen: retiringSeen{Leader: "l", Gen: gen}})
+	}
+	peer(0)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var violations []string
+	marks := 0
+	wg.Add(1)
+	go func() { // the ReplicaSet, and the peers' heartbeats
+		defer wg.Done()
+		live, seen := slices.Clone(names), 0
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			r.poke()
+			r.mu.Lock()
+			retiring, _ := json.Marshal(r.myReportLocked().Retiring)
+			r.mu.Unlock()
+			if len(retiring) > maxRetiringBytes {
+				mu.Lock()
+				violations = append(violations, fmt.Sprintf("a retiring list of %d bytes", len(retiring)))
+				mu.Unlock()
+			}
+			n, writes := e.scale.get()
+			if writes == seen || len(live) <= int(n) {
+				continue
+			}
+			seen = writes
+			var marked, rest []string
+			for _, name := range live {
+				p, err := e.client.CoreV1().Pods(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+				if err == nil && p.Annotations[DeletionCostAnnotation] != "" {
+					marked = append(marked, name)
+				} else {
+					rest = append(rest, name)
+				}
+			}
+			excess := len(live) - int(n)
+			mu.Lock()
+			marks += min(excess, len(marked))
+			if len(marked) < excess {
+				violations = append(violations, fmt.Sprintf("replicas %d with %d pods, %d of them marked", n, len(live), len(marked)))
+			}
+			mu.Unlock()
+			gone := min(excess, len(marked))
+			live = append(marked[gone:], rest[:len(rest)-max(0, excess-gone)]...)
+			slices.Sort(live)
+			e.setSlice("hello-1", podsOf(live)...)
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+
+	var gen uint64
+	eventually(t, "replicas 50, the held pods", func() bool {
+		r.mu.Lock()
+		g := r.retiringGen
+		r.mu.Unlock()
+		if g != gen { // the peer applies each retiring list
+			gen = g
+			peer(g)
+		}
+		n, _ := e.scale.get()
+		return n == int32(len(held))
+	})
+	time.Sleep(4 * retireSettle) // nothing more may go
+	mu.Lock()
+	defer mu.Unlock()
+	e.scale.mu.Lock()
+	writes := slices.Clone(e.scale.writes)
+	e.scale.mu.Unlock()
+	t.Logf("replicas written %v; %d pods deleted, all marked", writes, marks)
+	if len(violations) > 0 {
+		t.Fatalf("replicas lowered by pods not marked, or the retiring list past its budget: %v", violations)
+	}
+	if n, _ := e.scale.get(); n != int32(len(held)) {
+		t.Fatalf("replicas = %d, want %d", n, len(held))
+	}
+	for _, name := range held {
+		if c := e.deletionCost(name); c != "" {
+			t.Errorf("held pod %s marked %q", name, c)
+		}
 	}
 }

@@ -154,7 +154,15 @@ func (r *Runner) sharedVictims(now time.Time, from, want, notReady int) (to int,
 	defer r.mu.Unlock()
 	_, held := r.sharedWantLocked(now)
 	var free []string
+	retiringBytes := 2 // of the committed victims still listed ready
 	for key, ep := range r.ready {
+		if v, ok := r.victims[key]; ok && !v.committed.IsZero() {
+			// Replicas were already lowered for it (from counts it out),
+			// and it stays in the retiring list until it leaves the
+			// endpoints: it is neither free again nor a victim twice.
+			retiringBytes += jsonLen(key) + 1
+			continue
+		}
 		if !held[key] && ep.pod != "" {
 			free = append(free, key)
 		}
@@ -184,7 +192,7 @@ func (r *Runner) sharedVictims(now time.Time, from, want, notReady int) (to int,
 	free = free[min(pending, len(free)):]
 	n := min(from-want, notReady+len(free))
 	k := max(0, n-notReady)
-	victims = fitRetiring(free[len(free)-k:])
+	victims = fitRetiring(free[len(free)-k:], maxRetiringBytes-retiringBytes)
 	n -= k - len(victims) // the rest go in a later step
 	k = len(victims)
 	changed := false
