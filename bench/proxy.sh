@@ -11,6 +11,7 @@
 #
 #   bash bench/proxy.sh                  # ROUNDS=3 C="16 64" D=5s
 #   BASE=/tmp/tollgate-old bash bench/proxy.sh   # and another tollgate build, as peer "base"
+#   TOLLGATE_ARGS="--cpuprofile /tmp/proxy.prof" bash bench/proxy.sh   # flags for tollgate serve
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
@@ -48,7 +49,7 @@ services:
     route: {path_prefix: /hello/, strip_prefix: true}
     autoscale: {command: [$dir/proxy, backend], min_instances: 1, max_instances: 1, max_concurrency: 1000}
 EOF
-"$dir/tollgate" serve --config "$dir/tollgate.yaml" --listen "127.0.0.1:$tport" 2>"$dir/tollgate.log" & tpid=$!; pids+=($tpid)
+"$dir/tollgate" serve --config "$dir/tollgate.yaml" --listen "127.0.0.1:$tport" ${TOLLGATE_ARGS:-} 2>"$dir/tollgate.log" & tpid=$!; pids+=($tpid)
 peers="tollgate reverseproxy nginx"
 if [ -n "${BASE:-}" ]; then
   xport=$(free)
