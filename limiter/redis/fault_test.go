@@ -2,12 +2,14 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/internal/redistest"
 	"github.com/tollgate/tollgate/limiter"
@@ -173,4 +175,35 @@ func resetWarnings(old *logCounter, stores []*Store) *logCounter {
 	defer old.mu.Unlock()
 	old.count[slog.LevelWarn] = 0
 	return old
+}
+
+// A pipeline sent before an outage ended that fails after it (its dial
+// was still retrying when Redis came back) belongs to that outage: it
+// logs no new outage and no second recovery. A pipeline sent after the
+// recovery that fails begins a new outage, logged at once.
+func TestAFailureSentBeforeRecoveryIsTheEndedOutages(t *testing.T) {
+	logs := newLogCounter()
+	s := New(goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}), Options{Logger: slog.New(logs), LogInterval: time.Hour})
+	defer s.Close()
+	down := errors.New("test: Redis is down")
+	now := func() int64 { return int64(time.Since(s.epoch)) }
+
+	s.noteDown(down, now())
+	during := now() // a pipeline sent during the outage, answered late
+	s.noteUp(now())
+	if w, i := logs.n(slog.LevelWarn), logs.n(slog.LevelInfo); w != 1 || i != 1 {
+		t.Fatalf("the outage: %d warnings, %d recoveries logged; want 1, 1", w, i)
+	}
+	s.noteDown(down, during)
+	s.noteUp(now())
+	if w, i := logs.n(slog.LevelWarn), logs.n(slog.LevelInfo); w != 1 || i != 1 {
+		logs.dump(t)
+		t.Fatalf("after a late failure of a pipeline sent during it: %d warnings, %d recoveries logged; want still 1, 1", w, i)
+	}
+	s.noteDown(down, now()) // sent after the recovery: a new outage
+	s.noteUp(now())
+	if w, i := logs.n(slog.LevelWarn), logs.n(slog.LevelInfo); w != 2 || i != 2 {
+		logs.dump(t)
+		t.Fatalf("a new outage: %d warnings, %d recoveries logged in all; want 2, 2", w, i)
+	}
 }

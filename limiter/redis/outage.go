@@ -12,13 +12,20 @@ import (
 // beyond it, one more per log interval (a flapping Redis).
 const startLogBurst = 3
 
-// noteDown records a fallback decision. The first of an outage begins it
-// and is logged at once, unless startLogBurst outage starts were logged
-// lately (a flapping Redis): then its warning waits for the log interval.
-// Later decisions are logged at most once per interval, with their count.
-func (s *Store) noteDown(cause error) {
+// noteDown records a fallback decision; sentAt is when its pipeline was
+// sent (time since s.epoch), or -1 for a take that was not answered or
+// not sent. The first of an outage begins it and is logged at once,
+// unless startLogBurst outage starts were logged lately (a flapping
+// Redis): then its warning waits for the log interval. Later decisions
+// are logged at most once per interval, with their count. A pipeline sent
+// before the last outage ended (one whose dial was still retrying when
+// Redis came back) begins no outage: its failure was that outage's.
+func (s *Store) noteDown(cause error, sentAt int64) {
 	s.unlogged.Add(1)
 	now := int64(time.Since(s.epoch))
+	if sentAt >= 0 && sentAt < s.endedAt.Load() && !s.down.Load() {
+		return
+	}
 	if s.down.CompareAndSwap(false, true) {
 		s.downSince.Store(now)
 		s.logged.Store(false)
@@ -73,6 +80,7 @@ func (s *Store) noteUp(sentAt int64) {
 	if !s.down.Load() || sentAt < s.downSince.Load() || !s.down.CompareAndSwap(true, false) {
 		return
 	}
+	s.endedAt.Store(max(1, int64(time.Since(s.epoch))))
 	if !s.logged.Swap(false) {
 		return
 	}

@@ -27,16 +27,17 @@ const (
 // sent and err and signals done. A caller that stops waiting abandons the
 // call to the garbage collector instead of reusing it.
 type call struct {
-	reqs  []limiter.Request // takes sent to Redis
-	pos   []int             // TakeBatch: index in the caller's batch of each take
-	out   []bucket.Decision // Redis's decision of each take
-	ok    []bool            // whether out holds Redis's decision
-	ents  []*shadowEntry    // FailLocal: the shadow entry of each take
-	fate  []uint8           // FailLocal: each take's fate, under its entry's lock
-	sent  int64             // store clock when the pipeline was sent
-	err   error             // first error of the call's takes
-	done  chan struct{}
-	timer *time.Timer
+	reqs   []limiter.Request // takes sent to Redis
+	pos    []int             // TakeBatch: index in the caller's batch of each take
+	out    []bucket.Decision // Redis's decision of each take
+	ok     []bool            // whether out holds Redis's decision
+	ents   []*shadowEntry    // FailLocal: the shadow entry of each take
+	fate   []uint8           // FailLocal: each take's fate, under its entry's lock
+	sent   int64             // store clock when the pipeline was sent
+	sentAt int64             // and on the outage clock (time since the store's epoch)
+	err    error             // first error of the call's takes
+	done   chan struct{}
+	timer  *time.Timer
 }
 
 func (s *Store) getCall() *call {
@@ -222,7 +223,7 @@ func (s *Store) flush(f *flush) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.deadline)
 	defer cancel()
 	for _, c := range f.calls {
-		c.sent = now
+		c.sent, c.sentAt = now, sentAt
 	}
 	start := time.Now()
 	pipe := s.client.Pipeline()

@@ -96,14 +96,14 @@ var errOutage = errors.New("redis store in an outage: pipelines failed in a row,
 // and fate are its shadow entry and fate (nil if it was never sent).
 func (s *Store) timedOut(key string, limit bucket.Limit, n int64, ent *shadowEntry, fate *uint8) bucket.Decision {
 	s.fallbackN.Add(1)
-	s.noteDown(errTimeout)
+	s.noteDown(errTimeout, -1)
 	return s.fallback(key, limit, n, ent, fate)
 }
 
 // failFast is the decision of a take while the breaker is open.
 func (s *Store) failFast(key string, limit bucket.Limit, n int64) bucket.Decision {
 	s.fallbackN.Add(1)
-	s.noteDown(errOutage)
+	s.noteDown(errOutage, -1)
 	return s.fallback(key, limit, n, nil, nil)
 }
 

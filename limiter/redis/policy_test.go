@@ -273,8 +273,8 @@ func TestOutageLogsAreThrottled(t *testing.T) {
 	s := newStore(t, goredisClient(t), Options{Logger: slog.New(logs), LogInterval: time.Hour})
 	cause := errors.New("connection refused")
 	for i := range startLogBurst {
-		s.noteDown(cause)
-		s.noteDown(cause)
+		s.noteDown(cause, -1)
+		s.noteDown(cause, -1)
 		if n := logs.n(slog.LevelWarn); n != i+1 {
 			t.Fatalf("outage %d: %d warnings, want %d: one at the start of each", i, n, i+1)
 		}
@@ -285,14 +285,14 @@ func TestOutageLogsAreThrottled(t *testing.T) {
 		}
 	}
 	// One more outage within the hour: deferred, and its end not logged.
-	s.noteDown(cause)
+	s.noteDown(cause, -1)
 	s.noteUp(int64(time.Since(s.epoch)))
-	s.noteDown(cause) // and another
+	s.noteDown(cause, -1) // and another
 	if w, i := logs.n(slog.LevelWarn), logs.n(slog.LevelInfo); w != startLogBurst || i != startLogBurst {
 		t.Fatalf("%d warnings and %d recovery lines after a burst of outages, want %d and %d", w, i, startLogBurst, startLogBurst)
 	}
 	s.lastLog.Store(s.lastLog.Load() - int64(time.Hour)) // the hour has passed
-	s.noteDown(cause)
+	s.noteDown(cause, -1)
 	if n := logs.n(slog.LevelWarn); n != startLogBurst+1 {
 		t.Fatalf("%d warnings after the interval, want %d", n, startLogBurst+1)
 	}
@@ -325,7 +325,7 @@ func TestLateAnswerDoesNotEndOutage(t *testing.T) {
 	s := newStore(t, goredisClient(t), Options{Logger: slog.New(logs), LogInterval: time.Hour})
 	sent := int64(time.Since(s.epoch))
 	time.Sleep(time.Millisecond)
-	s.noteDown(errTimeout)
+	s.noteDown(errTimeout, -1)
 	s.noteUp(sent)
 	if !s.down.Load() || logs.n(slog.LevelInfo) != 0 {
 		t.Fatalf("a late answer to a pipeline sent before the outage ended it")

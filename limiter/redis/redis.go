@@ -81,7 +81,9 @@
 // Redis that flaps, the first three outages, then one per
 // Options.LogInterval), and while the outage lasts a warning with the count
 // follows at most once per interval; the first decision by Redis after a
-// logged outage logs that Redis is back and how long it was away.
+// logged outage logs that Redis is back and how long it was away. A
+// pipeline sent before an outage ended that fails after it (its dial
+// retried while Redis was away) is that outage's: it begins no new one.
 //
 // go-redis writes log lines of its own (failed dials, for instance) to
 // standard error, process-wide; [SetClientLogger] sends them to a
@@ -259,6 +261,7 @@ type Store struct {
 	outages   atomic.Uint64 // outages begun since the last warning
 	down      atomic.Bool   // the latest call to Redis failed
 	downSince atomic.Int64  // when the current outage began
+	endedAt   atomic.Int64  // when the last outage ended (0: none has)
 	logged    atomic.Bool   // the current outage's start was logged
 
 	startLogMu sync.Mutex

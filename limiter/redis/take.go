@@ -192,7 +192,7 @@ func (s *Store) finish(c *call, j int) bucket.Decision {
 		return d
 	}
 	s.fallbackN.Add(1)
-	s.noteDown(c.err)
+	s.noteDown(c.err, c.sentAt)
 	var ent *shadowEntry
 	var fate *uint8
 	if s.shadow != nil {
