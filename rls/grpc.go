@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"errors"
 	"net"
 	"time"
 
@@ -88,5 +89,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		gs.Stop()
 		<-stopped
 	}
-	return <-errc
+	// A stop that came before Serve began makes Serve return
+	// ErrServerStopped (having closed ln): that is this shutdown, not a
+	// failure.
+	if err := <-errc; !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -508,4 +509,25 @@ func FuzzShouldRateLimit(f *testing.F) {
 			t.Fatalf("%d statuses for %d descriptors", len(resp.Statuses), len(req.Descriptors))
 		}
 	})
+}
+
+// A server asked to stop before it began serving (a node that shuts down
+// at once) stops cleanly: Run returns nil, not gRPC's ErrServerStopped,
+// and closes the listener.
+func TestRunStoppedBeforeServing(t *testing.T) {
+	for i := range 20 { // the race between Serve and the stop, many times
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := New(Options{Limiter: memory.New(memory.Options{})}).Run(ctx, ln); err != nil {
+			t.Fatalf("attempt %d: Run with its context ended: %v, want nil", i, err)
+		}
+		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+			c.Close()
+			t.Fatalf("attempt %d: the listener still accepts after Run returned", i)
+		}
+	}
 }
