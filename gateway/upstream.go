@@ -9,8 +9,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"sync"
 	"syscall"
+
+	"github.com/tollgate/tollgate/internal/proxybuf"
 
 	"github.com/tollgate/tollgate/awsjson"
 )
@@ -78,25 +79,10 @@ var upstreamTransport = func() *http.Transport {
 	return tr
 }()
 
-// copyBuffers lends the proxies their 32 KiB body-copy buffers, which
-// httputil.ReverseProxy otherwise allocates per request.
-var copyBuffers httputil.BufferPool = &bufferPool{}
-
-type bufferPool struct{ p sync.Pool }
-
-func (b *bufferPool) Get() []byte {
-	if buf, ok := b.p.Get().(*[]byte); ok {
-		return *buf
-	}
-	return make([]byte, 32<<10)
-}
-
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
-
 func (g *Gateway) newProxy(service string, u *url.URL) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Transport:  upstreamTransport,
-		BufferPool: copyBuffers,
+		BufferPool: proxybuf.Buffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
 			pr.Out.Host = pr.In.Host // as the client sent (and signed) it

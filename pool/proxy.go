@@ -8,8 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"sync"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/proxybuf"
 )
 
 // newProxy returns the revision's one reverse proxy. Rewrite reads the
@@ -25,7 +26,7 @@ func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
 	tr.DisableCompression = true
 	return &httputil.ReverseProxy{
 		Transport:  tr,
-		BufferPool: copyBuffers,
+		BufferPool: proxybuf.Buffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			in := pr.In.Context().Value(instanceKey{}).(*instance)
 			pr.SetURL(in.url)
@@ -80,21 +81,6 @@ func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
 		},
 	}
 }
-
-// copyBuffers lends every proxy its 32 KiB body-copy buffers;
-// httputil.ReverseProxy allocates one per request without a pool.
-var copyBuffers httputil.BufferPool = &bufferPool{}
-
-type bufferPool struct{ p sync.Pool }
-
-func (b *bufferPool) Get() []byte {
-	if buf, ok := b.p.Get().(*[]byte); ok {
-		return *buf
-	}
-	return make([]byte, 32<<10)
-}
-
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // proxyError maps an upstream failure to a status and message: 504 when the
 // instance timed out, 502 for anything else.
