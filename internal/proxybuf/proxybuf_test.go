@@ -12,9 +12,9 @@ import (
 	"github.com/tollgate/tollgate/internal/proxybuf"
 )
 
-// A buffer handed back is lent again, at its full size, and a proxy
-// using the pool copies a body longer than one buffer whole.
-func TestBuffersAreReusedAndCopyWholeBodies(t *testing.T) {
+// A buffer is lent at its full size, and a proxy using the pool copies a
+// body longer than several buffers whole.
+func TestBuffersAreFullSizeAndCopyWholeBodies(t *testing.T) {
 	b := proxybuf.Buffers.Get()
 	if len(b) != proxybuf.Size {
 		t.Fatalf("buffer of %d bytes, want %d", len(b), proxybuf.Size)

@@ -82,6 +82,7 @@ type retiringSeen struct {
 // change, on its own clock (no replica's clock is compared with another's).
 type peer struct {
 	rep  report
+	held []string // every pod rep lists, plain or grouped (rep.heldPods)
 	raw  string
 	seen time.Time
 }
@@ -392,7 +393,7 @@ func (r *Runner) observeReports(obj any, deleted bool) {
 			continue
 		}
 		delete(r.badReports, key)
-		r.peers[key] = peer{rep: rep, raw: raw, seen: now}
+		r.peers[key] = peer{rep: rep, held: rep.heldPods(), raw: raw, seen: now}
 		r.m.received.Inc()
 	}
 	for key := range r.peers {

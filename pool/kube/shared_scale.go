@@ -48,7 +48,7 @@ func (r *Runner) sharedWantLocked(now time.Time) (want int, held map[string]bool
 			want = max(want, p.rep.Ask)
 		}
 		if age < r.heldFor() {
-			for _, pod := range p.rep.heldPods() {
+			for _, pod := range p.held {
 				held[pod] = true
 			}
 		}
@@ -187,7 +187,7 @@ func (r *Runner) sharedVictims(now time.Time, from, want, notReady int) (to int,
 	// free names next: those pods are kept for them.
 	pending := max(0, r.live-len(r.bound))
 	for _, p := range r.freshPeersLocked(now) {
-		pending += max(0, p.rep.Ask-len(p.rep.heldPods()))
+		pending += max(0, p.rep.Ask-len(p.held))
 	}
 	free = free[min(pending, len(free)):]
 	n := min(from-want, notReady+len(free))
