@@ -248,8 +248,11 @@ func (i *instance) started1(p pipes) error {
 	if p.status != nil {
 		var err error
 		// It answers as soon as it has forked the command: a frozen
-		// supervisor must not hold Start for ever.
-		_ = p.status.SetReadDeadline(time.Now().Add(i.r.opts.Readiness.Timeout))
+		// supervisor must not hold Start for ever. The wait is its own,
+		// not the readiness timeout: a fork on a loaded machine can take
+		// longer than a short readiness timeout, which is the command's
+		// budget to listen, counted by the readiness check.
+		_ = p.status.SetReadDeadline(time.Now().Add(supervisorStatusWait))
 		i.mainPID, err = readStatus(p.status)
 		closeAll(p.status)
 		if err != nil {
@@ -277,6 +280,12 @@ func (i *instance) started1(p pipes) error {
 	return nil
 }
 
+// supervisorStatusWait bounds how long Start waits for a supervisor to
+// say it started the command (or why not). It forks and writes one line,
+// so this is a backstop against a frozen supervisor, wide enough for a
+// machine under heavy load.
+const supervisorStatusWait = 60 * time.Second
+
 // errSupervisorGone says a supervisor exited without saying a word.
 var errSupervisorGone = errors.New("the instance supervisor exited before starting the command")
 
@@ -284,6 +293,9 @@ var errSupervisorGone = errors.New("the instance supervisor exited before starti
 // command's pid, or why it could not start it.
 func readStatus(f *os.File) (int, error) {
 	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return 0, fmt.Errorf("the instance supervisor did not say within %v whether it started the command (a frozen supervisor or an overloaded machine): %w", supervisorStatusWait, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("reading the supervisor's status: %w", err)
 	}

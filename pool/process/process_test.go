@@ -855,3 +855,32 @@ func TestOutputIsRateLimitedPerInstance(t *testing.T) {
 		t.Error("a line written after the flood was not logged")
 	}
 }
+
+// TestSlowSupervisorIsNotAReadinessTimeout: a supervisor that takes longer
+// to start the command than the readiness timeout (a fork on a loaded
+// machine) still starts the instance; the readiness timeout is the
+// command's budget to listen, reported by Ready, not a limit on the
+// supervisor's status line (which failed Start with "reading the
+// supervisor's status: read |0: i/o timeout" at load 8).
+func TestSlowSupervisorIsNotAReadinessTimeout(t *testing.T) {
+	t.Parallel()
+	sup := supervisor(t)
+	// sh sleeps, then becomes the supervisor with the runner's arguments
+	// (and its status and control descriptors 3 and 4).
+	slow := append([]string{"/bin/sh", "-c", `sleep 1.5; exec "$0" "$@"`}, sup...)
+	r := newRunner(t, process.Options{Supervisor: slow, Readiness: process.Readiness{Timeout: time.Second}})
+	t.Cleanup(func() { _ = r.Close() })
+	inst, err := r.Start(t.Context(), pooltest.Spec())
+	if err != nil {
+		t.Fatalf("Start with a supervisor slower than the readiness timeout: %v", err)
+	}
+	t.Cleanup(func() { _ = inst.Stop(time.Second) })
+	if inst.PID() <= 0 {
+		t.Errorf("PID = %d", inst.PID())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), pooltest.Wait)
+	defer cancel()
+	if err := inst.Ready(ctx); err != nil && ctx.Err() != nil {
+		t.Fatalf("Ready ended by the test's context, not by readiness: %v", err)
+	}
+}
