@@ -23,7 +23,7 @@ func Example() {
 		return
 	}
 	prefix, action, _ := awsjson.ParseTarget(r.Header.Get("X-Amz-Target"))
-	id, _ := awsjson.IdentityOf(r.Header)
+	id, _ := awsjson.IdentityOf(r)
 	fmt.Println(prefix, action)
 	fmt.Printf("%+v\n", id)
 

@@ -22,16 +22,16 @@ type Identity struct {
 }
 
 // IdentityOf reads a request's identity: the credential scope of its
-// Authorization header and the account in [HeaderAccount], the access key
-// id standing for the account when that header is absent. Errors are
-// [ParseAuthorization]'s (map them with [AuthError]).
-func IdentityOf(h http.Header) (Identity, error) {
-	cred, err := ParseAuthorization(h.Get("Authorization"))
+// signature (see [CredentialOf]) and the account in [HeaderAccount], the
+// access key id standing for the account when that header is absent.
+// Errors are [ParseAuthorization]'s (map them with [AuthError]).
+func IdentityOf(r *http.Request) (Identity, error) {
+	cred, err := CredentialOf(r)
 	if err != nil {
 		return Identity{}, err
 	}
 	id := Identity{AccessKeyID: cred.AccessKeyID, Account: cred.AccessKeyID, Region: cred.Region}
-	if a := h.Get(HeaderAccount); a != "" {
+	if a := r.Header.Get(HeaderAccount); a != "" {
 		id.Account = a
 	}
 	return id, nil

@@ -11,16 +11,18 @@ import (
 const exampleAuth = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host, Signature=ab"
 
 func TestIdentityOf(t *testing.T) {
-	h := http.Header{"Authorization": {exampleAuth}}
-	id, err := IdentityOf(h)
+	r := httptest.NewRequest("POST", "/", nil)
+	h := r.Header
+	h.Set("Authorization", exampleAuth)
+	id, err := IdentityOf(r)
 	if err != nil || id != (Identity{AccessKeyID: "AKIDEXAMPLE", Account: "AKIDEXAMPLE", Region: "us-east-1"}) {
 		t.Fatalf("IdentityOf = %+v, %v", id, err)
 	}
 	h.Set(HeaderAccount, "111122223333")
-	if id, _ := IdentityOf(h); id.Account != "111122223333" || id.AccessKeyID != "AKIDEXAMPLE" {
+	if id, _ := IdentityOf(r); id.Account != "111122223333" || id.AccessKeyID != "AKIDEXAMPLE" {
 		t.Fatalf("with %s: %+v", HeaderAccount, id)
 	}
-	if _, err := IdentityOf(http.Header{}); !errors.Is(err, ErrMissingAuth) {
+	if _, err := IdentityOf(httptest.NewRequest("POST", "/", nil)); !errors.Is(err, ErrMissingAuth) {
 		t.Fatalf("no Authorization: %v", err)
 	}
 }
@@ -68,11 +70,13 @@ func FuzzIdentityOf(f *testing.F) {
 	f.Add(exampleAuth, "111122223333")
 	f.Add("", "x")
 	f.Fuzz(func(t *testing.T, auth, account string) {
-		h := http.Header{"Authorization": {auth}}
+		r := httptest.NewRequest("POST", "/", nil)
+		h := r.Header
+		h["Authorization"] = []string{auth}
 		if account != "" {
 			h[HeaderAccount] = []string{account}
 		}
-		id, err := IdentityOf(h)
+		id, err := IdentityOf(r)
 		if err != nil {
 			if !errors.Is(err, ErrBadAuth) && !errors.Is(err, ErrMissingAuth) {
 				t.Fatalf("error %v", err)

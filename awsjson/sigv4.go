@@ -3,6 +3,7 @@ package awsjson
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 )
@@ -35,29 +36,52 @@ const sigv4Algorithm = "AWS4-HMAC-SHA256"
 //
 //	AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/ecs/aws4_request, SignedHeaders=host;x-amz-date, Signature=…
 //
-// It checks the shape of the header, not the signature. A parameter given
-// twice is an error, as it would let two parsers read two identities from
-// one header. Errors wrap [ErrMissingAuth] or [ErrBadAuth], and quote at
-// most a short prefix of the header.
+// It checks the shape of the header, not the signature (see [Verifier]).
+// A parameter given twice is an error, as it would let two parsers read
+// two identities from one header. Errors wrap [ErrMissingAuth] or
+// [ErrBadAuth], and quote at most a short prefix of the header.
 func ParseAuthorization(header string) (Credential, error) {
+	p, err := parseAuthorization(header)
+	return p.cred, err
+}
+
+// CredentialOf reads the credential scope of a request's signature: its
+// Authorization header, or else the X-Amz-Credential of a presigned URL's
+// query. It checks the shape, not the signature. Errors are
+// [ParseAuthorization]'s.
+func CredentialOf(r *http.Request) (Credential, error) {
+	if h := r.Header.Get("Authorization"); h != "" || r.URL.RawQuery == "" {
+		return ParseAuthorization(h)
+	}
+	a, err := parseRequestAuth(r)
+	return a.cred, err
+}
+
+// authorization is a parsed Authorization header.
+type authorization struct {
+	cred                     Credential
+	signedHeaders, signature string
+}
+
+func parseAuthorization(header string) (authorization, error) {
 	if header == "" {
-		return Credential{}, ErrMissingAuth
+		return authorization{}, ErrMissingAuth
 	}
 	alg, params, ok := strings.Cut(header, " ")
 	if !ok || alg != sigv4Algorithm {
-		return Credential{}, fmt.Errorf("%w: want algorithm %s", ErrBadAuth, sigv4Algorithm)
+		return authorization{}, fmt.Errorf("%w: want algorithm %s", ErrBadAuth, sigv4Algorithm)
 	}
 	var cred, signedHeaders, signature string
 	var seen [3]bool
 	for p := range strings.SplitSeq(params, ",") {
 		name, value, ok := strings.Cut(strings.TrimSpace(p), "=")
 		if !ok {
-			return Credential{}, fmt.Errorf("%w: parameter %s is not name=value", ErrBadAuth, Clip(p))
+			return authorization{}, fmt.Errorf("%w: parameter %s is not name=value", ErrBadAuth, Clip(p))
 		}
 		if name = strings.TrimSpace(name); !isWord(name, 64) {
 			// Such as "AWS4-HMAC-SHA256 Credential": two headers joined
 			// with a comma by a proxy.
-			return Credential{}, fmt.Errorf("%w: parameter name %s is not a word", ErrBadAuth, Clip(name))
+			return authorization{}, fmt.Errorf("%w: parameter name %s is not a word", ErrBadAuth, Clip(name))
 		}
 		var dst *string
 		var i int
@@ -72,18 +96,27 @@ func ParseAuthorization(header string) (Credential, error) {
 			continue
 		}
 		if seen[i] {
-			return Credential{}, fmt.Errorf("%w: more than one %s parameter", ErrBadAuth, name)
+			return authorization{}, fmt.Errorf("%w: more than one %s parameter", ErrBadAuth, name)
 		}
 		seen[i], *dst = true, value
 	}
 	switch {
 	case cred == "":
-		return Credential{}, fmt.Errorf("%w: missing Credential", ErrBadAuth)
+		return authorization{}, fmt.Errorf("%w: missing Credential", ErrBadAuth)
 	case signedHeaders == "":
-		return Credential{}, fmt.Errorf("%w: missing SignedHeaders", ErrBadAuth)
+		return authorization{}, fmt.Errorf("%w: missing SignedHeaders", ErrBadAuth)
 	case signature == "":
-		return Credential{}, fmt.Errorf("%w: missing Signature", ErrBadAuth)
+		return authorization{}, fmt.Errorf("%w: missing Signature", ErrBadAuth)
 	}
+	c, err := parseCredential(cred)
+	if err != nil {
+		return authorization{}, err
+	}
+	return authorization{cred: c, signedHeaders: signedHeaders, signature: signature}, nil
+}
+
+// parseCredential reads AccessKeyID/Date/Region/Service/aws4_request.
+func parseCredential(cred string) (Credential, error) {
 	parts := strings.Split(cred, "/")
 	if len(parts) != 5 || parts[4] != "aws4_request" {
 		return Credential{}, fmt.Errorf("%w: Credential %s is not AccessKeyID/Date/Region/Service/aws4_request", ErrBadAuth, Clip(cred))
@@ -101,6 +134,9 @@ func ParseAuthorization(header string) (Credential, error) {
 	}
 	return c, nil
 }
+
+// wrapBadAuth is an [ErrBadAuth] saying why.
+func wrapBadAuth(why string) error { return fmt.Errorf("%w: %s", ErrBadAuth, why) }
 
 // ParseTarget splits an X-Amz-Target header, "Prefix.Action", e.g.
 // "AmazonEC2ContainerServiceV20141113.DescribeClusters". Errors wrap

@@ -294,7 +294,7 @@ func knows(codes []string, code string) bool {
 // scopeOf finds the account and region of a request. An account the
 // gateway mapped from the access key (access_keys) is known from then on.
 func (r *Registry) scopeOf(req *http.Request) Scope {
-	id, err := awsjson.IdentityOf(req.Header)
+	id, err := awsjson.IdentityOf(req)
 	if err != nil {
 		return DefaultScope
 	}

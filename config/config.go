@@ -28,6 +28,8 @@ type Config struct {
 	// ServiceQuotas is the service_quotas section: the approval policy
 	// of quota increase requests.
 	ServiceQuotas ServiceQuotas
+	// Auth is the auth section: how AWS requests prove who they are.
+	Auth Auth
 	// Warnings is what in the file is valid but likely not what its
 	// author meant, each located as a config error is: an autoscaled
 	// service listed in Cloud Map (cloud_map) when no service of the
@@ -41,6 +43,20 @@ type Config struct {
 // Default returns the config tollgate serves with no file: the built-in
 // ecs and cloudmap presets ([quota.Default]), in memory, no rls section.
 func Default() *Config { return &Config{Quota: quota.Default()} }
+
+// Auth is the auth section of a config file:
+//
+//	auth:
+//	  credentials_file: credentials   # AWS shared credentials format; relative to this file
+//
+// With a credentials file, every AWS request must carry a valid Signature
+// Version 4 by one of its keys (the --credentials flag wins over it). The
+// zero Auth trusts the access key id a request claims.
+type Auth struct {
+	// CredentialsFile is the credentials file, absolute (a relative one is
+	// taken from the config file's directory); "" for none.
+	CredentialsFile string
+}
 
 // Store is where a server keeps bucket state, as a config file says. The
 // zero Store means the in-memory default.

@@ -178,6 +178,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 	var storeTLS *yaml.Node // the store's tls section
 	var rls RLS
 	var sq ServiceQuotas
+	var auth Auth
 	var servicesNode *yaml.Node
 	p.fields(root, "", map[string]func(k, v *yaml.Node, f string){
 		"services": func(_, v *yaml.Node, f string) {
@@ -250,6 +251,17 @@ func (p *parser) config(root *yaml.Node) *Config {
 		},
 		"rls":            func(_, v *yaml.Node, f string) { rls = p.rls(v, f) },
 		"service_quotas": func(_, v *yaml.Node, f string) { sq = p.serviceQuotas(v, f) },
+		"auth": func(_, v *yaml.Node, f string) {
+			p.fields(v, f, map[string]func(k, v *yaml.Node, f string){
+				"credentials_file": func(_, v *yaml.Node, f string) {
+					if s, ok := p.str(v, f); ok && s == "" {
+						p.errorf(v, f, "empty: name an AWS shared credentials file, or leave the field out")
+					} else if ok {
+						auth.CredentialsFile = p.relative(s)
+					}
+				},
+			})
+		},
 		"access_keys": func(_, v *yaml.Node, f string) {
 			if v.Kind != yaml.MappingNode {
 				p.errorf(v, f, "want a mapping of access key id to account id, got %s", kindName(v))
@@ -343,7 +355,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		p.errorf(root, "", "%v", err)
 		return nil
 	}
-	cfg := &Config{File: p.file, Quota: policy, Store: store, RLS: rls, ServiceQuotas: sq}
+	cfg := &Config{File: p.file, Quota: policy, Store: store, RLS: rls, ServiceQuotas: sq, Auth: auth}
 	for i, a := range scales {
 		if a != nil {
 			if cfg.Autoscale == nil {

@@ -62,9 +62,18 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			"Content-Type must be "+awsjson.ContentType+", got "+clip(ct))
 		return
 	}
-	cred, err := awsjson.ParseAuthorization(r.Header.Get("Authorization"))
+	if g.verifier != nil {
+		if e := g.verifier.Refused(r.RemoteAddr); e != nil {
+			g.metrics.authFails.WithLabelValues(e.Code).Inc()
+			e.Write(w)
+			return
+		}
+	}
+	cred, err := awsjson.CredentialOf(r)
 	if err != nil {
-		awsjson.AuthError(err).Write(w)
+		e := awsjson.AuthError(err)
+		g.metrics.authFails.WithLabelValues(e.Code).Inc()
+		e.Write(w)
 		return
 	}
 	if svc.SigningName != "" && cred.Service != svc.SigningName {
@@ -84,6 +93,18 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		awsjson.WriteError(w, bodyErrorStatus(err), "SerializationException", err.Error())
 		return
+	}
+	if g.verifier != nil {
+		// Before the body is judged: a client that cannot sign learns
+		// nothing about what tollgate would make of its request.
+		if _, e := g.verifier.Verify(r, body, r.RemoteAddr); e != nil {
+			g.metrics.authFails.WithLabelValues(e.Code).Inc()
+			if g.log.Enabled(r.Context(), slog.LevelDebug) {
+				g.log.Debug("signature refused", "request_id", id, "access_key", cred.AccessKeyID, "remote", r.RemoteAddr, "code", e.Code, "error", e.Message)
+			}
+			e.Write(w)
+			return
+		}
 	}
 	if msg := awsjson.CheckBody(body); msg != "" {
 		awsjson.WriteError(w, http.StatusBadRequest, "SerializationException", msg)

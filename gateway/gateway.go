@@ -130,6 +130,12 @@ type Options struct {
 	// Routes are more public endpoints by mux pattern (such as envoy
 	// ratelimit's "POST /json"), without the admin token.
 	Routes map[string]http.Handler
+	// Verifier, when set, verifies the Signature Version 4 of every AWS
+	// JSON request before anything else is done with it: a request that
+	// fails is answered with AWS's error (UnrecognizedClientException,
+	// InvalidSignatureException, …) and takes no token. Nil trusts the
+	// access key id a request claims.
+	Verifier *awsjson.Verifier
 }
 
 // Helper is an admin handler that says what it does, in one line, for
@@ -173,6 +179,7 @@ type Gateway struct {
 	adminMore   []adminEndpoint          // Options.AdminHandlers, for GET /v1/admin/
 	pools       func(service string) http.Handler
 	poolMetrics *routeMetrics
+	verifier    *awsjson.Verifier // nil: identities as claimed
 }
 
 // policy is a config with what the gateway derives from it, swapped as one.
@@ -211,6 +218,7 @@ func New(opts Options) (*Gateway, error) {
 		limits:      opts.Limits,
 		live:        opts.Live,
 		pools:       opts.Pools,
+		verifier:    opts.Verifier,
 	}
 	if g.maxBatch <= 0 {
 		g.maxBatch = DefaultMaxBatch

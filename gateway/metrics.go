@@ -18,6 +18,7 @@ type metrics struct {
 	requests  *prometheus.CounterVec   // handler, code, method
 	duration  *prometheus.HistogramVec // handler
 	reloads   *prometheus.CounterVec   // result
+	authFails *prometheus.CounterVec   // code
 }
 
 // bucketCounter is a store that can say how many buckets it holds.
@@ -47,8 +48,12 @@ func newMetrics(reg prometheus.Registerer, l limiter.Limiter, live *liveview.Rec
 			Name: "tollgate_config_reloads_total",
 			Help: "Config reloads by result (ok, error).",
 		}, []string{"result"}),
+		authFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_auth_failures_total",
+			Help: "AWS requests refused for their signature (missing or malformed, or, with --credentials, not verified), by the error code answered; none of them took a token.",
+		}, []string{"code"}),
 	}
-	reg.MustRegister(m.decisions, m.latency, m.requests, m.duration, m.reloads)
+	reg.MustRegister(m.decisions, m.latency, m.requests, m.duration, m.reloads, m.authFails)
 	if bc, ok := l.(bucketCounter); ok {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tollgate_buckets_tracked",

@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,6 +46,12 @@ type Options struct {
 	// ConfigPath is the config file (package config); "" means the
 	// built-in presets. It is read again by every Reload.
 	ConfigPath string
+	// Credentials is a credentials file in the AWS shared credentials
+	// format: with it, every AWS request must carry a valid Signature
+	// Version 4 by one of its keys. It wins over the config's
+	// auth.credentials_file; with neither, a request's claimed access
+	// key id is trusted. The file is re-read when it changes.
+	Credentials string
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// AdminToken guards /v1/admin/; "" disables the admin endpoints.
@@ -107,6 +115,7 @@ type Node struct {
 	rlsLn      net.Listener           // its gRPC listener
 	rlsDir     string                 // the rls config directory in use
 	certs      nodeCerts              // the TLS endpoints' certificate files, watched by Run
+	creds      *credsFile           // the credentials file, watched by Run; nil without one
 	pools      *pool.Pool             // the autoscaled services' instances
 	live       *liveview.Recorder     // per-second decisions for /ui
 	kube       *kubeRunners           // runners of services on Kubernetes
@@ -172,6 +181,10 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	certs.grpc = rlsPlan.certsOrNil()
+	creds, err := loadCredentials(opts.Credentials, cfg, configName, log)
+	if err != nil {
+		return nil, err
+	}
 	var httpTLS *tls.Config
 	if certs.http, httpTLS, err = loadListenerCerts(opts.TLS, "HTTP listener", tlsSource{"--tls-cert", "--tls-key", "--tls-client-ca"}, []string{"h2", "http/1.1"}, log); err != nil {
 		return nil, err
@@ -180,7 +193,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{opts: opts, log: log, release: closeStore, configName: configName, certs: certs, reloads: make(chan struct{}, 1)}
+	n := &Node{opts: opts, log: log, release: closeStore, configName: configName, certs: certs, creds: creds, reloads: make(chan struct{}, 1)}
 	n.stopping, n.startShutdown = context.WithCancel(context.Background())
 	registry, closeRegistry, err := newRegistry(st, certs.storeTLS(), log)
 	if err != nil {
@@ -221,9 +234,14 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	handlers := map[string]http.Handler{"cloudmap": registry, "servicequotas": quotas}
+	if creds == nil {
+		warnUnverified(log, cfg, slices.Collect(maps.Keys(handlers)))
+	}
 	n.gw, err = gateway.New(gateway.Options{
+		Verifier:   creds.verifier(),
 		Routes:     rlsRoutes(n.rls),
-		Handlers:   map[string]http.Handler{"cloudmap": registry, "servicequotas": quotas},
+		Handlers:   handlers,
 		Limits:     quotas,
 		Live:       n.live,
 		Config:     cfg.Quota,

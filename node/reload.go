@@ -8,9 +8,10 @@ import (
 
 // The parts Reload reloads, as its answer names them.
 const (
-	PartConfig = "config" // the config file: policy, routes, pools
-	PartRLS    = "rls"    // envoy ratelimit's config directory
-	PartTLS    = "tls"    // the listeners' and the store's certificate files
+	PartConfig = "config"      // the config file: policy, routes, pools
+	PartRLS    = "rls"         // envoy ratelimit's config directory
+	PartTLS    = "tls"         // the listeners' and the store's certificate files
+	PartCreds  = "credentials" // the credentials file of SigV4 verification
 )
 
 // Reload reloads everything the node loaded from files: the config file
@@ -54,6 +55,13 @@ func (n *Node) Reload(ctx context.Context) (reloaded []string, err error) {
 			errs = append(errs, fmt.Errorf("%s: %w", PartTLS, err))
 		} else {
 			reloaded = append(reloaded, PartTLS)
+		}
+	}
+	if n.creds != nil {
+		if err := n.creds.reload(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", PartCreds, err))
+		} else {
+			reloaded = append(reloaded, PartCreds)
 		}
 	}
 	return reloaded, errors.Join(errs...)

@@ -60,6 +60,9 @@ func (n *Node) Run(ctx context.Context) error {
 	for _, c := range n.certs.all() { // certificate files re-read when they change, until the background work stops
 		grp.Go(func() error { return c.Run(background) })
 	}
+	if n.creds != nil { // the credentials file re-read when it changes
+		grp.Go(func() error { return n.creds.run(background) })
+	}
 	if n.sweep != nil {
 		grp.Go(func() error {
 			sweepEvery(background, n.sweep, 10*time.Second)

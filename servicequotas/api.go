@@ -84,7 +84,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		awsjson.WriteError(w, http.StatusBadRequest, awsjson.CodeUnknownOperation, "unknown operation "+awsjson.Clip(r.Header.Get("X-Amz-Target")))
 		return
 	}
-	id, err := awsjson.IdentityOf(r.Header)
+	id, err := awsjson.IdentityOf(r)
 	if err != nil {
 		awsjson.AuthError(err).Write(w)
 		return

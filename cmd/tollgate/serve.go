@@ -65,6 +65,7 @@ type serveFlags struct {
 	httpTLS          config.TLS // --tls-cert, --tls-key, --tls-client-ca
 	grpcTLS          config.TLS // --grpc-tls-cert, --grpc-tls-key, --grpc-tls-client-ca
 	storeTLS         config.TLS // --store-tls-ca, --store-tls-cert, --store-tls-key
+	credentials      string     // --credentials
 }
 
 // kubeFlags are serve's Kubernetes flags.
@@ -81,6 +82,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.configPath, "config", "", "quota config `FILE` (YAML); default: the built-in ecs and cloudmap presets")
 	choiceVar(fs, &f.logFormat, "log-format", "text", []string{"text", "json"}, "log `FORMAT`: text or json")
 	choiceVar(fs, &f.logLevel, "log-level", "info", []string{"debug", "info", "warn", "error"}, "log `LEVEL`: debug, info, warn or error (debug logs every request)")
+	fs.StringVar(&f.credentials, "credentials", "", "AWS shared credentials `FILE` ([name] sections with aws_access_key_id and aws_secret_access_key): every AWS request must then carry a valid SigV4 signature by one of its keys; re-read when it changes (default: the config's auth.credentials_file, else signatures are not verified)")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`FILE` holding the admin bearer token (else $TOLLGATE_ADMIN_TOKEN; neither: admin endpoints disabled)")
 	fs.Int64Var(&f.maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
 	fs.IntVar(&f.maxBatch, "max-batch", gateway.DefaultMaxBatch, "most takes in one /v1/take/batch request; a larger batch is answered 400")
@@ -207,6 +209,7 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 		Listen:           f.listen,
 		TLS:              f.httpTLS,
 		ConfigPath:       f.configPath,
+		Credentials:      f.credentials,
 		Logger:           log,
 		AdminToken:       token,
 		MaxBodyBytes:     f.maxBody,

@@ -1,0 +1,251 @@
+package awsjson_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/tollgate/tollgate/awsjson"
+)
+
+const testCredentials = `# tenants
+[tenant-a]
+aws_access_key_id = AKIDTENANTA
+aws_secret_access_key = secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY
+
+[tenant-b]
+aws_access_key_id=AKIDTENANTB
+aws_secret_access_key=secret-b
+aws_session_token = token-b
+`
+
+var signedAt = time.Date(2026, 12, 5, 3, 15, 0, 0, time.UTC)
+
+func newVerifier(t *testing.T, now time.Time) *awsjson.Verifier {
+	t.Helper()
+	c, err := awsjson.ParseCredentials([]byte(testCredentials))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return awsjson.NewVerifier(c, awsjson.VerifierOptions{Now: func() time.Time { return now }})
+}
+
+// signed is a DescribeClusters call signed by aws-sdk-go-v2's signer, as
+// the SDK sends it.
+func signed(t *testing.T, key, secret, token string, body []byte, at time.Time) *http.Request {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "http://ecs.us-east-1.amazonaws.com:8080/", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/x-amz-json-1.1")
+	r.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.DescribeClusters")
+	r.Header.Set("User-Agent", "aws-sdk-go-v2/1.0") // not signed by the SDK
+	sum := sha256.Sum256(body)
+	err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: key, SecretAccessKey: secret, SessionToken: token},
+		r, hex.EncodeToString(sum[:]), "ecs", "us-east-1", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestVerifyAcceptsTheSDKsSignature(t *testing.T) {
+	v := newVerifier(t, signedAt.Add(time.Minute))
+	body := []byte(`{"clusters":["default"]}`)
+	for _, tc := range []struct{ name, key, secret, token string }{
+		{"long-term key", "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", ""},
+		{"key with a session token", "AKIDTENANTB", "secret-b", "token-b"},
+	} {
+		r := signed(t, tc.key, tc.secret, tc.token, body, signedAt)
+		cred, e := v.Verify(r, body, "192.0.2.1:5000")
+		if e != nil {
+			t.Errorf("%s: %v", tc.name, e)
+			continue
+		}
+		if cred.AccessKeyID != tc.key || cred.Region != "us-east-1" || cred.Service != "ecs" {
+			t.Errorf("%s: credential %+v", tc.name, cred)
+		}
+		// Twice: the second from the signer's cached signing key.
+		if _, e := v.Verify(signed(t, tc.key, tc.secret, tc.token, body, signedAt), body, "192.0.2.1:5000"); e != nil {
+			t.Errorf("%s, again: %v", tc.name, e)
+		}
+	}
+}
+
+func TestVerifyRefusesAsAWSDoes(t *testing.T) {
+	body := []byte(`{"clusters":["default"]}`)
+	good := func() *http.Request {
+		return signed(t, "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", "", body, signedAt)
+	}
+	for _, tc := range []struct {
+		name  string
+		req   func() *http.Request
+		body  []byte
+		now   time.Time
+		code  string
+		inMsg string
+	}{
+		{"wrong secret", func() *http.Request { return signed(t, "AKIDTENANTA", "not-the-secret", "", body, signedAt) }, body, signedAt,
+			"InvalidSignatureException", "The request signature we calculated does not match"},
+		{"unknown key", func() *http.Request { return signed(t, "AKIDMADEUP", "whatever", "", body, signedAt) }, body, signedAt,
+			"UnrecognizedClientException", "The security token included in the request is invalid."},
+		{"20 minutes old", good, body, signedAt.Add(20 * time.Minute),
+			"InvalidSignatureException", "Signature expired: 20261205T031500Z is now earlier than 20261205T033000Z (20261205T033500Z - 5 min.)"},
+		{"20 minutes ahead", good, body, signedAt.Add(-20 * time.Minute),
+			"InvalidSignatureException", "Signature not yet current"},
+		{"body changed after signing", good, []byte(`{"clusters":["other"]}`), signedAt,
+			"InvalidSignatureException", "does not match"},
+		{"signed header changed", func() *http.Request {
+			r := good()
+			r.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.DeleteCluster")
+			return r
+		}, body, signedAt, "InvalidSignatureException", "does not match"},
+		{"host changed", func() *http.Request { r := good(); r.Host = "evil.example:8080"; return r }, body, signedAt,
+			"InvalidSignatureException", "does not match"},
+		{"missing", func() *http.Request { r := good(); r.Header.Del("Authorization"); return r }, body, signedAt,
+			"MissingAuthenticationTokenException", "Missing Authentication Token"},
+		{"no X-Amz-Date", func() *http.Request { r := good(); r.Header.Del("X-Amz-Date"); return r }, body, signedAt,
+			"IncompleteSignatureException", "X-Amz-Date"},
+		{"session token missing", func() *http.Request { return signed(t, "AKIDTENANTB", "secret-b", "", body, signedAt) }, body, signedAt,
+			"UnrecognizedClientException", "invalid"},
+		{"payload hash header that is not the body's", func() *http.Request {
+			r := good()
+			r.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+			return r
+		}, body, signedAt, "InvalidSignatureException", "x-amz-content-sha256"},
+		{"signature of the wrong length", func() *http.Request {
+			r := good()
+			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), "Signature=", "Signature=00", 1))
+			return r
+		}, body, signedAt, "IncompleteSignatureException", "Signature"},
+	} {
+		v := newVerifier(t, tc.now)
+		_, e := v.Verify(tc.req(), tc.body, "192.0.2.1:5000")
+		if e == nil {
+			t.Errorf("%s: verified", tc.name)
+			continue
+		}
+		if e.Code != tc.code || e.Status != http.StatusBadRequest || !strings.Contains(e.Message, tc.inMsg) {
+			t.Errorf("%s: %d %s %q, want 400 %s containing %q", tc.name, e.Status, e.Code, e.Message, tc.code, tc.inMsg)
+		}
+	}
+}
+
+func TestVerifyPresignedURL(t *testing.T) {
+	v := newVerifier(t, signedAt.Add(time.Minute))
+	r := httptest.NewRequest(http.MethodGet, "http://servicediscovery.us-east-1.amazonaws.com/?X-Amz-Expires=300&Action=x", nil)
+	sum := sha256.Sum256(nil)
+	u, _, err := v4.NewSigner().PresignHTTP(context.Background(), aws.Credentials{AccessKeyID: "AKIDTENANTA", SecretAccessKey: "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY"},
+		r, hex.EncodeToString(sum[:]), "servicediscovery", "us-east-1", signedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func() *http.Request { return httptest.NewRequest(http.MethodGet, u, nil) }
+	cred, e := v.Verify(get(), nil, "192.0.2.1:1")
+	if e != nil || cred.AccessKeyID != "AKIDTENANTA" || cred.Service != "servicediscovery" {
+		t.Fatalf("presigned: %+v %v", cred, e)
+	}
+	if c, err := awsjson.CredentialOf(get()); err != nil || c.AccessKeyID != "AKIDTENANTA" {
+		t.Errorf("CredentialOf(presigned) = %+v, %v", c, err)
+	}
+	late := newVerifier(t, signedAt.Add(6*time.Minute))
+	if _, e := late.Verify(get(), nil, "192.0.2.1:1"); e == nil || !strings.Contains(e.Message, "Signature expired") {
+		t.Errorf("presigned past X-Amz-Expires: %v", e)
+	}
+	tampered := get()
+	q := tampered.URL.Query()
+	q.Set("Action", "y")
+	tampered.URL.RawQuery = q.Encode()
+	if _, e := v.Verify(tampered, nil, "192.0.2.1:1"); e == nil || e.Code != "InvalidSignatureException" {
+		t.Errorf("presigned with a changed parameter: %v", e)
+	}
+}
+
+// TestFailuresAreBoundedPerClient: a client that keeps failing is refused
+// before its requests are verified, once its burst of failures is spent;
+// another client, and the same one after the refill, are heard.
+func TestFailuresAreBoundedPerClient(t *testing.T) {
+	now := signedAt
+	c, _ := awsjson.ParseCredentials([]byte(testCredentials))
+	v := awsjson.NewVerifier(c, awsjson.VerifierOptions{
+		Now:      func() time.Time { return now },
+		Failures: awsjson.NewFailureBound(3, 1, 0),
+	})
+	body := []byte(`{}`)
+	bad := func() *http.Request { return signed(t, "AKIDMADEUP", "x", "", body, signedAt) }
+	for i := range 3 {
+		if e := v.Refused("198.51.100.7:1000"); e != nil {
+			t.Fatalf("failure %d: refused before the burst was spent: %v", i, e)
+		}
+		if _, e := v.Verify(bad(), body, "198.51.100.7:1000"); e == nil {
+			t.Fatal("a made-up key verified")
+		}
+	}
+	if e := v.Refused("198.51.100.7:2000"); e == nil || e.Code != "ThrottlingException" {
+		t.Fatalf("after 3 failures: %v, want ThrottlingException", e)
+	}
+	if e := v.Refused("198.51.100.8:1000"); e != nil {
+		t.Errorf("another address refused: %v", e)
+	}
+	now = now.Add(time.Second)
+	if e := v.Refused("198.51.100.7:1000"); e != nil {
+		t.Errorf("a second later (1 failure/s refilled): %v", e)
+	}
+}
+
+func TestParseCredentialsErrors(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"", "no [section]"},
+		{"[a]\naws_access_key_id = K1\n", "[a]: missing aws_secret_access_key"},
+		{"[a]\naws_secret_access_key = s\n", "[a]: missing aws_access_key_id"},
+		{"[a]\naws_access_key_id = K1\naws_secret_access_key = s\n[b]\naws_access_key_id = K1\naws_secret_access_key = t\n", "also in [a]"},
+		{"[a]\naws_access_key_id = K 1\naws_secret_access_key = s\n", "is not 1 to 128"},
+		{"[a\n", "not in the shared credentials file format"},
+	} {
+		_, err := awsjson.ParseCredentials([]byte(tc.file))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseCredentials(%q) = %v, want %q", tc.file, err, tc.want)
+		}
+	}
+}
+
+// FuzzVerify: any Authorization header, query and body is verified or
+// refused with one of AWS's codes, never a panic.
+func FuzzVerify(f *testing.F) {
+	good := signed(&testing.T{}, "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", "", []byte(`{}`), signedAt)
+	f.Add(good.Header.Get("Authorization"), good.Header.Get("X-Amz-Date"), "", []byte(`{}`))
+	f.Add("AWS4-HMAC-SHA256 Credential=A/20261205/r/s/aws4_request, SignedHeaders=host, Signature=00", "20261205T031500Z", "", []byte{})
+	f.Add("", "", "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=A%2F20261205%2Fr%2Fs%2Faws4_request&X-Amz-Date=20261205T031500Z&X-Amz-Expires=60&X-Amz-SignedHeaders=host&X-Amz-Signature=ab", []byte{})
+	v := newVerifier(&testing.T{}, signedAt)
+	codes := map[string]bool{"InvalidSignatureException": true, "UnrecognizedClientException": true,
+		"IncompleteSignatureException": true, "MissingAuthenticationTokenException": true}
+	f.Fuzz(func(t *testing.T, auth, date, query string, body []byte) {
+		r := httptest.NewRequest(http.MethodPost, "http://localhost:8080/", bytes.NewReader(body))
+		r.URL.RawQuery = query
+		r.Header.Set("Authorization", auth)
+		r.Header.Set("X-Amz-Date", date)
+		r.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.DescribeClusters")
+		if _, e := v.Verify(r, body, "192.0.2.1:1"); e != nil && !codes[e.Code] {
+			t.Errorf("code %s: %s", e.Code, e.Message)
+		}
+	})
+}
+
+// FuzzParseCredentials: any file is read or refused, never a panic.
+func FuzzParseCredentials(f *testing.F) {
+	f.Add([]byte(testCredentials))
+	f.Add([]byte("[a]\naws_access_key_id=\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := awsjson.ParseCredentials(b)
+		if err == nil && c.Len() == 0 {
+			t.Error("no error and no key")
+		}
+	})
+}

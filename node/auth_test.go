@@ -1,0 +1,196 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	sd "github.com/aws/aws-sdk-go-v2/service/servicediscovery"
+	sq "github.com/aws/aws-sdk-go-v2/service/servicequotas"
+	"github.com/aws/smithy-go"
+
+	"github.com/tollgate/tollgate/internal/logtest"
+)
+
+const nodeCredentials = "[tenant]\naws_access_key_id = AKIDSIGNED\naws_secret_access_key = the-real-secret\n"
+
+// bucketTokens reads a bucket's tokens through the admin API.
+func bucketTokens(t *testing.T, n *Node, query string) float64 {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+n.Addr().String()+"/v1/admin/bucket?"+query, nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b struct {
+		Bucket struct {
+			Remaining float64 `json:"remaining"`
+		} `json:"bucket"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &b) != nil {
+		t.Fatalf("admin bucket %s: %d %s", query, resp.StatusCode, body)
+	}
+	return b.Bucket.Remaining
+}
+
+func awsCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode() + ": " + ae.ErrorMessage()
+	}
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// TestSignaturesAreVerified: with --credentials, the Go SDK with the right
+// secret is served by ECS, Cloud Map and Service Quotas; a wrong secret,
+// an unknown key, a date 20 minutes old and a body changed after signing
+// each get AWS's error, and none of them takes a token.
+func TestSignaturesAreVerified(t *testing.T) {
+	dir := t.TempDir()
+	var logs logtest.Buffer
+	n := newTestNode(t, &logs, Options{
+		ConfigPath:  writeFile(t, dir, "tollgate.yaml", "services:\n  - preset: ecs\n  - preset: cloudmap\n  - preset: servicequotas\n"),
+		Credentials: writeFile(t, dir, "credentials", nodeCredentials),
+		AdminToken:  "tok",
+	})
+	run(t, n, &logs)
+	endpoint := aws.String("http://" + n.Addr().String())
+	ctx := context.Background()
+	creds := func(key, secret string) aws.CredentialsProvider {
+		return credentials.NewStaticCredentialsProvider(key, secret, "")
+	}
+	ecsClient := func(key, secret string) *ecs.Client {
+		return ecs.New(ecs.Options{Region: "us-east-1", BaseEndpoint: endpoint, Credentials: creds(key, secret), Retryer: aws.NopRetryer{}})
+	}
+	const bucket = "service=ecs&account=AKIDSIGNED&region=us-east-1&category=cluster-read"
+	before := bucketTokens(t, n, bucket)
+
+	if _, err := ecsClient("AKIDSIGNED", "the-real-secret").DescribeClusters(ctx, &ecs.DescribeClustersInput{}); err != nil {
+		t.Fatalf("ECS with the right secret: %v", err)
+	}
+	if got := bucketTokens(t, n, bucket); got != before-1 {
+		t.Fatalf("after one signed call the bucket has %v, want %v", got, before-1)
+	}
+	cm := sd.New(sd.Options{Region: "us-east-1", BaseEndpoint: endpoint, Credentials: creds("AKIDSIGNED", "the-real-secret"), Retryer: aws.NopRetryer{}})
+	if _, err := cm.ListNamespaces(ctx, &sd.ListNamespacesInput{}); err != nil {
+		t.Errorf("Cloud Map with the right secret: %v", err)
+	}
+	q := sq.New(sq.Options{Region: "us-east-1", BaseEndpoint: endpoint, Credentials: creds("AKIDSIGNED", "the-real-secret"), Retryer: aws.NopRetryer{}})
+	if _, err := q.ListServices(ctx, &sq.ListServicesInput{}); err != nil {
+		t.Errorf("Service Quotas with the right secret: %v", err)
+	}
+	if _, err := sd.New(sd.Options{Region: "us-east-1", BaseEndpoint: endpoint, Credentials: creds("AKIDSIGNED", "nope"), Retryer: aws.NopRetryer{}}).
+		ListNamespaces(ctx, &sd.ListNamespacesInput{}); !strings.HasPrefix(awsCode(err), "InvalidSignatureException") {
+		t.Errorf("Cloud Map with a wrong secret: %s", awsCode(err))
+	}
+
+	signedBefore := bucketTokens(t, n, bucket)
+	_, err := ecsClient("AKIDSIGNED", "a-wrong-secret").DescribeClusters(ctx, &ecs.DescribeClustersInput{})
+	if got := awsCode(err); !strings.HasPrefix(got, "InvalidSignatureException: The request signature we calculated does not match") {
+		t.Errorf("wrong secret: %s", got)
+	}
+	_, err = ecsClient("AKIDMADEUP", "whatever").DescribeClusters(ctx, &ecs.DescribeClustersInput{})
+	if got := awsCode(err); got != "UnrecognizedClientException: The security token included in the request is invalid." {
+		t.Errorf("unknown key: %s", got)
+	}
+	// Raw requests: one signed 20 minutes ago, one whose body changed.
+	raw := func(body []byte, at time.Time, sendBody []byte) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, *endpoint+"/", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-amz-json-1.1")
+		req.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.DescribeClusters")
+		sum := sha256.Sum256(body)
+		if err := v4.NewSigner().SignHTTP(ctx, aws.Credentials{AccessKeyID: "AKIDSIGNED", SecretAccessKey: "the-real-secret"},
+			req, hex.EncodeToString(sum[:]), "ecs", "us-east-1", at); err != nil {
+			t.Fatal(err)
+		}
+		req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(sendBody)), int64(len(sendBody))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	body := []byte(`{"clusters":["default"]}`)
+	if code, got := raw(body, time.Now().Add(-20*time.Minute), body); code != 400 || !strings.Contains(got, `"InvalidSignatureException"`) || !strings.Contains(got, "Signature expired") {
+		t.Errorf("20 minutes old: %d %s", code, got)
+	}
+	if code, got := raw(body, time.Now(), []byte(`{"clusters":["others"]}`)); code != 400 || !strings.Contains(got, `"InvalidSignatureException"`) {
+		t.Errorf("body changed after signing: %d %s", code, got)
+	}
+	if code, got := raw(body, time.Now(), body); code != 200 {
+		t.Errorf("the same raw request, untouched: %d %s", code, got)
+	}
+	if got := bucketTokens(t, n, bucket); got != signedBefore-1 {
+		t.Errorf("after four refused calls and one good one the bucket has %v, want %v (only the good one takes)", got, signedBefore-1)
+	}
+	if got := bucketTokens(t, n, "service=ecs&account=AKIDMADEUP&region=us-east-1&category=cluster-read"); got != 50 {
+		t.Errorf("the made-up key's bucket has %v, want a full 50", got)
+	}
+}
+
+// TestCredentialsFileIsReloaded: a key added to the file is accepted once
+// the file is re-read; a broken file keeps the keys in use.
+func TestCredentialsFileIsReloaded(t *testing.T) {
+	dir := t.TempDir()
+	var logs logtest.Buffer
+	file := writeFile(t, dir, "credentials", nodeCredentials)
+	n := newTestNode(t, &logs, Options{Credentials: file})
+	run(t, n, &logs)
+	call := func(key, secret string) error {
+		c := ecs.New(ecs.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://" + n.Addr().String()),
+			Credentials: credentials.NewStaticCredentialsProvider(key, secret, ""), Retryer: aws.NopRetryer{}})
+		_, err := c.ListClusters(context.Background(), &ecs.ListClustersInput{})
+		return err
+	}
+	if err := call("AKIDNEW", "new-secret"); !strings.HasPrefix(awsCode(err), "UnrecognizedClientException") {
+		t.Fatalf("a key not yet in the file: %s", awsCode(err))
+	}
+	writeFile(t, dir, "credentials", nodeCredentials+"[new]\naws_access_key_id = AKIDNEW\naws_secret_access_key = new-secret\n")
+	eventually(t, "the new key accepted", func() (bool, string) {
+		err := call("AKIDNEW", "new-secret")
+		return err == nil, awsCode(err)
+	})
+	writeFile(t, dir, "credentials", "[broken\n")
+	if _, err := n.Reload(context.Background()); err == nil || !strings.Contains(err.Error(), "--credentials") {
+		t.Errorf("Reload of a broken file = %v, want an error naming --credentials", err)
+	}
+	if err := call("AKIDNEW", "new-secret"); err != nil {
+		t.Errorf("after a broken file, the keys in use: %s", awsCode(err))
+	}
+}
+
+// TestUnverifiedWritableAPIsAreWarnedOf: without a credentials file, a
+// node serving Service Quotas or Cloud Map says at start what that allows.
+func TestUnverifiedWritableAPIsAreWarnedOf(t *testing.T) {
+	dir := t.TempDir()
+	var logs logtest.Buffer
+	newTestNode(t, &logs, Options{ConfigPath: writeFile(t, dir, "tollgate.yaml", "services:\n  - preset: ecs\n  - preset: servicequotas\n")})
+	if !strings.Contains(logs.String(), "SigV4 is not verified: servicequotas accept writes") {
+		t.Errorf("no warning of the unverified API:\n%s", logs.String())
+	}
+	var quiet logtest.Buffer
+	newTestNode(t, &quiet, Options{ConfigPath: writeFile(t, dir, "ecs.yaml", "services:\n  - preset: ecs\n")})
+	if strings.Contains(quiet.String(), "SigV4 is not verified") {
+		t.Errorf("warned with no writable API:\n%s", quiet.String())
+	}
+}
