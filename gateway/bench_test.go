@@ -29,9 +29,9 @@ const benchAccounts = 10000
 // benchCase is one gateway benchmark: its prepared requests, how many
 // takes each holds, and the accounts to drain for the throttled path.
 type benchCase struct {
-	reqs    []*http.Request
-	bodies  [][]byte // reqs[i]'s body, rewound for every run
-	perReq  int
+	reqs     []*http.Request
+	bodies   [][]byte // reqs[i]'s body, rewound for every run
+	perReq   int
 	drain    []string          // accounts whose cluster-read bucket starts empty
 	advance  time.Duration     // fake time per request on the allowed path
 	verifier *awsjson.Verifier // Options.Verifier

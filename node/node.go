@@ -115,7 +115,7 @@ type Node struct {
 	rlsLn      net.Listener           // its gRPC listener
 	rlsDir     string                 // the rls config directory in use
 	certs      nodeCerts              // the TLS endpoints' certificate files, watched by Run
-	creds      *credsFile           // the credentials file, watched by Run; nil without one
+	creds      *credsFile             // the credentials file, watched by Run; nil without one
 	pools      *pool.Pool             // the autoscaled services' instances
 	live       *liveview.Recorder     // per-second decisions for /ui
 	kube       *kubeRunners           // runners of services on Kubernetes
