@@ -9,6 +9,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +194,70 @@ func TestUnverifiedWritableAPIsAreWarnedOf(t *testing.T) {
 	newTestNode(t, &quiet, Options{ConfigPath: writeFile(t, dir, "ecs.yaml", "services:\n  - preset: ecs\n")})
 	if strings.Contains(quiet.String(), "SigV4 is not verified") {
 		t.Errorf("warned with no writable API:\n%s", quiet.String())
+	}
+}
+
+// TestAWSCLIAndBoto3AreVerified: the AWS CLI and boto3 (botocore's own
+// signer) with the right secret are served by ECS, Cloud Map and Service
+// Quotas; with a wrong secret they get InvalidSignatureException.
+func TestAWSCLIAndBoto3AreVerified(t *testing.T) {
+	aws, err := exec.LookPath("aws")
+	python, perr := exec.LookPath("python3")
+	if err != nil || perr != nil || exec.Command(python, "-c", "import boto3").Run() != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the aws CLI or boto3 is not installed; CI=true requires them")
+		}
+		t.Skip("the aws CLI or boto3 is not installed (pip install awscli boto3)")
+	}
+	dir := t.TempDir()
+	var logs logtest.Buffer
+	n := newTestNode(t, &logs, Options{
+		ConfigPath:  writeFile(t, dir, "tollgate.yaml", "services:\n  - preset: ecs\n  - preset: cloudmap\n  - preset: servicequotas\n"),
+		Credentials: writeFile(t, dir, "credentials", nodeCredentials),
+	})
+	run(t, n, &logs)
+	endpoint := "http://" + n.Addr().String()
+	env := func(secret string) []string {
+		return append(os.Environ(), "AWS_ACCESS_KEY_ID=AKIDSIGNED", "AWS_SECRET_ACCESS_KEY="+secret, "AWS_DEFAULT_REGION=us-east-1",
+			"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_MAX_ATTEMPTS=1", "NO_PROXY=*", "no_proxy=*")
+	}
+	cli := func(secret string, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, aws, append(args, "--endpoint-url", endpoint, "--output", "json")...)
+		cmd.Env = env(secret)
+		cmd.WaitDelay = 5 * time.Second
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	for _, args := range [][]string{{"ecs", "describe-clusters"}, {"servicediscovery", "list-namespaces"}, {"service-quotas", "list-services"}} {
+		if out, err := cli("the-real-secret", args...); err != nil {
+			t.Errorf("aws %v with the right secret: %v\n%s", args, err, out)
+		}
+	}
+	if out, err := cli("wrong", "ecs", "describe-clusters"); err == nil || !strings.Contains(out, "(InvalidSignatureException)") {
+		t.Errorf("aws ecs describe-clusters with a wrong secret: %v\n%s", err, out)
+	}
+	script := `
+import sys, boto3, botocore
+secret = sys.argv[2]
+for svc, call in (("ecs", "list_clusters"), ("servicediscovery", "list_namespaces"), ("service-quotas", "list_services")):
+    c = boto3.client(svc, endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id="AKIDSIGNED", aws_secret_access_key=secret)
+    try:
+        getattr(c, call)()
+        print(svc, "ok")
+    except botocore.exceptions.ClientError as e:
+        print(svc, e.response["Error"]["Code"])
+`
+	for secret, want := range map[string]string{
+		"the-real-secret": "ecs ok\nservicediscovery ok\nservice-quotas ok\n",
+		"wrong":           "ecs InvalidSignatureException\nservicediscovery InvalidSignatureException\nservice-quotas InvalidSignatureException\n",
+	} {
+		cmd := exec.Command(python, "-c", script, endpoint, secret)
+		cmd.Env = env(secret)
+		out, err := cmd.CombinedOutput()
+		if err != nil || string(out) != want {
+			t.Errorf("boto3 with secret %q: %v\n%s\nwant\n%s", secret, err, out, want)
+		}
 	}
 }
