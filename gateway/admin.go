@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/internal/yamlfield"
 )
 
@@ -17,7 +18,7 @@ func (g *Gateway) serveBucket(w http.ResponseWriter, r *http.Request) {
 	zero := int64(0)
 	req := TakeRequest{
 		Service:  q.Get("service"),
-		Account:  q.Get("account"),
+		Account:  g.names.account(q.Get("account")),
 		Region:   q.Get("region"),
 		Action:   q.Get("action"),
 		Category: q.Get("category"),
@@ -36,6 +37,7 @@ func (g *Gateway) serveBucket(w http.ResponseWriter, r *http.Request) {
 	setRateLimitHeaders(w.Header(), res, d)
 	resp := toResponse(res, d)
 	body, _ := jsontext.AppendQuote([]byte(`{"key":`), res.key.String())
+	body, _ = jsontext.AppendQuote(append(body, `,"account_id":`...), awsjson.AccountID(res.key.Account))
 	body = append(body, `,"bucket":`...)
 	body = append(resp.appendJSON(body), "}\n"...)
 	writeBody(w, http.StatusOK, body)

@@ -112,6 +112,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	}
 
 	account := pol.cfg.Account(cred.AccessKeyID)
+	g.names.note(account)
 	key := quota.Key{Service: svc.Name, Account: account, Region: cred.Region, Category: cat.Name}
 	limit, _ := g.limitOf(pol.cfg, key)
 	d, err := g.limiter.Take(r.Context(), key.String(), limit, 1)

@@ -180,6 +180,7 @@ type Gateway struct {
 	pools       func(service string) http.Handler
 	poolMetrics *routeMetrics
 	verifier    *awsjson.Verifier // nil: identities as claimed
+	names       accountNames      // 12-digit account ids back to the accounts buckets are named by
 }
 
 // policy is a config with what the gateway derives from it, swapped as one.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/memory"
@@ -142,6 +143,7 @@ type hotBucket struct {
 	Key                string  `json:"key"`
 	Service            string  `json:"service"`
 	Account            string  `json:"account"`
+	AccountID          string  `json:"account_id"` // the 12-digit id AWS answers show
 	Region             string  `json:"region"`
 	Category           string  `json:"category"`
 	Throttled          uint64  `json:"throttled"`
@@ -173,7 +175,7 @@ func (g *Gateway) serveLiveHot(w http.ResponseWriter, r *http.Request) {
 	var reqs []limiter.Request
 	var at []int // out index of each request
 	for _, h := range keys {
-		b := hotBucket{Key: h.Key.String(), Service: h.Key.Service, Account: h.Key.Account, Region: h.Key.Region,
+		b := hotBucket{Key: h.Key.String(), Service: h.Key.Service, Account: h.Key.Account, AccountID: awsjson.AccountID(h.Key.Account), Region: h.Key.Region,
 			Category: h.Key.Category, Throttled: h.Throttled, ErrorBound: h.ErrorBound, ThrottlesPerSecond: round3(h.PerSecond)}
 		if limit, ok := g.limitOf(cfg, h.Key); ok { // else the key's category left the config
 			b.Capacity = limit.Capacity()
@@ -331,6 +333,7 @@ type usageBucket struct {
 	Key        string  `json:"key"`
 	Service    string  `json:"service"`
 	Account    string  `json:"account"`
+	AccountID  string  `json:"account_id"` // the 12-digit id AWS answers show
 	Region     string  `json:"region"`
 	Category   string  `json:"category"`
 	Throttled  uint64  `json:"throttled"`
@@ -363,13 +366,14 @@ func (g *Gateway) serveLiveUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	var match func(quota.Key) bool
 	if a := q.Get("account"); a != "" {
+		a = g.names.account(a) // the access key or its 12-digit id
 		match = func(k quota.Key) bool { return k.Account == a }
 	}
 	v := g.live.Usage(n, match)
 	cfg := g.policy.Load().cfg
 	out := liveUsage{WindowSeconds: round3(v.Window.Seconds()), PeakFloor: v.PeakFloor, Dropped: v.Dropped, Buckets: make([]usageBucket, 0, len(v.Keys))}
 	for _, u := range v.Keys {
-		b := usageBucket{Key: u.Key.String(), Service: u.Key.Service, Account: u.Key.Account, Region: u.Key.Region, Category: u.Key.Category,
+		b := usageBucket{Key: u.Key.String(), Service: u.Key.Service, Account: u.Key.Account, AccountID: awsjson.AccountID(u.Key.Account), Region: u.Key.Region, Category: u.Key.Category,
 			Throttled: u.Throttled, ErrorBound: u.ErrorBound, PeakUsed: u.PeakUsed, PeakOf: u.Capacity, Peak: round3(u.Peak)}
 		if limit, ok := g.limitOf(cfg, u.Key); ok {
 			b.Capacity, b.RatePerSecond = limit.Capacity(), limit.RefillPerSecond()

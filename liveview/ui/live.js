@@ -159,6 +159,14 @@ function fmt(v) {
   return v.toFixed(1);
 }
 
+// accountCell names a bucket's account as tollgate does (the mapped account,
+// or the access key) and, on hover, by the 12-digit id AWS answers show.
+function accountCell(tr, b) {
+  const td = cell(tr, b.account, "account");
+  if (b.account_id && b.account_id !== b.account) td.title = "account id " + b.account_id;
+  return td;
+}
+
 function cell(tr, text, cls) {
   const td = document.createElement("td");
   td.textContent = text;
@@ -273,7 +281,7 @@ function drawHot(hot) {
   const rows = hot.buckets.map((b) => {
     const tr = document.createElement("tr");
     tr.dataset.key = b.key;
-    cell(tr, b.account, "account");
+    accountCell(tr, b);
     cell(tr, b.region);
     cell(tr, b.service);
     cell(tr, b.category);

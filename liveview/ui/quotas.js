@@ -29,7 +29,7 @@ function drawUsage(u) {
   const rows = u.buckets.map((b) => {
     const tr = document.createElement("tr");
     tr.dataset.key = b.key;
-    cell(tr, b.account, "account");
+    accountCell(tr, b);
     cell(tr, b.region);
     cell(tr, b.service);
     cell(tr, b.category, "category");
