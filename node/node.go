@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/limiter/memory"
 	"github.com/tollgate/tollgate/liveview"
 	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/process"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/rls"
 	"github.com/tollgate/tollgate/servicequotas"
@@ -92,6 +93,9 @@ type Options struct {
 	// executable and process.SupervisorCommand, so that instances die
 	// with it. nil starts instances directly.
 	Supervisor []string
+	// InstancePorts is where local instances' ports are picked from; zero
+	// means 20000–31999 less the kernel's ephemeral range.
+	InstancePorts process.PortRange
 	// OnShutdown, when set, is called once when shutdown starts (the
 	// binary makes a second signal kill the process from then on).
 	OnShutdown func()
@@ -218,7 +222,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.quotas = quotas
 	n.release = func() { n.kube.Close(); closeQuotas(); closeRegistry(); closeStore() }
-	builder := pools{log: log, registry: registry, kube: n.kube, supervisor: opts.Supervisor}
+	builder := pools{log: log, registry: registry, kube: n.kube, supervisor: opts.Supervisor, ports: opts.InstancePorts}
 	if n.pools, err = builder.newPool(cfg, reg); err != nil {
 		n.Close()
 		return nil, err

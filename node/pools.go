@@ -22,6 +22,7 @@ type pools struct {
 	registry   *cloudmap.Registry
 	kube       *kubeRunners
 	supervisor []string
+	ports      process.PortRange // Options.InstancePorts
 }
 
 // newPool returns the pool of the config's autoscaled services, not yet
@@ -106,5 +107,6 @@ func (b pools) runner(a *config.Autoscale) (pool.Runner, error) {
 		Memory:     a.Memory,
 		Logger:     b.log,
 		Supervisor: b.supervisor,
+		Ports:      b.ports,
 	})
 }

@@ -62,10 +62,11 @@ type serveFlags struct {
 	rlsShadow        optBool
 	rlsHeaderNames   [3]string // limit, remaining, reset; "" for the config's, else envoy ratelimit's
 	kube             kubeFlags
-	httpTLS          config.TLS // --tls-cert, --tls-key, --tls-client-ca
-	grpcTLS          config.TLS // --grpc-tls-cert, --grpc-tls-key, --grpc-tls-client-ca
-	storeTLS         config.TLS // --store-tls-ca, --store-tls-cert, --store-tls-key
-	credentials      string     // --credentials
+	httpTLS          config.TLS        // --tls-cert, --tls-key, --tls-client-ca
+	grpcTLS          config.TLS        // --grpc-tls-cert, --grpc-tls-key, --grpc-tls-client-ca
+	storeTLS         config.TLS        // --store-tls-ca, --store-tls-cert, --store-tls-key
+	credentials      string            // --credentials
+	instancePorts    process.PortRange // --instance-ports
 }
 
 // kubeFlags are serve's Kubernetes flags.
@@ -83,6 +84,11 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	choiceVar(fs, &f.logFormat, "log-format", "text", []string{"text", "json"}, "log `FORMAT`: text or json")
 	choiceVar(fs, &f.logLevel, "log-level", "info", []string{"debug", "info", "warn", "error"}, "log `LEVEL`: debug, info, warn or error (debug logs every request)")
 	fs.StringVar(&f.credentials, "credentials", "", "AWS shared credentials `FILE` ([name] sections with aws_access_key_id and aws_secret_access_key): every AWS request must then carry a valid SigV4 signature by one of its keys; re-read when it changes (default: the config's auth.credentials_file, else signatures are not verified)")
+	fs.Func("instance-ports", "`LOW-HIGH`: the ports local autoscaled instances are given, inclusive (a firewall's or a benchmark's fixed range; default: 20000-31999 less the kernel's ephemeral range)", func(s string) error {
+		r, err := process.ParsePortRange(s)
+		f.instancePorts = r
+		return err
+	})
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`FILE` holding the admin bearer token (else $TOLLGATE_ADMIN_TOKEN; neither: admin endpoints disabled)")
 	fs.Int64Var(&f.maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
 	fs.IntVar(&f.maxBatch, "max-batch", gateway.DefaultMaxBatch, "most takes in one /v1/take/batch request; a larger batch is answered 400")
@@ -210,6 +216,7 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 		TLS:              f.httpTLS,
 		ConfigPath:       f.configPath,
 		Credentials:      f.credentials,
+		InstancePorts:    f.instancePorts,
 		Logger:           log,
 		AdminToken:       token,
 		MaxBodyBytes:     f.maxBody,

@@ -157,6 +157,9 @@ var warnHostPorts sync.Once
 // where the host allows it.
 func (r *Runner) freePort() (int, error) {
 	ranges := candidatePorts()
+	if p := r.opts.Ports; !p.IsZero() {
+		ranges = []portRange{{p.Low, p.High + 1}}
+	}
 	var last error
 	for range portTries {
 		addr := "127.0.0.1:0"

@@ -135,6 +135,40 @@ type Options struct {
 	// or Warm that made it ends or on [Runner.Close], which the pool calls
 	// when the revision is done with.
 	Supervisor []string
+	// Ports, when set, is where instance ports are picked from (a host
+	// firewall's or a benchmark's fixed range); the zero PortRange picks
+	// from 20000–31999 less the kernel's ephemeral range (see the package
+	// documentation).
+	Ports PortRange
+}
+
+// PortRange is an inclusive range of TCP ports.
+type PortRange struct{ Low, High int }
+
+// IsZero reports whether r is the zero PortRange: the default ports.
+func (r PortRange) IsZero() bool { return r == PortRange{} }
+
+// String formats r as "LOW-HIGH".
+func (r PortRange) String() string { return strconv.Itoa(r.Low) + "-" + strconv.Itoa(r.High) }
+
+// ParsePortRange reads "LOW-HIGH", inclusive, of unprivileged ports
+// (1024–65535).
+func ParsePortRange(s string) (PortRange, error) {
+	lo, hi, ok := strings.Cut(s, "-")
+	l, err1 := strconv.Atoi(strings.TrimSpace(lo))
+	h, err2 := strconv.Atoi(strings.TrimSpace(hi))
+	if !ok || err1 != nil || err2 != nil {
+		return PortRange{}, fmt.Errorf("%w: port range %q is not LOW-HIGH, such as 21000-21999", ErrInvalid, s)
+	}
+	r := PortRange{l, h}
+	return r, r.check()
+}
+
+func (r PortRange) check() error {
+	if r.Low < 1024 || r.High > 65535 || r.Low > r.High {
+		return fmt.Errorf("%w: port range %s: want 1024 <= LOW <= HIGH <= 65535", ErrInvalid, r)
+	}
+	return nil
 }
 
 // Runner starts instances as local processes. It implements
@@ -202,6 +236,11 @@ func New(opts Options) (*Runner, error) {
 			if k == r {
 				return nil, &OptionError{field, fmt.Errorf("%w: %s is set by tollgate, as by Cloud Run", ErrInvalid, k)}
 			}
+		}
+	}
+	if !opts.Ports.IsZero() {
+		if err := opts.Ports.check(); err != nil {
+			return nil, &OptionError{"ports", err}
 		}
 	}
 	path, err := resolve(opts.Command, opts.Dir)
