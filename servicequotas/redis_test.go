@@ -91,7 +91,7 @@ func TestRedisApprovalReachesEveryNode(t *testing.T) {
 func TestReloadKeepsApprovedValues(t *testing.T) {
 	clock := limitertest.NewClock()
 	n := newNode(t, memory.New(memory.Options{Now: clock.Now}), servicequotas.Options{Now: clock.Now,
-		Policy: servicequotas.Policy{Rules: []servicequotas.Rule{{AutoApproveUpTo: 1000}}}})
+		Policy: servicequotas.Policy{Rules: []servicequotas.Rule{{Burst: servicequotas.Bounds{AutoApproveUpTo: 1000}}}}})
 	burstCode := servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Burst)
 	if _, err := n.quotas("AKIDRELOAD").RequestServiceQuotaIncrease(context.Background(), &sq.RequestServiceQuotaIncreaseInput{
 		ServiceCode: aws.String("ecs"), QuotaCode: aws.String(burstCode), DesiredValue: aws.Float64(120)}); err != nil {

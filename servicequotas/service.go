@@ -59,7 +59,7 @@ type Service struct {
 // key's string form.
 type snapshot struct {
 	version int64
-	st      *state
+	vals    map[string]float64 // by appliedKey
 	limits  map[limitKey]bucket.Limit
 }
 
@@ -85,12 +85,12 @@ func New(o Options) (*Service, error) {
 	if o.Redis != nil {
 		s.be = &redisBackend{rdb: o.Redis}
 	} else {
-		s.be = &memoryBackend{st: state{Applied: map[string]float64{}}}
+		s.be = newMemoryBackend()
 	}
 	if err := s.SetConfig(cfg, o.Policy); err != nil {
 		return nil, err
 	}
-	s.applied.Store(&snapshot{version: -1, st: &state{Applied: map[string]float64{}}})
+	s.applied.Store(&snapshot{version: -1})
 	return s, nil
 }
 
@@ -107,7 +107,7 @@ func (s *Service) SetConfig(cfg *quota.Config, p Policy) error {
 	s.catalog.Store(c)
 	s.policy.Store(&p)
 	if old := s.applied.Load(); old != nil {
-		s.applied.Store(buildSnapshot(c, old.version, old.st))
+		s.applied.Store(buildSnapshot(c, old.version, old.vals))
 	}
 	return nil
 }
@@ -139,23 +139,26 @@ func (s *Service) Refresh(ctx context.Context) error {
 	if old := s.applied.Load(); old != nil && old.version == v {
 		return nil
 	}
-	st, err := s.be.load(ctx)
+	v, vals, err := s.be.applied(ctx)
 	if err != nil {
 		return err
 	}
-	s.install(st)
-	return nil
-}
-
-func (s *Service) install(st *state) {
 	for {
 		old := s.applied.Load()
-		if old.version >= st.Version && old.version != -1 {
-			return
+		if old.version >= v && old.version != -1 {
+			return nil
 		}
-		if s.applied.CompareAndSwap(old, buildSnapshot(s.catalog.Load(), st.Version, st)) {
-			return
+		if s.applied.CompareAndSwap(old, buildSnapshot(s.catalog.Load(), v, vals)) {
+			return nil
 		}
+	}
+}
+
+// refreshAfter applies a change this node just made; a failure is logged
+// and Run applies the change at its next poll.
+func (s *Service) refreshAfter(ctx context.Context) {
+	if err := s.Refresh(ctx); err != nil {
+		s.log.Warn("service quotas: apply a change just made", "error", err)
 	}
 }
 
@@ -184,11 +187,11 @@ func (s *Service) Run(ctx context.Context) error {
 
 // buildSnapshot turns applied values into limits. A value whose quota
 // left the config is kept in the store and ignored here.
-func buildSnapshot(c *Catalog, version int64, st *state) *snapshot {
-	snap := &snapshot{version: version, st: st, limits: map[limitKey]bucket.Limit{}}
+func buildSnapshot(c *Catalog, version int64, applied map[string]float64) *snapshot {
+	snap := &snapshot{version: version, vals: applied, limits: map[limitKey]bucket.Limit{}}
 	type pair struct{ burst, rate float64 }
 	vals := map[limitKey]*pair{}
-	for k, v := range st.Applied {
+	for k, v := range applied {
 		account, region, svc, code, ok := splitAppliedKey(k)
 		if !ok {
 			continue
