@@ -53,6 +53,9 @@ type Service struct {
 	catalog atomic.Pointer[Catalog]
 	policy  atomic.Pointer[Policy]
 	applied atomic.Pointer[snapshot]
+	// migrated is set once the legacy Redis document has been looked
+	// for (and moved, if there was one).
+	migrated atomic.Bool
 }
 
 // snapshot is the applied values as limits, by bucket key without the
@@ -130,8 +133,13 @@ func (s *Service) Limit(k quota.Key, l bucket.Limit) bucket.Limit {
 }
 
 // Refresh reads the store now and applies what changed. Run calls it
-// every PollInterval; the API calls it after each change it makes.
+// every PollInterval; the API calls it after each change it makes. The
+// first Refresh that reaches Redis moves a store of an earlier release
+// (one JSON document) into the per-request keys.
 func (s *Service) Refresh(ctx context.Context) error {
+	if err := s.migrateOnce(ctx); err != nil {
+		return err
+	}
 	v, err := s.be.version(ctx)
 	if err != nil {
 		return err

@@ -283,10 +283,10 @@ func TestRedisWriteCostIsTheTenantsOwn(t *testing.T) {
 		}
 		return after
 	}
-	// Another tenant's first request loads the scripts and opens the
-	// connection, which only the first write does.
+	// Another tenant's first request and approval load the scripts and
+	// look for a legacy document to migrate, which only the first does.
 	id := a.request("AKIDOTHER", servicequotas.Rate, 100, "").RequestedQuota.ID
-	a.admin("POST", "/v1/admin/servicequotas/requests/"+id+"/deny", `{"reason":"no"}`, nil)
+	a.admin("POST", "/v1/admin/servicequotas/requests/"+id+"/approve", `{"reason":"ok"}`, nil)
 	alone := cost(100)
 	for i := range 3000 {
 		key := fmt.Sprintf("AKIDFAKE%05d", i)
