@@ -438,3 +438,27 @@ func TestApprovalRulesSplitBurstAndRate(t *testing.T) {
 		}
 	}
 }
+
+// An account past its own bound of closed requests forgets its own
+// oldest, never another account's, mapped or not.
+func TestAccountsForgetOnlyTheirOwnClosedRequests(t *testing.T) {
+	both(t, func(t *testing.T, redis bool) {
+		a := newAPI(t, redis, servicequotas.Policy{Rules: []servicequotas.Rule{{Service: "ecs", Burst: servicequotas.Bounds{Max: 1000}}}})
+		other := a.request("AKIDOTHER", servicequotas.Burst, 5000, "").RequestedQuota.ID
+		var mine []string
+		for i := range servicequotas.MaxClosedPerAccount + 10 {
+			mine = append(mine, a.request(tenantKey, servicequotas.Burst, float64(5000+i), "").RequestedQuota.ID)
+		}
+		var page servicequotas.AdminPage
+		a.admin("GET", "/v1/admin/servicequotas/requests?limit=500&account="+tenantAccount, "", &page)
+		if len(page.Requests) != servicequotas.MaxClosedPerAccount || page.NextToken != "" || page.Requests[0].ID != mine[len(mine)-1] ||
+			page.Requests[len(page.Requests)-1].ID != mine[10] {
+			t.Fatalf("the tenant keeps %d requests (next %q), want its newest %d", len(page.Requests), page.NextToken, servicequotas.MaxClosedPerAccount)
+		}
+		for id, want := range map[string]int{mine[9]: 400, other: 200} {
+			if status, _ := a.call(map[bool]string{true: "AKIDOTHER", false: tenantKey}[id == other], "GetRequestedServiceQuotaChange", map[string]string{"RequestId": id}, nil); status != want {
+				t.Errorf("request %s: %d, want %d", id, status, want)
+			}
+		}
+	})
+}
