@@ -267,7 +267,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 			if err := builder.apply(pools, next); err != nil {
 				return nil, err
 			}
-			if err := quotas.SetConfig(next.Quota, quotaPolicy(next.ServiceQuotas)); err != nil {
+			if err := quotas.SetConfig(next.Quota, QuotaPolicy(next.ServiceQuotas)); err != nil {
 				return nil, err
 			}
 			if next.Store != lastStore {

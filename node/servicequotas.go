@@ -23,7 +23,7 @@ func newServiceQuotas(cfg *config.Config, st config.Store, tlsConfig func(string
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := servicequotas.New(servicequotas.Options{Config: cfg.Quota, Policy: quotaPolicy(cfg.ServiceQuotas), Log: log, Redis: client, Usage: usage})
+	s, err := servicequotas.New(servicequotas.Options{Config: cfg.Quota, Policy: QuotaPolicy(cfg.ServiceQuotas), Log: log, Redis: client, Usage: usage})
 	if err != nil {
 		closeFn()
 		return nil, nil, err
@@ -47,13 +47,16 @@ func bucketUses(rec *liveview.Recorder, account, region string) []servicequotas.
 	return out
 }
 
-// quotaPolicy carries the config's service_quotas section into the API's
-// policy.
-func quotaPolicy(sq config.ServiceQuotas) servicequotas.Policy {
+// QuotaPolicy carries the config's service_quotas section into the API's
+// policy, as serve and `tollgate check` use it.
+func QuotaPolicy(sq config.ServiceQuotas) servicequotas.Policy {
 	var p servicequotas.Policy
+	bounds := func(b config.ApprovalBounds) servicequotas.Bounds {
+		return servicequotas.Bounds{AutoApproveFactor: b.AutoApproveFactor, AutoApproveUpTo: b.AutoApproveUpTo, Max: b.Max}
+	}
 	for _, a := range sq.Approval {
 		p.Rules = append(p.Rules, servicequotas.Rule{Service: a.Service, Category: a.Category,
-			AutoApproveFactor: a.AutoApproveFactor, AutoApproveUpTo: a.AutoApproveUpTo, Max: a.Max})
+			AutoApproveFactor: a.AutoApproveFactor, MaxFactor: a.MaxFactor, Burst: bounds(a.Burst), Rate: bounds(a.Rate)})
 	}
 	return p
 }

@@ -319,3 +319,9 @@ func ValidAccount(s string) bool {
 	}
 	return true
 }
+
+// MapsKey reports whether the config maps accessKeyID to an account.
+func (c *Config) MapsKey(accessKeyID string) bool {
+	_, ok := c.accounts[accessKeyID]
+	return ok
+}

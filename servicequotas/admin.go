@@ -3,8 +3,11 @@ package servicequotas
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/tollgate/tollgate/awsjson"
@@ -13,7 +16,9 @@ import (
 // AdminHandlers are the operator's endpoints by mux pattern, for the
 // gateway's Options.AdminHandlers (behind its bearer token):
 //
-//	GET  /v1/admin/servicequotas/requests[?status=PENDING]  every account's requests, newest first
+//	GET  /v1/admin/servicequotas/requests                    requests, newest first, one page:
+//	     ?account=A&status=S[,S…]&limit=N&next_token=T       filters (status one or more); limit 1–500,
+//	                                                         default 100; next_token from the last page
 //	POST /v1/admin/servicequotas/requests/{id}/approve       {"reason": "…"}: APPROVED, applied at once
 //	POST /v1/admin/servicequotas/requests/{id}/deny          {"reason": "…"}: DENIED
 //	GET  /v1/admin/servicequotas/applied                     the values in force, by account
@@ -21,7 +26,7 @@ import (
 //	                                                         set a value (a decrease too); value 0 goes back to the config's
 func (s *Service) AdminHandlers() map[string]http.Handler {
 	return map[string]http.Handler{
-		"GET /v1/admin/servicequotas/requests":               helped{s.adminList, "every account's quota increase requests, newest first; ?status=PENDING for those waiting"},
+		"GET /v1/admin/servicequotas/requests":               helped{s.adminList, "quota increase requests, newest first, a page at a time: ?account=&status=PENDING[,APPROVED…]&limit=1-500 (default 100)&next_token= (the last page's)"},
 		"POST /v1/admin/servicequotas/requests/{id}/approve": helped{s.adminDecide(StatusApproved), `approve a request, body {"reason": "…"}: APPROVED and applied at once`},
 		"POST /v1/admin/servicequotas/requests/{id}/deny":    helped{s.adminDecide(StatusDenied), `deny a request, body {"reason": "…"}: DENIED`},
 		"GET /v1/admin/servicequotas/applied":                helped{s.adminApplied, "the quota values in force, by account, region and quota"},
@@ -61,32 +66,85 @@ func adminError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]string{"error": msg})
 }
 
+// The admin listing's page size: by default and at most.
+const (
+	DefaultAdminPage = 100
+	MaxAdminPage     = 500
+)
+
+// AdminPage is one page of the admin listing.
+type AdminPage struct {
+	Requests []AdminRequest `json:"requests"`
+	// NextToken, when set, is the next_token of the next page.
+	NextToken string `json:"next_token,omitempty"`
+}
+
+// adminFilter reads the listing's query.
+func adminFilter(q url.Values) (pageFilter, error) {
+	f := pageFilter{account: q.Get("account"), limit: DefaultAdminPage}
+	if len(f.account) > 256 {
+		return f, errors.New("account: at most 256 bytes")
+	}
+	if st := q.Get("status"); st != "" {
+		f.statuses = map[string]bool{}
+		for _, x := range strings.Split(st, ",") {
+			if !statuses[x] {
+				return f, errors.New("unknown status " + awsjson.Clip(x))
+			}
+			f.statuses[x] = true
+		}
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxAdminPage {
+			return f, fmt.Errorf("limit: want 1 to %d, got %s", MaxAdminPage, awsjson.Clip(l))
+		}
+		f.limit = n
+	}
+	if t := q.Get("next_token"); t != "" {
+		n, err := strconv.ParseInt(t, 10, 64)
+		if err != nil || n < 1 {
+			return f, errors.New("next_token: not a token of this listing: " + awsjson.Clip(t))
+		}
+		f.before = n
+	}
+	return f, nil
+}
+
 func (s *Service) adminList(w http.ResponseWriter, r *http.Request) {
-	status := r.URL.Query().Get("status")
-	if status != "" && !statuses[status] {
-		adminError(w, http.StatusBadRequest, "unknown status "+awsjson.Clip(status))
+	f, err := adminFilter(r.URL.Query())
+	if err != nil {
+		adminError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	st, err := s.be.load(r.Context())
+	rs, next, err := s.be.page(r.Context(), f)
 	if err != nil {
 		adminError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	c := s.Catalog()
-	out := []AdminRequest{}
-	for i := len(st.Requests) - 1; i >= 0; i-- {
-		req := st.Requests[i]
-		if status != "" && req.Status != status {
-			continue
-		}
+	keys := make([]string, len(rs))
+	for i := range rs {
+		keys[i] = rs[i].applied()
+	}
+	vals, err := s.be.values(r.Context(), keys)
+	if err != nil {
+		adminError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	out := AdminPage{Requests: make([]AdminRequest, 0, len(rs))}
+	if next > 0 {
+		out.NextToken = strconv.FormatInt(next, 10)
+	}
+	for _, req := range rs {
 		ar := AdminRequest{Request: req, AccountID: awsjson.AccountID(req.Account)}
 		if q, ok := c.Quota(req.ServiceCode, req.QuotaCode); ok {
 			ar.QuotaName = q.Name
-			ar.Current = s.value(c, st, q, awsjson.Identity{Account: req.Account, Region: req.Region})
+			ar.Current = s.value(c, vals, q, awsjson.Identity{Account: req.Account, Region: req.Region})
 		}
-		out = append(out, ar)
+		out.Requests = append(out.Requests, ar)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"requests": out})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func readReason(r *http.Request) (string, error) {
@@ -105,8 +163,6 @@ func readReason(r *http.Request) (string, error) {
 	}
 	return in.Reason, nil
 }
-
-var errNotPending = errors.New("not pending")
 
 func (s *Service) adminDecide(status string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -134,8 +190,6 @@ func (s *Service) adminDecide(status string) http.HandlerFunc {
 	}
 }
 
-var errNotFound = errors.New("not found")
-
 // Applied is one value in force.
 type Applied struct {
 	Account     string  `json:"account"`
@@ -147,14 +201,14 @@ type Applied struct {
 }
 
 func (s *Service) adminApplied(w http.ResponseWriter, r *http.Request) {
-	st, err := s.be.load(r.Context())
+	_, vals, err := s.be.applied(r.Context())
 	if err != nil {
 		adminError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	c := s.Catalog()
 	out := []Applied{}
-	for k, v := range st.Applied {
+	for k, v := range vals {
 		a, reg, svc, code, _ := splitAppliedKey(k)
 		ap := Applied{Account: a, Region: reg, ServiceCode: svc, QuotaCode: code, Value: v}
 		if q, ok := c.Quota(svc, code); ok {
@@ -193,20 +247,11 @@ func (s *Service) adminSet(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	st, err := s.be.update(r.Context(), func(st *state) error {
-		k := appliedKey(in.Account, in.Region, in.ServiceCode, in.QuotaCode)
-		if in.Value == 0 {
-			delete(st.Applied, k)
-		} else {
-			st.Applied[k] = in.Value
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.be.set(r.Context(), appliedKey(in.Account, in.Region, in.ServiceCode, in.QuotaCode), in.Value); err != nil {
 		adminError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	s.install(st)
+	s.refreshAfter(r.Context())
 	in.QuotaName = q.Name
 	writeJSON(w, http.StatusOK, in)
 }

@@ -42,35 +42,29 @@ func (s *Service) Decide(ctx context.Context, id, status, reason string) (Reques
 }
 
 // decide is Decide without its check of status; its errors are
-// errNotFound, errNotPending (with the request) and the store's.
+// errNotFound, errNotPending (with the request) and the store's. A
+// request whose quota left the config is closed INVALID_REQUEST, not
+// applied.
 func (s *Service) decide(ctx context.Context, id, status, reason string) (Request, error) {
-	c := s.Catalog()
-	now := s.now().UnixMilli()
-	var got Request
-	st, err := s.be.update(ctx, func(st *state) error {
-		i := st.find(id)
-		if i < 0 {
-			return errNotFound
-		}
-		req := &st.Requests[i]
-		if req.Status != StatusPending {
-			got = *req
-			return errNotPending
-		}
-		req.Status, req.Reason, req.LastUpdated = status, reason, now
-		if status == StatusApproved {
-			if _, ok := c.Quota(req.ServiceCode, req.QuotaCode); !ok {
-				req.Status, req.Reason = StatusInvalid, "the quota is no longer in the config"
-			} else {
-				st.Applied[appliedKey(req.Account, req.Region, req.ServiceCode, req.QuotaCode)] = req.DesiredValue
-			}
-		}
-		got = *req
-		return nil
-	})
+	if !requestIDPattern().MatchString(id) {
+		return Request{}, errNotFound
+	}
+	r, err := s.be.get(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	if r.Status != StatusPending {
+		return r, errNotPending
+	}
+	if _, ok := s.Catalog().Quota(r.ServiceCode, r.QuotaCode); !ok && status == StatusApproved {
+		status, reason = StatusInvalid, "the quota is no longer in the config"
+	}
+	got, err := s.be.decide(ctx, id, status, reason, s.now().UnixMilli())
 	if err != nil {
 		return got, err
 	}
-	s.install(st)
+	if got.Status == StatusApproved {
+		s.refreshAfter(ctx)
+	}
 	return got, nil
 }

@@ -48,7 +48,8 @@
 // (IllegalArgumentException otherwise); a second open request on the same
 // quota is ResourceAlreadyExistsException, more than 20 open requests per
 // account QuotaExceededException. The [Policy] decides at once: APPROVED
-// within its auto-approval bounds, NOT_APPROVED above its ceiling, else
+// within its auto-approval bounds, NOT_APPROVED above its ceiling (the
+// burst's and the rate's each in their own unit), else
 // PENDING until an operator approves or denies it with a reason through
 // [Service.AdminHandlers]. An approved value replaces the config's value
 // (default or the file's override) of that quota for that account and
@@ -60,12 +61,30 @@
 //
 // # State and nodes
 //
-// Requests and approved values are one document: in memory, or with
-// Options.Redis one JSON value in Redis with a version beside it, changed
-// by WATCH/MULTI transactions, so every node sharing the Redis store
-// applies the same values and they survive restarts. A node applies its
-// own changes at once and other nodes' within Options.PollInterval
-// (200 ms) through Run.
+// Each request is its own record beside per-account indexes, in memory
+// or with Options.Redis in Redis (a hash per request, sorted sets per
+// account, applied values one hash field each; see redisPrefix). Making
+// or deciding a request is one atomic step (a Lua script in Redis) that
+// touches only that request, its account's indexes and a few shared
+// counters, so a write costs the same however many requests others made,
+// and a request and the value it applies change together. Every node
+// sharing the Redis store applies the same values and they survive
+// restarts: a node applies its own changes at once and other nodes'
+// within Options.PollInterval (200 ms) through Run, which reads them
+// only when their version key moved. A Redis store of an earlier release
+// (one JSON document) is moved into these keys at the first Refresh.
+//
+// # Bounds
+//
+// What one account writes never removes another's requests: each account
+// keeps its last [MaxClosedPerAccount] decided requests and at most
+// [MaxOpenPerAccount] open ones. Access keys the config's access_keys does
+// not map are each their own account and share one pool besides:
+// [MaxOpenUnmapped] open requests, [MaxClosedUnmapped] decided ones kept
+// and [MaxAppliedUnmapped] automatically approved values, beyond which
+// they get QuotaExceededException at once. Memory therefore grows with
+// the accounts the config names, not with the keys callers make up. The
+// admin listing is paged ([DefaultAdminPage], at most [MaxAdminPage]).
 //
 // # Lifecycle
 //

@@ -52,7 +52,7 @@ func TestCatalogCoversEveryCategory(t *testing.T) {
 }
 
 func TestPolicyMostSpecificRuleWins(t *testing.T) {
-	p := Policy{Rules: []Rule{{AutoApproveFactor: 2}, {Service: "ecs", Max: 500}, {Service: "ecs", Category: "cluster-read", AutoApproveUpTo: 300}}}
+	p := Policy{Rules: []Rule{{AutoApproveFactor: 2}, {Service: "ecs", Burst: Bounds{Max: 500}}, {Service: "ecs", Category: "cluster-read", Burst: Bounds{AutoApproveUpTo: 300}}}}
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestPolicyMostSpecificRuleWins(t *testing.T) {
 		{"ecs", "cluster-read", 50, 300, StatusApproved},
 		{"ecs", "cluster-read", 50, 9999, StatusPending}, // its rule has no max
 	} {
-		if got, _ := p.decide(tc.svc, tc.cat, tc.def, tc.desired); got != tc.want {
+		if got, _ := p.decide(tc.svc, &Quota{Category: tc.cat, Kind: Burst}, tc.def, tc.desired); got != tc.want {
 			t.Errorf("%+v: %s", tc, got)
 		}
 	}

@@ -3,7 +3,8 @@ package servicequotas
 import (
 	"context"
 	"encoding/json"
-	"net/http"
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/tollgate/tollgate/awsjson"
@@ -79,12 +80,23 @@ func (s *Service) shape(q *Quota, id awsjson.Identity, value float64) serviceQuo
 	return out
 }
 
-// value is an account's current value of q: approved, else the config's.
-func (s *Service) value(c *Catalog, st *state, q *Quota, id awsjson.Identity) float64 {
-	if v, ok := st.Applied[appliedKey(id.Account, id.Region, q.ServiceCode, q.Code)]; ok {
+// value is an account's current value of q: approved (in vals, as
+// values read them), else the config's.
+func (s *Service) value(c *Catalog, vals map[string]float64, q *Quota, id awsjson.Identity) float64 {
+	if v, ok := vals[appliedKey(id.Account, id.Region, q.ServiceCode, q.Code)]; ok {
 		return v
 	}
 	return c.configValue(q, id.Account, id.Region)
+}
+
+// values reads the applied values of an account's quotas qs from the
+// store, for value.
+func (s *Service) values(ctx context.Context, id awsjson.Identity, qs []*Quota) (map[string]float64, error) {
+	keys := make([]string, len(qs))
+	for i, q := range qs {
+		keys[i] = appliedKey(id.Account, id.Region, q.ServiceCode, q.Code)
+	}
+	return s.be.values(ctx, keys)
 }
 
 func (s *Service) change(c *Catalog, r *Request) requestedChange {
@@ -164,9 +176,9 @@ func (s *Service) list(ctx context.Context, id awsjson.Identity, body []byte, de
 	if err != nil {
 		return nil, err
 	}
-	st := &state{}
+	var vals map[string]float64
 	if !defaults {
-		if st, err = s.be.load(ctx); err != nil {
+		if vals, err = s.values(ctx, id, sel[start:end]); err != nil {
 			return nil, err
 		}
 	}
@@ -174,7 +186,7 @@ func (s *Service) list(ctx context.Context, id awsjson.Identity, body []byte, de
 	for _, q := range sel[start:end] {
 		v := q.Default
 		if !defaults {
-			v = s.value(c, st, q, id)
+			v = s.value(c, vals, q, id)
 		}
 		out.Quotas = append(out.Quotas, s.shape(q, id, v))
 	}
@@ -222,11 +234,11 @@ func (s *Service) getServiceQuota(ctx context.Context, id awsjson.Identity, body
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.be.load(ctx)
+	vals, err := s.values(ctx, id, []*Quota{q})
 	if err != nil {
 		return nil, err
 	}
-	return map[string]serviceQuota{"Quota": s.shape(q, id, s.value(c, st, q, id))}, nil
+	return map[string]serviceQuota{"Quota": s.shape(q, id, s.value(c, vals, q, id))}, nil
 }
 
 func (s *Service) getDefaultQuota(_ context.Context, id awsjson.Identity, body []byte) (any, error) {
@@ -265,50 +277,47 @@ func (s *Service) requestIncrease(ctx context.Context, id awsjson.Identity, body
 	return map[string]requestedChange{"RequestedQuota": s.change(c, &made)}, nil
 }
 
+// maxCreateRetries bounds how often request decides again because the
+// account's value changed while it decided.
+const maxCreateRetries = 20
+
 // request records a request of account id for desired on q, decided by the
 // policy at once: the RequestServiceQuotaIncrease operation after its input
-// is checked.
+// is checked. An account is unmapped when id has an access key the
+// config does not map (a caller in Go, with no key, is trusted).
 func (s *Service) request(ctx context.Context, c *Catalog, q *Quota, id awsjson.Identity, desired float64) (Request, error) {
 	rid := awsjson.NewRequestID()
 	now := s.now().UnixMilli()
 	pol := s.policy.Load()
-	var made Request
-	st, err := s.be.update(ctx, func(st *state) error {
-		cur := s.value(c, st, q, id)
+	unmapped := id.AccessKeyID != "" && !c.cfg.MapsKey(id.AccessKeyID)
+	key := appliedKey(id.Account, id.Region, q.ServiceCode, q.Code)
+	for range maxCreateRetries {
+		vals, err := s.be.values(ctx, []string{key})
+		if err != nil {
+			return Request{}, err
+		}
+		v, set := vals[key]
+		cur := s.value(c, vals, q, id)
 		if desired <= cur {
-			return illegal("DesiredValue " + formatValue(desired) + " is not above the current value " + formatValue(cur) +
+			return Request{}, illegal("DesiredValue " + formatValue(desired) + " is not above the current value " + formatValue(cur) +
 				" (ask an operator to lower a quota)")
 		}
-		open := 0
-		for i := range st.Requests {
-			r := &st.Requests[i]
-			if r.Account != id.Account || r.Status != StatusPending {
-				continue
-			}
-			if r.Region == id.Region && r.ServiceCode == q.ServiceCode && r.QuotaCode == q.Code {
-				return &awsjson.Error{Status: http.StatusBadRequest, Code: codeResourceAlreadyExists,
-					Message: "request " + r.ID + " for this quota is still open"}
-			}
-			open++
+		status, reason := pol.decide(c.configName(q.ServiceCode), q, c.configValue(q, id.Account, id.Region), desired)
+		made := Request{ID: rid, Account: id.Account, Region: id.Region, ServiceCode: q.ServiceCode, QuotaCode: q.Code,
+			DesiredValue: desired, Status: status, Reason: reason, Created: now, LastUpdated: now, Unmapped: unmapped}
+		err = s.be.create(ctx, made, expect{value: v, set: set})
+		if errors.Is(err, errRetry) {
+			continue
 		}
-		if open >= maxOpenPerAccount {
-			return &awsjson.Error{Status: http.StatusBadRequest, Code: codeQuotaExceeded,
-				Message: "this account has " + strconv.Itoa(open) + " open quota increase requests, the most allowed"}
+		if err != nil {
+			return Request{}, err
 		}
-		status, reason := pol.decide(c.configName(q.ServiceCode), q.Category, c.configValue(q, id.Account, id.Region), desired)
-		made = Request{ID: rid, Account: id.Account, Region: id.Region, ServiceCode: q.ServiceCode, QuotaCode: q.Code,
-			DesiredValue: desired, Status: status, Reason: reason, Created: now, LastUpdated: now}
-		st.Requests = append(st.Requests, made)
 		if status == StatusApproved {
-			st.Applied[appliedKey(id.Account, id.Region, q.ServiceCode, q.Code)] = desired
+			s.refreshAfter(ctx)
 		}
-		return nil
-	})
-	if err != nil {
-		return Request{}, err
+		return made, nil
 	}
-	s.install(st)
-	return made, nil
+	return Request{}, fmt.Errorf("servicequotas: the value of %s changed %d times while a request was decided", key, maxCreateRetries)
 }
 
 func (s *Service) getRequest(ctx context.Context, id awsjson.Identity, body []byte) (any, error) {
@@ -321,15 +330,14 @@ func (s *Service) getRequest(ctx context.Context, id awsjson.Identity, body []by
 	if in.RequestID == nil || !requestIDPattern().MatchString(*in.RequestID) {
 		return nil, illegal("RequestId is required and must be a request id")
 	}
-	st, err := s.be.load(ctx)
+	r, err := s.be.get(ctx, *in.RequestID)
+	if errors.Is(err, errNotFound) || err == nil && r.Account != id.Account {
+		return nil, noSuch("no request " + awsjson.Clip(*in.RequestID))
+	}
 	if err != nil {
 		return nil, err
 	}
-	i := st.find(*in.RequestID)
-	if i < 0 || st.Requests[i].Account != id.Account {
-		return nil, noSuch("no request " + awsjson.Clip(*in.RequestID))
-	}
-	return map[string]requestedChange{"RequestedQuota": s.change(s.Catalog(), &st.Requests[i])}, nil
+	return map[string]requestedChange{"RequestedQuota": s.change(s.Catalog(), &r)}, nil
 }
 
 type historyIn struct {
@@ -371,14 +379,16 @@ func (s *Service) history(ctx context.Context, id awsjson.Identity, body []byte,
 			return nil, noSuch("no quota " + awsjson.Clip(*in.QuotaCode) + " of service " + *in.ServiceCode)
 		}
 	}
-	st, err := s.be.load(ctx)
-	if err != nil {
-		return nil, err
+	var all []Request
+	if accountLevel {
+		if all, err = s.be.account(ctx, id.Account); err != nil {
+			return nil, err
+		}
 	}
 	var sel []*Request
-	for i := len(st.Requests) - 1; i >= 0 && accountLevel; i-- { // newest first, as AWS lists them
-		r := &st.Requests[i]
-		if r.Account != id.Account || r.Region != id.Region ||
+	for i := range all { // newest first, as AWS lists them
+		r := &all[i]
+		if r.Region != id.Region ||
 			in.ServiceCode != nil && r.ServiceCode != *in.ServiceCode ||
 			byQuota && r.QuotaCode != *in.QuotaCode ||
 			in.Status != nil && r.Status != *in.Status {

@@ -91,7 +91,7 @@ func TestRedisApprovalReachesEveryNode(t *testing.T) {
 func TestReloadKeepsApprovedValues(t *testing.T) {
 	clock := limitertest.NewClock()
 	n := newNode(t, memory.New(memory.Options{Now: clock.Now}), servicequotas.Options{Now: clock.Now,
-		Policy: servicequotas.Policy{Rules: []servicequotas.Rule{{AutoApproveUpTo: 1000}}}})
+		Policy: servicequotas.Policy{Rules: []servicequotas.Rule{{Burst: servicequotas.Bounds{AutoApproveUpTo: 1000}}}}})
 	burstCode := servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Burst)
 	if _, err := n.quotas("AKIDRELOAD").RequestServiceQuotaIncrease(context.Background(), &sq.RequestServiceQuotaIncreaseInput{
 		ServiceCode: aws.String("ecs"), QuotaCode: aws.String(burstCode), DesiredValue: aws.Float64(120)}); err != nil {
@@ -118,5 +118,47 @@ func TestReloadKeepsApprovedValues(t *testing.T) {
 		ServiceCode: aws.String("ecs"), QuotaCode: aws.String(servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Rate))})
 	if err != nil || aws.ToFloat64(q.Quota.Value) != 7 {
 		t.Fatalf("rate after reload: %+v %v", q, err)
+	}
+}
+
+// A Redis store of an earlier release (one JSON document) is moved into
+// the per-request keys at the first Refresh: its approved value applies,
+// its requests keep their status and reason, and the document is kept
+// aside.
+func TestRedisLegacyStateIsMigrated(t *testing.T) {
+	srv := redistest.Start(t)
+	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { client.Close() })
+	burstCode := servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Burst)
+	rateCode := servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Rate)
+	legacy := `{"version":7,"requests":[
+{"id":"11111111-1111-1111-1111-111111111111","account":"AKIDOLD","region":"us-east-1","service":"ecs","quota":"` + burstCode + `","desired":120,"status":"APPROVED","reason":"launch week","created":1000,"updated":2000},
+{"id":"22222222-2222-2222-2222-222222222222","account":"AKIDOLD","region":"us-east-1","service":"ecs","quota":"` + rateCode + `","desired":40,"status":"PENDING","created":3000,"updated":3000}],
+"applied":{"AKIDOLD|us-east-1|ecs|` + burstCode + `":120}}`
+	ctx := context.Background()
+	if err := client.Set(ctx, "tollgate:servicequotas:state", legacy, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	n := newNode(t, memory.New(memory.Options{}), servicequotas.Options{Redis: client})
+	if err := n.svc.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := quota.Key{Service: "ecs", Account: "AKIDOLD", Region: "us-east-1", Category: "cluster-read"}
+	if got := n.svc.Limit(key, quota.Default().Services()[0].Categories[1].Limit).Capacity(); got != 120 {
+		t.Fatalf("migrated burst: %d, want 120", got)
+	}
+	status, body := n.admin(t, "GET", "/v1/admin/servicequotas/requests?account=AKIDOLD", "")
+	if status != 200 || !strings.Contains(body, `"reason":"launch week"`) || !strings.Contains(body, `"updated":2000`) || !strings.Contains(body, `"PENDING"`) {
+		t.Fatalf("migrated requests: %d %s", status, body)
+	}
+	out, err := n.quotas("AKIDOLD").GetRequestedServiceQuotaChange(ctx, &sq.GetRequestedServiceQuotaChangeInput{RequestId: aws.String("22222222-2222-2222-2222-222222222222")})
+	if err != nil || out.RequestedQuota.Status != "PENDING" {
+		t.Fatalf("migrated pending request: %+v %v", out, err)
+	}
+	if status, body := n.admin(t, "POST", "/v1/admin/servicequotas/requests/22222222-2222-2222-2222-222222222222/approve", `{"reason":"ok"}`); status != 200 {
+		t.Fatalf("approve the migrated request: %d %s", status, body)
+	}
+	if client.Exists(ctx, "tollgate:servicequotas:state").Val() != 0 || client.Get(ctx, "tollgate:servicequotas:state:migrated").Val() != legacy {
+		t.Fatal("the legacy document is not moved aside")
 	}
 }

@@ -116,7 +116,14 @@ func (s *Service) getReport(ctx context.Context, id awsjson.Identity, body []byt
 	c := s.Catalog()
 	var rows []utilization
 	if s.usage != nil {
-		st, err := s.be.load(ctx)
+		var all []*Quota
+		for _, sv := range c.Services() {
+			qs, _ := c.Quotas(sv.Code)
+			for i := range qs {
+				all = append(all, &qs[i])
+			}
+		}
+		vals, err := s.values(ctx, id, all)
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +144,7 @@ func (s *Service) getReport(ctx context.Context, id awsjson.Identity, body []byt
 					pct = math.Round(u.Peak*1000) / 10
 				}
 				rows = append(rows, utilization{QuotaCode: q.Code, ServiceCode: q.ServiceCode, QuotaName: q.Name, Namespace: "AWS/Usage",
-					Utilization: pct, DefaultValue: q.Default, AppliedValue: s.value(c, st, q, id), ServiceName: q.ServiceName, Adjustable: true})
+					Utilization: pct, DefaultValue: q.Default, AppliedValue: s.value(c, vals, q, id), ServiceName: q.ServiceName, Adjustable: true})
 			}
 		}
 	}

@@ -236,7 +236,7 @@ func TestSDKFlow(t *testing.T) {
 func TestSDKErrors(t *testing.T) {
 	clock := limitertest.NewClock()
 	n := newNode(t, memory.New(memory.Options{Now: clock.Now}), servicequotas.Options{Now: clock.Now,
-		Policy: servicequotas.Policy{Rules: []servicequotas.Rule{{Service: "ecs", AutoApproveFactor: 2, Max: 1000}}}})
+		Policy: servicequotas.Policy{Rules: []servicequotas.Rule{{Service: "ecs", AutoApproveFactor: 2, Rate: servicequotas.Bounds{Max: 1000}}}}})
 	ctx := context.Background()
 	c := n.quotas("AKIDERR")
 	rate := servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Rate)

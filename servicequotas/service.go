@@ -53,13 +53,16 @@ type Service struct {
 	catalog atomic.Pointer[Catalog]
 	policy  atomic.Pointer[Policy]
 	applied atomic.Pointer[snapshot]
+	// migrated is set once the legacy Redis document has been looked
+	// for (and moved, if there was one).
+	migrated atomic.Bool
 }
 
 // snapshot is the applied values as limits, by bucket key without the
 // key's string form.
 type snapshot struct {
 	version int64
-	st      *state
+	vals    map[string]float64 // by appliedKey
 	limits  map[limitKey]bucket.Limit
 }
 
@@ -85,12 +88,12 @@ func New(o Options) (*Service, error) {
 	if o.Redis != nil {
 		s.be = &redisBackend{rdb: o.Redis}
 	} else {
-		s.be = &memoryBackend{st: state{Applied: map[string]float64{}}}
+		s.be = newMemoryBackend()
 	}
 	if err := s.SetConfig(cfg, o.Policy); err != nil {
 		return nil, err
 	}
-	s.applied.Store(&snapshot{version: -1, st: &state{Applied: map[string]float64{}}})
+	s.applied.Store(&snapshot{version: -1})
 	return s, nil
 }
 
@@ -107,7 +110,7 @@ func (s *Service) SetConfig(cfg *quota.Config, p Policy) error {
 	s.catalog.Store(c)
 	s.policy.Store(&p)
 	if old := s.applied.Load(); old != nil {
-		s.applied.Store(buildSnapshot(c, old.version, old.st))
+		s.applied.Store(buildSnapshot(c, old.version, old.vals))
 	}
 	return nil
 }
@@ -130,8 +133,13 @@ func (s *Service) Limit(k quota.Key, l bucket.Limit) bucket.Limit {
 }
 
 // Refresh reads the store now and applies what changed. Run calls it
-// every PollInterval; the API calls it after each change it makes.
+// every PollInterval; the API calls it after each change it makes. The
+// first Refresh that reaches Redis moves a store of an earlier release
+// (one JSON document) into the per-request keys.
 func (s *Service) Refresh(ctx context.Context) error {
+	if err := s.migrateOnce(ctx); err != nil {
+		return err
+	}
 	v, err := s.be.version(ctx)
 	if err != nil {
 		return err
@@ -139,23 +147,26 @@ func (s *Service) Refresh(ctx context.Context) error {
 	if old := s.applied.Load(); old != nil && old.version == v {
 		return nil
 	}
-	st, err := s.be.load(ctx)
+	v, vals, err := s.be.applied(ctx)
 	if err != nil {
 		return err
 	}
-	s.install(st)
-	return nil
-}
-
-func (s *Service) install(st *state) {
 	for {
 		old := s.applied.Load()
-		if old.version >= st.Version && old.version != -1 {
-			return
+		if old.version >= v && old.version != -1 {
+			return nil
 		}
-		if s.applied.CompareAndSwap(old, buildSnapshot(s.catalog.Load(), st.Version, st)) {
-			return
+		if s.applied.CompareAndSwap(old, buildSnapshot(s.catalog.Load(), v, vals)) {
+			return nil
 		}
+	}
+}
+
+// refreshAfter applies a change this node just made; a failure is logged
+// and Run applies the change at its next poll.
+func (s *Service) refreshAfter(ctx context.Context) {
+	if err := s.Refresh(ctx); err != nil {
+		s.log.Warn("service quotas: apply a change just made", "error", err)
 	}
 }
 
@@ -184,11 +195,11 @@ func (s *Service) Run(ctx context.Context) error {
 
 // buildSnapshot turns applied values into limits. A value whose quota
 // left the config is kept in the store and ignored here.
-func buildSnapshot(c *Catalog, version int64, st *state) *snapshot {
-	snap := &snapshot{version: version, st: st, limits: map[limitKey]bucket.Limit{}}
+func buildSnapshot(c *Catalog, version int64, applied map[string]float64) *snapshot {
+	snap := &snapshot{version: version, vals: applied, limits: map[limitKey]bucket.Limit{}}
 	type pair struct{ burst, rate float64 }
 	vals := map[limitKey]*pair{}
-	for k, v := range st.Applied {
+	for k, v := range applied {
 		account, region, svc, code, ok := splitAppliedKey(k)
 		if !ok {
 			continue

@@ -9,8 +9,9 @@ import (
 )
 
 // WriteTable prints the Service Quotas codes of cfg's categories, one row
-// per quota, as `tollgate check` shows them.
-func WriteTable(w io.Writer, cfg *quota.Config) error {
+// per quota with what p decides for a request on it (the effective rule),
+// as `tollgate check` shows them.
+func WriteTable(w io.Writer, cfg *quota.Config, p Policy) error {
 	c, err := NewCatalog(cfg)
 	if err != nil {
 		return err
@@ -20,7 +21,7 @@ func WriteTable(w io.Writer, cfg *quota.Config) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nService Quotas codes (aws service-quotas … --service-code SERVICE --quota-code CODE)")
-	fmt.Fprintln(tw, "  SERVICE\tQUOTA CODE\tNAME\tDEFAULT\tUNIT")
+	fmt.Fprintln(tw, "  SERVICE\tQUOTA CODE\tNAME\tDEFAULT\tUNIT\tINCREASE REQUESTS")
 	for _, s := range c.Services() {
 		qs, _ := c.Quotas(s.Code)
 		for _, q := range qs {
@@ -28,9 +29,14 @@ func WriteTable(w io.Writer, cfg *quota.Config) error {
 			if q.Kind == Rate {
 				unit = "requests per second"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", q.ServiceCode, q.Code, q.Name, formatValue(q.Default), unit)
+			rule := "operator decides"
+			if e, ok := p.Effective(s.Config, &q, q.Default); ok {
+				rule = e.String()
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", q.ServiceCode, q.Code, q.Name, formatValue(q.Default), unit, rule)
 		}
 	}
+	fmt.Fprintln(tw, "  Increase requests: what the service_quotas approval rules decide at once (for the default; a factor applies to an account's overridden value); the rest wait for an operator.")
 	fmt.Fprintln(tw, "  An approved increase replaces its quota's value, a file override included, for its account and region.")
 	return tw.Flush()
 }

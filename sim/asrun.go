@@ -171,8 +171,8 @@ func policyNode(sc Scenario) ymap {
 		if rule.Service == "" && rule.Category == "" {
 			m := newMap()
 			m.add("auto_approve_factor", rule.AutoApproveFactor)
-			m.add("auto_approve_up_to", rule.AutoApproveUpTo)
-			m.add("max", rule.Max)
+			m.add("auto_approve_up_to", rule.Burst.AutoApproveUpTo)
+			m.add("max", rule.Burst.Max)
 			return m
 		}
 	}

@@ -401,7 +401,10 @@ func (f fileRun) scenario() (Scenario, error) {
 		sc.Increases = append(sc.Increases, Increase{At: in.At, Burst: in.Burst, Rate: in.Rate, ApproveAt: in.ApproveAt})
 	}
 	if p := f.QuotaPolicy; p != nil {
-		sc.QuotaPolicy.Rules = []servicequotas.Rule{{AutoApproveFactor: p.AutoApproveFactor, AutoApproveUpTo: p.AutoApproveUpTo, Max: p.Max}}
+		// The file's one rule bounds the burst and the rate alike: a
+		// scenario's increases ask for one of them at a time.
+		b := servicequotas.Bounds{AutoApproveUpTo: p.AutoApproveUpTo, Max: p.Max}
+		sc.QuotaPolicy.Rules = []servicequotas.Rule{{AutoApproveFactor: p.AutoApproveFactor, Burst: b, Rate: b}}
 	}
 	for _, c := range f.Clients {
 		cl := Clients{Name: c.Name, Process: Process(c.Process), Rate: c.Rate, Burst: c.Burst, BurstAt: c.BurstAt, Action: c.Action}

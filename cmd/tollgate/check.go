@@ -86,7 +86,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tollgate check:", err)
 		return 1
 	}
-	if err := servicequotas.WriteTable(stdout, cfg.Quota); err != nil {
+	if err := servicequotas.WriteTable(stdout, cfg.Quota, node.QuotaPolicy(cfg.ServiceQuotas)); err != nil {
 		fmt.Fprintln(stderr, "tollgate check:", err)
 		return 1
 	}

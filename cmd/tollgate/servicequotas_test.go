@@ -43,7 +43,18 @@ func TestReadmeServiceQuotasConfigChecks(t *testing.T) {
 	if err := os.WriteFile(path, []byte(block), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errs := runCmd("check", path); code != 0 || errs != "" || !strings.Contains(out, "servicequotas") {
+	code, out, errs := runCmd("check", path)
+	if code != 0 || errs != "" || !strings.Contains(out, "servicequotas") {
 		t.Fatalf("check: exit %d: %s\n%s", code, errs, out)
+	}
+	// Each quota's effective rule: cluster-read's own values, every other
+	// quota the factors of its default.
+	for _, row := range []string{"ecs  L-15F51B3B  cluster-read burst  50  requests  approve up to 80, refuse above 1000",
+		"ecs  L-3E62B30D  cluster-read rate  20  requests per second  approve up to 30, refuse above 100",
+		"ecs  L-D7A26B72  service-read burst  100  requests  approve up to 200, refuse above 2000",
+		"ecs  L-AB92B562  service-read rate  20  requests per second  approve up to 40, refuse above 400"} {
+		if !strings.Contains(squeeze(out), row) {
+			t.Errorf("output lacks %q:\n%s", row, out)
+		}
 	}
 }

@@ -67,7 +67,7 @@ async function poll() {
       get("/v1/admin/live/store"),
       get("/v1/admin/live/autoscaled"),
       get("/v1/admin/live/usage?n=20"),
-      state.quotas ? get(REQUESTS_PATH) : null,
+      state.quotas ? getRequests() : null,
     ]);
     merge(dec);
     drawRates();

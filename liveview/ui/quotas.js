@@ -5,8 +5,24 @@
 // is the one the operator pasted, sent only in the Authorization header.
 "use strict";
 
-// REQUESTS_PATH lists the Service Quotas increase requests.
+// REQUESTS_PATH lists the Service Quotas increase requests, a page at a
+// time, filtered on the server.
 const REQUESTS_PATH = "/v1/admin/servicequotas/requests";
+// PENDING_PAGE is how many waiting requests the panel shows at most;
+// DECIDED_SHOWN how many of the last decided ones.
+const PENDING_PAGE = 100;
+const DECIDED_SHOWN = 8;
+const DECIDED_STATUSES = "APPROVED,DENIED,NOT_APPROVED,INVALID_REQUEST,CASE_CLOSED";
+
+// getRequests reads the two pages the panel shows: the newest waiting
+// requests and the last decided ones.
+async function getRequests() {
+  const [pending, decided] = await Promise.all([
+    get(REQUESTS_PATH + "?status=PENDING&limit=" + PENDING_PAGE),
+    get(REQUESTS_PATH + "?status=" + DECIDED_STATUSES + "&limit=" + DECIDED_SHOWN),
+  ]);
+  return { pending: pending.requests, more: !!pending.next_token, decided: decided.requests };
+}
 
 // post sends an operator's decision; it answers the decoded body and
 // whether it was accepted.
@@ -78,14 +94,15 @@ function keepRows(tbody, rows) {
   if (cursor) active.setSelectionRange(cursor[0], cursor[1]);
 }
 
-// drawRequests lists the requests waiting for an operator, each with a
-// reason field and approve/deny, and the last ones decided; null (the
+// drawRequests lists the requests waiting for an operator (the newest
+// PENDING_PAGE), each with a reason field and approve/deny, and the last
+// ones decided; null (the
 // gateway serves no Service Quotas API: its admin index lacks
 // REQUESTS_PATH) hides the panel.
 function drawRequests(list) {
   $("requests-section").hidden = list === null;
   if (list === null) return;
-  const pending = list.requests.filter((r) => r.status === "PENDING");
+  const pending = list.pending;
   const ids = new Set(pending.map((r) => r.id));
   for (const [id, tr] of pendingRows) if (!ids.has(id)) pendingRows.delete(id);
   const rows = pending.map((r) => {
@@ -119,7 +136,8 @@ function drawRequests(list) {
   keepRows($("requests").tBodies[0], rows);
   $("requests").hidden = rows.length === 0;
   $("requests-empty").hidden = rows.length > 0;
-  const decided = list.requests.filter((r) => r.status !== "PENDING").slice(0, 8).map((r) => {
+  $("requests-more").hidden = !list.more;
+  const decided = list.decided.map((r) => {
     const tr = document.createElement("tr");
     tr.dataset.id = r.id;
     cell(tr, clock(r.updated));
