@@ -63,6 +63,12 @@ const (
 	// DefaultIdleTimeout is the default Config.IdleTimeout: Cloud Run keeps
 	// an idle instance up to 15 minutes after its last request.
 	DefaultIdleTimeout = 15 * time.Minute
+	// DefaultGPUIdleTimeout is Config.IdleTimeout of instances with a GPU
+	// (Config.GPUs), and the most it may be: Cloud Run keeps them idle 10
+	// minutes at most (SPEC §3).
+	DefaultGPUIdleTimeout = 10 * time.Minute
+	// MaxGPUs bounds Config.GPUs.
+	MaxGPUs = 8
 )
 
 // The bounds of Config.IdleTimeout. The engine decides once a second, so
@@ -119,6 +125,11 @@ type Config struct {
 	// MaxIdleTimeout]; default DefaultIdleTimeout (15 minutes, SPEC §3).
 	IdleTimeout time.Duration
 
+	// GPUs is the GPUs each instance has; 0 for none. Instances with a GPU
+	// are kept idle at most DefaultGPUIdleTimeout (10 minutes, SPEC §3):
+	// it is their default IdleTimeout, and a longer one is invalid.
+	GPUs int
+
 	// SurplusWindow is how long a surplus instance must have been ready,
 	// and the span its utilisation is averaged over, before it can be shut
 	// down for low utilisation. Whole seconds from 1 s to 10 minutes;
@@ -168,6 +179,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
+		if c.GPUs > 0 {
+			c.IdleTimeout = DefaultGPUIdleTimeout
+		}
 	}
 	if c.SurplusWindow == 0 {
 		c.SurplusWindow = SurplusWindow
@@ -208,6 +222,12 @@ func (c Config) Validate() error {
 	}
 	if c.IdleTimeout < MinIdleTimeout || c.IdleTimeout > MaxIdleTimeout {
 		return bad("idle timeout %v not in [%v, %v]", c.IdleTimeout, MinIdleTimeout, MaxIdleTimeout)
+	}
+	if c.GPUs < 0 || c.GPUs > MaxGPUs {
+		return bad("GPUs %d not in [0, %d]", c.GPUs, MaxGPUs)
+	}
+	if c.GPUs > 0 && c.IdleTimeout > DefaultGPUIdleTimeout {
+		return bad("idle timeout %v is over %v: instances with a GPU are kept idle 10 minutes at most, as Cloud Run keeps them", c.IdleTimeout, DefaultGPUIdleTimeout)
 	}
 	return nil
 }

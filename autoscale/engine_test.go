@@ -911,3 +911,27 @@ func TestSurplusIsKeptWhileRequestsArePending(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUInstancesIdleTenMinutes: an instance with a GPU is kept idle 10
+// minutes, not 15 (SPEC §3), and a longer idle timeout is refused.
+func TestGPUInstancesIdleTenMinutes(t *testing.T) {
+	e := newEngine(t, Config{GPUs: 1})
+	if got := e.Config().IdleTimeout; got != 10*time.Minute {
+		t.Fatalf("GPU idle timeout %v, want 10m", got)
+	}
+	ids := readyInstances(t, e, sec(0), 2)
+	e.Route(sec(0)) // on ids[0]; ids[1] never gets a request
+	for s := 0; s <= 600; s++ {
+		e.Observe(sec(float64(s)), ids[0], 0.3, 1)
+		e.Observe(sec(float64(s)), ids[1], 0.2, 0) // above the 10 % line: only idleness stops it
+		d := e.Tick(sec(float64(s)))
+		if stopped := len(d.Stopped) == 1 && d.Stopped[0] == ids[1]; stopped != (s == 600) {
+			t.Fatalf("second %d: %+v, want ids[1] stopped at 10 minutes idle and only then", s, d.Events)
+		}
+	}
+	for _, c := range []Config{{GPUs: 1, IdleTimeout: 11 * time.Minute}, {GPUs: -1}, {GPUs: MaxGPUs + 1}} {
+		if _, err := New(c); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", c, err)
+		}
+	}
+}

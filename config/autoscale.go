@@ -240,7 +240,7 @@ func (p *parser) route(n *yaml.Node, path string) (*quota.Route, bool) {
 func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 	a := &Autoscale{}
 	ok := true
-	var commandNode, dirNode, minNode, kubeNode *yaml.Node
+	var commandNode, dirNode, minNode, kubeNode, gpuNode, idleNode *yaml.Node
 	cfg := &a.Engine
 	num := func(dst *float64, lo, hi float64, loOpen bool) func(k, v *yaml.Node, f string) {
 		return func(_, v *yaml.Node, f string) {
@@ -334,7 +334,12 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 			whole(&cfg.MinInstances, 0, autoscale.MaxInstancesLimit)(k, v, f)
 		},
 		"max_instances": whole(&cfg.MaxInstances, 1, autoscale.MaxInstancesLimit),
+		"gpu": func(k, v *yaml.Node, f string) {
+			gpuNode = v
+			whole(&cfg.GPUs, 0, autoscale.MaxGPUs)(k, v, f)
+		},
 		"idle_timeout": func(_, v *yaml.Node, f string) {
+			idleNode = v
 			d, good := p.duration(v, f, autoscale.MinIdleTimeout, autoscale.MaxIdleTimeout)
 			ok = ok && good
 			cfg.IdleTimeout = d
@@ -400,6 +405,10 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 	}
 	if ok && cfg.MinInstances > maxInst {
 		p.errorf(minNode, joinField(path, "min_instances"), "%d is more than max_instances %d", cfg.MinInstances, maxInst)
+		ok = false
+	}
+	if ok && cfg.GPUs > 0 && cfg.IdleTimeout > autoscale.DefaultGPUIdleTimeout {
+		p.errorf(idleNode, joinField(path, "idle_timeout"), "%v is over %v: with gpu (line %d), instances are kept idle 10 minutes at most, as Cloud Run keeps GPU instances", cfg.IdleTimeout, autoscale.DefaultGPUIdleTimeout, gpuNode.Line)
 		ok = false
 	}
 	if !ok {

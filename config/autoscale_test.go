@@ -134,6 +134,10 @@ func TestParseAutoscaleErrors(t *testing.T) {
 			"c.yaml:5:5: services[1].route: the same route as service \"a\""},
 		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, request_timeout: 2h, max_pending: 0}\n",
 			"c.yaml:4:47: services[0].autoscale.request_timeout: \"2h\" is not a duration in [1s, 1h0m0s] such as 30s\nc.yaml:4:64: services[0].autoscale.max_pending: 0 not in [1, 1000000]"},
+		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, gpu: 1, idle_timeout: 15m}\n",
+			"c.yaml:4:52: services[0].autoscale.idle_timeout: 15m0s is over 10m0s: with gpu (line 4), instances are kept idle 10 minutes at most"},
+		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, gpu: 9}\n",
+			"c.yaml:4:35: services[0].autoscale.gpu: 9 not in [0, 8]"},
 		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, working_dir: nowhere}\n",
 			"services[0].autoscale.working_dir: " + dir + "/nowhere is not a directory"},
 	}

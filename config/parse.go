@@ -81,7 +81,8 @@ var (
 //	      concurrency_target: 0.6    # (default 0.6)
 //	      min_instances: 0
 //	      max_instances: 10          # (default 100)
-//	      idle_timeout: 15m          # (default 15m, as Cloud Run)
+//	      idle_timeout: 15m          # (default 15m, as Cloud Run; 10m with gpu, and at most that)
+//	      gpu: 0                     # GPUs per instance: kept idle 10 minutes at most
 //	      termination_grace_period: 10s  # SIGTERM to SIGKILL (default 10s)
 //	overrides:                       # quota increases
 //	  - service: ecs
