@@ -2,9 +2,12 @@ package node
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/tollgate/tollgate/liveview"
 	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/rls"
 )
 
 // poolSamples reports p's autoscaled services to the live view once a
@@ -54,4 +57,31 @@ func scaleWhy(e pool.ScaleEvent) string {
 	}
 	return fmt.Sprintf("%s; %d in flight on %d ready (instances needed by cpu %.2f, concurrency %.2f, act %.2f)",
 		head, e.InFlight, e.Ready, e.NeedCPU, e.NeedConcurrency, e.NeedACT)
+}
+
+// rlsLive puts the Envoy rate limit service's decisions into the live
+// view beside the AWS ones: the domain in place of the service, the
+// rule's key in place of the category, and a bucket named by its
+// descriptor (in the account column; no region).
+type rlsLive struct {
+	rec    *liveview.Recorder
+	series sync.Map // [2]string{domain, rule} → *liveview.Series
+}
+
+// Decided implements rls.Observer.
+func (l *rlsLive) Decided(d rls.Decided) {
+	name := [2]string{d.Domain, d.Rule}
+	s, ok := l.series.Load(name)
+	if !ok {
+		s, _ = l.series.LoadOrStore(name, l.rec.Series(d.Domain, d.Rule))
+	}
+	s.(*liveview.Series).Count(d.Allowed)
+	k := quota.Key{Service: d.Domain, Account: d.Descriptor, Category: d.Rule}
+	if !d.Allowed {
+		l.rec.Throttled(k)
+		return
+	}
+	if d.Capacity > 0 {
+		l.rec.Used(k, d.Used, d.Capacity)
+	}
 }

@@ -234,7 +234,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	n.live = liveview.New(liveview.Options{Services: poolSamples(pools)}) // for /ui and /v1/admin/live/, run by run
 	lastStore, lastRLS := cfg.Store, cfg.RLS
 	n.rlsDir = rlsSettings(opts.RLS, cfg.RLS).ConfigDir
-	if n.rls, n.rlsLn, err = rlsPlan.start(store, opts.ShutdownTimeout, log, reg); err != nil {
+	if n.rls, n.rlsLn, err = rlsPlan.start(store, &rlsLive{rec: n.live}, opts.ShutdownTimeout, log, reg); err != nil {
 		n.Close()
 		return nil, err
 	}

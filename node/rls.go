@@ -164,13 +164,14 @@ func (p *rlsPlan) certsOrNil() *tlsfiles.Certs {
 
 // start builds the service on store and its listener; a nil plan starts
 // nothing and returns nils.
-func (p *rlsPlan) start(store limiter.Limiter, shutdownTimeout time.Duration, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, error) {
+func (p *rlsPlan) start(store limiter.Limiter, observer rls.Observer, shutdownTimeout time.Duration, log *slog.Logger, reg prometheus.Registerer) (*rls.Server, net.Listener, error) {
 	if p == nil {
 		return nil, nil, nil
 	}
 	set, cfg := p.set, p.cfg
 	rls.LogWarnings(log.With("component", "rls"), cfg)
 	srv := rls.New(rls.Options{
+		Observer:         observer,
 		Config:           cfg,
 		Limiter:          store,
 		MaxWindow:        p.maxWindow,

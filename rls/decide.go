@@ -144,6 +144,9 @@ func (s *Server) decide(ctx context.Context, req *rlspb.RateLimitRequest, slots 
 		sl := &slots[i]
 		st := s.status(sl, out)
 		resp.Statuses[i] = st
+		if s.observer != nil && sl.rule != nil {
+			s.observe(req, i, sl, st, out)
+		}
 		if s.headers && st.CurrentLimit != nil && st.LimitRemaining < minRemaining {
 			minimum, minRemaining = st, st.LimitRemaining
 		}
@@ -178,6 +181,18 @@ func (s *Server) decide(ctx context.Context, req *rlspb.RateLimitRequest, slots 
 		s.metrics.globalShadowMode.Inc()
 	}
 	return resp, nil
+}
+
+// observe tells the observer of one descriptor's decision.
+func (s *Server) observe(req *rlspb.RateLimitRequest, i int, sl *slot, st *rlspb.RateLimitResponse_DescriptorStatus, out []bucket.Decision) {
+	d := Decided{Domain: req.GetDomain(), Rule: sl.rule.Key, Descriptor: descriptorText(req.GetDescriptors()[i].GetEntries(), sl.shared)}
+	d.Allowed = st.Code == rlspb.RateLimitResponse_OK && !sl.overShadow
+	if sl.batch >= 0 {
+		b := out[sl.batch]
+		d.Capacity = sl.limit.Capacity()
+		d.Used = d.Capacity - min(max(b.Remaining, 0), d.Capacity)
+	}
+	s.observer.Decided(d)
 }
 
 // status is one descriptor's answer, counted. A shadow-mode rule's answer
@@ -225,6 +240,7 @@ func (s *Server) status(sl *slot, out []bucket.Decision) *rlspb.RateLimitRespons
 		st.Code = rlspb.RateLimitResponse_OVER_LIMIT
 		if sl.shadow {
 			st.Code = rlspb.RateLimitResponse_OK
+			sl.overShadow = true
 			sl.counters.countShadow(used, sl.hits, capacity)
 			s.logShadow(sl)
 		}

@@ -66,6 +66,9 @@ type Options struct {
 	// NearLimitRatio is the share of a limit above which hits count as
 	// near_limit; 0 means DefaultNearLimitRatio.
 	NearLimitRatio float32
+	// Observer, when set, hears every descriptor decided against a rule
+	// (the live view); nil hears nothing.
+	Observer Observer
 	// GlobalShadowMode answers OK to every request, after deciding and
 	// counting it (envoy ratelimit's SHADOW_MODE).
 	GlobalShadowMode bool
@@ -98,6 +101,7 @@ type Server struct {
 	shutdownTimeout time.Duration
 	tls             *tls.Config
 	reload          func() (*Config, error)
+	observer        Observer // nil: none
 	reloadMu        sync.Mutex
 	policy          atomic.Pointer[policy]
 	stopping        atomic.Bool // Run's context has ended
@@ -125,6 +129,7 @@ func New(opts Options) *Server {
 		shutdownTimeout: opts.ShutdownTimeout,
 		tls:             opts.TLS,
 		reload:          opts.Reload,
+		observer:        opts.Observer,
 	}
 	if s.limiter == nil {
 		s.limiter = memory.New(memory.Options{})
@@ -202,17 +207,18 @@ func (s *Server) Reload() error {
 
 // slot is one descriptor of a call on its way to an answer.
 type slot struct {
-	rule      *Rule // nil: no limit applies
-	limit     bucket.Limit
-	current   *rlspb.RateLimitResponse_RateLimit
-	window    time.Duration
-	counters  *ruleCounters
-	shadow    bool
-	quota     bool
-	unlimited bool
-	hits      uint64
-	shared    map[int]string // share_threshold patterns, for the bucket key
-	batch     int            // index in the batch; -1 when no bucket is asked
+	rule       *Rule // nil: no limit applies
+	limit      bucket.Limit
+	current    *rlspb.RateLimitResponse_RateLimit
+	window     time.Duration
+	counters   *ruleCounters
+	shadow     bool
+	quota      bool
+	unlimited  bool
+	hits       uint64
+	shared     map[int]string // share_threshold patterns, for the bucket key
+	overShadow bool           // over the limit, answered OK in shadow mode
+	batch      int            // index in the batch; -1 when no bucket is asked
 }
 
 // ShouldRateLimit decides every descriptor of req with one
