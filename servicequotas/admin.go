@@ -74,7 +74,10 @@ const (
 
 // AdminPage is one page of the admin listing.
 type AdminPage struct {
-	Requests []AdminRequest `json:"requests"`
+	// APIServed is false when no service of the config answers the
+	// Service Quotas API (no `preset: servicequotas`): no tenant can ask.
+	APIServed bool           `json:"api_served"`
+	Requests  []AdminRequest `json:"requests"`
 	// NextToken, when set, is the next_token of the next page.
 	NextToken string `json:"next_token,omitempty"`
 }
@@ -132,7 +135,7 @@ func (s *Service) adminList(w http.ResponseWriter, r *http.Request) {
 		adminError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	out := AdminPage{Requests: make([]AdminRequest, 0, len(rs))}
+	out := AdminPage{APIServed: s.served.Load(), Requests: make([]AdminRequest, 0, len(rs))}
 	if next > 0 {
 		out.NextToken = strconv.FormatInt(next, 10)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,9 @@ type Service struct {
 	catalog atomic.Pointer[Catalog]
 	policy  atomic.Pointer[Policy]
 	applied atomic.Pointer[snapshot]
+	// served: the config has a service that answers this API here (its
+	// X-Amz-Target prefix, no upstream, no autoscale pool).
+	served atomic.Bool
 	// migrated is set once the legacy Redis document has been looked
 	// for (and moved, if there was one).
 	migrated atomic.Bool
@@ -109,6 +113,9 @@ func (s *Service) SetConfig(cfg *quota.Config, p Policy) error {
 	}
 	s.catalog.Store(c)
 	s.policy.Store(&p)
+	s.served.Store(slices.ContainsFunc(cfg.Services(), func(svc *quota.Service) bool {
+		return svc.TargetPrefix == quota.ServiceQuotasTargetPrefix && svc.Upstream == "" && !svc.Autoscaled
+	}))
 	if old := s.applied.Load(); old != nil {
 		s.applied.Store(buildSnapshot(c, old.version, old.vals))
 	}

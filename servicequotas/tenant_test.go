@@ -462,3 +462,25 @@ func TestAccountsForgetOnlyTheirOwnClosedRequests(t *testing.T) {
 		}
 	})
 }
+
+// TestAdminListSaysWhenTheAPIIsOff: the listing says whether the config
+// serves the API, so the live view can say it is off rather than "no
+// request is waiting"; a reload that drops the preset turns it off.
+func TestAdminListSaysWhenTheAPIIsOff(t *testing.T) {
+	a := newAPI(t, false, servicequotas.Policy{})
+	var p servicequotas.AdminPage
+	if code := a.admin("GET", "/v1/admin/servicequotas/requests", "", &p); code != 200 || !p.APIServed {
+		t.Fatalf("with the preset: %d %+v, want api_served", code, p)
+	}
+	ecsSvc, _ := quota.Preset("ecs")
+	cfg, err := quota.NewConfig([]*quota.Service{ecsSvc}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.svc.SetConfig(cfg, servicequotas.Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.admin("GET", "/v1/admin/servicequotas/requests", "", &p); code != 200 || p.APIServed {
+		t.Fatalf("without the preset: %d %+v, want api_served false", code, p)
+	}
+}

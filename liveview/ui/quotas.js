@@ -21,7 +21,7 @@ async function getRequests() {
     get(REQUESTS_PATH + "?status=PENDING&limit=" + PENDING_PAGE),
     get(REQUESTS_PATH + "?status=" + DECIDED_STATUSES + "&limit=" + DECIDED_SHOWN),
   ]);
-  return { pending: pending.requests, more: !!pending.next_token, decided: decided.requests };
+  return { served: pending.api_served !== false, pending: pending.requests, more: !!pending.next_token, decided: decided.requests };
 }
 
 // post sends an operator's decision; it answers the decoded body and
@@ -136,6 +136,9 @@ function drawRequests(list) {
   keepRows($("requests").tBodies[0], rows);
   $("requests").hidden = rows.length === 0;
   $("requests-empty").hidden = rows.length > 0;
+  $("requests-empty").textContent = list.served
+    ? "No request is waiting for an operator."
+    : "The Service Quotas API is off: no service of the config answers it, so no tenant can ask for an increase (add `- preset: servicequotas` to services).";
   $("requests-more").hidden = !list.more;
   const decided = list.decided.map((r) => {
     const tr = document.createElement("tr");
