@@ -262,3 +262,34 @@ func TestTwoNodesShareABucketInAnOutage(t *testing.T) {
 		t.Fatalf("the two stores admitted %d tokens with Redis paused; 80 were left", total)
 	}
 }
+
+// TestNodesOnACluster: on Redis Cluster, nodes announce themselves and
+// count each other as on one server (the set is one key, in one slot),
+// and the persistence check reads a node's settings.
+func TestNodesOnACluster(t *testing.T) {
+	t.Parallel() // its own redis-server and stores
+	srv := redistest.StartCluster(t)
+	ctx := context.Background()
+	var stores []*Store
+	logs := newLogCounter()
+	for _, id := range []string{"a", "b"} {
+		client, err := NewClient("redis+cluster://" + srv.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close() })
+		s := newStore(t, client, Options{NodeID: id, Logger: slog.New(logs)})
+		if err := s.announce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+	}
+	if n := stores[1].LiveNodes(); n != 2 {
+		t.Fatalf("the second node read %d live nodes, want 2", n)
+	}
+	stores[0].checkPersistence(ctx)
+	if len(logs.records(slog.LevelWarn, "no persistence")) != 1 {
+		logs.dump(t)
+		t.Fatal("no warning about a cluster node without persistence")
+	}
+}
