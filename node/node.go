@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/gateway"
 	"github.com/tollgate/tollgate/limiter/memory"
+	redisstore "github.com/tollgate/tollgate/limiter/redis"
 	"github.com/tollgate/tollgate/liveview"
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/process"
@@ -79,7 +80,9 @@ type Options struct {
 	StorePipelines int
 	// StoreNodes is the number of nodes sharing the Redis store: under
 	// the local failure policy each decides from its share of a bucket
-	// while Redis does not answer. 0 means 1.
+	// while Redis does not answer. 0 means the count of live nodes the
+	// store reads in Redis (each node announces itself there); set, it
+	// wins over the count.
 	StoreNodes int
 	// Memory bounds the memory store (buckets and bytes of keys held);
 	// its zero value takes memory.Options' defaults.
@@ -111,7 +114,8 @@ type Node struct {
 	gw         *gateway.Gateway
 	srv        *http.Server
 	ln         net.Listener
-	sweep      *memory.Store // the memory store to sweep; nil with Redis
+	sweep      *memory.Store     // the memory store to sweep; nil with Redis
+	redis      *redisstore.Store // the Redis store to run (node announcements, start-up checks); nil with memory
 	configName string
 	release    func()                 // closes the store, the registry and the Kubernetes runners
 	closeOnce  sync.Once              // of Close
@@ -164,7 +168,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("--store-pipelines %d must not be negative", opts.StorePipelines)
 	}
 	if opts.StoreNodes < 0 {
-		return nil, fmt.Errorf("--store-nodes %d must be at least 1", opts.StoreNodes)
+		return nil, fmt.Errorf("--store-nodes %d must not be negative (0 counts the live nodes)", opts.StoreNodes)
 	}
 	configName := opts.ConfigPath
 	if configName == "" {
@@ -193,11 +197,11 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	if certs.http, httpTLS, err = loadListenerCerts(opts.TLS, "HTTP listener", tlsSource{"--tls-cert", "--tls-key", "--tls-client-ca"}, []string{"h2", "http/1.1"}, log); err != nil {
 		return nil, err
 	}
-	store, closeStore, err := openStore(ctx, st, certs.storeTLS(), opts.Memory, opts.DenyCache, opts.StorePipelines, opts.StoreNodes, log, reg)
+	store, closeStore, redis, err := openStore(ctx, st, certs.storeTLS(), opts.Memory, opts.DenyCache, opts.StorePipelines, opts.StoreNodes, log, reg)
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{opts: opts, log: log, release: closeStore, configName: configName, certs: certs, creds: creds, reloads: make(chan struct{}, 1)}
+	n := &Node{opts: opts, log: log, release: closeStore, redis: redis, configName: configName, certs: certs, creds: creds, reloads: make(chan struct{}, 1)}
 	n.stopping, n.startShutdown = context.WithCancel(context.Background())
 	registry, closeRegistry, err := newRegistry(st, certs.storeTLS(), log)
 	if err != nil {

@@ -24,9 +24,10 @@ import (
 //     sweeper, the Envoy rate limit service, the live view, the pools)
 //     stops.
 //
-// Every goroutine (reload worker, certificate watchers, sweeper, HTTP
-// server, rate limit service, live view, pools, shutdown) runs in one errgroup; Run returns
-// once all have stopped, with the first error, and closes the node.
+// Every goroutine (reload worker, certificate watchers, Redis store,
+// sweeper, HTTP server, rate limit service, live view, pools, shutdown)
+// runs in one errgroup; Run returns once all have stopped, with the first
+// error, and closes the node.
 // Reloads run in their own worker (see TriggerReload), and shutdown ends
 // a config read in progress, so a reload that hangs cannot delay
 // shutdown. Run may be called once.
@@ -62,6 +63,11 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	if n.creds != nil { // the credentials file re-read when it changes
 		grp.Go(func() error { return n.creds.run(background) })
+	}
+	if n.redis != nil {
+		grp.Go(func() error { // the Redis store: this node's announcements, and errors while Redis has never answered
+			return n.redis.Run(background)
+		})
 	}
 	if n.sweep != nil {
 		grp.Go(func() error {

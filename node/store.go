@@ -41,18 +41,19 @@ func storeSettings(over, file config.Store) config.Store {
 	return st
 }
 
-// openStore returns the limiter the store settings name, and a function
-// that closes it. tlsConfig makes a rediss URL's TLS configuration (nil:
-// go-redis's).
-func openStore(ctx context.Context, st config.Store, tlsConfig func(serverName string) *tls.Config, mem memory.Options, denyCache bool, pipelines, nodes int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), error) {
+// openStore returns the limiter the store settings name, a function that
+// closes it, and the Redis store to run (nil for memory). tlsConfig makes
+// a rediss URL's TLS configuration (nil: go-redis's). nodes is
+// --store-nodes: 0 counts the live nodes in Redis.
+func openStore(ctx context.Context, st config.Store, tlsConfig func(serverName string) *tls.Config, mem memory.Options, denyCache bool, pipelines, nodes int, log *slog.Logger, reg prometheus.Registerer) (limiter.Limiter, func(), *redisstore.Store, error) {
 	if st.URL == "memory" {
-		return memory.New(mem), func() {}, nil
+		return memory.New(mem), func() {}, nil, nil
 	}
 	policy := redisstore.FailLocal
 	if st.OnFailure != "" {
 		p, err := redisstore.ParseFailurePolicy(st.OnFailure)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--store-on-failure: %w", err)
+			return nil, nil, nil, fmt.Errorf("--store-on-failure: %w", err)
 		}
 		policy = p
 	}
@@ -69,13 +70,12 @@ func openStore(ctx context.Context, st config.Store, tlsConfig func(serverName s
 		TLSConfig:     tlsConfig,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("--store: %w", err)
+		return nil, nil, nil, fmt.Errorf("--store: %w", err)
 	}
+	// A Redis that does not answer here is logged by the store's Run, as
+	// an error repeated until it answers.
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	if err := store.Ping(pctx); err != nil {
-		log.Warn("Redis store not reachable at start; deciding by the failure policy until it is",
-			"on_failure", policy.String(), "error", err)
-	}
+	_ = store.Ping(pctx)
 	cancel()
 	stat := func(pick func(redisstore.Stats) uint64) func() float64 {
 		return func() float64 { return float64(pick(store.Stats())) }
@@ -98,7 +98,11 @@ func openStore(ctx context.Context, st config.Store, tlsConfig func(serverName s
 		Name: "tollgate_store_errors_total",
 		Help: "Failed calls to Redis (each decides up to 128 takes by the failure policy).",
 	}, stat(func(s redisstore.Stats) uint64 { return s.Errors })))
-	return store, func() { store.Close() }, nil
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tollgate_store_nodes",
+		Help: "The nodes among which a decision made without Redis shares a bucket: --store-nodes, or the live nodes counted in Redis.",
+	}, func() float64 { return float64(store.Nodes()) }))
+	return store, func() { store.Close() }, store, nil
 }
 
 // redactURL hides the passwords of a store URL (its user info and any

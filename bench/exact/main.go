@@ -120,6 +120,11 @@ func run(o options) error {
 		urls = append(urls, url)
 		warnings = append(warnings, warned)
 	}
+	if o.storeNodes == 0 {
+		if err := waitCounted(urls); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("# %d run(s): %d node(s)%s, %d clients on one key, %v, %d CPU burners, fault %q (at %v for %v); bound = %d + %d/s × elapsed + 1\n",
 		o.runs, o.nodes, storeNodesNote(o.storeNodes), o.clients, o.duration, o.burners, o.fault, o.stopAt, o.stop, capacity, perSec)
 	var admitted, over []int64
@@ -160,9 +165,34 @@ func run(o options) error {
 	return nil
 }
 
+// waitCounted waits until every node shares its buckets among all of
+// them (tollgate_store_nodes): without --store-nodes the nodes count each
+// other in Redis, a node started first seeing the others within 2 s.
+func waitCounted(urls []string) error {
+	want := fmt.Sprintf("\ntollgate_store_nodes %d\n", len(urls))
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		counted := 0
+		for _, u := range urls {
+			resp, err := http.Get(u + "/metrics")
+			if err != nil {
+				continue
+			}
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+			resp.Body.Close()
+			if strings.Contains(string(b), want) {
+				counted++
+			}
+		}
+		if counted == len(urls) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the %d nodes did not all count each other in Redis within 30 s (tollgate_store_nodes)", len(urls))
+}
+
 func storeNodesNote(n int) string {
 	if n == 0 {
-		return ""
+		return " counting each other"
 	}
 	return fmt.Sprintf(" with --store-nodes %d", n)
 }

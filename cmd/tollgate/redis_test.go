@@ -332,8 +332,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestServeLocalPolicyWithRedisUnreachable starts a node whose Redis is
 // not there, with the default failure policy and JSON logs: each key is
 // throttled by the node's own bucket (3 takes, then 429), /readyz answers
-// 200 saying Redis is down, and every log line, go-redis's included, is
-// JSON, go-redis's at most one per 10 s.
+// 503 saying Redis was never reached (200 before, with one warning), an
+// error says so at once and at most every 10 s, and every log line,
+// go-redis's included, is JSON, go-redis's at most one per 10 s. A node
+// with --store-on-failure open is ready all the same.
 func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
 	t.Parallel()                    // its own servers, files and markers
 	dead := redistest.ClosedAddr(t) // refuses, and no other test's server can take it
@@ -355,8 +357,12 @@ func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
 		}
 	}
 	status, body := get(t, "http://"+s.addr+"/readyz")
-	if status != 200 || !strings.Contains(body, "store: redis down (on failure: local)") {
-		t.Fatalf("/readyz = %d %q", status, body)
+	if status != 503 || !strings.Contains(body, "store: redis never reached (on failure: local)") {
+		t.Fatalf("/readyz = %d %q, want 503 and redis never reached", status, body)
+	}
+	open := startJSONServer(t, "--config", cfg, "--store", "redis://"+dead, "--store-on-failure", "open")
+	if status, body := get(t, "http://"+open.addr+"/readyz"); status != 200 || !strings.Contains(body, "store: redis never reached (on failure: open)") {
+		t.Fatalf("/readyz with --store-on-failure open = %d %q, want 200", status, body)
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	var lines []string
@@ -364,7 +370,7 @@ func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
 		lines = append(lines, line)
 	}
 	elapsed := time.Since(start)
-	client, warned := 0, false
+	client, warned, errored := 0, false, 0
 	for _, line := range lines {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
@@ -374,6 +380,11 @@ func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
 		switch rec["msg"] {
 		case "redis client":
 			client++
+		case "redis store has never answered since start: every take is decided by the failure policy":
+			errored++
+			if rec["level"] != "ERROR" || rec["readiness"] != "not ready until it answers" {
+				t.Errorf("never-reached line: %s", line)
+			}
 		case "redis store unavailable, deciding by failure policy":
 			warned = true
 			if rec["policy"] != "local" {
@@ -386,6 +397,9 @@ func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
 	}
 	if max := 1 + int(elapsed/(10*time.Second)); client < 1 || client > max {
 		t.Errorf("%d go-redis lines in %v, want 1 to %d", client, elapsed, max)
+	}
+	if max := 1 + int(elapsed/(10*time.Second)); errored < 1 || errored > max {
+		t.Errorf("%d errors that Redis never answered in %v, want 1 to %d", errored, elapsed, max)
 	}
 }
 

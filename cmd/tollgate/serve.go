@@ -100,7 +100,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
 	fs.IntVar(&f.memMaxBuckets, "memory-max-buckets", memory.DefaultMaxBuckets, "with the memory store, the most buckets in debt it holds; beyond it the buckets closest to full are forgotten (counted in tollgate_buckets_evicted_total); -1: no bound")
 	fs.Int64Var(&f.memMaxKeyBytes, "memory-max-key-bytes", memory.DefaultMaxKeyBytes, "with the memory store, the most bytes of bucket keys it holds, as --memory-max-buckets; -1: no bound")
-	fs.IntVar(&f.storeNodes, "store-nodes", 1, "with Redis and --store-on-failure local, the number of tollgate nodes sharing the store: while Redis does not answer, each node decides from its share (capacity and refill divided by this number)")
+	fs.IntVar(&f.storeNodes, "store-nodes", 0, "with Redis and --store-on-failure local, the number of tollgate nodes sharing the store: while Redis does not answer, each node decides from its share (capacity and refill divided by this number); 0 counts the live nodes, which announce themselves in Redis, and a number set wins over the count")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
 	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
@@ -262,8 +262,8 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 	if f.kube.leaseDuration < 3*time.Second || f.kube.leaseDuration > 10*time.Minute {
 		return o, fmt.Errorf("--kube-lease-duration %v must be between 3s and 10m", f.kube.leaseDuration)
 	}
-	if f.storeNodes < 1 {
-		return o, fmt.Errorf("--store-nodes %d must be at least 1", f.storeNodes)
+	if f.storeNodes < 0 {
+		return o, fmt.Errorf("--store-nodes %d must not be negative (0, the default, counts the live nodes)", f.storeNodes)
 	}
 	// 0 would mean the gateway's default, not "no bound": every body is
 	// bounded, so say so rather than serve with another limit than asked.

@@ -87,6 +87,7 @@ func (s *Store) probe() {
 			err := s.client.Ping(ctx).Err()
 			cancel()
 			if err == nil {
+				s.reached()
 				s.fails.Store(0)
 				s.broken.Store(false)
 				break

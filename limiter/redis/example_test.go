@@ -96,7 +96,8 @@ func ExampleParseFailurePolicy() {
 
 // A readiness probe asks the store whether Redis answers. Under FailClosed
 // a node whose Redis is down denies every take, so it is not ready; under
-// FailLocal and FailOpen it is. SetClientLogger sends go-redis's own lines
+// FailLocal and FailOpen it is, once Redis has answered it. A node that
+// has never reached its Redis is ready only under FailOpen. SetClientLogger sends go-redis's own lines
 // (here, the failed dials) to a slog.Logger instead of standard error.
 func ExampleStore_Health() {
 	redis.SetClientLogger(slog.New(slog.DiscardHandler), 0)
@@ -105,13 +106,14 @@ func ExampleStore_Health() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	for _, p := range []redis.FailurePolicy{redis.FailClosed, redis.FailLocal} {
+	for _, p := range []redis.FailurePolicy{redis.FailClosed, redis.FailLocal, redis.FailOpen} {
 		store := redis.New(client, redis.Options{FailurePolicy: p, Logger: slog.New(slog.DiscardHandler)})
 		h := store.Health(context.Background())
 		fmt.Println(h.Ready, h.Status)
 		store.Close()
 	}
 	// Output:
-	// false redis down (on failure: closed)
-	// true redis down (on failure: local)
+	// false redis never reached (on failure: closed)
+	// false redis never reached (on failure: local)
+	// true redis never reached (on failure: open)
 }

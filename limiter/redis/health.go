@@ -26,10 +26,12 @@ var _ limiter.HealthReporter = (*Store)(nil)
 // Health implements [limiter.HealthReporter]: it checks that Redis answers
 // (as [Store.Ping] does) within the store's timeout, reusing a result for
 // a second. While Redis does not answer the store is ready unless its
-// policy is FailClosed, which denies every take. The status says "redis
-// up" or "redis down" and names the failure policy; it does not say why
-// Redis is down (the answer may be public, and the cause names internal
-// addresses): the store's log does.
+// policy is FailClosed, which denies every take, or Redis has never
+// answered this store: a node that has never reached its Redis is not
+// ready unless its policy is FailOpen. The status says "redis up", "redis
+// down" or "redis never reached" and names the failure policy; it does
+// not say why Redis is down (the answer may be public, and the cause
+// names internal addresses): the store's log does.
 func (s *Store) Health(ctx context.Context) limiter.Health {
 	c := &s.health
 	c.mu.Lock()
@@ -73,6 +75,12 @@ func (s *Store) Health(ctx context.Context) limiter.Health {
 func (s *Store) healthOf(err error) limiter.Health {
 	if err == nil {
 		return limiter.Health{Ready: true, Status: "redis up (on failure: " + s.policy.String() + ")"}
+	}
+	if !s.contacted.Load() {
+		return limiter.Health{
+			Ready:  s.policy == FailOpen,
+			Status: "redis never reached (on failure: " + s.policy.String() + ")",
+		}
 	}
 	return limiter.Health{
 		Ready:  s.policy != FailClosed,

@@ -289,6 +289,7 @@ func (s *Store) flush(f *flush) {
 	}
 	s.pipelineEnded(reached)
 	if up {
+		s.reached()
 		s.wait.Store(int64(s.est.observe(rtt)))
 		s.noteUp(sentAt)
 	}

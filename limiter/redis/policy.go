@@ -20,8 +20,9 @@ const (
 	// charged with what this node sent or admitted since, under the
 	// node's share of the limit (see Failures in the package
 	// documentation). It is the default: one node never admits more than
-	// the bucket allows, and N nodes with Options.Nodes ≥ N admit together
-	// at most one bucket's worth during an outage, where FailOpen admits
+	// the bucket allows, and N nodes (counted by Store.Run, or with
+	// Options.Nodes ≥ N) admit together at most one bucket's worth during
+	// an outage, where FailOpen admits
 	// everything that fits the capacity, however often it is asked.
 	FailLocal FailurePolicy = iota
 	// FailOpen decides as if the bucket were full: every take that fits
@@ -112,7 +113,7 @@ func (s *Store) failFast(key string, limit bucket.Limit, n int64) bucket.Decisio
 // (FailClosed).
 func (s *Store) fallback(key string, limit bucket.Limit, n int64, ent *shadowEntry, fate *uint8) bucket.Decision {
 	if s.shadow != nil {
-		return s.shadow.decide(key, ent, limit, share(limit, s.nodes), n, fate, s.clock())
+		return s.shadow.decide(key, ent, limit, share(limit, s.count.divisor()), n, fate, s.clock())
 	}
 	var st bucket.State
 	if s.policy == FailClosed {

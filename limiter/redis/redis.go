@@ -63,11 +63,17 @@
 // twice. One node alone therefore never admits more than the bucket
 // allows, across stalls and outages of any length. A key this node never
 // saw starts as its share of a full bucket. Every local decision is made
-// under the node's share of the limit, capacity and refill divided by
-// Options.Nodes (the store cannot count nodes while Redis is away; the
-// operator or the autoscaler can), so that N nodes, with Nodes ≥ N, admit
-// together at most one bucket's worth during an outage; with Nodes < N,
-// up to N/Nodes times it.
+// under the node's share of the limit, capacity and refill divided by the
+// number of nodes sharing Redis, so that N nodes admit together at most
+// one bucket's worth during an outage. [Store.Run] counts them: each node
+// announces itself every NodeTTL/3 in one sorted set (key prefix +
+// "nodes", scores the instants the announcements expire, on Redis's
+// clock), and one script call adds the node, removes the expired and
+// counts the rest. A local decision divides by the highest count read
+// within the last NodeTTL (so a Redis restarted empty, or an outage
+// longer than the TTL, does not lower it before the nodes announce
+// again). Options.Nodes, when set, wins over the count; with Nodes < N,
+// N nodes admit up to N/Nodes times a bucket's worth.
 //
 // A stall is not an outage: only breakerFailures (3) pipelines in a row
 // that get no answer within MaxTimeout, or whose connection is refused,
@@ -89,7 +95,9 @@
 // standard error, process-wide; [SetClientLogger] sends them to a
 // [slog.Logger] instead, throttled like the store's warnings.
 //
-// [Store.Health] tells a readiness probe whether Redis answers.
+// [Store.Health] tells a readiness probe whether Redis answers; a store
+// that has never reached Redis is not ready unless its policy is FailOpen,
+// and Run logs an error about it every Options.LogInterval.
 //
 // Callers get a decision within the timeout whatever the client's own
 // timeouts, but a client that ignores contexts keeps a pipeline goroutine
@@ -164,12 +172,22 @@ type Options struct {
 	// recent answers; 0 means 4 × Timeout. It is also how long a health
 	// probe waits.
 	MaxTimeout time.Duration
-	// Nodes is the number of gateway nodes sharing the store, for
-	// FailLocal: while Redis does not answer, each node decides from its
-	// share of a bucket, capacity and refill divided by Nodes (see
-	// Failures); 0 means 1. Set it to the number of nodes that take
-	// from the same keys, or more.
+	// Nodes, when set, is the number of gateway nodes sharing the store,
+	// for FailLocal: while Redis does not answer, each node decides from
+	// its share of a bucket, capacity and refill divided by Nodes (see
+	// Failures). 0 means the count of live nodes that [Store.Run] reads
+	// in Redis (1 until it has read one); a Nodes set wins over it.
 	Nodes int
+	// NodeID names this node in Redis's set of live nodes; "" means the
+	// host name, the process id and a random suffix. Nodes sharing a
+	// Redis need distinct ids.
+	NodeID string
+	// NodeTTL is how long a node's announcement lasts in Redis unless
+	// renewed; Run renews it every third of it. 0 means
+	// [DefaultNodeTTL]. A node that stops is counted for up to NodeTTL
+	// by the others (a smaller share: safe); a node that starts is
+	// counted by the others within NodeTTL/3.
+	NodeTTL time.Duration
 	// LocalKeys bounds the keys FailLocal remembers Redis's state of
 	// (the least recently used are forgotten first); 0 means 100,000.
 	LocalKeys int
@@ -234,7 +252,12 @@ type Store struct {
 	braces   bool // the prefix has braces: hash tags come from prefix+key
 	deny     *denyCache
 	shadow   *shadows // FailLocal: the state Redis last reported, per key
-	nodes    int64
+
+	// the nodes sharing Redis (nodes.go, run.go)
+	nodeID    string
+	nodeTTL   time.Duration
+	count     nodeCount
+	contacted atomic.Bool // Redis has answered at least once
 
 	// waiting for Redis (breaker.go)
 	est      waitEstimator
@@ -305,7 +328,16 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 	s.est.floor, s.est.ceiling = s.timeout, s.maxWait
 	s.wait.Store(int64(s.timeout))
 	s.probeNow = make(chan struct{}, 1)
-	s.nodes = int64(max(opts.Nodes, 1))
+	s.count.fixed = int64(max(opts.Nodes, 0))
+	s.nodeID = opts.NodeID
+	if s.nodeID == "" {
+		s.nodeID = defaultNodeID()
+	}
+	s.nodeTTL = opts.NodeTTL
+	if s.nodeTTL <= 0 {
+		s.nodeTTL = DefaultNodeTTL
+	}
+	s.nodeTTL = max(s.nodeTTL, 3*time.Millisecond)
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -359,6 +391,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := takeScript.Load(ctx, s.client).Err(); err != nil {
 		return fmt.Errorf("redis store: %w", err)
 	}
+	s.reached()
 	return nil
 }
 
