@@ -77,7 +77,7 @@ func TestLiveViewShowsRLSDecisions(t *testing.T) {
 		admin("/v1/admin/live/hot", &hot)
 		var dec struct {
 			Series []struct {
-				Service, Category   string
+				Service, Category  string
 				Allowed, Throttled []uint64
 			} `json:"series"`
 		}
