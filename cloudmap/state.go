@@ -53,7 +53,7 @@ type service struct {
 	Description string            `json:"description,omitempty"`
 	RequestID   string            `json:"creator_request_id,omitempty"`
 	DNS         *dnsConfig        `json:"dns,omitempty"`
-	HealthCheck *healthCheckJSON  `json:"health_check,omitempty"` // Route 53 (public DNS), stored only
+	HealthCheck *healthCheckJSON  `json:"health_check,omitempty"` // public DNS and HTTP namespaces, stored only
 	Custom      *int32            `json:"custom_failure_threshold,omitempty"`
 	HasCustom   bool              `json:"custom_health,omitempty"`
 	Created     int64             `json:"created"`

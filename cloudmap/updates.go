@@ -164,9 +164,8 @@ type updateServiceIn struct {
 }
 
 // updateService changes a service's description, DNS records' TTLs and
-// types, and Route 53 health check. As in AWS, a DNS service's
-// HealthCheckConfig is removed when the request omits it; its custom
-// health check stays.
+// types, and health check. As in AWS, a service's HealthCheckConfig is
+// removed when the request omits it; its custom health check stays.
 func (r *Registry) updateService(ctx context.Context, sc Scope, body []byte) (any, error) {
 	var in updateServiceIn
 	if err := decode(body, &in); err != nil {
@@ -205,8 +204,8 @@ func (r *Registry) updateService(ctx context.Context, sc Scope, body []byte) (an
 		switch {
 		case ch.DnsConfig != nil && sv.DNS == nil:
 			return invalid("service %s has no DnsConfig to change", sv.ID)
-		case ch.HealthCheckConfig != nil && (ns == nil || ns.Type != "DNS_PUBLIC"):
-			return invalid("HealthCheckConfig (Route 53) is only for services of public DNS namespaces")
+		case ch.HealthCheckConfig != nil && (ns == nil || ns.Type == "DNS_PRIVATE"):
+			return invalid("HealthCheckConfig is for services of public DNS and HTTP namespaces only")
 		case ch.HealthCheckConfig != nil && sv.HasCustom:
 			return invalid("service %s has a HealthCheckCustomConfig; HealthCheckConfig excludes it", sv.ID)
 		}
@@ -220,9 +219,7 @@ func (r *Registry) updateService(ctx context.Context, sc Scope, body []byte) (an
 			d.DnsRecords = append([]dnsRecordJSON(nil), ch.DnsConfig.DnsRecords...)
 			c.DNS = &d
 		}
-		if sv.DNS != nil || ch.HealthCheckConfig != nil {
-			c.HealthCheck = ch.HealthCheckConfig
-		}
+		c.HealthCheck = ch.HealthCheckConfig
 		if err := s.changedService(&c, old, codeInvalidInput); err != nil {
 			return err
 		}

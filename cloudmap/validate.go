@@ -218,8 +218,8 @@ func checkDNSRecords(field string, recs []dnsRecordJSON) error {
 	return nil
 }
 
-// healthCheckJSON is a Route 53 HealthCheckConfig (public DNS
-// namespaces): stored and served back, never run.
+// healthCheckJSON is a HealthCheckConfig (services of public DNS and
+// HTTP namespaces): stored and served back, never run.
 type healthCheckJSON struct {
 	Type             string
 	ResourcePath     string `json:",omitempty"`
