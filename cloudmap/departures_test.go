@@ -2,6 +2,7 @@ package cloudmap_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -54,4 +55,32 @@ func TestHealthCheckConfigInHTTPNamespaces(t *testing.T) {
 	_, err := c.CreateService(ctx, &sd.CreateServiceInput{Name: aws.String("web"), NamespaceId: aws.String(privNS), HealthCheckConfig: hc,
 		DnsConfig: &types.DnsConfig{DnsRecords: []types.DnsRecord{{Type: types.RecordTypeA, TTL: aws.Int64(60)}}}})
 	isA[*types.InvalidInput](t, "HealthCheckConfig in a private DNS namespace", err)
+}
+
+// tagList is n tags named prefix0, prefix1, ….
+func tagList(prefix string, n int) []types.Tag {
+	var tags []types.Tag
+	for i := range n {
+		tags = append(tags, types.Tag{Key: aws.String(fmt.Sprint(prefix, i)), Value: aws.String("v")})
+	}
+	return tags
+}
+
+// A resource holds at most 50 tags (TooManyTagsException's
+// documentation: "each resource can have a maximum of 50 tags"), at
+// creation and through TagResource; tollgate took 200.
+func TestFiftyTagsPerResource(t *testing.T) {
+	n := newNode(t, limitertest.NewClock(), cloudmap.Options{})
+	c := n.client("AKIDTAGS")
+	ctx := context.Background()
+	_, err := c.CreateHttpNamespace(ctx, &sd.CreateHttpNamespaceInput{Name: aws.String("over"), Tags: tagList("t", 51)})
+	isA[*types.TooManyTagsException](t, "51 tags at creation", err)
+	nsID := namespaceID(t, c, must(c.CreateHttpNamespace(ctx, &sd.CreateHttpNamespaceInput{Name: aws.String("full"), Tags: tagList("t", 50)})).get(t).OperationId)
+	ns := must(c.GetNamespace(ctx, &sd.GetNamespaceInput{Id: aws.String(nsID)})).get(t).Namespace
+	_, err = c.TagResource(ctx, &sd.TagResourceInput{ResourceARN: ns.Arn, Tags: tagList("u", 1)})
+	isA[*types.TooManyTagsException](t, "a 51st tag", err)
+	// A tag that replaces one's value adds none.
+	must(c.TagResource(ctx, &sd.TagResourceInput{ResourceARN: ns.Arn, Tags: tagList("t", 50)})).get(t)
+	_, err = c.CreateService(ctx, &sd.CreateServiceInput{Name: aws.String("web"), NamespaceId: aws.String(nsID), Tags: tagList("t", 51)})
+	isA[*types.TooManyTagsException](t, "51 tags on a service", err)
 }
