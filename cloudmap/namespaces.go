@@ -17,7 +17,7 @@ type (
 	}
 	httpPropertiesJSON struct{ HttpName string }
 	nsPropertiesJSON   struct {
-		DnsProperties  *dnsPropertiesJSON `json:",omitempty"`
+		DnsProperties  *dnsPropertiesJSON
 		HttpProperties *httpPropertiesJSON
 	}
 	namespaceJSON struct {
@@ -47,9 +47,12 @@ func (r *Registry) namespaceJSON(sc Scope, s *state, ns *namespace, summary bool
 	if !summary {
 		j.CreatorRequestId = ns.RequestID
 	}
+	// An HTTP namespace's DnsProperties is {}, as in the model's
+	// GetNamespace and ListNamespaces examples.
+	j.Properties.DnsProperties = &dnsPropertiesJSON{}
 	if ns.Type == "DNS_PRIVATE" || ns.Type == "DNS_PUBLIC" {
 		zone := "Z" + strings.ToUpper(strings.TrimPrefix(ns.ID, "ns-"))
-		j.Properties.DnsProperties = &dnsPropertiesJSON{HostedZoneId: &zone}
+		j.Properties.DnsProperties.HostedZoneId = &zone
 		if ns.SOATTL != nil {
 			j.Properties.DnsProperties.SOA = &soaJSON{TTL: ns.SOATTL}
 		}
@@ -121,7 +124,7 @@ func (r *Registry) createNamespace(ctx context.Context, sc Scope, in createNames
 	if err != nil {
 		return nil, err
 	}
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +231,7 @@ func (r *Registry) deleteNamespace(ctx context.Context, sc Scope, body []byte) (
 	if err != nil {
 		return nil, err
 	}
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return nil, err
 	}
