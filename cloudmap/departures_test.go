@@ -2,7 +2,13 @@ package cloudmap_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -83,4 +89,102 @@ func TestFiftyTagsPerResource(t *testing.T) {
 	must(c.TagResource(ctx, &sd.TagResourceInput{ResourceARN: ns.Arn, Tags: tagList("t", 50)})).get(t)
 	_, err = c.CreateService(ctx, &sd.CreateServiceInput{Name: aws.String("web"), NamespaceId: aws.String(nsID), Tags: tagList("t", 51)})
 	isA[*types.TooManyTagsException](t, "51 tags on a service", err)
+}
+
+// raw sends one Cloud Map request as access key key and returns the
+// answer's JSON document.
+func raw(t *testing.T, url, key, op, body string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Amz-Target", cloudmap.TargetPrefix+"."+op)
+	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+key+"/20260101/us-east-1/servicediscovery/aws4_request, SignedHeaders=host, Signature=00")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %v %v", op, resp.StatusCode, doc, err)
+	}
+	return doc
+}
+
+// An HTTP namespace's Properties has "DnsProperties": {} beside its
+// HttpProperties, as in the model's GetNamespace and ListNamespaces
+// examples (the SDK cannot tell an empty one from none, so this reads the
+// wire).
+func TestHTTPNamespaceHasEmptyDnsProperties(t *testing.T) {
+	n := newNode(t, limitertest.NewClock(), cloudmap.Options{})
+	op := raw(t, n.srv.URL, "AKIDWIRE", "CreateHttpNamespace", `{"Name":"example-http.com"}`)["OperationId"].(string)
+	got := raw(t, n.srv.URL, "AKIDWIRE", "GetOperation", `{"OperationId":"`+op+`"}`)
+	id := got["Operation"].(map[string]any)["Targets"].(map[string]any)["NAMESPACE"].(string)
+	want := `{"DnsProperties":{},"HttpProperties":{"HttpName":"example-http.com"}}`
+	ns := raw(t, n.srv.URL, "AKIDWIRE", "GetNamespace", `{"Id":"`+id+`"}`)["Namespace"].(map[string]any)
+	if b, _ := json.Marshal(ns["Properties"]); string(b) != want {
+		t.Errorf("GetNamespace's Properties: %s, want %s", b, want)
+	}
+	list := raw(t, n.srv.URL, "AKIDWIRE", "ListNamespaces", `{}`)["Namespaces"].([]any)
+	if b, _ := json.Marshal(list[0].(map[string]any)["Properties"]); string(b) != want {
+		t.Errorf("ListNamespaces' Properties: %s, want %s", b, want)
+	}
+}
+
+// An OperationId is 32 lowercase letters and digits, '-', and its
+// creation time in Unix milliseconds, base 36, as every AWS example is
+// ("gv4g5meo7ndmeh4fqskygvk23d2fijwa-k9302yzd", created at
+// 1587055860.121): from each operation that returns one, the Go API's
+// too (ListOperations).
+func TestOperationIdsHaveAWSForm(t *testing.T) {
+	// The registry's clock is at the example's time (the gateway's is
+	// its own).
+	clock := limitertest.NewClock()
+	clock.Advance(time.UnixMilli(1587055860121).Sub(clock.Now()))
+	n := newNode(t, limitertest.NewClock(), cloudmap.Options{Now: clock.Now})
+	c := n.client("AKIDOPID")
+	ctx := context.Background()
+	form := regexp.MustCompile(`^[a-z0-9]{32}-[a-z0-9]{8}$`)
+	check := func(what string, id *string) {
+		t.Helper()
+		op := must(c.GetOperation(ctx, &sd.GetOperationInput{OperationId: id})).get(t).Operation
+		_, suffix, _ := strings.Cut(aws.ToString(id), "-")
+		ms, err := strconv.ParseInt(suffix, 36, 64)
+		if !form.MatchString(aws.ToString(id)) || err != nil || ms != op.CreateDate.UnixMilli() {
+			t.Errorf("%s: OperationId %q, created at %d ms", what, aws.ToString(id), op.CreateDate.UnixMilli())
+		}
+	}
+	nsOp := must(c.CreateHttpNamespace(ctx, &sd.CreateHttpNamespaceInput{Name: aws.String("local")})).get(t).OperationId
+	if _, got, _ := strings.Cut(aws.ToString(nsOp), "-"); got != "k9302yzd" {
+		t.Errorf("the OperationId of an operation created at 1587055860.121 ends %q, want AWS's k9302yzd", got)
+	}
+	check("CreateHttpNamespace", nsOp)
+	nsID := namespaceID(t, c, nsOp)
+	clock.Advance(time.Second)
+	check("UpdateHttpNamespace", must(c.UpdateHttpNamespace(ctx, &sd.UpdateHttpNamespaceInput{Id: aws.String(nsID),
+		Namespace: &types.HttpNamespaceChange{Description: aws.String("d")}})).get(t).OperationId)
+	svcID := must(c.CreateService(ctx, &sd.CreateServiceInput{Name: aws.String("web"), NamespaceId: aws.String(nsID)})).get(t).Service.Id
+	check("UpdateService", must(c.UpdateService(ctx, &sd.UpdateServiceInput{Id: svcID, Service: &types.ServiceChange{Description: aws.String("d")}})).get(t).OperationId)
+	check("RegisterInstance", must(c.RegisterInstance(ctx, &sd.RegisterInstanceInput{ServiceId: svcID, InstanceId: aws.String("i-1"),
+		Attributes: map[string]string{"k": "v"}})).get(t).OperationId)
+	check("DeregisterInstance", must(c.DeregisterInstance(ctx, &sd.DeregisterInstanceInput{ServiceId: svcID, InstanceId: aws.String("i-1")})).get(t).OperationId)
+	sc := cloudmap.Scope{Account: "AKIDOPID", Region: "us-east-1"}
+	if err := n.reg.RegisterInstance(ctx, sc, "local", "web", "i-2", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.reg.DeregisterInstance(ctx, sc, "local", "web", "i-2"); err != nil {
+		t.Fatal(err)
+	}
+	must(c.DeleteService(ctx, &sd.DeleteServiceInput{Id: svcID})).get(t)
+	check("DeleteNamespace", must(c.DeleteNamespace(ctx, &sd.DeleteNamespaceInput{Id: aws.String(nsID)})).get(t).OperationId)
+	all := must(c.ListOperations(ctx, &sd.ListOperationsInput{})).get(t).Operations
+	if len(all) != 8 {
+		t.Errorf("ListOperations: %d operations, want 8", len(all))
+	}
+	for _, op := range all {
+		check("ListOperations", op.Id)
+	}
 }

@@ -34,7 +34,7 @@ func (r *Registry) registerInstance(ctx context.Context, sc Scope, body []byte) 
 	if err := checkAttributes(in.Attributes, r.lim.Attributes); err != nil {
 		return nil, err
 	}
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func (r *Registry) deregisterInstance(ctx context.Context, sc Scope, body []byte
 	if err := checkInstanceIn(in); err != nil {
 		return nil, err
 	}
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return nil, err
 	}

@@ -360,7 +360,20 @@ func jsonKind(k string) string {
 	}
 }
 
-// newID returns prefix and 16 random lowercase letters and digits.
+// newOpID returns an OperationId in AWS's form: 32 random lowercase
+// letters and digits, '-', and the time it was made in Unix milliseconds,
+// base 36 (8 digits until 2059), as in the model's examples
+// ("gv4g5meo7ndmeh4fqskygvk23d2fijwa-k9302yzd" for an operation created at
+// 1587055860.121).
+func (r *Registry) newOpID() (string, error) {
+	id, err := r.newID("", 32)
+	if err != nil {
+		return "", err
+	}
+	return id + "-" + strconv.FormatInt(r.nowMillis(), 36), nil
+}
+
+// newID returns prefix and n random lowercase letters and digits.
 func (r *Registry) newID(prefix string, n int) (string, error) {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	b := make([]byte, n)

@@ -119,7 +119,7 @@ func (r *Registry) updateNamespace(ctx context.Context, sc Scope, body []byte, t
 		}
 		ttl = p.DnsProperties.SOA.TTL
 	}
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (r *Registry) updateService(ctx context.Context, sc Scope, body []byte) (an
 	if err := checkHealthCheck(ch.HealthCheckConfig); err != nil {
 		return nil, err
 	}
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return nil, err
 	}
