@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -186,5 +187,24 @@ func TestOperationIdsHaveAWSForm(t *testing.T) {
 	}
 	for _, op := range all {
 		check("ListOperations", op.Id)
+	}
+}
+
+// RegisterInstance's Attributes is required, but the model's map has no
+// minimum length (and moto registers such instances): Attributes {}
+// registers an instance of an HTTP service, which DiscoverInstances finds;
+// no Attributes at all is InvalidInput.
+func TestRegisterInstanceWithEmptyAttributes(t *testing.T) {
+	n := newNode(t, limitertest.NewClock(), cloudmap.Options{})
+	c := n.client("AKIDEMPTY")
+	ctx := context.Background()
+	_, svcID := setup(t, c)
+	must(c.RegisterInstance(ctx, &sd.RegisterInstanceInput{ServiceId: aws.String(svcID), InstanceId: aws.String("i-1"),
+		Attributes: map[string]string{}})).get(t)
+	if ids, _ := discovered(t, c, &sd.DiscoverInstancesInput{NamespaceName: aws.String("local"), ServiceName: aws.String("web")}); !slices.Equal(ids, []string{"i-1"}) {
+		t.Fatalf("discovered %v, want i-1", ids)
+	}
+	if code, typ := call(t, n.srv.URL, "AKIDEMPTY", "", "RegisterInstance", `{"ServiceId":"`+svcID+`","InstanceId":"i-2"}`); code != 400 || typ != "InvalidInput" {
+		t.Fatalf("RegisterInstance without Attributes: %d %s, want 400 InvalidInput", code, typ)
 	}
 }

@@ -28,7 +28,9 @@ func (r *Registry) registerInstance(ctx context.Context, sc Scope, body []byte) 
 	if err := checkOptional("CreatorRequestId", in.CreatorRequestId, maxIDLen); err != nil {
 		return nil, err
 	}
-	if len(in.Attributes) == 0 {
+	// Attributes is required, but the model's map has no minimum
+	// length: {} registers an instance without attributes (as moto does).
+	if in.Attributes == nil {
 		return nil, invalid("Attributes is required")
 	}
 	if err := checkAttributes(in.Attributes, r.lim.Attributes); err != nil {
