@@ -104,10 +104,14 @@ func (r *Registry) register(s *state, sv *service, id string, attrs map[string]s
 		// (HEALTHY when absent).
 		in.Unhealthy = attrs["AWS_INIT_HEALTH_STATUS"] == "UNHEALTHY"
 	}
+	op := &operation{ID: opID, Type: "REGISTER_INSTANCE", Targets: map[string]string{"INSTANCE": id, "SERVICE": sv.ID}, Created: r.nowMillis()}
+	if err := s.roomFor(opBytes(op), codeResourceLimitExceeded); err != nil {
+		return "", err
+	}
 	if err := s.putInstance(sv, in, codeResourceLimitExceeded); err != nil {
 		return "", err
 	}
-	s.addOp(&operation{ID: opID, Type: "REGISTER_INSTANCE", Targets: map[string]string{"INSTANCE": id, "SERVICE": sv.ID}, Created: r.nowMillis()}, r.lim.Operations)
+	s.addOp(op, r.lim.Operations)
 	return opID, nil
 }
 

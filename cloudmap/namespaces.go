@@ -154,11 +154,15 @@ func (r *Registry) createNamespace(ctx context.Context, sc Scope, in createNames
 		now := r.nowMillis()
 		ns := &namespace{ID: id, Name: in.Name, Type: typ, Description: in.Description,
 			RequestID: in.CreatorRequestId, OpID: opID, Vpc: in.Vpc, SOATTL: ttl, Created: now}
+		op := &operation{ID: opID, Type: "CREATE_NAMESPACE", Targets: map[string]string{"NAMESPACE": id}, Created: now}
+		if err := s.roomFor(tagsBytes(tags)-tagsBytes(s.Tags[id])+opBytes(op), codeResourceLimitExceeded); err != nil {
+			return err
+		}
 		if err := s.putNamespace(ns, codeResourceLimitExceeded); err != nil {
 			return err
 		}
 		s.setTags(id, tags)
-		s.addOp(&operation{ID: opID, Type: "CREATE_NAMESPACE", Targets: map[string]string{"NAMESPACE": id}, Created: now}, r.lim.Operations)
+		s.addOp(op, r.lim.Operations)
 		return nil
 	})
 	if err != nil {

@@ -195,3 +195,61 @@ func TestRedisOneAccountsShareAcrossNodes(t *testing.T) {
 			want, wantRefusal.code, wantRefusal.message)
 	}
 }
+
+// updates has key update namespace "squat" up to n times through urls in
+// turn, and returns how many were accepted and the first refusal.
+func updates(t *testing.T, urls []string, key string, n int) (int, answer) {
+	t.Helper()
+	a := send(t, urls[0], key, "", "CreateHttpNamespace", `{"Name":"squat"}`)
+	if a.status != 200 {
+		t.Fatalf("CreateHttpNamespace: %d %s %s", a.status, a.code, a.message)
+	}
+	a = send(t, urls[0], key, "", "GetOperation", fmt.Sprintf(`{"OperationId":%q}`, a.doc["OperationId"]))
+	nsID := a.doc["Operation"].(map[string]any)["Targets"].(map[string]any)["NAMESPACE"].(string)
+	for i := range n {
+		a = send(t, urls[i%len(urls)], key, "", "UpdateHttpNamespace", fmt.Sprintf(`{"Id":%q,"Namespace":{"Description":"update %d"}}`, nsID, i))
+		if a.status != 200 {
+			return i, a
+		}
+	}
+	return n, answer{}
+}
+
+// The operations an account's changes leave (up to Limits.Operations of
+// them, for GetOperation and ListOperations) count in its share, in
+// memory and on Redis alike: an unknown account updating its namespace
+// over and over is refused once its share is full. (Before, operations
+// took no room, so each made-up key could hold 1,000 of them beyond its
+// share.)
+func TestOperationsCountInTheBudget(t *testing.T) {
+	lim := cloudmap.Limits{UnknownScopeBytes: 16 << 10}
+	mem, err := cloudmap.New(cloudmap.Options{Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	memSrv := httptest.NewServer(mem)
+	t.Cleanup(memSrv.Close)
+	want, wantRefusal := updates(t, []string{memSrv.URL}, "AKIDUPDATES", 200)
+	if wantRefusal.status != 400 || wantRefusal.code != "InvalidInput" || want >= 200 {
+		t.Fatalf("memory: %d updates, then %d %s %q; want a refusal (InvalidInput, the code UpdateHttpNamespace has for it)", want, wantRefusal.status, wantRefusal.code, wantRefusal.message)
+	}
+
+	srv := redistest.Start(t)
+	var urls []string
+	for range 2 {
+		client := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+		t.Cleanup(func() { client.Close() })
+		reg, err := cloudmap.New(cloudmap.Options{Redis: client, Limits: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := httptest.NewServer(reg)
+		t.Cleanup(s.Close)
+		urls = append(urls, s.URL)
+	}
+	got, refusal := updates(t, urls, "AKIDUPDATES", 200)
+	if got != want || refusal.code != wantRefusal.code || refusal.message != wantRefusal.message {
+		t.Fatalf("Redis, two nodes: %d updates, then %d %s %q; memory: %d, then %s %q", got, refusal.status, refusal.code, refusal.message,
+			want, wantRefusal.code, wantRefusal.message)
+	}
+}

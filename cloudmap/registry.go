@@ -66,7 +66,8 @@ type Limits struct {
 	// instance"), plus the AWS_ reserved ones.
 	Attributes int
 	// Operations remembered per scope for GetOperation and
-	// ListOperations, oldest forgotten first; default 1,000.
+	// ListOperations, oldest forgotten first; default 1,000. They count
+	// in an unknown account's share of UnknownBytes.
 	Operations int
 	// UnknownBytes is the memory, estimated, that all scopes of accounts
 	// nobody named share; default 64 MiB. Beyond it their creations get

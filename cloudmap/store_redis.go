@@ -233,7 +233,9 @@ func (r *redisStore) try(ctx context.Context, base, scope string, known bool, c 
 		return true, nil
 	}
 	if b != nil {
-		if err := r.reserve(ctx, scope, s.size, s.size > size, b); err != nil {
+		// Only a change that checked for room can be refused for it: one
+		// that did not (a deregistration) frees about what it takes.
+		if err := r.reserve(ctx, scope, s.size, s.size > size && b.code != "", b); err != nil {
 			c.valid = false // s holds a change Redis does not have
 			return true, err
 		}

@@ -133,6 +133,10 @@ func applyRecord(s *state, f, v string) error {
 			s.reqs[in.RequestID] = reqRef{svcID, instID}
 		}
 	case kindOperation:
+		old := s.Ops[id]
+		if old != nil {
+			s.size -= opBytes(old)
+		}
 		if v == "" {
 			delete(s.Ops, id)
 			return nil
@@ -141,10 +145,11 @@ func applyRecord(s *state, f, v string) error {
 		if err := json.Unmarshal([]byte(v), op); err != nil {
 			return bad(err)
 		}
-		if s.Ops[id] == nil {
+		if old == nil {
 			s.OpOrder = append(s.OpOrder, id)
 		}
 		s.Ops[id] = op
+		s.size += opBytes(op)
 	case kindTags:
 		s.size -= tagsBytes(s.Tags[id])
 		if v == "" {

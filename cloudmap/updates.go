@@ -135,17 +135,22 @@ func (r *Registry) updateNamespace(ctx context.Context, sc Scope, body []byte, t
 			opID = ns.UpdateOp // a retry
 			return nil
 		}
+		c := *ns // views may hold ns
 		if ch.Description != nil {
-			ns.Description = *ch.Description
+			c.Description = *ch.Description
 		}
 		if ttl != nil {
 			v := *ttl
-			ns.SOATTL = &v
+			c.SOATTL = &v
 		}
 		now := r.nowMillis()
-		ns.Updated, ns.UpdaterID, ns.UpdateOp = now, in.UpdaterRequestId, opID
-		s.changedNamespace(ns)
-		s.addOp(&operation{ID: opID, Type: "UPDATE_NAMESPACE", Targets: map[string]string{"NAMESPACE": ns.ID}, Created: now}, r.lim.Operations)
+		c.Updated, c.UpdaterID, c.UpdateOp = now, in.UpdaterRequestId, opID
+		op := &operation{ID: opID, Type: "UPDATE_NAMESPACE", Targets: map[string]string{"NAMESPACE": ns.ID}, Created: now}
+		if err := s.roomFor(nsBytes(&c)-nsBytes(ns)+opBytes(op), codeInvalidInput); err != nil {
+			return err
+		}
+		s.changedNamespace(&c, nsBytes(ns))
+		s.addOp(op, r.lim.Operations)
 		return nil
 	})
 	if err != nil {
@@ -220,11 +225,15 @@ func (r *Registry) updateService(ctx context.Context, sc Scope, body []byte) (an
 			c.DNS = &d
 		}
 		c.HealthCheck = ch.HealthCheckConfig
+		op := &operation{ID: opID, Type: "UPDATE_SERVICE", Targets: map[string]string{"SERVICE": sv.ID}, Created: r.nowMillis()}
+		if err := s.roomFor(opBytes(op), codeInvalidInput); err != nil {
+			return err
+		}
 		if err := s.changedService(&c, old, codeInvalidInput); err != nil {
 			return err
 		}
 		s.Services[sv.ID] = &c
-		s.addOp(&operation{ID: opID, Type: "UPDATE_SERVICE", Targets: map[string]string{"SERVICE": sv.ID}, Created: r.nowMillis()}, r.lim.Operations)
+		s.addOp(op, r.lim.Operations)
 		return nil
 	})
 	if err != nil {
