@@ -62,8 +62,9 @@
 // hash, each service's instances in another) beside a revision counter and
 // a stream of changes; a change is one Lua script that checks the counter
 // and writes only what changed, so its cost does not grow with the
-// registry (see redisStore). Each node caches the scopes it reads and
-// follows the stream. While Redis does not answer within
+// registry (see redisStore). Each node caches the scopes it reads, at
+// most Options.RedisCacheBytes of them (least recently used forgotten
+// first), and follows the stream. While Redis does not answer within
 // Options.StoreTimeout, DiscoverInstances and DiscoverInstancesRevision
 // answer from the state the node last read (at most Options.MaxStale old);
 // everything else fails. The client must honour context deadlines
@@ -72,7 +73,9 @@
 // Options.Limits bound it: AWS's per-account quotas (50 namespaces, 10,000
 // services, 1,000 instances per service, 2,000 per namespace, 30 custom
 // attributes of at most 255/1,024 characters and 5,000 in all per
-// instance), and, in memory, a budget that the accounts nobody named share
-// (accounts the gateway mapped from an access key, DefaultScope and the Go
-// API's are never refused for it). Request bodies are bounded.
+// instance, 50 tags per resource), and a budget that the accounts nobody
+// named share (accounts the gateway mapped from an access key,
+// DefaultScope and the Go API's are never refused for it): in memory, or
+// in Redis, where every node draws on the same one. Request bodies are
+// bounded.
 package cloudmap

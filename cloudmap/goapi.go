@@ -52,11 +52,15 @@ func (r *Registry) RegisterInstance(ctx context.Context, sc Scope, namespace, se
 		return goError(err)
 	}
 	ids := make([]string, 3)
-	for i, p := range []string{"ns-", "srv-", ""} {
+	for i, p := range []string{"ns-", "srv-"} {
 		var err error
-		if ids[i], err = r.newID(p, 16+16*btoi(p == "")); err != nil {
+		if ids[i], err = r.newID(p, 16); err != nil {
 			return err
 		}
+	}
+	var err error
+	if ids[2], err = r.newOpID(); err != nil {
+		return err
 	}
 	return goError(r.update(ctx, sc, func(s *state) error {
 		sv, err := findByName(s, namespace, service)
@@ -70,13 +74,6 @@ func (r *Registry) RegisterInstance(ctx context.Context, sc Scope, namespace, se
 		_, err = r.register(s, sv, id, attrs, "", ids[2])
 		return err
 	}))
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // ensureService creates the namespace (when newNS) and service that
@@ -116,7 +113,7 @@ func (r *Registry) ensureService(s *state, newNS bool, nsName, svcName, nsID, sv
 func (r *Registry) DeregisterInstance(ctx context.Context, sc Scope, namespace, service, id string) error {
 	sc = sc.normal()
 	r.markKnown(sc)
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return err
 	}

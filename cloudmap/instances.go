@@ -28,13 +28,15 @@ func (r *Registry) registerInstance(ctx context.Context, sc Scope, body []byte) 
 	if err := checkOptional("CreatorRequestId", in.CreatorRequestId, maxIDLen); err != nil {
 		return nil, err
 	}
-	if len(in.Attributes) == 0 {
+	// Attributes is required, but the model's map has no minimum
+	// length: {} registers an instance without attributes (as moto does).
+	if in.Attributes == nil {
 		return nil, invalid("Attributes is required")
 	}
 	if err := checkAttributes(in.Attributes, r.lim.Attributes); err != nil {
 		return nil, err
 	}
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return nil, err
 	}
@@ -102,10 +104,14 @@ func (r *Registry) register(s *state, sv *service, id string, attrs map[string]s
 		// (HEALTHY when absent).
 		in.Unhealthy = attrs["AWS_INIT_HEALTH_STATUS"] == "UNHEALTHY"
 	}
+	op := &operation{ID: opID, Type: "REGISTER_INSTANCE", Targets: map[string]string{"INSTANCE": id, "SERVICE": sv.ID}, Created: r.nowMillis()}
+	if err := s.roomFor(opBytes(op), codeResourceLimitExceeded); err != nil {
+		return "", err
+	}
 	if err := s.putInstance(sv, in, codeResourceLimitExceeded); err != nil {
 		return "", err
 	}
-	s.addOp(&operation{ID: opID, Type: "REGISTER_INSTANCE", Targets: map[string]string{"INSTANCE": id, "SERVICE": sv.ID}, Created: r.nowMillis()}, r.lim.Operations)
+	s.addOp(op, r.lim.Operations)
 	return opID, nil
 }
 
@@ -142,7 +148,7 @@ func (r *Registry) deregisterInstance(ctx context.Context, sc Scope, body []byte
 	if err := checkInstanceIn(in); err != nil {
 		return nil, err
 	}
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ func call(t *testing.T, url, key, account, op, body string) (int, string) {
 		t.Fatal(err)
 	}
 	req.Header.Set("X-Amz-Target", cloudmap.TargetPrefix+"."+op)
+	req.Header.Set("Content-Type", "application/x-amz-json-1.1")
 	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+key+"/20260101/us-east-1/servicediscovery/aws4_request, SignedHeaders=host, Signature=00")
 	if account != "" {
 		req.Header.Set(gateway.HeaderAccount, account)

@@ -17,7 +17,7 @@ type (
 	}
 	httpPropertiesJSON struct{ HttpName string }
 	nsPropertiesJSON   struct {
-		DnsProperties  *dnsPropertiesJSON `json:",omitempty"`
+		DnsProperties  *dnsPropertiesJSON
 		HttpProperties *httpPropertiesJSON
 	}
 	namespaceJSON struct {
@@ -47,9 +47,12 @@ func (r *Registry) namespaceJSON(sc Scope, s *state, ns *namespace, summary bool
 	if !summary {
 		j.CreatorRequestId = ns.RequestID
 	}
+	// An HTTP namespace's DnsProperties is {}, as in the model's
+	// GetNamespace and ListNamespaces examples.
+	j.Properties.DnsProperties = &dnsPropertiesJSON{}
 	if ns.Type == "DNS_PRIVATE" || ns.Type == "DNS_PUBLIC" {
 		zone := "Z" + strings.ToUpper(strings.TrimPrefix(ns.ID, "ns-"))
-		j.Properties.DnsProperties = &dnsPropertiesJSON{HostedZoneId: &zone}
+		j.Properties.DnsProperties.HostedZoneId = &zone
 		if ns.SOATTL != nil {
 			j.Properties.DnsProperties.SOA = &soaJSON{TTL: ns.SOATTL}
 		}
@@ -121,7 +124,7 @@ func (r *Registry) createNamespace(ctx context.Context, sc Scope, in createNames
 	if err != nil {
 		return nil, err
 	}
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return nil, err
 	}
@@ -151,11 +154,15 @@ func (r *Registry) createNamespace(ctx context.Context, sc Scope, in createNames
 		now := r.nowMillis()
 		ns := &namespace{ID: id, Name: in.Name, Type: typ, Description: in.Description,
 			RequestID: in.CreatorRequestId, OpID: opID, Vpc: in.Vpc, SOATTL: ttl, Created: now}
+		op := &operation{ID: opID, Type: "CREATE_NAMESPACE", Targets: map[string]string{"NAMESPACE": id}, Created: now}
+		if err := s.roomFor(tagsBytes(tags)-tagsBytes(s.Tags[id])+opBytes(op), codeResourceLimitExceeded); err != nil {
+			return err
+		}
 		if err := s.putNamespace(ns, codeResourceLimitExceeded); err != nil {
 			return err
 		}
 		s.setTags(id, tags)
-		s.addOp(&operation{ID: opID, Type: "CREATE_NAMESPACE", Targets: map[string]string{"NAMESPACE": id}, Created: now}, r.lim.Operations)
+		s.addOp(op, r.lim.Operations)
 		return nil
 	})
 	if err != nil {
@@ -228,7 +235,7 @@ func (r *Registry) deleteNamespace(ctx context.Context, sc Scope, body []byte) (
 	if err != nil {
 		return nil, err
 	}
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return nil, err
 	}

@@ -66,11 +66,14 @@ type Limits struct {
 	// instance"), plus the AWS_ reserved ones.
 	Attributes int
 	// Operations remembered per scope for GetOperation and
-	// ListOperations, oldest forgotten first; default 1,000.
+	// ListOperations, oldest forgotten first; default 1,000. They count
+	// in an unknown account's share of UnknownBytes.
 	Operations int
 	// UnknownBytes is the memory, estimated, that all scopes of accounts
 	// nobody named share; default 64 MiB. Beyond it their creations get
-	// ResourceLimitExceeded; named accounts are not affected.
+	// ResourceLimitExceeded; named accounts are not affected. With
+	// Options.Redis it is one budget, kept in Redis, for every node that
+	// shares it (give them all the same Limits).
 	UnknownBytes int64
 	// UnknownScopeBytes is what one such scope may hold of it; default
 	// 4 MiB.
@@ -114,6 +117,11 @@ type Options struct {
 	Redis goredis.UniversalClient
 	// RedisPrefix starts every Redis key; empty means "tollgate:cloudmap:".
 	RedisPrefix string
+	// RedisCacheBytes bounds the state, estimated as Limits.UnknownBytes
+	// estimates it, that a node keeps of what it read from Redis: the
+	// accounts least recently used are forgotten first and read again
+	// when asked for. 0 means 128 MiB.
+	RedisCacheBytes int64
 	// Limits bound what the registry holds.
 	Limits Limits
 	// StoreTimeout bounds each Redis call; 0 means 1 s. When it passes,
@@ -146,10 +154,11 @@ type Registry struct {
 }
 
 // New returns a registry; it starts nothing. It fails only when
-// OperationDelay or MaxBodyBytes is negative.
+// OperationDelay, MaxBodyBytes, StoreTimeout or RedisCacheBytes is
+// negative.
 func New(opts Options) (*Registry, error) {
-	if opts.OperationDelay < 0 || opts.MaxBodyBytes < 0 || opts.StoreTimeout < 0 {
-		return nil, errors.New("cloudmap: OperationDelay, MaxBodyBytes and StoreTimeout must not be negative")
+	if opts.OperationDelay < 0 || opts.MaxBodyBytes < 0 || opts.StoreTimeout < 0 || opts.RedisCacheBytes < 0 {
+		return nil, errors.New("cloudmap: OperationDelay, MaxBodyBytes, StoreTimeout and RedisCacheBytes must not be negative")
 	}
 	r := &Registry{now: opts.Now, rand: opts.Rand, delay: opts.OperationDelay,
 		lim: opts.Limits.withDefaults(), log: opts.Logger, maxBody: opts.MaxBodyBytes}
@@ -177,7 +186,12 @@ func New(opts Options) (*Registry, error) {
 		if maxStale == 0 {
 			maxStale = 5 * time.Minute
 		}
-		r.store = newRedisStore(opts.Redis, p, timeout, maxStale, r.now)
+		cacheBytes := opts.RedisCacheBytes
+		if cacheBytes == 0 {
+			cacheBytes = 128 << 20
+		}
+		r.store = newRedisStore(redisConfig{client: opts.Redis, prefix: p, timeout: timeout, maxStale: maxStale, now: r.now,
+			budget: budget{max: r.lim.UnknownBytes, perScope: r.lim.UnknownScopeBytes}, cacheBytes: cacheBytes})
 	} else {
 		r.store = newMemStore(r.lim)
 	}
@@ -360,7 +374,20 @@ func jsonKind(k string) string {
 	}
 }
 
-// newID returns prefix and 16 random lowercase letters and digits.
+// newOpID returns an OperationId in AWS's form: 32 random lowercase
+// letters and digits, '-', and the time it was made in Unix milliseconds,
+// base 36 (8 digits until 2059), as in the model's examples
+// ("gv4g5meo7ndmeh4fqskygvk23d2fijwa-k9302yzd" for an operation created at
+// 1587055860.121).
+func (r *Registry) newOpID() (string, error) {
+	id, err := r.newID("", 32)
+	if err != nil {
+		return "", err
+	}
+	return id + "-" + strconv.FormatInt(r.nowMillis(), 36), nil
+}
+
+// newID returns prefix and n random lowercase letters and digits.
 func (r *Registry) newID(prefix string, n int) (string, error) {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	b := make([]byte, n)

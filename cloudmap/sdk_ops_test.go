@@ -127,7 +127,7 @@ func TestSDKUpdatesTagsAttributesOperations(t *testing.T) {
 	_, err = c.GetServiceAttributes(ctx, &sd.GetServiceAttributesInput{ServiceId: aws.String("srv-none")})
 	isA[*types.ServiceNotFound](t, "attributes of no service", err)
 
-	// Tags: given at creation, read back, added, removed; at most 200.
+	// Tags: given at creation, read back, added, removed; at most 50.
 	tags := func(resARN *string) []string {
 		var kv []string
 		for _, tg := range must(c.ListTagsForResource(ctx, &sd.ListTagsForResourceInput{ResourceARN: resARN})).get(t).Tags {

@@ -125,8 +125,8 @@ func (r *Registry) createService(ctx context.Context, sc Scope, body []byte) (an
 		switch {
 		case ns.Type == "HTTP" && in.DnsConfig != nil:
 			return invalid("namespace %s is an HTTP namespace: a service in it takes no DnsConfig", ns.ID)
-		case ns.Type == "HTTP" && in.HealthCheckConfig != nil:
-			return invalid("namespace %s is an HTTP namespace: HealthCheckConfig (Route 53) is for public DNS namespaces", ns.ID)
+		case ns.Type == "DNS_PRIVATE" && in.HealthCheckConfig != nil:
+			return invalid("namespace %s is a private DNS namespace: HealthCheckConfig is for public DNS and HTTP namespaces only", ns.ID)
 		case ns.Type != "HTTP" && in.Type != "HTTP":
 			if in.DnsConfig == nil {
 				return invalid("namespace %s is a DNS namespace: DnsConfig is required unless Type is HTTP", ns.ID)

@@ -53,7 +53,7 @@ type service struct {
 	Description string            `json:"description,omitempty"`
 	RequestID   string            `json:"creator_request_id,omitempty"`
 	DNS         *dnsConfig        `json:"dns,omitempty"`
-	HealthCheck *healthCheckJSON  `json:"health_check,omitempty"` // Route 53 (public DNS), stored only
+	HealthCheck *healthCheckJSON  `json:"health_check,omitempty"` // public DNS and HTTP namespaces, stored only
 	Custom      *int32            `json:"custom_failure_threshold,omitempty"`
 	HasCustom   bool              `json:"custom_health,omitempty"`
 	Created     int64             `json:"created"`
@@ -139,6 +139,14 @@ func instBytes(in *instance) int64 {
 	return instanceBytes + int64(len(in.ID)+len(in.RequestID)+len(in.OpID)) + attrsBytes(in.Attrs)
 }
 
+func opBytes(op *operation) int64 {
+	n := operationBytes + int64(len(op.ID)+len(op.Type))
+	for k, v := range op.Targets {
+		n += int64(len(k) + len(v))
+	}
+	return n
+}
+
 func tagsBytes(tags []tagJSON) int64 {
 	n := int64(0)
 	for _, t := range tags {
@@ -178,10 +186,12 @@ func (s *state) putNamespace(ns *namespace, code string) error {
 	return nil
 }
 
-// changedNamespace records a change to ns in place (its size barely
-// moves: names and descriptions are bounded).
-func (s *state) changedNamespace(ns *namespace) {
+// changedNamespace records ns, a changed copy of a namespace of the state
+// whose size was old, after the caller checked room for it (roomFor).
+func (s *state) changedNamespace(ns *namespace, old int64) {
 	s.Seq++
+	s.resize(nsBytes(ns) - old)
+	s.Namespaces[ns.ID] = ns
 	s.note(kindNamespace, ns.ID, "")
 }
 
@@ -304,22 +314,42 @@ func (s *state) setTags(id string, tags []tagJSON) {
 
 // roomForTags checks that tags fit where old ones are now.
 func (s *state) roomForTags(id string, tags []tagJSON, code string) error {
-	n := tagsBytes(tags) - tagsBytes(s.Tags[id])
+	return s.roomFor(tagsBytes(tags)-tagsBytes(s.Tags[id]), code)
+}
+
+// roomFor checks, before a change, that n more bytes fit, or fails with
+// code. A nil budget always has room.
+func (s *state) roomFor(n int64, code string) error {
 	if n > 0 && s.budget != nil {
 		return s.budget.check(s.size, n, code)
 	}
 	return nil
 }
 
-// addOp records an operation, forgetting the oldest beyond max. Operations
-// are bounded by count, so they take no room from the budget.
+// resize counts n more bytes (fewer when negative) whose room the caller
+// checked, or which a change that frees more needs.
+func (s *state) resize(n int64) {
+	s.size += n
+	if s.budget != nil {
+		s.budget.used += n
+	}
+}
+
+// addOp records an operation, forgetting the oldest beyond max. It counts
+// in the state's size: a change that records one checks room for it
+// (roomFor with opBytes) before it changes anything, unless it frees more
+// than the operation takes.
 func (s *state) addOp(op *operation, max int) {
 	s.Seq++
 	op.Seq = s.Seq
 	s.Ops[op.ID] = op
 	s.OpOrder = append(s.OpOrder, op.ID)
+	s.resize(opBytes(op))
 	s.note(kindOperation, op.ID, "")
 	for len(s.OpOrder) > max {
+		if old := s.Ops[s.OpOrder[0]]; old != nil {
+			s.resize(-opBytes(old))
+		}
 		delete(s.Ops, s.OpOrder[0])
 		s.note(kindOperation, s.OpOrder[0], "")
 		s.OpOrder = s.OpOrder[1:]
@@ -359,6 +389,9 @@ func (s *state) reindex() {
 	}
 	for _, t := range s.Tags {
 		s.size += tagsBytes(t)
+	}
+	for _, op := range s.Ops {
+		s.size += opBytes(op)
 	}
 	s.OpOrder = slices.SortedFunc(maps.Keys(s.Ops), func(a, b string) int {
 		return int(s.Ops[a].Seq - s.Ops[b].Seq)

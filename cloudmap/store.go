@@ -26,21 +26,34 @@ var errStoreConflict = errors.New("cloudmap: too many concurrent updates of one 
 
 // budget is the memory that the scopes of unknown accounts share: taken
 // as they grow, given back as they shrink. One scope may hold at most
-// perScope of it, so that no single made-up key fills it alone.
+// perScope of it, so that no single made-up key fills it alone. code is
+// the error code of the last check, for a store that learns only later
+// (the Redis store, when it reserves the room in Redis) that there was
+// none.
 type budget struct {
 	used, max, perScope int64
+	code                string
 }
 
 func (b *budget) check(size, n int64, code string) error {
+	b.code = code
 	switch {
 	case size+n > b.perScope:
 		return &apiError{Code: code, Message: "this account's registry is full: an account not named in the gateway's access_keys holds at most " +
 			strconv.FormatInt(b.perScope>>10, 10) + " KiB here"}
 	case b.used+n > b.max:
-		return &apiError{Code: code, Message: "the registry's room for accounts not named in the gateway's access_keys (" +
-			strconv.FormatInt(b.max>>20, 10) + " MiB) is full; named accounts are not affected"}
+		return b.full(code)
 	}
 	return nil
+}
+
+// full is the error when the shared room is taken.
+func (b *budget) full(code string) error {
+	if code == "" {
+		code = codeResourceLimitExceeded
+	}
+	return &apiError{Code: code, Message: "the registry's room for accounts not named in the gateway's access_keys (" +
+		strconv.FormatInt(b.max>>20, 10) + " MiB) is full; named accounts are not affected"}
 }
 
 func (b *budget) take(size, n int64, code string) error {

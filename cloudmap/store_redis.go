@@ -1,15 +1,14 @@
 package cloudmap
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -34,63 +33,54 @@ import (
 // its Seq on (a full reload only when it fell more than the log behind).
 // A node's own updates of a scope are serialized, so they conflict only
 // with other nodes'.
+//
+// The scopes of unknown accounts share a budget as in memory (see
+// budget), kept in Redis so that every node draws on the same one: the
+// hash <prefix>{unknown-accounts} holds each such scope's size and, in
+// field "*", their sum. An update reserves its scope's new size there in
+// one script (reserveScript) before it commits; a reservation made for a
+// commit that then lost its race is set right by the next one, since each
+// sets the scope's size outright.
+//
+// A node's cache is bounded in estimated bytes (cacheBytes): the scopes
+// least recently used are forgotten first.
 type redisStore struct {
-	client   goredis.UniversalClient
-	prefix   string
-	timeout  time.Duration
-	maxStale time.Duration
-	now      func() time.Time
+	redisConfig
 
 	mu     sync.Mutex
 	scopes map[string]*cached
+	lru    list.List // of *cached, most recently used first
+	bytes  int64     // estimated bytes of the cached states
 }
 
-// cached is one node's copy of a scope.
-type cached struct {
-	wmu   sync.Mutex   // held by an update of this node from refresh to commit
-	mu    sync.RWMutex // guards s and valid
-	s     *state       // nil until first read
-	valid bool         // s is the state at s.Seq in Redis
-	read  atomic.Int64 // Unix ms when Redis last confirmed s
-	// failed is when (wall clock, Unix ns) an update last failed to reach
-	// Redis, 0 after a success: updates that were queued behind a failing
-	// one fail at once instead of each waiting out the timeout.
-	failed atomic.Int64
+// redisConfig configures a redisStore.
+type redisConfig struct {
+	prefix     string
+	timeout    time.Duration
+	maxStale   time.Duration
+	now        func() time.Time
+	budget     budget // max and perScope of the unknown accounts' room
+	cacheBytes int64
+	client     goredis.UniversalClient
 }
 
 const (
 	// logLength is about how many changes the log keeps per scope.
 	logLength = 2048
-	// maxCachedScopes bounds the scopes a node caches.
-	maxCachedScopes = 4096
+	// unknownLogLength is the same for a scope of an unknown account:
+	// its log is Redis memory the shared budget does not count.
+	unknownLogLength = 64
 	// maxUpdateAttempts bounds the optimistic retries of one update.
 	maxUpdateAttempts = 50
 )
 
-func newRedisStore(c goredis.UniversalClient, prefix string, timeout, maxStale time.Duration, now func() time.Time) *redisStore {
-	return &redisStore{client: c, prefix: prefix, timeout: timeout, maxStale: maxStale, now: now, scopes: map[string]*cached{}}
+func newRedisStore(cfg redisConfig) *redisStore {
+	return &redisStore{redisConfig: cfg, scopes: map[string]*cached{}}
 }
 
 var braces = strings.NewReplacer("{", "%7B", "}", "%7D")
 
 func (r *redisStore) base(scope string) string { return r.prefix + "{" + braces.Replace(scope) + "}:" }
-
-func (r *redisStore) cache(scope string) *cached {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c := r.scopes[scope]
-	if c == nil {
-		if len(r.scopes) >= maxCachedScopes {
-			for k := range r.scopes { // forget any one
-				delete(r.scopes, k)
-				break
-			}
-		}
-		c = &cached{}
-		r.scopes[scope] = c
-	}
-	return c
-}
 
 // storeError wraps a Redis failure.
 func storeError(op string, err error) error { return fmt.Errorf("cloudmap: redis %s: %w", op, err) }
@@ -128,200 +118,12 @@ func (r *redisStore) refresh(ctx context.Context, base string, c *cached, seq in
 	return nil
 }
 
-// readLog applies the log's entries after s.Seq to s. It reports false,
-// leaving s as it was, when the log no longer holds them all.
-func (r *redisStore) readLog(ctx context.Context, base string, s *state) (bool, error) {
-	entries, err := r.client.XRange(ctx, base+"log", strconv.FormatInt(s.Seq+1, 10), "+").Result()
-	if err != nil {
-		return false, storeError("XRANGE log", err)
-	}
-	prev := s.Seq
-	for _, e := range entries {
-		if p, _ := e.Values["^"].(string); p != strconv.FormatInt(prev, 10) {
-			return false, nil // trimmed past s.Seq, or a gap
-		}
-		seq, err := strconv.ParseInt(strings.TrimSuffix(e.ID, "-0"), 10, 64)
-		if err != nil {
-			return false, nil
-		}
-		prev = seq
-	}
-	if len(entries) == 0 {
-		return false, nil
-	}
-	for _, e := range entries {
-		for f, v := range e.Values {
-			if f == "^" {
-				continue
-			}
-			sv, _ := v.(string)
-			if err := applyRecord(s, f, sv); err != nil {
-				return false, err
-			}
-		}
-	}
-	s.Seq = prev
-	s.OpOrder = slices.DeleteFunc(s.OpOrder, func(id string) bool { return s.Ops[id] == nil })
-	return true, nil
-}
-
-// applyRecord sets the record named f (a rec field, or i:<svc>:<id>) to
-// its JSON v; "" deletes it.
-func applyRecord(s *state, f, v string) error {
-	kind, id, ok := strings.Cut(f, ":")
-	if !ok {
-		return fmt.Errorf("cloudmap: redis record %q: no kind", f)
-	}
-	bad := func(err error) error { return fmt.Errorf("cloudmap: redis record %s: %w", f, err) }
-	switch kind {
-	case kindNamespace:
-		if v == "" {
-			delete(s.Namespaces, id)
-			return nil
-		}
-		ns := &namespace{}
-		if err := json.Unmarshal([]byte(v), ns); err != nil {
-			return bad(err)
-		}
-		s.Namespaces[id] = ns
-	case kindService:
-		if v == "" {
-			delete(s.Services, id)
-			return nil
-		}
-		sv := &service{}
-		if err := json.Unmarshal([]byte(v), sv); err != nil {
-			return bad(err)
-		}
-		if old := s.Services[id]; old != nil {
-			sv.Instances, sv.Revision = old.Instances, old.Revision
-		} else {
-			sv.Instances = map[string]*instance{}
-		}
-		s.Services[id] = sv
-	case kindRevision:
-		if sv := s.Services[id]; sv != nil && v != "" {
-			rev, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return bad(err)
-			}
-			sv.Revision = rev
-		}
-	case kindInstance:
-		svcID, instID, _ := strings.Cut(id, ":")
-		sv := s.Services[svcID]
-		if sv == nil {
-			return nil
-		}
-		if old := sv.Instances[instID]; old != nil && old.RequestID != "" {
-			delete(s.reqs, old.RequestID)
-		}
-		if v == "" {
-			delete(sv.Instances, instID)
-			return nil
-		}
-		in := &instance{}
-		if err := json.Unmarshal([]byte(v), in); err != nil {
-			return bad(err)
-		}
-		sv.Instances[instID] = in
-		if in.RequestID != "" {
-			s.reqs[in.RequestID] = reqRef{svcID, instID}
-		}
-	case kindOperation:
-		if v == "" {
-			delete(s.Ops, id)
-			return nil
-		}
-		op := &operation{}
-		if err := json.Unmarshal([]byte(v), op); err != nil {
-			return bad(err)
-		}
-		if s.Ops[id] == nil {
-			s.OpOrder = append(s.OpOrder, id)
-		}
-		s.Ops[id] = op
-	case kindTags:
-		if v == "" {
-			delete(s.Tags, id)
-			return nil
-		}
-		var tags []tagJSON
-		if err := json.Unmarshal([]byte(v), &tags); err != nil {
-			return bad(err)
-		}
-		s.Tags[id] = tags
-	default:
-		return fmt.Errorf("cloudmap: redis record %q: unknown kind", f)
-	}
-	return nil
-}
-
-// load reads a scope whole: its records, then the instances of its
-// services, both at one Seq.
-func (r *redisStore) load(ctx context.Context, base string) (*state, error) {
-	for range maxUpdateAttempts {
-		var seq1 *goredis.StringCmd
-		var rec *goredis.MapStringStringCmd
-		if _, err := r.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			seq1 = p.Get(ctx, base+"seq")
-			rec = p.HGetAll(ctx, base+"rec")
-			return nil
-		}); err != nil && !errors.Is(err, goredis.Nil) {
-			return nil, storeError("load", err)
-		}
-		s := newState()
-		for f, v := range rec.Val() {
-			if err := applyRecord(s, f, v); err != nil {
-				return nil, err
-			}
-		}
-		ids := slices.Sorted(func(yield func(string) bool) {
-			for id := range s.Services {
-				if !yield(id) {
-					return
-				}
-			}
-		})
-		var seq2 *goredis.StringCmd
-		insts := make([]*goredis.MapStringStringCmd, len(ids))
-		if _, err := r.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			seq2 = p.Get(ctx, base+"seq")
-			for i, id := range ids {
-				insts[i] = p.HGetAll(ctx, base+"i:"+id)
-			}
-			return nil
-		}); err != nil && !errors.Is(err, goredis.Nil) {
-			return nil, storeError("load", err)
-		}
-		if seq1.Val() != seq2.Val() {
-			continue // changed in between
-		}
-		for i, id := range ids {
-			for instID, v := range insts[i].Val() {
-				if err := applyRecord(s, kindInstance+":"+id+":"+instID, v); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if v := seq1.Val(); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("cloudmap: redis seq %q: %w", v, err)
-			}
-			s.Seq = n
-		}
-		s.reindex()
-		return s, nil
-	}
-	return nil, errStoreConflict
-}
-
 func (r *redisStore) view(ctx context.Context, scope string, stale bool, fn func(*state) error) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	base := r.base(scope)
 	c := r.cache(scope)
+	defer r.account(c) // after c's lock is released
 	seq, err := r.getSeq(ctx, base)
 	if err == nil {
 		c.mu.RLock()
@@ -353,9 +155,10 @@ func (r *redisStore) staleView(c *cached, stale bool, err error, fn func(*state)
 	return fn(c.s)
 }
 
-func (r *redisStore) update(ctx context.Context, scope string, _ bool, fn func(*state) error) error {
+func (r *redisStore) update(ctx context.Context, scope string, known bool, fn func(*state) error) error {
 	base := r.base(scope)
 	c := r.cache(scope)
+	defer r.account(c)
 	queued := time.Now().UnixNano()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -366,11 +169,19 @@ func (r *redisStore) update(ctx context.Context, scope string, _ bool, fn func(*
 	// are done: it bounds the Redis calls, not the queue.
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
+	if known && !c.released.Load() {
+		// An account becomes known (named in access_keys, or the
+		// autoscaler's): what it holds leaves the shared budget.
+		if err := r.reserve(ctx, scope, 0, false, nil); err != nil {
+			return err
+		}
+		c.released.Store(true)
+	}
 	for range maxUpdateAttempts {
 		seq, err := r.getSeq(ctx, base)
 		if err == nil {
 			var done bool
-			if done, err = r.try(ctx, base, c, seq, fn); !done && err == nil {
+			if done, err = r.try(ctx, base, scope, known, c, seq, fn); !done && err == nil {
 				continue // another node changed the scope first
 			}
 		}
@@ -386,15 +197,30 @@ func (r *redisStore) update(ctx context.Context, scope string, _ bool, fn func(*
 }
 
 // try runs fn on c brought to seq and commits what it changed; done is
-// false when another node changed the scope first.
-func (r *redisStore) try(ctx context.Context, base string, c *cached, seq int64, fn func(*state) error) (done bool, err error) {
+// false when another node changed the scope first. The scope of an
+// unknown account draws on the shared budget: fn checks against the sum
+// read from Redis, and the scope's new size is reserved there, atomically,
+// before the commit.
+func (r *redisStore) try(ctx context.Context, base, scope string, known bool, c *cached, seq int64, fn func(*state) error) (done bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := r.refresh(ctx, base, c, seq); err != nil {
 		return true, err
 	}
 	s := c.s
-	before := s.Seq
+	var b *budget
+	if !known {
+		sum, own, err := r.budgetUsed(ctx, scope)
+		if err != nil {
+			return true, err
+		}
+		// The sum, with this scope at its size now (for a scope new to
+		// Redis, its own bytes, which it takes if it creates anything).
+		b = &budget{used: sum - own + s.size, max: r.budget.max, perScope: r.budget.perScope}
+		s.budget = b
+		defer func() { s.budget = nil }()
+	}
+	before, size := s.Seq, s.size
 	s.dirty = map[change]bool{}
 	defer func() { s.dirty = nil }()
 	if err := fn(s); err != nil {
@@ -406,7 +232,19 @@ func (r *redisStore) try(ctx context.Context, base string, c *cached, seq int64,
 	if s.Seq == before {
 		return true, nil
 	}
-	ok, err := r.commit(ctx, base, before, s)
+	if b != nil {
+		// Only a change that checked for room can be refused for it: one
+		// that did not (a deregistration) frees about what it takes.
+		if err := r.reserve(ctx, scope, s.size, s.size > size && b.code != "", b); err != nil {
+			c.valid = false // s holds a change Redis does not have
+			return true, err
+		}
+	}
+	logLen := logLength
+	if !known {
+		logLen = unknownLogLength
+	}
+	ok, err := r.commit(ctx, base, before, s, logLen)
 	if err != nil || !ok {
 		c.valid = false // s holds a change Redis may not have
 		return err != nil, err
@@ -438,8 +276,9 @@ redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], ARGV[2] .. '-0', unpack(entr
 return 0
 `)
 
-// commit writes s's dirty records, computed on Seq before.
-func (r *redisStore) commit(ctx context.Context, base string, before int64, s *state) (bool, error) {
+// commit writes s's dirty records, computed on Seq before, and keeps about
+// logLen changes in the log.
+func (r *redisStore) commit(ctx context.Context, base string, before int64, s *state, logLen int) (bool, error) {
 	keys := []string{base + "seq", base + "rec", base + "log"}
 	index := map[string]int{}
 	keyOf := func(k string) string {
@@ -449,7 +288,7 @@ func (r *redisStore) commit(ctx context.Context, base string, before int64, s *s
 		}
 		return strconv.Itoa(index[k])
 	}
-	args := []any{before, s.Seq, logLength}
+	args := []any{before, s.Seq, logLen}
 	rec := func(field, value string) { args = append(args, field, "2", field, value) }
 	for ch := range s.dirty {
 		f := ch.kind + ":" + ch.id

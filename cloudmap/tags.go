@@ -76,8 +76,7 @@ func (r *Registry) tagResource(ctx context.Context, sc Scope, body []byte) (any,
 			return err
 		}
 		if len(tags) > maxTags {
-			return &apiError{Code: codeTooManyTags, ResourceName: in.ResourceARN,
-				Message: strconv.Itoa(len(tags)) + " tags; a resource may have at most " + strconv.Itoa(maxTags)}
+			return tooManyTags(len(tags), in.ResourceARN)
 		}
 		if err := s.roomForTags(id, tags, codeTooManyTags); err != nil {
 			return err
@@ -93,8 +92,8 @@ func (r *Registry) untagResource(ctx context.Context, sc Scope, body []byte) (an
 	if err != nil {
 		return nil, err
 	}
-	if in.TagKeys == nil || len(in.TagKeys) > maxTags {
-		return nil, invalid("TagKeys is required: 0 to %d keys", maxTags)
+	if in.TagKeys == nil || len(in.TagKeys) > maxTagList {
+		return nil, invalid("TagKeys is required: 0 to %d keys", maxTagList)
 	}
 	for _, k := range in.TagKeys {
 		if k == "" || len(k) > 128 {

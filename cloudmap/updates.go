@@ -119,7 +119,7 @@ func (r *Registry) updateNamespace(ctx context.Context, sc Scope, body []byte, t
 		}
 		ttl = p.DnsProperties.SOA.TTL
 	}
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return nil, err
 	}
@@ -135,17 +135,22 @@ func (r *Registry) updateNamespace(ctx context.Context, sc Scope, body []byte, t
 			opID = ns.UpdateOp // a retry
 			return nil
 		}
+		c := *ns // views may hold ns
 		if ch.Description != nil {
-			ns.Description = *ch.Description
+			c.Description = *ch.Description
 		}
 		if ttl != nil {
 			v := *ttl
-			ns.SOATTL = &v
+			c.SOATTL = &v
 		}
 		now := r.nowMillis()
-		ns.Updated, ns.UpdaterID, ns.UpdateOp = now, in.UpdaterRequestId, opID
-		s.changedNamespace(ns)
-		s.addOp(&operation{ID: opID, Type: "UPDATE_NAMESPACE", Targets: map[string]string{"NAMESPACE": ns.ID}, Created: now}, r.lim.Operations)
+		c.Updated, c.UpdaterID, c.UpdateOp = now, in.UpdaterRequestId, opID
+		op := &operation{ID: opID, Type: "UPDATE_NAMESPACE", Targets: map[string]string{"NAMESPACE": ns.ID}, Created: now}
+		if err := s.roomFor(nsBytes(&c)-nsBytes(ns)+opBytes(op), codeInvalidInput); err != nil {
+			return err
+		}
+		s.changedNamespace(&c, nsBytes(ns))
+		s.addOp(op, r.lim.Operations)
 		return nil
 	})
 	if err != nil {
@@ -164,9 +169,8 @@ type updateServiceIn struct {
 }
 
 // updateService changes a service's description, DNS records' TTLs and
-// types, and Route 53 health check. As in AWS, a DNS service's
-// HealthCheckConfig is removed when the request omits it; its custom
-// health check stays.
+// types, and health check. As in AWS, a service's HealthCheckConfig is
+// removed when the request omits it; its custom health check stays.
 func (r *Registry) updateService(ctx context.Context, sc Scope, body []byte) (any, error) {
 	var in updateServiceIn
 	if err := decode(body, &in); err != nil {
@@ -192,7 +196,7 @@ func (r *Registry) updateService(ctx context.Context, sc Scope, body []byte) (an
 	if err := checkHealthCheck(ch.HealthCheckConfig); err != nil {
 		return nil, err
 	}
-	opID, err := r.newID("", 32)
+	opID, err := r.newOpID()
 	if err != nil {
 		return nil, err
 	}
@@ -205,8 +209,8 @@ func (r *Registry) updateService(ctx context.Context, sc Scope, body []byte) (an
 		switch {
 		case ch.DnsConfig != nil && sv.DNS == nil:
 			return invalid("service %s has no DnsConfig to change", sv.ID)
-		case ch.HealthCheckConfig != nil && (ns == nil || ns.Type != "DNS_PUBLIC"):
-			return invalid("HealthCheckConfig (Route 53) is only for services of public DNS namespaces")
+		case ch.HealthCheckConfig != nil && (ns == nil || ns.Type == "DNS_PRIVATE"):
+			return invalid("HealthCheckConfig is for services of public DNS and HTTP namespaces only")
 		case ch.HealthCheckConfig != nil && sv.HasCustom:
 			return invalid("service %s has a HealthCheckCustomConfig; HealthCheckConfig excludes it", sv.ID)
 		}
@@ -220,14 +224,16 @@ func (r *Registry) updateService(ctx context.Context, sc Scope, body []byte) (an
 			d.DnsRecords = append([]dnsRecordJSON(nil), ch.DnsConfig.DnsRecords...)
 			c.DNS = &d
 		}
-		if sv.DNS != nil || ch.HealthCheckConfig != nil {
-			c.HealthCheck = ch.HealthCheckConfig
+		c.HealthCheck = ch.HealthCheckConfig
+		op := &operation{ID: opID, Type: "UPDATE_SERVICE", Targets: map[string]string{"SERVICE": sv.ID}, Created: r.nowMillis()}
+		if err := s.roomFor(opBytes(op), codeInvalidInput); err != nil {
+			return err
 		}
 		if err := s.changedService(&c, old, codeInvalidInput); err != nil {
 			return err
 		}
 		s.Services[sv.ID] = &c
-		s.addOp(&operation{ID: opID, Type: "UPDATE_SERVICE", Targets: map[string]string{"SERVICE": sv.ID}, Created: r.nowMillis()}, r.lim.Operations)
+		s.addOp(op, r.lim.Operations)
 		return nil
 	})
 	if err != nil {

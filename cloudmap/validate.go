@@ -218,8 +218,8 @@ func checkDNSRecords(field string, recs []dnsRecordJSON) error {
 	return nil
 }
 
-// healthCheckJSON is a Route 53 HealthCheckConfig (public DNS
-// namespaces): stored and served back, never run.
+// healthCheckJSON is a HealthCheckConfig (services of public DNS and
+// HTTP namespaces): stored and served back, never run.
 type healthCheckJSON struct {
 	Type             string
 	ResourcePath     string `json:",omitempty"`
@@ -242,19 +242,33 @@ func checkHealthCheck(h *healthCheckJSON) error {
 	return nil
 }
 
-// maxTags is the model's TagList bound.
-const maxTags = 200
+// Bounds of tags: a request's TagList and TagKeyList hold at most
+// maxTagList (the model), a resource at most maxTags (AWS: "each resource
+// can have a maximum of 50 tags", TooManyTagsException's documentation).
+const (
+	maxTagList = 200
+	maxTags    = 50
+)
 
-// checkTags checks a TagList for resource name: more than 200 tags is
-// TooManyTagsException, as the model says; keys are 1 to 128 characters,
-// values at most 256. A key given twice keeps its last value. It returns
-// the tags sorted by key.
+// checkTags checks a TagList for resource name: more than 50 distinct
+// keys is TooManyTagsException; keys are 1 to 128 characters, values at
+// most 256. A key given twice keeps its last value. It returns the tags
+// sorted by key.
 func checkTags(tags []tagJSON, resource string) ([]tagJSON, error) {
-	if len(tags) > maxTags {
-		return nil, &apiError{Code: codeTooManyTags, ResourceName: resource,
-			Message: fmt.Sprintf("%d tags; a resource may have at most %d", len(tags), maxTags)}
+	if len(tags) > maxTagList {
+		return nil, tooManyTags(len(tags), resource)
 	}
-	return mergeTags(nil, tags)
+	out, err := mergeTags(nil, tags)
+	if err == nil && len(out) > maxTags {
+		return nil, tooManyTags(len(out), resource)
+	}
+	return out, err
+}
+
+// tooManyTags is the error for n tags on resource.
+func tooManyTags(n int, resource string) error {
+	return &apiError{Code: codeTooManyTags, ResourceName: resource,
+		Message: fmt.Sprintf("%d tags; a resource may have at most %d", n, maxTags)}
 }
 
 // mergeTags sets tags on old (replacing values of the same keys) and
