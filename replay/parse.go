@@ -61,6 +61,7 @@ type Decoder struct {
 	records bool // the Records format; else one record a line
 	started bool
 	n       int64 // records (or lines) read
+	good    int64 // records returned
 	line    []byte
 	strs    map[string]string
 	lastTS  []byte
@@ -255,6 +256,11 @@ func (d *Decoder) nextLine(rec *Record) error {
 		if _, err := d.dec.ReadToken(); err != io.EOF {
 			return &SkipError{Where: d.where(), Reason: "more than one JSON value"}
 		}
+		if *rec == (Record{}) && d.good == 0 {
+			// The first object has none of a record's members: some other
+			// JSON, not an export of CloudTrail records.
+			return fmt.Errorf("%w: %s has none of eventTime, eventSource, eventName, awsRegion, userIdentity", ErrUnknownFormat, d.where())
+		}
 		return d.check(rec)
 	}
 }
@@ -300,5 +306,6 @@ func (d *Decoder) check(rec *Record) error {
 	case rec.Account == "" && rec.AccessKey == "":
 		return &SkipError{Where: d.where(), Reason: "no userIdentity accountId or accessKeyId"}
 	}
+	d.good++
 	return nil
 }
