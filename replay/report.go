@@ -179,7 +179,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	writeCounts(w, "calls of actions the config does not know", r.UnknownActions)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "account\tregion\tcategory\tlimit\tcalls\tthrottled\tafter retries\tin log\tfirst minute\tworst minute\tburst at rate\tadmits all\t99.9 %: rate | burst\t")
+	fmt.Fprintln(tw, "account\tregion\tcategory\tlimit\tcalls\tthrottled\tafter retries\tgroup\tin log\tfirst minute\tworst minute\tburst at rate\tadmits all\t99.9 %: rate | burst\t")
 	for _, b := range r.Buckets {
 		first, worst := "-", "-"
 		if !b.FirstMinute.IsZero() {
@@ -190,14 +190,14 @@ func (r *Report) WriteText(w io.Writer) error {
 		if b.AdmitBurst > 0 {
 			admit = fmt.Sprintf("%d/%g", b.AdmitBurst, b.AdmitRate)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%d/%g\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s | %s\t\n",
-			b.Account, b.Region, b.Service, b.Category, b.Burst, b.Rate, b.Calls, b.Throttled, b.Failed, b.Recorded,
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%d/%g\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%s\t%s | %s\t\n",
+			b.Account, b.Region, b.Service, b.Category, b.Burst, b.Rate, b.Calls, b.Throttled, b.Failed, b.Group, b.Recorded,
 			first, worst, b.BurstAtRate, admit, orNone(b.Rate999 > 0, strconv.FormatFloat(b.Rate999, 'f', -1, 64)), orNone(b.Burst999 > 0, strconv.FormatInt(b.Burst999, 10)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nthrottled: without retries; after retries: calls that still failed with the group's retries; in log: the log's own throttling errors.")
+	fmt.Fprintln(w, "\nthrottled: without retries; after retries: calls that still failed with their group's retries; in log: the log's own throttling errors.")
 	fmt.Fprintln(w, "burst at rate: the smallest burst admitting every call at the configured rate; admits all: the limit the overrides below set.")
 	fmt.Fprintln(w)
 	return r.WriteOverrides(w)
