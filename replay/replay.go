@@ -8,7 +8,8 @@
 // second simulator: replay reads logs into arrivals and hands them to a
 // [sim.Player], which takes tokens from the buckets of package bucket,
 // with the limits package quota resolves from the same config `tollgate
-// serve` uses, and retries throttled calls as each client group's
+// serve` uses (and, through Options.Limits, its approved increases), and
+// retries throttled calls as each client group's
 // [sim.Retry] says.
 //
 // # Inputs
@@ -57,6 +58,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/sim"
 )
@@ -92,6 +94,10 @@ type Options struct {
 	// Quota is the throttling config, as tollgate serve uses it;
 	// quota.Default() when nil.
 	Quota *quota.Config
+	// Limits, when not nil, gives the limit of a bucket from the one the
+	// config gives it, as tollgate serve's approved Service Quotas
+	// increases do ([servicequotas.Service.Limit]).
+	Limits func(quota.Key, bucket.Limit) bucket.Limit
 	// Groups are the client groups; one group, "default", with sim's
 	// default retries when empty.
 	Groups []Group

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/replay/ctgen"
+	"github.com/tollgate/tollgate/servicequotas"
 	"github.com/tollgate/tollgate/sim"
 )
 
@@ -203,6 +206,70 @@ func TestReplayCountsWhatItDoesNotPlay(t *testing.T) {
 	for _, want := range []string{"s3.amazonaws.com 3", "ecs MakeCoffee 3", "111122223333"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the text report lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
+// Options.Limits replaces the config's limit, as an approved increase
+// does; a bucket whose region a config cannot name gets no override line.
+func TestReplayLimitsAndOverridesAConfigCanName(t *testing.T) {
+	s := acceptance
+	s.Tenants = []ctgen.Tenant{acceptance.Tenants[0], {Account: "444455556666", Region: "Mars", Action: "ListClusters", Burst: 80}}
+	r, err := Run([]Input{input("a.json", gen(t, s))}, Options{
+		Groups: noRetries(),
+		Limits: func(k quota.Key, l bucket.Limit) bucket.Limit {
+			if k.Account == "111122223333" {
+				return bucket.MustLimit(300, 20)
+			}
+			return l
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := bucketOf(t, r, "111122223333"); b.Throttled != 0 || b.Burst != 300 {
+		t.Errorf("with an increase to 300/20: %d throttled, burst %d", b.Throttled, b.Burst)
+	}
+	if b := bucketOf(t, r, "444455556666"); b.Throttled != 30 || b.NeedsOverride() {
+		t.Errorf("region Mars: %d throttled (want 30), override %v (want none)", b.Throttled, b.NeedsOverride())
+	}
+	var ov bytes.Buffer
+	if err := r.WriteOverrides(&ov); err != nil || ov.Len() != 0 {
+		t.Errorf("overrides %q, %v; want none", ov.String(), err)
+	}
+}
+
+// Applied values, as the admin API lists them, raise the burst tenant's
+// burst to 300: none of its calls is throttled.
+func TestReplayWithAppliedValues(t *testing.T) {
+	cfg := quota.Default()
+	js := fmt.Sprintf(`{"applied":[{"account":"111122223333","region":"us-east-1","service_code":"ecs","quota_code":%q,"value":300}]}`,
+		servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Burst))
+	applied, err := ReadApplied(strings.NewReader(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits, err := AppliedLimits(cfg, applied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run([]Input{input("a.json", gen(t, acceptance))}, Options{Quota: cfg, Limits: limits, Groups: noRetries()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := bucketOf(t, r, "111122223333"); b.Throttled != 0 || b.Burst != 300 || b.Rate != 20 {
+		t.Errorf("with 300 applied: %d throttled, limit %d/%g", b.Throttled, b.Burst, b.Rate)
+	}
+	if b := bucketOf(t, r, "444455556666"); b.Throttled != 2970 {
+		t.Errorf("the other tenant: %d throttled, want 2970", b.Throttled)
+	}
+	for _, bad := range []string{`[]`, `{"applied":[{"service_code":"ecs","quota_code":"L-0","value":1}]}`, `{"applied":[{"service_code":"ecs","quota_code":"` + servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Rate) + `","value":-1}]}`} {
+		a, err := ReadApplied(strings.NewReader(bad))
+		if err == nil {
+			_, err = AppliedLimits(cfg, a)
+		}
+		if err == nil {
+			t.Errorf("%s: no error", bad)
 		}
 	}
 }

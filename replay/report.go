@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tollgate/tollgate/awsjson"
+	"github.com/tollgate/tollgate/quota"
 )
 
 // Report is what a replay found.
@@ -136,9 +139,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 }
 
 // NeedsOverride reports whether b's calls were throttled and a limit that
-// admits them all was found.
+// admits them all was found, for an account and region a config can name.
 func (b Bucket) NeedsOverride() bool {
-	return b.Throttled > 0 && b.AdmitBurst > 0
+	return b.Throttled > 0 && b.AdmitBurst > 0 && quota.ValidAccount(b.Account) && awsjson.ValidRegion(b.Region)
 }
 
 // WriteOverrides writes the overrides that admit every call of every

@@ -183,6 +183,9 @@ func (r *run) resolve(rec *Record) entry {
 	if b, ok := r.buckets[key]; ok {
 		return entry{bucket: b}
 	}
+	if r.opt.Limits != nil {
+		limit = r.opt.Limits(key, limit)
+	}
 	g, ok := r.groupOf[account]
 	if !ok {
 		// The catch-all group, or, when every group names its accounts,

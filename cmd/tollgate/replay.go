@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/replay"
@@ -23,13 +24,14 @@ func replayCommand() command {
 }
 
 // replaySynopsis is the head of `tollgate replay --help`.
-const replaySynopsis = `tollgate replay [--config FILE] [--retry POLICY] [--group NAME=ACCOUNT,...:POLICY]... [--json] FILE|DIR...
+const replaySynopsis = `tollgate replay [--config FILE] [--applied FILE] [--retry POLICY] [--group NAME=ACCOUNT,...:POLICY]... [--json] FILE|DIR...
 
 Reads CloudTrail log files ({"Records":[...]}, gzipped or not) and exports of
 one JSON record a line, in any order, plays their calls at their recorded
-times through the config's buckets (as tollgate serve would) and each client
-group's retries, and reports per account, region and category the calls
-throttled, and the overrides that would have admitted them all. POLICY is
+times through the config's buckets (as tollgate serve would, with the
+approved increases of --applied) and each client group's retries, and
+reports per account, region and category the calls throttled, and the
+overrides that would have admitted them all. POLICY is
 default (exponential backoff with jitter, 300 s), none, or a number of
 attempts with the default backoff. Exit status 1 when an input could not be
 read to its end (the others are still reported).`
@@ -71,6 +73,7 @@ func retryPolicy(s string) (sim.Retry, error) {
 func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("replay")
 	cfgPath := fs.String("config", "", "quota config `FILE`, as tollgate serve takes it (default: the built-in ecs and cloudmap presets)")
+	appliedPath := fs.String("applied", "", "`FILE` of the Service Quotas values in force (approved increases), as GET /v1/admin/servicequotas/applied answers")
 	retryFlag := fs.String("retry", "default", "retry `POLICY` of the accounts no --group names: default, none, or a number of attempts")
 	var groups groupFlag
 	fs.Var(&groups, "group", "a client group and its retry `POLICY`: NAME=ACCOUNT[,ACCOUNT...]:POLICY (repeatable)")
@@ -105,6 +108,12 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		}
 		opt.Quota = cfg.Quota
 	}
+	if *appliedPath != "" {
+		if opt.Limits, err = appliedLimits(opt.Quota, *appliedPath); err != nil {
+			fmt.Fprintf(stderr, "tollgate replay: %s: %v\n", *appliedPath, err)
+			return 1
+		}
+	}
 	inputs, err := replay.Files(fs.Args())
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate replay:", err)
@@ -134,6 +143,20 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// appliedLimits reads a file of applied values into Options.Limits.
+func appliedLimits(cfg *quota.Config, path string) (func(quota.Key, bucket.Limit) bucket.Limit, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	applied, err := replay.ReadApplied(f)
+	if err != nil {
+		return nil, err
+	}
+	return replay.AppliedLimits(cfg, applied)
 }
 
 // progress draws a bar of the bytes read on a terminal, at most five

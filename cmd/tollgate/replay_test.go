@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/replay/ctgen"
+	"github.com/tollgate/tollgate/servicequotas"
 )
 
 var updateReplayExample = flag.Bool("update-replay-example", false, "rewrite examples/replay/logs from ctgen")
@@ -192,5 +193,27 @@ func TestReplayCommandJSON(t *testing.T) {
 	}
 	if rep.Records != 2700 || len(rep.Buckets) != 2 || rep.Buckets[0].Throttled != 1000 || rep.Buckets[0].AdmitBurst != 300 || rep.Buckets[1].AdmitRate != 25 {
 		t.Errorf("JSON report %+v", rep)
+	}
+}
+
+// --applied takes the admin API's list of values in force: the burst
+// tenant's approved burst of 300 admits all its calls.
+func TestReplayCommandApplied(t *testing.T) {
+	dir := t.TempDir()
+	applied := filepath.Join(dir, "applied.json")
+	body := `{"applied":[{"account":"111122223333","region":"us-east-1","service_code":"ecs","quota_code":"` +
+		servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Burst) + `","value":300}]}`
+	if err := os.WriteFile(applied, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCmd("replay", "--applied", applied, "../../examples/replay/logs")
+	if code != 0 || throttledTotal(t, out) != "270" || !strings.Contains(out, "300/20   1200          0") {
+		t.Fatalf("exit %d, %s throttled, want 270 (the steady tenant's):\n%s%s", code, throttledTotal(t, out), out, errs)
+	}
+	if err := os.WriteFile(applied, []byte(`{"applied":[{"service_code":"ecs","quota_code":"L-0"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCmd("replay", "--applied", applied, "../../examples/replay/logs"); code != 1 || !strings.Contains(errs, applied+": applied value 1: no quota L-0") {
+		t.Errorf("a quota the config lacks: exit %d, %s", code, errs)
 	}
 }
