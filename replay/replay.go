@@ -122,7 +122,9 @@ type Input struct {
 }
 
 // Files returns the inputs of paths: each file, and every regular file
-// under each directory (hidden ones excepted), in name order.
+// under each directory, in name order, except hidden ones and CloudTrail's
+// digest files (CloudTrail-Digest directories and files), which hold no
+// events.
 func Files(paths []string) ([]Input, error) {
 	var in []Input
 	add := func(path string, size int64) {
@@ -141,7 +143,7 @@ func Files(paths []string) ([]Input, error) {
 			if err != nil {
 				return err
 			}
-			if path != p && strings.HasPrefix(d.Name(), ".") {
+			if path != p && (strings.HasPrefix(d.Name(), ".") || strings.Contains(d.Name(), "CloudTrail-Digest")) {
 				if d.IsDir() {
 					return filepath.SkipDir
 				}

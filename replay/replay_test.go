@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -271,5 +273,35 @@ func TestReplayWithAppliedValues(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: no error", bad)
 		}
+	}
+}
+
+// Files walks directories in name order, past hidden files and
+// CloudTrail's digests.
+func TestFilesSkipsDigestsAndHiddenFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"b/2.json.gz", "a.json", ".hidden", "CloudTrail-Digest/us-east-1/d.json.gz", "b/111122223333_CloudTrail-Digest_us-east-1_x.json.gz"} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, err := Files([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, i := range in {
+		rel, _ := filepath.Rel(dir, i.Name)
+		got = append(got, filepath.ToSlash(rel))
+	}
+	if strings.Join(got, " ") != "a.json b/2.json.gz" {
+		t.Errorf("files %q, want a.json b/2.json.gz", got)
+	}
+	if _, err := Files([]string{t.TempDir()}); err == nil {
+		t.Error("an empty directory: no error")
 	}
 }

@@ -48,6 +48,7 @@ type Report struct {
 
 // Bucket is what the calls of one bucket met.
 type Bucket struct {
+	// Service, Account, Region and Category name the bucket (quota.Key).
 	Service  string `json:"service"`
 	Account  string `json:"account"`
 	Region   string `json:"region"`
