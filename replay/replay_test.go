@@ -305,3 +305,38 @@ func TestFilesSkipsDigestsAndHiddenFiles(t *testing.T) {
 		t.Error("an empty directory: no error")
 	}
 }
+
+// One bucket's calls split over two files that overlap in time (even and
+// odd seconds) are sorted within the window and give the arithmetic of
+// one file; a record older than the window is counted late.
+func TestReplaySortsOverlappingFiles(t *testing.T) {
+	steady := ctgen.Spec{Start: t0, Duration: 10 * time.Minute, Tenants: []ctgen.Tenant{{Account: "444455556666", Action: "ListClusters", Rate: 25}}}
+	var lines [2][]string
+	for i, l := range strings.Split(strings.TrimSpace(string(gen(t, ctgen.Spec{Start: steady.Start, Duration: steady.Duration, Tenants: steady.Tenants, Lines: true}))), "\n") {
+		lines[(i/25)%2] = append(lines[(i/25)%2], l)
+	}
+	r, err := Run([]Input{
+		input("odd.jsonl", []byte(strings.Join(lines[1], "\n"))),
+		input("even.jsonl", []byte(strings.Join(lines[0], "\n"))),
+	}, Options{Groups: noRetries()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := bucketOf(t, r, "444455556666"); b.Calls != 15000 || b.Throttled != 2970 {
+		t.Errorf("over two overlapping files: %d calls, %d throttled; want 15000, 2970", b.Calls, b.Throttled)
+	}
+	if r.Late != 0 {
+		t.Errorf("%d late, want none", r.Late)
+	}
+
+	// Thirty minutes from 12:00, then a record of 11:50: played 15
+	// minutes (the window) behind the last read, it is late.
+	half := ctgen.Spec{Start: t0, Duration: 30 * time.Minute, Lines: true, Tenants: []ctgen.Tenant{{Account: "111122223333", Action: "ListClusters", Rate: 1}}}
+	log := string(gen(t, half)) + strings.Replace(goodLine, "12:00:00", "11:50:00", 1) + "\n"
+	if r, err = Run([]Input{input("late.jsonl", []byte(log))}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if b := bucketOf(t, r, "111122223333"); r.Late != 1 || b.Calls != 1801 {
+		t.Errorf("%d late, %d calls; want 1, 1801", r.Late, b.Calls)
+	}
+}

@@ -217,3 +217,21 @@ func TestReplayCommandApplied(t *testing.T) {
 		t.Errorf("a quota the config lacks: exit %d, %s", code, errs)
 	}
 }
+
+// The progress bar draws only on a terminal, and clears its line at the end.
+func TestReplayProgress(t *testing.T) {
+	var buf bytes.Buffer
+	p := newProgress(&buf) // not a terminal
+	p.update(50, 100)
+	p.done()
+	if buf.Len() != 0 {
+		t.Fatalf("drew %q on a buffer", buf.String())
+	}
+	p = &progress{w: &buf}
+	p.update(50<<20, 100<<20)
+	p.update(60<<20, 100<<20) // within 200 ms: not drawn
+	p.done()
+	if got := buf.String(); !strings.Contains(got, "[===============               ]  50%  50/100 MB") || strings.Contains(got, "60%") || !strings.HasSuffix(got, "\r") {
+		t.Fatalf("progress %q", got)
+	}
+}
