@@ -163,6 +163,7 @@ func appliedLimits(cfg *quota.Config, path string) (func(quota.Key, bucket.Limit
 // times a second; it draws nothing when w is not a terminal.
 type progress struct {
 	w     io.Writer
+	now   func() time.Time
 	last  time.Time
 	drawn bool
 }
@@ -175,14 +176,14 @@ func newProgress(w io.Writer) *progress {
 	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
 		return &progress{}
 	}
-	return &progress{w: w}
+	return &progress{w: w, now: time.Now}
 }
 
 func (p *progress) update(done, total int64) {
-	if p.w == nil || total <= 0 || time.Since(p.last) < 200*time.Millisecond {
+	if p.w == nil || total <= 0 || p.now().Sub(p.last) < 200*time.Millisecond {
 		return
 	}
-	p.last = time.Now()
+	p.last = p.now()
 	frac := min(float64(done)/float64(total), 1)
 	n := int(frac * 30)
 	fmt.Fprintf(p.w, "\r[%s%s] %3.0f%%  %d/%d MB", strings.Repeat("=", n), strings.Repeat(" ", 30-n), frac*100, done>>20, total>>20)

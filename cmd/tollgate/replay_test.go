@@ -227,8 +227,10 @@ func TestReplayProgress(t *testing.T) {
 	if buf.Len() != 0 {
 		t.Fatalf("drew %q on a buffer", buf.String())
 	}
-	p = &progress{w: &buf}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	p = &progress{w: &buf, now: func() time.Time { return now }}
 	p.update(50<<20, 100<<20)
+	now = now.Add(199 * time.Millisecond)
 	p.update(60<<20, 100<<20) // within 200 ms: not drawn
 	p.done()
 	if got := buf.String(); !strings.Contains(got, "[===============               ]  50%  50/100 MB") || strings.Contains(got, "60%") || !strings.HasSuffix(got, "\r") {
