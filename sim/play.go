@@ -77,13 +77,13 @@ type Player struct {
 func NewPlayer(groups []Retry, seed uint64) (*Player, error) {
 	p := &Player{rnd: rand.New(rand.NewPCG(seed, 3))}
 	for i, rt := range groups {
-		sc := Scenario{Retry: rt}.withDefaults()
-		rt = sc.Retry
+		sc := Scenario{Retry: rt}
+		if err := sc.Validate(); err != nil {
+			return nil, fmt.Errorf("client group %d: %w", i, err)
+		}
+		rt = sc.withDefaults().Retry
 		if !rt.Disabled && rt.Deadline < 0 && rt.MaxAttempts == 0 {
 			return nil, fmt.Errorf("%w: client group %d", ErrUnboundedRetry, i)
-		}
-		if rt.MaxAttempts < 0 {
-			return nil, fmt.Errorf("%w: client group %d: max attempts %d is negative", ErrInvalidScenario, i, rt.MaxAttempts)
 		}
 		p.groups = append(p.groups, playGroup{retry: rt, budget: rt.Budget.budget()})
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +71,9 @@ func TestPlayerRefusesUnboundedRetries(t *testing.T) {
 	}
 	if _, err := NewPlayer(nil, 1); err == nil {
 		t.Fatal("no client group: no error")
+	}
+	if _, err := NewPlayer([]Retry{{}, {Budget: Budget{Kind: "lavish"}}}, 1); !errors.Is(err, ErrInvalidScenario) || !strings.Contains(err.Error(), "client group 1: retry.budget.kind: unknown budget") {
+		t.Fatalf("an unknown budget: %v", err)
 	}
 	p, err := NewPlayer([]Retry{{MaxAttempts: 3, Deadline: -1}}, 1)
 	if err != nil {
