@@ -147,6 +147,19 @@ func TestDecoderNextEnds(t *testing.T) {
 	}
 }
 
+// An Athena export names members in lower case.
+func TestAthenaLowerCaseNames(t *testing.T) {
+	line := `{"eventtime":"2026-11-30T12:00:00Z","eventsource":"ecs.amazonaws.com","eventname":"ListClusters","awsregion":"us-east-1","useridentity":{"accountid":"111122223333"}}`
+	d, err := NewDecoder(strings.NewReader(line + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec Record
+	if err := d.Next(&rec); err != nil || rec.Time != t0.UnixNano() || rec.Action != "ListClusters" || rec.Account != "111122223333" || rec.Region != "us-east-1" {
+		t.Fatalf("%s: %+v, %v", line, rec, err)
+	}
+}
+
 func TestEventTimeForms(t *testing.T) {
 	for _, s := range []string{"2026-11-30T12:00:00Z", "2026-11-30T12:00:00.000Z", "2026-11-30 12:00:00.000", "2026-11-30T13:00:00+01:00"} {
 		var d Decoder

@@ -15,6 +15,8 @@ import (
 // them again; past it, strings are allocated each time.
 const maxInterned = 1 << 14
 
+// readObject reads one record. Members are named as CloudTrail names
+// them, or in lower case as Athena's CloudTrail table names its columns.
 func (d *Decoder) readObject(rec *Record) error {
 	*rec = Record{}
 	if _, err := d.dec.ReadToken(); err != nil { // {
@@ -28,7 +30,7 @@ func (d *Decoder) readObject(rec *Record) error {
 			return err
 		}
 		switch string(name) {
-		case `"eventTime"`:
+		case `"eventTime"`, `"eventtime"`:
 			v, err := d.dec.ReadValue()
 			if err != nil {
 				return err
@@ -36,17 +38,17 @@ func (d *Decoder) readObject(rec *Record) error {
 			if v.Kind() == '"' {
 				rec.Time, timeErr = d.parseTime(unquoteFast(v))
 			}
-		case `"eventSource"`:
+		case `"eventSource"`, `"eventsource"`:
 			rec.Source, err = d.str()
-		case `"eventName"`:
+		case `"eventName"`, `"eventname"`:
 			rec.Action, err = d.str()
-		case `"awsRegion"`:
+		case `"awsRegion"`, `"awsregion"`:
 			rec.Region, err = d.str()
-		case `"errorCode"`:
+		case `"errorCode"`, `"errorcode"`:
 			rec.ErrorCode, err = d.str()
-		case `"recipientAccountId"`:
+		case `"recipientAccountId"`, `"recipientaccountid"`:
 			recipient, err = d.str()
-		case `"userIdentity"`:
+		case `"userIdentity"`, `"useridentity"`:
 			err = d.identity(rec)
 		default:
 			err = d.dec.SkipValue()
@@ -80,9 +82,9 @@ func (d *Decoder) identity(rec *Record) error {
 			return err
 		}
 		switch string(name) {
-		case `"accessKeyId"`:
+		case `"accessKeyId"`, `"accesskeyid"`:
 			rec.AccessKey, err = d.str()
-		case `"accountId"`:
+		case `"accountId"`, `"accountid"`:
 			rec.Account, err = d.str()
 		default:
 			err = d.dec.SkipValue()

@@ -15,8 +15,9 @@
 // # Inputs
 //
 // CloudTrail log files as AWS delivers them ({"Records":[…]}, gzipped or
-// not) and exports of one JSON record a line (CloudTrail Lake, Athena),
-// given as files or directories in any order. A record needs eventTime,
+// not) and exports of one JSON record a line (CloudTrail Lake, Athena,
+// whose lower-case column names are read too), given as files or
+// directories in any order. A record needs eventTime,
 // eventSource, eventName, awsRegion and userIdentity's accountId or
 // accessKeyId; errorCode tells a throttled call. Inputs are streamed:
 // records are read one at a time ([Decoder]), never a whole file.
