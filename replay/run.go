@@ -103,6 +103,7 @@ func (r *run) read(in Input) {
 	}
 	r.rep.Inputs++
 	var rec Record
+	var skip *SkipError // outside the loop: it escapes, once
 	for n := 0; ; n++ {
 		if n%progressEvery == 0 && r.opt.Progress != nil {
 			r.opt.Progress(r.done+cr.n, r.total)
@@ -111,7 +112,6 @@ func (r *run) read(in Input) {
 		if err == io.EOF {
 			return
 		}
-		var skip *SkipError
 		if errors.As(err, &skip) {
 			r.rep.Skipped++
 			if len(r.rep.SkipSamples) < maxSamples {
