@@ -168,7 +168,7 @@ func TestEventTimeForms(t *testing.T) {
 			t.Errorf("%s: %v, %v; want %v", s, time.Unix(0, got).UTC(), err, t0)
 		}
 	}
-	for _, s := range []string{"2026-02-31T12:00:00Z", "2026-11-30T25:00:00Z", "", "1970-01-01T00:00:00Z"} {
+	for _, s := range []string{"2026-02-31T12:00:00Z", "2026-11-30T25:00:00Z", "", "1970-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2300-01-01 00:00:00", "1969-12-31T23:59:59Z"} {
 		var d Decoder
 		if _, err := d.parseTime([]byte(s)); err == nil {
 			t.Errorf("%q: no error", s)

@@ -133,7 +133,14 @@ func unquoteFast(v jsontext.Value) []byte {
 	return b
 }
 
-var errTimeFormat = errors.New("eventTime is not a time (want 2006-01-02T15:04:05Z)")
+var errTimeFormat = errors.New("eventTime is not a time from 1970 to 2200 (want 2006-01-02T15:04:05Z)")
+
+// minYear and maxYear bound an eventTime: Unix nanoseconds hold years up
+// to 2262, and a replay adds retry waits to them.
+const (
+	minYear = 1970
+	maxYear = 2200
+)
 
 // parseTime parses eventTime: RFC 3339 as CloudTrail writes it
 // ("2026-11-30T12:00:01Z"), with or without fractional seconds, or with a
@@ -156,7 +163,7 @@ func (d *Decoder) parseTime(b []byte) (int64, error) {
 				break
 			}
 		}
-		if err != nil {
+		if err != nil || tt.Year() < minYear || tt.Year() > maxYear {
 			return 0, errTimeFormat
 		}
 		t = tt.UnixNano()
@@ -191,7 +198,7 @@ func parseUTCSeconds(b []byte) (int64, bool) {
 	h, ok4 := num(11, 2)
 	mi, ok5 := num(14, 2)
 	s, ok6 := num(17, 2)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || mo < 1 || mo > 12 || dd < 1 || dd > 31 || h > 23 || mi > 59 || s > 60 {
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || y < minYear || y > maxYear || mo < 1 || mo > 12 || dd < 1 || dd > 31 || h > 23 || mi > 59 || s > 60 {
 		return 0, false
 	}
 	t := time.Date(y, time.Month(mo), dd, h, mi, s, 0, time.UTC)
