@@ -5,7 +5,7 @@
 //	tollgate serve [flags]                  run the throttling server (tollgate serve -h)
 //	tollgate check [--preset NAME | FILE]   validate a quota config and print its table
 //	tollgate sim (--preset NAME | --scenario FILE) [--out DIR]   simulate throttling, retries and autoscaling
-//	tollgate replay [--config FILE] [--json] FILE|DIR...   replay CloudTrail logs through the throttle and retries
+//	tollgate replay [--config FILE] [--json] [--html FILE] FILE|DIR...   replay CloudTrail logs through the throttle and retries
 //	tollgate version (or --version)         print the module version and VCS revision
 //
 // Every command prints its help with --help (to stdout, exit status 0); a

@@ -24,7 +24,7 @@ func replayCommand() command {
 }
 
 // replaySynopsis is the head of `tollgate replay --help`.
-const replaySynopsis = `tollgate replay [--config FILE] [--applied FILE] [--retry POLICY] [--group NAME=ACCOUNT,...:POLICY]... [--json] FILE|DIR...
+const replaySynopsis = `tollgate replay [--config FILE] [--applied FILE] [--retry POLICY] [--group NAME=ACCOUNT,...:POLICY]... [--json] [--html FILE] FILE|DIR...
 
 Reads CloudTrail log files ({"Records":[...]}, gzipped or not) and exports of
 one JSON record a line, in any order, plays their calls at their recorded
@@ -78,6 +78,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	var groups groupFlag
 	fs.Var(&groups, "group", "a client group and its retry `POLICY`: NAME=ACCOUNT[,ACCOUNT...]:POLICY (repeatable)")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
+	htmlPath := fs.String("html", "", "also write the report as one self-contained HTML page to `FILE`")
 	var window time.Duration
 	durationVar(fs, &window, "window", replay.DefaultWindow, "records are sorted by time within this `span`; later ones are counted as late")
 	seed := fs.Uint64("seed", 0, "random seed of the retries' jitter")
@@ -136,6 +137,12 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tollgate replay:", err)
 		return 1
 	}
+	if *htmlPath != "" {
+		if err := writeFile(*htmlPath, rep.WriteHTML); err != nil {
+			fmt.Fprintln(stderr, "tollgate replay:", err)
+			return 1
+		}
+	}
 	if len(rep.Errors) > 0 {
 		for _, e := range rep.Errors {
 			fmt.Fprintln(stderr, "tollgate replay:", e)
@@ -143,6 +150,22 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // appliedLimits reads a file of applied values into Options.Limits.

@@ -103,14 +103,18 @@ func readmeReplayCommands(t *testing.T) [][2]string {
 }
 
 // The README's replay commands run as written, from the repository's
-// root, and say what their comments promise: "N throttled" is the total
+// root (an --html page goes to a temporary directory), and say what their
+// comments promise: "N throttled" is the total
 // of the table's throttled column, "exit 1" the status.
 func TestReadmeReplayCommands(t *testing.T) {
 	for _, c := range readmeReplayCommands(t) {
 		var args []string
 		for _, a := range strings.Fields(c[0]) {
-			if strings.HasPrefix(a, "examples/") {
+			switch {
+			case strings.HasPrefix(a, "examples/"):
 				a = "../../" + a
+			case len(args) > 0 && args[len(args)-1] == "--html":
+				a = filepath.Join(t.TempDir(), filepath.Base(a)) // not the README's /tmp
 			}
 			args = append(args, a)
 		}
@@ -175,7 +179,8 @@ func TestReplayCommandErrors(t *testing.T) {
 }
 
 func TestReplayCommandJSON(t *testing.T) {
-	code, out, errs := runCmd("replay", "--json", "--retry", "none", "../../examples/replay/logs")
+	page := filepath.Join(t.TempDir(), "replay.html")
+	code, out, errs := runCmd("replay", "--json", "--html", page, "--retry", "none", "../../examples/replay/logs")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -193,6 +198,12 @@ func TestReplayCommandJSON(t *testing.T) {
 	}
 	if rep.Records != 2700 || len(rep.Buckets) != 2 || rep.Buckets[0].Throttled != 1000 || rep.Buckets[0].AdmitBurst != 300 || rep.Buckets[1].AdmitRate != 25 {
 		t.Errorf("JSON report %+v", rep)
+	}
+	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), `<td class="name">444455556666</td>`) {
+		t.Errorf("--html wrote %d bytes, %v", len(b), err)
+	}
+	if code, _, errs := runCmd("replay", "--html", filepath.Join(page, "x"), "../../examples/replay/logs"); code != 1 || !strings.Contains(errs, "replay.html/x") {
+		t.Errorf("--html in a file: exit %d, %s", code, errs)
 	}
 }
 
