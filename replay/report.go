@@ -82,7 +82,10 @@ type Bucket struct {
 	// configured rate (exact).
 	BurstAtRate int64 `json:"burst_at_rate"`
 	// AdmitBurst and AdmitRate are the recommended limit that admits every
-	// call (see the package's stats.go); zero when none was found.
+	// call: the smallest rate of the ladder (the configured rate × 1,
+	// 1.25, 1.5, 2 … 100) whose exact admitting burst is at most the
+	// configured burst or PeakInstant, whichever is larger, with that
+	// burst (at least the configured one); zero when none was found.
 	AdmitBurst int64   `json:"admit_burst"`
 	AdmitRate  float64 `json:"admit_rate"`
 	// Rate999 is the smallest ladder rate that admits 99.9 % of the calls
