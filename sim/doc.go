@@ -45,6 +45,10 @@
 // starting, ready and draining, latency percentiles) and summary totals.
 // WriteSummary, WriteCSV, WritePlot and WriteComparisonPlot report it.
 //
+// A Player plays recorded arrivals (package replay's CloudTrail logs)
+// rather than generated ones through the same buckets and retry policies,
+// with no backend, on the arrivals' own clock.
+//
 // # Scenario files
 //
 // ParseStudy and LoadStudy read a YAML scenario file into a Study: one

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/retry"
 	"github.com/tollgate/tollgate/sim"
 )
@@ -51,4 +52,28 @@ func ExamplePreset() {
 	// no-jitter
 	// additive-jitter
 	// full-jitter
+}
+
+// A Player plays recorded arrivals: here 60 calls at one instant on ECS's
+// cluster-read bucket (50 tokens, 20 per second), without retries.
+func ExamplePlayer() {
+	p, err := sim.NewPlayer([]sim.Retry{{Disabled: true}}, 1)
+	if err != nil {
+		panic(err)
+	}
+	throttled := 0
+	p.Observe = func(a sim.Attempt) {
+		if !a.Allowed {
+			throttled++
+		}
+	}
+	b := p.AddBucket(bucket.MustLimit(50, 20))
+	for range 60 {
+		if err := p.Arrive(1_800_000_000e9, b, 0); err != nil {
+			panic(err)
+		}
+	}
+	p.Finish()
+	fmt.Println("throttled:", throttled)
+	// Output: throttled: 10
 }

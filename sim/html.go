@@ -182,3 +182,7 @@ func writeReport(w io.Writer, rep *report) error {
 	b.WriteString("\n<p class=\"dim\">Written by <code>tollgate sim --format html</code>.</p>\n</body>\n</html>\n")
 	return b.Flush()
 }
+
+// ReportStyle returns the <style> element of WriteHTML's pages, for other
+// self-contained reports (package replay's) to look the same.
+func ReportStyle() string { return reportStyle }

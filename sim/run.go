@@ -359,17 +359,8 @@ func (r *runner) attempt(ci int32) {
 // client retries or gives up. hint is the bucket's RetryAfter for a throttle.
 func (r *runner) fail(ci int32, rejected bool, hint time.Duration) {
 	c := &r.calls[ci]
-	rt := r.sc.Retry
-	if rt.Disabled || (rejected && rt.No429) || (rt.MaxAttempts > 0 && int(c.attempts) >= rt.MaxAttempts) {
-		r.giveUp(ci)
-		return
-	}
-	d := rt.Schedule.Delay(int(c.attempts-1), c.prevDelay, r.rtyRnd)
-	d = max(d, MinRetryWait)
-	if rt.UseRetryAfter {
-		d = max(d, min(hint, retry.DefaultMaxHint))
-	}
-	if rt.Deadline > 0 && int64(d) > int64(rt.Deadline)-(r.now-c.start) {
+	d, ok := r.sc.Retry.wait(c.attempts, c.prevDelay, time.Duration(r.now-c.start), hint, rejected, r.rtyRnd)
+	if !ok {
 		r.giveUp(ci)
 		return
 	}
@@ -389,6 +380,26 @@ func (r *runner) fail(ci int32, rejected bool, hint time.Duration) {
 	if int64(d) < r.end-r.now {
 		r.push(r.now+int64(d), evAttempt, ci, 0)
 	}
+}
+
+// wait is the client's decision after a throttled (rejected false) or
+// 429-rejected attempt, the attempts-th of a call that began elapsed ago
+// and last waited prev: the wait before the next attempt, or false when
+// the call gives up. hint is the bucket's RetryAfter for a throttle. The
+// retry budget is the caller's to consult.
+func (rt *Retry) wait(attempts int32, prev, elapsed, hint time.Duration, rejected bool, rnd retry.Rand) (time.Duration, bool) {
+	if rt.Disabled || (rejected && rt.No429) || (rt.MaxAttempts > 0 && int(attempts) >= rt.MaxAttempts) {
+		return 0, false
+	}
+	d := rt.Schedule.Delay(int(attempts-1), prev, rnd)
+	d = max(d, MinRetryWait)
+	if rt.UseRetryAfter {
+		d = max(d, min(hint, retry.DefaultMaxHint))
+	}
+	if rt.Deadline > 0 && d > rt.Deadline-elapsed {
+		return 0, false
+	}
+	return d, true
 }
 
 func (r *runner) giveUp(ci int32) {

@@ -104,6 +104,7 @@ var synopses = map[string]string{
 	"serve":   serveSynopsis,
 	"check":   checkSynopsis,
 	"sim":     simSynopsis,
+	"replay":  replaySynopsis,
 	"version": versionSynopsis,
 }
 

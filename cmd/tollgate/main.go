@@ -5,6 +5,7 @@
 //	tollgate serve [flags]                  run the throttling server (tollgate serve -h)
 //	tollgate check [--preset NAME | FILE]   validate a quota config and print its table
 //	tollgate sim (--preset NAME | --scenario FILE) [--out DIR]   simulate throttling, retries and autoscaling
+//	tollgate replay [--config FILE] [--json] [--html FILE] FILE|DIR...   replay CloudTrail logs through the throttle and retries
 //	tollgate version (or --version)         print the module version and VCS revision
 //
 // Every command prints its help with --help (to stdout, exit status 0); a
@@ -33,6 +34,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"check":   checkCommand(),
 		"serve":   serveCommand(),
+		"replay":  replayCommand(),
 		"sim":     simCommand(),
 		"version": versionCommand(),
 	}
@@ -74,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // commandOrder is the order of the commands in the usage.
-var commandOrder = []string{"serve", "check", "sim", "version"}
+var commandOrder = []string{"serve", "check", "sim", "replay", "version"}
 
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: tollgate <command> [flags]")

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/replay"
+	"github.com/tollgate/tollgate/sim"
+)
+
+func replayCommand() command {
+	return command{
+		summary: "play recorded CloudTrail logs through the throttle and retries; report throttles and the overrides that admit every call",
+		run:     runReplay,
+	}
+}
+
+// replaySynopsis is the head of `tollgate replay --help`.
+const replaySynopsis = `tollgate replay [--config FILE] [--applied FILE] [--retry POLICY] [--group NAME=ACCOUNT,...:POLICY]... [--json] [--html FILE] FILE|DIR...
+
+Reads CloudTrail log files ({"Records":[...]}, gzipped or not) and exports of
+one JSON record a line, in any order, plays their calls at their recorded
+times through the config's buckets (as tollgate serve would, with the
+approved increases of --applied) and each client group's retries, and
+reports per account, region and category the calls throttled, and the
+overrides that would have admitted them all. POLICY is
+default (exponential backoff with jitter, 300 s), none, or a number of
+attempts with the default backoff. Exit status 1 when an input could not be
+read to its end (the others are still reported).`
+
+// groupFlag collects --group NAME=ACCOUNT,...:POLICY.
+type groupFlag []replay.Group
+
+func (g *groupFlag) String() string { return "" }
+
+func (g *groupFlag) Set(s string) error {
+	name, rest, ok := strings.Cut(s, "=")
+	accounts, policy, ok2 := strings.Cut(rest, ":")
+	if !ok || !ok2 || name == "" || accounts == "" {
+		return fmt.Errorf("want NAME=ACCOUNT[,ACCOUNT...]:POLICY, e.g. batch=111122223333:none")
+	}
+	rt, err := retryPolicy(policy)
+	if err != nil {
+		return err
+	}
+	*g = append(*g, replay.Group{Name: name, Accounts: strings.Split(accounts, ","), Retry: rt})
+	return nil
+}
+
+// retryPolicy parses a POLICY: default, none, or a number of attempts.
+func retryPolicy(s string) (sim.Retry, error) {
+	switch s {
+	case "default":
+		return sim.Retry{}, nil
+	case "none":
+		return sim.Retry{Disabled: true}, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 100 {
+		return sim.Retry{}, fmt.Errorf("retry policy %q: want default, none, or a number of attempts from 1 to 100", s)
+	}
+	return sim.Retry{MaxAttempts: n}, nil
+}
+
+func runReplay(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("replay")
+	cfgPath := fs.String("config", "", "quota config `FILE`, as tollgate serve takes it (default: the built-in ecs and cloudmap presets)")
+	appliedPath := fs.String("applied", "", "`FILE` of the Service Quotas values in force (approved increases), as GET /v1/admin/servicequotas/applied answers")
+	retryFlag := fs.String("retry", "default", "retry `POLICY` of the accounts no --group names: default, none, or a number of attempts")
+	var groups groupFlag
+	fs.Var(&groups, "group", "a client group and its retry `POLICY`: NAME=ACCOUNT[,ACCOUNT...]:POLICY (repeatable)")
+	asJSON := fs.Bool("json", false, "write the report as JSON")
+	htmlPath := fs.String("html", "", "also write the report as one self-contained HTML page to `FILE`")
+	var window time.Duration
+	durationVar(fs, &window, "window", replay.DefaultWindow, "records are sorted by time within this `span`; later ones are counted as late")
+	seed := fs.Uint64("seed", 0, "random seed of the retries' jitter")
+	if code, ok := parseFlags(fs, replaySynopsis, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		return usageError(stderr, "replay", "give the log files or directories to replay")
+	}
+	if window <= 0 {
+		return usageError(stderr, "replay", "--window %v: want a span of more than 0", window)
+	}
+	rt, err := retryPolicy(*retryFlag)
+	if err != nil {
+		return usageError(stderr, "replay", "--retry: %v", err)
+	}
+	rest := "others"
+	if len(groups) == 0 {
+		rest = "all"
+	}
+	opt := replay.Options{Quota: quota.Default(), Window: window, Seed: *seed,
+		Groups: append([]replay.Group(groups), replay.Group{Name: rest, Retry: rt})}
+	if *cfgPath != "" {
+		cfg, err := config.Load(context.Background(), *cfgPath)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		opt.Quota = cfg.Quota
+	}
+	if *appliedPath != "" {
+		if opt.Limits, err = appliedLimits(opt.Quota, *appliedPath); err != nil {
+			fmt.Fprintf(stderr, "tollgate replay: %s: %v\n", *appliedPath, err)
+			return 1
+		}
+	}
+	inputs, err := replay.Files(fs.Args())
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate replay:", err)
+		return 1
+	}
+	bar := newProgress(stderr)
+	opt.Progress = bar.update
+	rep, err := replay.Run(inputs, opt)
+	bar.done()
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate replay:", err)
+		return 1
+	}
+	if *asJSON {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteText(stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate replay:", err)
+		return 1
+	}
+	if *htmlPath != "" {
+		if err := writeFile(*htmlPath, rep.WriteHTML); err != nil {
+			fmt.Fprintln(stderr, "tollgate replay:", err)
+			return 1
+		}
+	}
+	if len(rep.Errors) > 0 {
+		for _, e := range rep.Errors {
+			fmt.Fprintln(stderr, "tollgate replay:", e)
+		}
+		return 1
+	}
+	return 0
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// appliedLimits reads a file of applied values into Options.Limits.
+func appliedLimits(cfg *quota.Config, path string) (func(quota.Key, bucket.Limit) bucket.Limit, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	applied, err := replay.ReadApplied(f)
+	if err != nil {
+		return nil, err
+	}
+	return replay.AppliedLimits(cfg, applied)
+}
+
+// progress draws a bar of the bytes read on a terminal, at most five
+// times a second; it draws nothing when w is not a terminal.
+type progress struct {
+	w     io.Writer
+	now   func() time.Time
+	last  time.Time
+	drawn bool
+}
+
+func newProgress(w io.Writer) *progress {
+	f, ok := w.(*os.File)
+	if !ok {
+		return &progress{}
+	}
+	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return &progress{}
+	}
+	return &progress{w: w, now: time.Now}
+}
+
+func (p *progress) update(done, total int64) {
+	if p.w == nil || total <= 0 || p.now().Sub(p.last) < 200*time.Millisecond {
+		return
+	}
+	p.last = p.now()
+	frac := min(float64(done)/float64(total), 1)
+	n := int(frac * 30)
+	fmt.Fprintf(p.w, "\r[%s%s] %3.0f%%  %d/%d MB", strings.Repeat("=", n), strings.Repeat(" ", 30-n), frac*100, done>>20, total>>20)
+	p.drawn = true
+}
+
+func (p *progress) done() {
+	if p.drawn {
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", 60))
+	}
+}

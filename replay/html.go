@@ -1,0 +1,105 @@
+package replay
+
+// This file writes a report as one self-contained HTML page, in the look
+// of sim's reports. As sim's, it is written without html/template (see
+// sim/html.go: templates would keep every exported method in the binary),
+// every value through html.EscapeString.
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"fmt"
+	"html"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/tollgate/tollgate/sim"
+)
+
+// WriteHTML writes r as one HTML page that loads nothing: the counts, the
+// table of buckets, what was skipped or not known, and the overrides.
+func (r *Report) WriteHTML(w io.Writer) error {
+	b := bufio.NewWriter(w)
+	esc := func(s string) string { return html.EscapeString(s) }
+	b.WriteString("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n" +
+		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>tollgate replay</title>\n")
+	b.WriteString(sim.ReportStyle())
+	b.WriteString("</head>\n<body>\n<h1>tollgate replay</h1>\n")
+	fmt.Fprintf(b, "<p class=\"dim\">%d inputs, %d records: %d calls replayed, %d skipped, %d late (sorted within %v).</p>\n",
+		r.Inputs, r.Records, r.Replayed, r.Skipped, r.Late, r.Window)
+	list := func(title string, items []string) {
+		if len(items) == 0 {
+			return
+		}
+		fmt.Fprintf(b, "<h2>%s</h2>\n<ul>\n", esc(title))
+		for _, s := range items {
+			fmt.Fprintf(b, "<li>%s</li>\n", esc(s))
+		}
+		b.WriteString("</ul>\n")
+	}
+	list("Inputs not read to their end", r.Errors)
+	list(fmt.Sprintf("Skipped records (%d; the first shown)", r.Skipped), r.SkipSamples)
+	list("Calls of services the config does not have", countLines(r.UnknownServices))
+	list("Calls of actions the config does not know", countLines(r.UnknownActions))
+
+	b.WriteString("\n<h2>Buckets</h2>\n<table id=\"buckets\">\n<thead><tr><th>account</th><th>region</th><th>category</th><th>limit</th>" +
+		"<th>calls</th><th>throttled</th><th>after retries</th><th>group</th><th>in log</th><th>first minute</th><th>worst minute</th>" +
+		"<th>burst at rate</th><th>admits all</th><th>99.9 % rate</th><th>99.9 % burst</th></tr></thead>\n<tbody>\n")
+	td := func(s string) { b.WriteString("<td>" + esc(s) + "</td>") }
+	num := func(n int64) { td(strconv.FormatInt(n, 10)) }
+	for _, k := range r.Buckets {
+		b.WriteString("<tr>")
+		b.WriteString(`<td class="name">` + esc(k.Account) + "</td>")
+		td(k.Region)
+		td(k.Service + "/" + k.Category)
+		td(fmt.Sprintf("%d/%g", k.Burst, k.Rate))
+		num(k.Calls)
+		num(k.Throttled)
+		num(k.Failed)
+		td(k.Group)
+		num(k.Recorded)
+		if k.FirstMinute.IsZero() {
+			td("-")
+			td("-")
+		} else {
+			td(k.FirstMinute.Format("2006-01-02 15:04"))
+			td(fmt.Sprintf("%s (%d)", k.WorstMinute.Format("2006-01-02 15:04"), k.WorstCount))
+		}
+		num(k.BurstAtRate)
+		if k.AdmitBurst > 0 {
+			td(fmt.Sprintf("%d/%g", k.AdmitBurst, k.AdmitRate))
+		} else {
+			td("-")
+		}
+		td(orNone(k.Rate999 > 0, strconv.FormatFloat(k.Rate999, 'f', -1, 64)))
+		td(orNone(k.Burst999 > 0, strconv.FormatInt(k.Burst999, 10)))
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</tbody>\n</table>\n<p class=\"dim\">throttled: without retries; after retries: calls that still failed with their group's retries; " +
+		"in log: the log's own throttling errors; burst at rate: the smallest burst admitting every call at the configured rate; " +
+		"admits all: the limit the overrides below set.</p>\n")
+	var ov bytes.Buffer
+	if err := r.WriteOverrides(&ov); err != nil {
+		return err
+	}
+	if ov.Len() > 0 {
+		b.WriteString("\n<h2>Overrides</h2>\n<p class=\"dim\">Paste into the config of <code>tollgate serve</code>: every call replayed would have been admitted.</p>\n<pre class=\"scenario\">")
+		b.WriteString(esc(ov.String()))
+		b.WriteString("</pre>\n")
+	}
+	b.WriteString("\n<p class=\"dim\">Written by <code>tollgate replay --html</code>.</p>\n</body>\n</html>\n")
+	return b.Flush()
+}
+
+// countLines returns "name: count" lines, the largest count first.
+func countLines(m map[string]int64) []string {
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b)) })
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + ": " + strconv.FormatInt(m[k], 10)
+	}
+	return out
+}

@@ -1,0 +1,234 @@
+package replay
+
+// This file is what a replay reports, and its text, JSON and overrides
+// forms.
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tollgate/tollgate/awsjson"
+	"github.com/tollgate/tollgate/quota"
+)
+
+// Report is what a replay found.
+type Report struct {
+	// Inputs counts the inputs read; Errors names those that could not
+	// be read, or not to their end ("path: reason").
+	Inputs int      `json:"inputs"`
+	Errors []string `json:"errors,omitempty"`
+	// Records counts the records read; Skipped those skipped (no
+	// eventTime, not a JSON object …), the first of which SkipSamples
+	// shows; Replayed the calls played (known actions, not throttled in
+	// the log); Late those more than Window behind, played when read.
+	Records     int64    `json:"records"`
+	Skipped     int64    `json:"skipped"`
+	SkipSamples []string `json:"skip_samples,omitempty"`
+	Replayed    int64    `json:"replayed"`
+	Late        int64    `json:"late"`
+	// Window is the span records were sorted within.
+	Window time.Duration `json:"window_ns"`
+	// UnknownServices counts records by the eventSource no service of the
+	// config answers; UnknownActions by "service Action" for actions a
+	// known service does not have. At most a thousand names each; the
+	// rest are counted under "…".
+	UnknownServices map[string]int64 `json:"unknown_services,omitempty"`
+	UnknownActions  map[string]int64 `json:"unknown_actions,omitempty"`
+	// Buckets are the buckets called, by account, region, service and
+	// category.
+	Buckets []Bucket `json:"buckets"`
+}
+
+// Bucket is what the calls of one bucket met.
+type Bucket struct {
+	// Service, Account, Region and Category name the bucket (quota.Key).
+	Service  string `json:"service"`
+	Account  string `json:"account"`
+	Region   string `json:"region"`
+	Category string `json:"category"`
+	// Group is the client group whose retries were played.
+	Group string `json:"group"`
+	// Burst and Rate are the limit the config gives the bucket.
+	Burst int64   `json:"burst"`
+	Rate  float64 `json:"rate"`
+	// Calls counts the calls played; Throttled those the bucket throttles
+	// when each call is one attempt; Failed those still throttled after
+	// the group's retries; Attempts and ThrottledAttempts count the
+	// attempts with retries.
+	Calls             int64 `json:"calls"`
+	Throttled         int64 `json:"throttled"`
+	Failed            int64 `json:"failed_after_retries"`
+	Attempts          int64 `json:"attempts"`
+	ThrottledAttempts int64 `json:"throttled_attempts"`
+	// Recorded counts the log's own throttling errors for the bucket.
+	Recorded int64 `json:"recorded_throttles"`
+	// FirstMinute and WorstMinute are the first minute with a throttle
+	// (without retries) and the one with the most (WorstCount); zero
+	// without throttles. ThrottledMinutes counts minutes with any.
+	FirstMinute      time.Time `json:"first_minute,omitzero"`
+	WorstMinute      time.Time `json:"worst_minute,omitzero"`
+	WorstCount       int64     `json:"worst_minute_throttled"`
+	ThrottledMinutes int64     `json:"throttled_minutes"`
+	// PeakInstant is the most calls at one instant.
+	PeakInstant int64 `json:"peak_instant"`
+	// BurstAtRate is the smallest burst that admits every call at the
+	// configured rate (exact).
+	BurstAtRate int64 `json:"burst_at_rate"`
+	// AdmitBurst and AdmitRate are the recommended limit that admits every
+	// call: the smallest rate of the ladder (the configured rate × 1,
+	// 1.25, 1.5, 2 … 100) whose exact admitting burst is at most the
+	// configured burst or PeakInstant, whichever is larger, with that
+	// burst (at least the configured one); zero when none was found.
+	AdmitBurst int64   `json:"admit_burst"`
+	AdmitRate  float64 `json:"admit_rate"`
+	// Rate999 is the smallest ladder rate that admits 99.9 % of the calls
+	// at the configured burst, Burst999 the smallest ladder burst that
+	// does at the configured rate; zero for none.
+	Rate999  float64 `json:"rate_999"`
+	Burst999 int64   `json:"burst_999"`
+}
+
+func (r *Report) unknownService(s string) { count(r.UnknownServices, s) }
+func (r *Report) unknownAction(s string)  { count(r.UnknownActions, s) }
+
+func count(m map[string]int64, s string) {
+	if _, ok := m[s]; !ok && len(m) >= maxCounted {
+		s = "…"
+	}
+	m[s]++
+}
+
+func (r *run) report() *Report {
+	rep := r.rep
+	for _, st := range r.stats {
+		st.finish()
+		b := Bucket{
+			Service: st.key.Service, Account: st.key.Account, Region: st.key.Region, Category: st.key.Category,
+			Group: r.opt.Groups[st.group].Name,
+			Burst: st.limit.Capacity(), Rate: st.limit.RefillPerSecond(),
+			Calls: st.calls, Throttled: st.throttled, Failed: st.failed,
+			Attempts: st.attempts, ThrottledAttempts: st.throttledAttempts,
+			Recorded: st.recorded, WorstCount: st.worstCount, ThrottledMinutes: st.minutes,
+			PeakInstant: st.peak, BurstAtRate: st.need[0],
+		}
+		if st.firstMin != 0 {
+			b.FirstMinute = time.Unix(0, st.firstMin).UTC()
+			b.WorstMinute = time.Unix(0, st.worstMin).UTC()
+		}
+		if l, ok := st.admitting(); ok {
+			b.AdmitBurst, b.AdmitRate = l.Capacity(), l.RefillPerSecond()
+		}
+		b.Rate999, b.Burst999 = st.most999()
+		rep.Buckets = append(rep.Buckets, b)
+	}
+	slices.SortFunc(rep.Buckets, func(a, b Bucket) int {
+		return cmp.Or(cmp.Compare(a.Account, b.Account), cmp.Compare(a.Region, b.Region),
+			cmp.Compare(a.Service, b.Service), cmp.Compare(a.Category, b.Category))
+	})
+	return &rep
+}
+
+// WriteJSON writes r as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(r)
+}
+
+// NeedsOverride reports whether b's calls were throttled and a limit that
+// admits them all was found, for an account and region a config can name.
+func (b Bucket) NeedsOverride() bool {
+	return b.Throttled > 0 && b.AdmitBurst > 0 && quota.ValidAccount(b.Account) && awsjson.ValidRegion(b.Region)
+}
+
+// WriteOverrides writes the overrides that admit every call of every
+// throttled bucket, in the config's syntax (an overrides: section), or
+// nothing when no bucket was throttled.
+func (r *Report) WriteOverrides(w io.Writer) error {
+	first := true
+	for _, b := range r.Buckets {
+		if !b.NeedsOverride() {
+			continue
+		}
+		if first {
+			if _, err := fmt.Fprintln(w, "overrides:"); err != nil {
+				return err
+			}
+			first = false
+		}
+		_, err := fmt.Fprintf(w, "  - {service: %s, account: %q, region: %s, category: %s, capacity: %d, refill_per_second: %s}\n",
+			b.Service, b.Account, b.Region, b.Category, b.AdmitBurst, strconv.FormatFloat(b.AdmitRate, 'f', -1, 64))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteText writes r as a table, its counts, and the overrides.
+func (r *Report) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "%d inputs, %d records: %d calls replayed, %d skipped, %d late (window %v)\n",
+		r.Inputs, r.Records, r.Replayed, r.Skipped, r.Late, r.Window)
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "error: %s\n", e)
+	}
+	for _, s := range r.SkipSamples {
+		fmt.Fprintf(w, "skipped: %s\n", s)
+	}
+	writeCounts(w, "calls of services the config does not have", r.UnknownServices)
+	writeCounts(w, "calls of actions the config does not know", r.UnknownActions)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "account\tregion\tcategory\tlimit\tcalls\tthrottled\tafter retries\tgroup\tin log\tfirst minute\tworst minute\tburst at rate\tadmits all\t99.9 %: rate | burst\t")
+	for _, b := range r.Buckets {
+		first, worst := "-", "-"
+		if !b.FirstMinute.IsZero() {
+			first = b.FirstMinute.Format("2006-01-02 15:04")
+			worst = fmt.Sprintf("%s (%d)", b.WorstMinute.Format("15:04"), b.WorstCount)
+		}
+		admit := "-"
+		if b.AdmitBurst > 0 {
+			admit = fmt.Sprintf("%d/%g", b.AdmitBurst, b.AdmitRate)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%d/%g\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%s\t%s | %s\t\n",
+			b.Account, b.Region, b.Service, b.Category, b.Burst, b.Rate, b.Calls, b.Throttled, b.Failed, b.Group, b.Recorded,
+			first, worst, b.BurstAtRate, admit, orNone(b.Rate999 > 0, strconv.FormatFloat(b.Rate999, 'f', -1, 64)), orNone(b.Burst999 > 0, strconv.FormatInt(b.Burst999, 10)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nthrottled: without retries; after retries: calls that still failed with their group's retries; in log: the log's own throttling errors.")
+	fmt.Fprintln(w, "burst at rate: the smallest burst admitting every call at the configured rate; admits all: the limit the overrides below set.")
+	fmt.Fprintln(w)
+	return r.WriteOverrides(w)
+}
+
+func orNone(ok bool, s string) string {
+	if ok {
+		return s
+	}
+	return "none"
+}
+
+func writeCounts(w io.Writer, what string, m map[string]int64) {
+	if len(m) == 0 {
+		return
+	}
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), cmp.Compare(a, b)) })
+	fmt.Fprintf(w, "%s:", what)
+	for i, k := range keys {
+		if i == maxSamples {
+			fmt.Fprintf(w, " … (%d more)", len(keys)-i)
+			break
+		}
+		fmt.Fprintf(w, " %s %d;", k, m[k])
+	}
+	fmt.Fprintln(w)
+}
