@@ -18,9 +18,9 @@ import (
 )
 
 // TestReadyzReportsTheStore checks /readyz's body names the store and its
-// state, and that a Redis store that denies everything while Redis is
-// unreachable (fail-closed) makes the node not ready, while the local and
-// open policies keep it ready and say Redis is down.
+// state, and that a Redis store that has never reached Redis makes the
+// node not ready unless its failure policy is open (a node that never
+// reached its store says so loudly, not a false 200).
 func TestReadyzReportsTheStore(t *testing.T) {
 	t.Parallel()                    // its own servers
 	dead := redistest.ClosedAddr(t) // refuses, and no other test's server can take it
@@ -38,9 +38,9 @@ func TestReadyzReportsTheStore(t *testing.T) {
 		body   []string
 	}{
 		{"memory", memory.New(memory.Options{}), 200, []string{"ready\n", "store: memory\n"}},
-		{"redis-closed", redis(redisstore.FailClosed), 503, []string{"not ready\n", "store: redis down (on failure: closed)\n"}},
-		{"redis-local", redis(redisstore.FailLocal), 200, []string{"ready\n", "store: redis down (on failure: local)\n"}},
-		{"redis-open", redis(redisstore.FailOpen), 200, []string{"ready\n", "store: redis down (on failure: open)\n"}},
+		{"redis-closed", redis(redisstore.FailClosed), 503, []string{"not ready\n", "store: redis never reached (on failure: closed)\n"}},
+		{"redis-local", redis(redisstore.FailLocal), 503, []string{"not ready\n", "store: redis never reached (on failure: local)\n"}},
+		{"redis-open", redis(redisstore.FailOpen), 200, []string{"ready\n", "store: redis never reached (on failure: open)\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, err := New(Options{Limiter: tc.store})
