@@ -184,6 +184,13 @@ func BenchmarkAWSVerified(b *testing.B) {
 		b.Fatal(err)
 	}
 	c.verifier = awsjson.NewVerifier(creds, awsjson.VerifierOptions{Now: func() time.Time { return signedAt }})
+	// Each key's signing key is derived once a day: derive them before
+	// the clock starts, so the figure is the steady state.
+	for _, r := range c.reqs {
+		if _, e := c.verifier.Verify(r, []byte("{}"), "192.0.2.1:1"); e != nil {
+			b.Fatal(e)
+		}
+	}
 	runPaths(b, c)
 }
 
