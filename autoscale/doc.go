@@ -136,7 +136,8 @@
 // once a sample for it is in, else the one before, so a Tick on a second
 // not yet observed does not read it as idle. Zero instances is decided by
 // requests only: a live instance stays recommended until the idle timeout
-// whatever the metrics read (Decision.Idle marks the idle drop).
+// whatever the metrics read (Decision.Idle marks the idle drop, and
+// Decision.Exited the drop when the last instances exit on their own).
 //
 // # Scale-down
 //

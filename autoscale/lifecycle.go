@@ -239,6 +239,7 @@ func (e *Engine) InstanceExited(now time.Time, id InstanceID) (Events, error) {
 		}
 	}
 	e.remove(in)
+	e.exited++
 	if e.nPending > 0 {
 		for _, r := range e.ready {
 			e.dispatch(now, r)

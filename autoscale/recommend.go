@@ -154,19 +154,19 @@ func (e *Engine) takeWindow() *window {
 // request for the idle timeout. Until then a live instance stays
 // recommended whatever the metrics read (an idle instance's own background
 // CPU must not make the count flap between 0 and 1). It reports whether
-// the idle timeout set the count.
-func (e *Engine) bound(rec Recommendation, m Metrics) (Recommendation, bool) {
-	idle := false
+// the idle timeout set the count, and whether instances that exited on
+// their own since the last Tick left none live.
+func (e *Engine) bound(rec Recommendation, m Metrics) (_ Recommendation, idle, exited bool) {
 	switch {
 	case m.Active == 0 && m.Live > 0 && m.Now.Sub(e.lastRequest) >= e.cfg.IdleTimeout:
 		rec.Count, idle = 0, true
 	case m.Active == 0 && m.Live == 0:
-		rec.Count = 0
+		rec.Count, exited = 0, e.exited > 0
 	default:
 		rec.Count = max(rec.Count, 1)
 	}
 	rec.Count = min(max(rec.Count, e.cfg.MinInstances), e.cfg.MaxInstances)
-	return rec, idle
+	return rec, idle, exited
 }
 
 // scaleDown stops or drains surplus instances, newest (lowest ranked)

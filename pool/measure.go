@@ -104,7 +104,7 @@ func (rv *revision) tick(now time.Time) {
 		if dec.Held {
 			policy = before.Count
 		}
-		reason := scaleReason(rv.eng.Config(), dec.Count, policy, dec.Idle)
+		reason := scaleReason(rv.eng.Config(), dec.Count, policy, dec.Idle, dec.Exited)
 		scaled = []any{"from", before.Count, "to", dec.Count, "reason", reason, "driver", dec.Driver.String(), "driver_count", policy,
 			"cpu_1m", round3(m.CPU1m), "concurrency_1m", round3(m.Concurrency1m), "concurrency_10m", round3(m.Concurrency10m),
 			"act_capacity", round3(m.ACTCapacity), "need_cpu", round3(cpu), "need_concurrency", round3(conc), "need_act", round3(act),
@@ -124,9 +124,13 @@ func (rv *revision) tick(now time.Time) {
 
 // scaleReason says in a word or two why the count became to when the
 // winning driver asked for policy: the metrics themselves, or a bound the
-// engine applies on top of them.
-func scaleReason(cfg autoscale.Config, to, policy int, idle bool) string {
+// engine applies on top of them. idle and exited are the decision's Idle
+// and Exited: the idle timeout, or the last live instances exiting on
+// their own with no request in flight or pending, set the count.
+func scaleReason(cfg autoscale.Config, to, policy int, idle, exited bool) string {
 	switch {
+	case exited:
+		return "instance exited" // crashed or failed to start; only a request starts one now
 	case idle || to == 0:
 		return "idle timeout" // no request for Config.IdleTimeout
 	case to == policy:

@@ -143,6 +143,32 @@ func TestCrashAnswers502AndIsReplaced(t *testing.T) {
 	_ = reg
 }
 
+// TestLastCrashIsScaledDownAsExited: the only instance crashes a moment
+// after its request was answered, with a one-minute idle timeout. The
+// drop to zero is logged for the crash, not as "idle timeout".
+func TestLastCrashIsScaledDownAsExited(t *testing.T) {
+	t.Parallel()
+	r := &serverRunner{tag: "v1"}
+	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{IdleTimeout: time.Minute}})
+	runPool(t, p)
+	if code, _, _ := get(t, p.Handler("s"), "/"); code != 200 {
+		t.Fatal(code)
+	}
+	last := func() ScaleEvent {
+		sc := p.Status()[0].Scales
+		if len(sc) == 0 {
+			return ScaleEvent{}
+		}
+		return sc[len(sc)-1]
+	}
+	eventually(t, 10*time.Second, "the count never rose to 1", func() bool { return last().To == 1 })
+	r.all()[0].crash()
+	eventually(t, 10*time.Second, "the count did not fall after the crash", func() bool { return last().To == 0 })
+	if e := last(); e.From != 1 || e.Reason != "instance exited" {
+		t.Fatalf("scale decision after the crash: %+v, want 1 → 0 for %q", e, "instance exited")
+	}
+}
+
 func TestIdleToZeroAndShutdownStopsAll(t *testing.T) {
 	t.Parallel()
 	r := &serverRunner{tag: "v1"}
@@ -298,20 +324,23 @@ func TestRetryAfterIsThePendingWait(t *testing.T) {
 func TestScaleReason(t *testing.T) {
 	cfg := autoscale.Config{MinInstances: 1, MaxInstances: 5}
 	for _, c := range []struct {
-		to, policy int
-		idle       bool
-		want       string
+		to, policy   int
+		idle, exited bool
+		want         string
 	}{
-		{3, 3, false, "metrics"},
-		{0, 2, false, "idle timeout"},
-		{5, 8, false, "max instances"},
-		{1, 0, false, "min instances"},
-		{2, 0, false, "requests waiting"},
+		{3, 3, false, false, "metrics"},
+		{0, 2, false, false, "idle timeout"},
+		{5, 8, false, false, "max instances"},
+		{1, 0, false, false, "min instances"},
+		{2, 0, false, false, "requests waiting"},
 		// The drop to min instances at the idle timeout, while background
 		// CPU still asks for 3 (it was logged "bounds").
-		{1, 3, true, "idle timeout"},
+		{1, 3, true, false, "idle timeout"},
+		// The last instance crashed long before the idle timeout (it was
+		// logged "idle timeout").
+		{0, 1, false, true, "instance exited"},
 	} {
-		if got := scaleReason(cfg, c.to, c.policy, c.idle); got != c.want {
+		if got := scaleReason(cfg, c.to, c.policy, c.idle, c.exited); got != c.want {
 			t.Errorf("scaleReason(to %d, driver asks %d) = %q, want %q", c.to, c.policy, got, c.want)
 		}
 	}
