@@ -143,32 +143,6 @@ func TestCrashAnswers502AndIsReplaced(t *testing.T) {
 	_ = reg
 }
 
-// TestLastCrashIsScaledDownAsExited: the only instance crashes a moment
-// after its request was answered, with a one-minute idle timeout. The
-// drop to zero is logged for the crash, not as "idle timeout".
-func TestLastCrashIsScaledDownAsExited(t *testing.T) {
-	t.Parallel()
-	r := &serverRunner{tag: "v1"}
-	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{IdleTimeout: time.Minute}})
-	runPool(t, p)
-	if code, _, _ := get(t, p.Handler("s"), "/"); code != 200 {
-		t.Fatal(code)
-	}
-	last := func() ScaleEvent {
-		sc := p.Status()[0].Scales
-		if len(sc) == 0 {
-			return ScaleEvent{}
-		}
-		return sc[len(sc)-1]
-	}
-	eventually(t, 10*time.Second, "the count never rose to 1", func() bool { return last().To == 1 })
-	r.all()[0].crash()
-	eventually(t, 10*time.Second, "the count did not fall after the crash", func() bool { return last().To == 0 })
-	if e := last(); e.From != 1 || e.Reason != "instance exited" {
-		t.Fatalf("scale decision after the crash: %+v, want 1 → 0 for %q", e, "instance exited")
-	}
-}
-
 func TestIdleToZeroAndShutdownStopsAll(t *testing.T) {
 	t.Parallel()
 	r := &serverRunner{tag: "v1"}
@@ -383,9 +357,10 @@ func (r *failingRunner) times() []time.Time {
 	return slices.Clone(r.starts)
 }
 
-// TestReplacementBackoffCountsTheFailure: the replacement launched when
-// the second start in a row fails already waits backoffBase; the one after
-// the first failure does not wait.
+// TestReplacementBackoffCountsTheFailure: the start after the second
+// failure in a row comes backoffBase after it at the soonest, the one
+// after the third twice that; the one after the first failure does not
+// wait.
 func TestReplacementBackoffCountsTheFailure(t *testing.T) {
 	t.Parallel()
 	r := &failingRunner{}
