@@ -26,7 +26,10 @@
 //     expected cold start; pending requests are dispatched to it.
 //   - Observe(now, id, cpuCores, concurrency) once a second per instance:
 //     the CPU (in cores) it used and its average concurrent requests over
-//     that second. Samples feed the metric windows and ACT.
+//     that second. Samples feed the metric windows and ACT. A caller whose
+//     measurements do not fall on whole seconds (a ticker that runs late)
+//     uses ObserveSpan(from, to, id, cpuCores, concurrency) instead: the
+//     averages over [from, to), split over the seconds it covers by time.
 //   - Tick(now) once a second: the recommendation (Decision.Count and
 //     which Driver won), instances to start, drain and stop, pending
 //     requests dispatched or rejected with HTTP 429.
@@ -136,7 +139,8 @@
 // once a sample for it is in, else the one before, so a Tick on a second
 // not yet observed does not read it as idle. Zero instances is decided by
 // requests only: a live instance stays recommended until the idle timeout
-// whatever the metrics read (Decision.Idle marks the idle drop).
+// whatever the metrics read (Decision.Idle marks the idle drop, and
+// Decision.Exited the drop when the last instances exit on their own).
 //
 // # Scale-down
 //

@@ -76,6 +76,12 @@ type Decision struct {
 	// Idle is true when the idle timeout set Count (no request for
 	// Config.IdleTimeout): zero, or min instances.
 	Idle bool
+	// Exited is true when instances exited on their own (InstanceExited)
+	// since the previous Tick and left none live, with no request in
+	// flight or pending, so that Count is zero, or min instances (whose
+	// replacements this Tick starts): the count fell because they
+	// crashed, not for the idle timeout.
+	Exited bool
 	// Events are what the caller must do.
 	Events
 }
@@ -118,6 +124,7 @@ type Engine struct {
 	nPending    int
 	inFlight    int
 	lastRequest time.Time // last time a request arrived or finished
+	exited      int       // instances that exited on their own since the last Tick
 
 	nextInstance InstanceID
 	nextRequest  RequestID
@@ -223,8 +230,9 @@ func (e *Engine) Tick(now time.Time) Decision {
 	e.ev.reset()
 	m := e.Metrics(now)
 	rec := e.policy.Recommend(m)
-	var idle bool
-	e.rec, idle = e.bound(rec, m)
+	var idle, exited bool
+	e.rec, idle, exited = e.bound(rec, m)
+	e.exited = 0
 
 	e.expire(now)
 	e.requeue(now)
@@ -246,5 +254,5 @@ func (e *Engine) Tick(now time.Time) Decision {
 			}
 		}
 	}
-	return Decision{Recommendation: e.rec, Idle: idle, Events: e.ev}
+	return Decision{Recommendation: e.rec, Idle: idle, Exited: exited, Events: e.ev}
 }

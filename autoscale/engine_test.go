@@ -840,6 +840,35 @@ func TestInstanceExitedWhileDraining(t *testing.T) {
 	checkInvariants(t, e)
 }
 
+// TestLastInstanceExitedSaysSo: the only instance crashes with its one
+// request 1 s after it was answered, 60 s before the idle timeout. The
+// count falls to zero because nothing is live and nothing asks for an
+// instance: the decision says the instance exited, not that the service
+// was idle, and starts nothing. With min instances 1, the count stays and
+// the same Tick starts the replacement.
+func TestLastInstanceExitedSaysSo(t *testing.T) {
+	for _, minInst := range []int{0, 1} {
+		e := newEngine(t, Config{MinInstances: minInst, IdleTimeout: time.Minute})
+		id := readyInstances(t, e, sec(0), 1)[0]
+		r := e.Route(sec(0))
+		if d := e.Tick(sec(1)); d.Count != 1 || d.Exited || d.Idle {
+			t.Fatalf("min %d, request running: %+v", minInst, d)
+		}
+		ev, err := e.InstanceExited(sec(1.5), id)
+		if err != nil || !slices.Equal(ev.Failed, []RequestID{r.Request}) || len(ev.Started) != 0 {
+			t.Fatalf("min %d, exit: %+v %v", minInst, ev, err)
+		}
+		d := e.Tick(sec(2))
+		if d.Count != minInst || !d.Exited || d.Idle || len(d.Started) != minInst {
+			t.Fatalf("min %d, tick after the exit: %+v, want count %d, Exited, %d started", minInst, d, minInst, minInst)
+		}
+		// The next Tick sees no new exit.
+		if d := e.Tick(sec(3)); d.Count != minInst || d.Exited || len(d.Started) != 0 {
+			t.Fatalf("min %d, second tick after the exit: %+v", minInst, d)
+		}
+	}
+}
+
 // stepLoad runs 18 ready instances through a minute of light load (two
 // instances at 5 concurrent requests) and then a step to 84 concurrent
 // requests (in flight from then on) on 14 instances, as the simulator's autoscale-step

@@ -73,8 +73,10 @@ type instance struct {
 	act           int
 	actSec        int64
 	actSeen       bool
-	win           *window // nil until its first sample
-	ahead         int     // requeue's count of pending requests kept on it
+	win           *window   // nil until its first sample
+	spanned       bool      // a span has been observed (ObserveSpan)
+	spanEnd       time.Time // the end of the last span observed
+	ahead         int       // requeue's count of pending requests kept on it
 }
 
 // ExpectedColdStart is the mean of the observed starts (InstanceReady time
@@ -239,6 +241,7 @@ func (e *Engine) InstanceExited(now time.Time, id InstanceID) (Events, error) {
 		}
 	}
 	e.remove(in)
+	e.exited++
 	if e.nPending > 0 {
 		for _, r := range e.ready {
 			e.dispatch(now, r)

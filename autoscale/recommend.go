@@ -91,19 +91,11 @@ func (e *Engine) Observe(now time.Time, id InstanceID, cpuCores, concurrency flo
 		return fmt.Errorf("observe instance %d: %w", id, ErrUnknownInstance)
 	}
 	sec := e.second(now)
-	if d := sec - e.nowSec; d > maxSampleSkew || d < -maxSampleSkew {
-		return fmt.Errorf("observe instance %d at %v: more than 100 years from the engine's time %v: %w", id, now, e.now, ErrInvalidSample)
-	}
-	for _, v := range [2]float64{cpuCores, concurrency} {
-		if !(v >= 0 && v <= maxSample) {
-			return fmt.Errorf("observe instance %d: value %v not in [0, %g]: %w", id, v, float64(maxSample), ErrInvalidSample)
-		}
+	if err := e.checkSample(id, now, cpuCores, concurrency); err != nil {
+		return err
 	}
 	e.clock(now)
-	// Both windows end at or before the engine's current second, so a
-	// second inside the 10 minutes ending there is one both accept; the
-	// service window is checked as well, so that the two never disagree.
-	if e.nowSec-sec >= span10m || !e.svc.accepts(sec) || (in.win != nil && !in.win.accepts(sec)) {
+	if !e.acceptsSecond(in, sec) {
 		return fmt.Errorf("observe instance %d at %v: %w", id, now, ErrStaleSample)
 	}
 	if in.win == nil {
@@ -112,12 +104,46 @@ func (e *Engine) Observe(now time.Time, id InstanceID, cpuCores, concurrency flo
 	v := pair{cpu: int64(math.Round(cpuCores * milli)), conc: int64(math.Round(concurrency * milli))}
 	delta, _ := in.win.put(sec, v, true)
 	e.svc.put(sec, delta, false)
+	e.markSampled(sec)
+	e.throttle(in, sec, cpuCores, concurrency)
+	return nil
+}
+
+// checkSample reports a sample of instance id at t that is not finite, is
+// negative or implausibly large, or is more than 100 years from the
+// engine's time, wrapping ErrInvalidSample.
+func (e *Engine) checkSample(id InstanceID, t time.Time, cpuCores, concurrency float64) error {
+	if d := e.second(t) - e.nowSec; d > maxSampleSkew || d < -maxSampleSkew {
+		return fmt.Errorf("observe instance %d at %v: more than 100 years from the engine's time %v: %w", id, t, e.now, ErrInvalidSample)
+	}
+	for _, v := range [2]float64{cpuCores, concurrency} {
+		if !(v >= 0 && v <= maxSample) {
+			return fmt.Errorf("observe instance %d: value %v not in [0, %g]: %w", id, v, float64(maxSample), ErrInvalidSample)
+		}
+	}
+	return nil
+}
+
+// acceptsSecond reports whether a sample of instance in for second sec is
+// recorded: both windows end at or before the engine's current second, so
+// a second inside the 10 minutes ending there is one both accept; the
+// service window is checked as well, so that the two never disagree.
+func (e *Engine) acceptsSecond(in *instance, sec int64) bool {
+	return e.nowSec-sec < span10m && e.svc.accepts(sec) && (in.win == nil || in.win.accepts(sec))
+}
+
+// markSampled notes that usage of second sec is in (see metricEnd).
+func (e *Engine) markSampled(sec int64) {
 	if !e.sampled || sec > e.sampledSec {
 		e.sampled, e.sampledSec = true, sec
 	}
+}
 
+// throttle applies adaptive concurrency throttling to instance in for a
+// sample of second sec, once per second (see Observe).
+func (e *Engine) throttle(in *instance, sec int64, cpuCores, concurrency float64) {
 	if in.actSeen && sec <= in.actSec {
-		return nil
+		return
 	}
 	in.actSeen, in.actSec = true, sec
 	old := in.act
@@ -131,7 +157,6 @@ func (e *Engine) Observe(now time.Time, id InstanceID, cpuCores, concurrency flo
 	if in.state == Ready {
 		e.actSum += in.act - old
 	}
-	return nil
 }
 
 // takeWindow returns a window for an instance: its first span is the
@@ -154,19 +179,19 @@ func (e *Engine) takeWindow() *window {
 // request for the idle timeout. Until then a live instance stays
 // recommended whatever the metrics read (an idle instance's own background
 // CPU must not make the count flap between 0 and 1). It reports whether
-// the idle timeout set the count.
-func (e *Engine) bound(rec Recommendation, m Metrics) (Recommendation, bool) {
-	idle := false
+// the idle timeout set the count, and whether instances that exited on
+// their own since the last Tick left none live.
+func (e *Engine) bound(rec Recommendation, m Metrics) (_ Recommendation, idle, exited bool) {
 	switch {
 	case m.Active == 0 && m.Live > 0 && m.Now.Sub(e.lastRequest) >= e.cfg.IdleTimeout:
 		rec.Count, idle = 0, true
 	case m.Active == 0 && m.Live == 0:
-		rec.Count = 0
+		rec.Count, exited = 0, e.exited > 0
 	default:
 		rec.Count = max(rec.Count, 1)
 	}
 	rec.Count = min(max(rec.Count, e.cfg.MinInstances), e.cfg.MaxInstances)
-	return rec, idle
+	return rec, idle, exited
 }
 
 // scaleDown stops or drains surplus instances, newest (lowest ranked)

@@ -46,6 +46,11 @@ func scaleWhy(e pool.ScaleEvent) string {
 		}
 	case "idle timeout":
 		head = "no request for the idle timeout: scale to zero"
+	case "instance exited":
+		head = "the last instance exited on its own (crashed or failed to start) with no request waiting: the next request starts one"
+		if e.To > 0 {
+			head = "the last instance exited on its own (crashed or failed to start): min instances start its replacement"
+		}
 	case "max instances":
 		head = fmt.Sprintf("held at max instances (the %s metric asked for %d)", e.Driver, e.DriverCount)
 	case "min instances":

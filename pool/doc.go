@@ -53,9 +53,12 @@
 // An instance the engine starts is started by the Runner; once ready, its
 // start-to-ready time is the engine's cold start. An instance that exits
 // on its own is reported to the engine (Engine.InstanceExited), which
-// replaces it as needed; after repeated failures each replacement waits a
-// capped exponential backoff (1 s doubling up to 1 min), logged and
-// exported as tollgate_pool_restart_backoff_seconds.
+// replaces it as needed: for pending requests, or up to min instances;
+// with no request pending (those waiting for a failed start are answered
+// 503 first) only a new request starts one. After repeated failures each
+// replacement starts no sooner than a capped exponential backoff (1 s
+// doubling up to 1 min) after the last failure, logged and exported as
+// tollgate_pool_restart_backoff_seconds.
 //
 // # Revisions
 //

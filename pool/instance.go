@@ -36,6 +36,15 @@ func backoff(failures int) time.Duration {
 	return min(d, backoffCap)
 }
 
+// remainingBackoff is how long an instance launched since the last of
+// failures exits in a row still waits: the backoff counts from that
+// failure, not from the launch. An instance launched by a request that
+// came once the failed start's 503s ended (ServeHTTP refuses requests for
+// the same backoff) does not wait it a second time.
+func remainingBackoff(failures int, since time.Duration) time.Duration {
+	return max(backoff(failures)-since, 0)
+}
+
 // instance is the pool's side of one engine instance. Fields below the
 // line are guarded by revision.mu.
 type instance struct {
@@ -126,14 +135,15 @@ func (rv *revision) launch(id autoscale.InstanceID) {
 	}
 	rv.insts[id] = in
 	failures := rv.failures
-	delay := backoff(failures)
-	rv.m.backoff.Set(delay.Seconds())
+	wait := backoff(failures)
+	rv.m.backoff.Set(wait.Seconds())
+	delay := remainingBackoff(failures, time.Since(rv.lastFailure))
 	ctx := rv.ctx
 	rv.wg.Add(1)
 	go func() {
 		defer rv.wg.Done()
 		if delay > 0 { // logged here, not under rv.mu
-			rv.log.Warn("instance failing repeatedly; delaying its replacement", "instance", in.name, "failures", failures, "backoff", delay)
+			rv.log.Warn("instance failing repeatedly; delaying its replacement", "instance", in.name, "failures", failures, "backoff", wait, "delay", delay)
 		}
 		rv.runInstance(ctx, in, delay)
 	}()
@@ -225,10 +235,14 @@ func (rv *revision) stopInstance(in *instance, run Instance, why string) {
 
 // startFailed answers the requests waiting for an instance when a start
 // failed and none is ready: 503 at once with a short reason (the log has
-// the whole story), rather than a wait for the replacement that would most
-// likely fail the same way. Until the replacement's crash-loop backoff has
-// passed, new requests get the same answer at once (ServeHTTP). The engine
-// keeps its replacement; rv.mu is held.
+// the whole story), rather than a wait for a replacement that would most
+// likely fail the same way. Until the crash-loop backoff has passed, new
+// requests get the same answer at once (ServeHTTP). It is called before
+// the engine learns of the exit, and withdraws the answered requests from
+// the engine first: with none pending, the engine starts no replacement
+// on demand for them (a crash-looping service started one a second after
+// its only request had been answered 503); a request, or min instances,
+// starts the next one. rv.mu is held.
 func (rv *revision) startFailed(now time.Time, in *instance, run Instance, why error) {
 	msg := "instance not ready: " + lastPart(why)
 	if run != nil {
@@ -246,6 +260,10 @@ func (rv *revision) startFailed(now time.Time, in *instance, run Instance, why e
 		w.failed = msg
 		delete(rv.waiters, id)
 		close(w.ch)
+		// Pending: withdrawn now; finish then finds it gone.
+		if ev, err := rv.eng.RequestDone(now, id); err == nil {
+			rv.apply(now, ev)
+		}
 	}
 }
 
@@ -293,13 +311,16 @@ func (rv *revision) gone(in *instance, run Instance, why error) {
 		} else {
 			rv.failures++
 		}
+		rv.lastFailure = now
+	}
+	// The requests answered for a failed start are withdrawn before the
+	// engine places the pending ones: none gets a replacement started.
+	if reason == "start_failed" && !shutdown {
+		rv.startFailed(now, in, run, why)
 	}
 	ev, err := rv.eng.InstanceExited(now, in.id)
 	if err == nil {
 		rv.apply(now, ev)
-	}
-	if reason == "start_failed" && !shutdown {
-		rv.startFailed(now, in, run, why)
 	}
 	failures := rv.failures
 	failed := len(ev.Failed)

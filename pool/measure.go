@@ -40,7 +40,7 @@ func engineCPU(cores, perInstance, alloc float64) float64 {
 
 // tick measures every serving instance over the last second, feeds the
 // engine, makes its decision and acts on it. It is the only caller of
-// Engine.Observe and Engine.Tick, and reads the CPU without the lock.
+// Engine.ObserveSpan and Engine.Tick, and reads the CPU without the lock.
 func (rv *revision) tick(now time.Time) {
 	rv.mu.Lock()
 	samples := make([]sample, 0, len(rv.insts))
@@ -73,10 +73,11 @@ func (rv *revision) tick(now time.Time) {
 		}
 		in.cpuLast, in.cpuOK, in.cpuAt = cpuTimes[i], cpuOK[i], now
 		in.conc, in.cpu = s.conc, cpus[i]
-		// The sample covers [from, now): record it in the engine second
-		// holding its middle.
-		at := s.from.Add(now.Sub(s.from) / 2)
-		if err := rv.eng.Observe(at, in.id, engineCPU(cpus[i], rv.eng.Config().CPUsPerInstance, allocs[i]), s.conc); err != nil && !errors.Is(err, autoscale.ErrUnknownInstance) && !errors.Is(err, autoscale.ErrStaleSample) {
+		// The sample covers [from, now), more or less than a second when
+		// the ticker runs late: the engine splits it over the seconds it
+		// covers by time (one second per sample read a constant
+		// concurrency of 6 as 4.7 to 5.2 with ticks up to 0.9 s late).
+		if err := rv.eng.ObserveSpan(s.from, now, in.id, engineCPU(cpus[i], rv.eng.Config().CPUsPerInstance, allocs[i]), s.conc); err != nil && !errors.Is(err, autoscale.ErrUnknownInstance) && !errors.Is(err, autoscale.ErrStaleSample) {
 			rv.log.Warn("engine refused a sample", "instance", in.name, "error", err)
 		}
 		rv.m.observe(in.name, s.conc, cpus[i])
@@ -104,7 +105,7 @@ func (rv *revision) tick(now time.Time) {
 		if dec.Held {
 			policy = before.Count
 		}
-		reason := scaleReason(rv.eng.Config(), dec.Count, policy, dec.Idle)
+		reason := scaleReason(rv.eng.Config(), dec.Count, policy, dec.Idle, dec.Exited)
 		scaled = []any{"from", before.Count, "to", dec.Count, "reason", reason, "driver", dec.Driver.String(), "driver_count", policy,
 			"cpu_1m", round3(m.CPU1m), "concurrency_1m", round3(m.Concurrency1m), "concurrency_10m", round3(m.Concurrency10m),
 			"act_capacity", round3(m.ACTCapacity), "need_cpu", round3(cpu), "need_concurrency", round3(conc), "need_act", round3(act),
@@ -124,9 +125,13 @@ func (rv *revision) tick(now time.Time) {
 
 // scaleReason says in a word or two why the count became to when the
 // winning driver asked for policy: the metrics themselves, or a bound the
-// engine applies on top of them.
-func scaleReason(cfg autoscale.Config, to, policy int, idle bool) string {
+// engine applies on top of them. idle and exited are the decision's Idle
+// and Exited: the idle timeout, or the last live instances exiting on
+// their own with no request in flight or pending, set the count.
+func scaleReason(cfg autoscale.Config, to, policy int, idle, exited bool) string {
 	switch {
+	case exited:
+		return "instance exited" // crashed or failed to start; only a request starts one now
 	case idle || to == 0:
 		return "idle timeout" // no request for Config.IdleTimeout
 	case to == policy:

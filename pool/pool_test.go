@@ -298,20 +298,23 @@ func TestRetryAfterIsThePendingWait(t *testing.T) {
 func TestScaleReason(t *testing.T) {
 	cfg := autoscale.Config{MinInstances: 1, MaxInstances: 5}
 	for _, c := range []struct {
-		to, policy int
-		idle       bool
-		want       string
+		to, policy   int
+		idle, exited bool
+		want         string
 	}{
-		{3, 3, false, "metrics"},
-		{0, 2, false, "idle timeout"},
-		{5, 8, false, "max instances"},
-		{1, 0, false, "min instances"},
-		{2, 0, false, "requests waiting"},
+		{3, 3, false, false, "metrics"},
+		{0, 2, false, false, "idle timeout"},
+		{5, 8, false, false, "max instances"},
+		{1, 0, false, false, "min instances"},
+		{2, 0, false, false, "requests waiting"},
 		// The drop to min instances at the idle timeout, while background
 		// CPU still asks for 3 (it was logged "bounds").
-		{1, 3, true, "idle timeout"},
+		{1, 3, true, false, "idle timeout"},
+		// The last instance crashed long before the idle timeout (it was
+		// logged "idle timeout").
+		{0, 1, false, true, "instance exited"},
 	} {
-		if got := scaleReason(cfg, c.to, c.policy, c.idle); got != c.want {
+		if got := scaleReason(cfg, c.to, c.policy, c.idle, c.exited); got != c.want {
 			t.Errorf("scaleReason(to %d, driver asks %d) = %q, want %q", c.to, c.policy, got, c.want)
 		}
 	}
@@ -354,9 +357,10 @@ func (r *failingRunner) times() []time.Time {
 	return slices.Clone(r.starts)
 }
 
-// TestReplacementBackoffCountsTheFailure: the replacement launched when
-// the second start in a row fails already waits backoffBase; the one after
-// the first failure does not wait.
+// TestReplacementBackoffCountsTheFailure: the start after the second
+// failure in a row comes backoffBase after it at the soonest, the one
+// after the third twice that; the one after the first failure does not
+// wait.
 func TestReplacementBackoffCountsTheFailure(t *testing.T) {
 	t.Parallel()
 	r := &failingRunner{}

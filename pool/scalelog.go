@@ -14,8 +14,8 @@ type ScaleEvent struct {
 	To     int       `json:"to"`
 	Driver string    `json:"driver"`
 	// Reason says why the count changed, as the scale log line does:
-	// metrics, requests waiting, idle timeout, min instances, max
-	// instances or bounds.
+	// metrics, requests waiting, idle timeout, instance exited, min
+	// instances, max instances or bounds.
 	Reason string `json:"reason"`
 	// DriverCount is the driver's own count before the engine's bounds
 	// (min and max instances, one while requests wait, zero once idle).

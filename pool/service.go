@@ -39,6 +39,7 @@ type revision struct {
 	nextInst      int // for instance names
 	lastRec       autoscale.Recommendation
 	failures      int             // instance exits in a row without a healthy run
+	lastFailure   time.Time       // when the last of them exited: the backoff counts from it
 	ctx           context.Context // set by run
 	retiring      bool            // no new request is routed here
 	retireBy      time.Time       // stop the instances by then even if busy

@@ -1,0 +1,95 @@
+package pool
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
+)
+
+// TestLastCrashIsScaledDownAsExited: the only instance crashes a moment
+// after its request was answered, with a one-minute idle timeout. The
+// drop to zero is logged for the crash, not as "idle timeout".
+func TestLastCrashIsScaledDownAsExited(t *testing.T) {
+	t.Parallel()
+	r := &serverRunner{tag: "v1"}
+	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{IdleTimeout: time.Minute}})
+	runPool(t, p)
+	if code, _, _ := get(t, p.Handler("s"), "/"); code != 200 {
+		t.Fatal(code)
+	}
+	last := func() ScaleEvent {
+		sc := p.Status()[0].Scales
+		if len(sc) == 0 {
+			return ScaleEvent{}
+		}
+		return sc[len(sc)-1]
+	}
+	eventually(t, 10*time.Second, "the count never rose to 1", func() bool { return last().To == 1 })
+	r.all()[0].crash()
+	eventually(t, 10*time.Second, "the count did not fall after the crash", func() bool { return last().To == 0 })
+	if e := last(); e.From != 1 || e.Reason != "instance exited" {
+		t.Fatalf("scale decision after the crash: %+v, want 1 → 0 for %q", e, "instance exited")
+	}
+}
+
+// TestFailedStartIsNotReplacedForItsAnsweredRequest: the only request's
+// start fails and the request is answered 503 at once. Nothing is pending
+// or in flight any more, so no replacement is started on demand (one was,
+// right after the 503, and crash-looping services ran a second failing
+// command a second after their only request had been answered).
+func TestFailedStartIsNotReplacedForItsAnsweredRequest(t *testing.T) {
+	t.Parallel()
+	r := &failingRunner{}
+	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{MaxInstances: 3, IdleTimeout: time.Minute}})
+	runPool(t, p)
+	if code, body, _ := get(t, p.Handler("s"), "/"); code != 503 || !strings.Contains(body, "no such command") {
+		t.Fatalf("request whose start failed: %d %q, want 503 with the reason", code, body)
+	}
+	// Three ticks: neither the exit nor a Tick starts one.
+	time.Sleep(3 * time.Second)
+	if n := len(r.times()); n != 1 {
+		t.Fatalf("%d starts for one request answered 503, want 1", n)
+	}
+	if st := p.Status()[0]; len(st.Instances) != 0 || st.Pending != 0 {
+		t.Fatalf("after the failed start: %+v, want no instance and nothing pending", st)
+	}
+}
+
+// TestMinInstancesReplaceFailedStarts: with min instances 1 and no
+// request, an instance whose start fails is still replaced, again and
+// again at the crash-loop backoff's pace.
+func TestMinInstancesReplaceFailedStarts(t *testing.T) {
+	t.Parallel()
+	r := &failingRunner{}
+	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Engine: autoscale.Config{MinInstances: 1, MaxInstances: 3}})
+	runPool(t, p)
+	eventually(t, 30*time.Second, "fewer than 3 starts for min instances 1", func() bool { return len(r.times()) >= 3 })
+	ts := r.times()
+	if gap := ts[2].Sub(ts[1]); gap < backoff(2)-100*time.Millisecond {
+		t.Fatalf("third start %v after the second failure, want a backoff of %v", gap, backoff(2))
+	}
+}
+
+// TestRemainingBackoffCountsFromTheFailure: an instance launched after
+// part of the backoff has passed since the last failure waits only the
+// rest of it.
+func TestRemainingBackoffCountsFromTheFailure(t *testing.T) {
+	for _, c := range []struct {
+		failures int
+		since    time.Duration
+		want     time.Duration
+	}{
+		{1, 0, 0},
+		{2, 0, backoffBase},
+		{2, 300 * time.Millisecond, 700 * time.Millisecond},
+		{2, 1050 * time.Millisecond, 0},
+		{4, time.Second, 3 * time.Second},
+		{20, 10 * time.Second, backoffCap - 10*time.Second},
+	} {
+		if got := remainingBackoff(c.failures, c.since); got != c.want {
+			t.Errorf("remainingBackoff(%d, %v) = %v, want %v", c.failures, c.since, got, c.want)
+		}
+	}
+}
