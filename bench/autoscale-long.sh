@@ -19,8 +19,17 @@
 # 0.5 CPUs, beside an unlimited service's.
 # Run from the repository root; needs ~12 min (long), ~2 min (crowd) or
 # ~1 min (cpu).
+#
+# PORT_BASE (see bench/lib.sh): tollgate listens on the range's first free
+# port and its instances get --instance-ports from the range's upper half
+# (else a random port, and tollgate's default instance ports). PIN=1 puts
+# tollgate (and so its instances) on one half of the CPUs and bench/pending
+# on the other; off by default here, as these cases measure no server
+# against its client and the cpu case's unlimited service wants every CPU.
 set -euo pipefail
 mode=${1:-long}
+PIN=${PIN:-0}
+. "$(dirname "$0")/lib.sh"
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; [ -z "${KEEP_LOG:-}" ] || cp "$tmp/log" "$KEEP_LOG"; rm -rf "$tmp"' EXIT
 go build -tags grpcnotrace -o "$tmp/tollgate" ./cmd/tollgate
@@ -52,8 +61,14 @@ YAML
 	svc free 0s "      min_instances: 1"
 } >"$tmp/tollgate.yaml"
 "$tmp/tollgate" check "$tmp/tollgate.yaml" | grep -E '^service|limits' || true
-port=$((20000 + RANDOM % 20000))
-"$tmp/tollgate" serve --listen 127.0.0.1:$port --config "$tmp/tollgate.yaml" >"$tmp/log" 2>&1 &
+inst=()
+if [ -n "${PORT_BASE:-}" ]; then
+	port port
+	inst=(--instance-ports "$INSTANCE_PORTS")
+else
+	port=$((20000 + RANDOM % 20000))
+fi
+"${pin_server[@]}" "$tmp/tollgate" serve --listen 127.0.0.1:$port --config "$tmp/tollgate.yaml" ${inst[@]+"${inst[@]}"} >"$tmp/log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do curl -sf "127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.2; done
 base="http://127.0.0.1:$port"
@@ -79,7 +94,7 @@ crowd)
 	counters="TcpExtListenOverflows TcpExtListenDrops TcpExtTCPReqQFullDrop TcpExtSyncookiesSent TcpExtSyncookiesRecv TcpExtSyncookiesFailed TcpExtTCPAbortOnData TcpOutRsts"
 	nstat -n >/dev/null 2>&1 || true # reset nstat's history: the next reading is the run's
 	# shellcheck disable=SC2086 # PENDING_ARGS: more flags of bench/pending, split on spaces
-	"$tmp/pending" -url "$base/crowd/?latency=1s" -n 20000 -timeout 10m ${PENDING_ARGS:-} >"$tmp/clients" &
+	"${pin_client[@]}" "$tmp/pending" -url "$base/crowd/?latency=1s" -n 20000 -timeout 10m ${PENDING_ARGS:-} >"$tmp/clients" &
 	cpid=$!
 	while kill -0 $cpid 2>/dev/null; do
 		rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)

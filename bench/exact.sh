@@ -10,9 +10,16 @@
 # It fails if a run of the first three cases admits more than its bound. The fourth case
 # (two nodes, --store-nodes 1) shows what an undercounted --store-nodes costs; it is
 # reported, not checked.
+#
+# PORT_BASE (see bench/lib.sh): redis-server and the servers listen on the
+# range's first free ports. PIN=1 puts redis-server, the servers and the CPU
+# burners on one half of the CPUs and the clients on the other; off by
+# default here: the check's load is everything contending for the same cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-20}
+PIN=${PIN:-0}
+. bench/lib.sh
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 bin=${TOLLGATE:-}
@@ -21,7 +28,9 @@ if [ -z "$bin" ]; then
   go build -tags grpcnotrace -o "$bin" ./cmd/tollgate
 fi
 go build -o "$dir/exact" ./bench/exact
-x="$dir/exact -tollgate $bin -runs $RUNS"
+x="${pin_client[*]} $dir/exact -tollgate $bin -runs $RUNS"
+[ "$PIN" = 1 ] && x="$x -server-cpus $SERVER_CPUS"
+[ -n "${PORT_BASE:-}" ] && x="$x -port-base $PORT_BASE"
 echo "## one node, CPU load"
 $x
 echo "## one node, CPU load, redis-server stopped (SIGSTOP) for 1 s at 2 s"

@@ -8,16 +8,28 @@
 #
 #   bash bench/serve.sh            # memory store
 #   REDIS=1 bash bench/serve.sh    # and the Redis store
+#
+# Each run's report gives the server's CPU seconds (and ticks of 10 ms);
+# from fewer than 200 ticks bench/load gives no figure per CPU-second and
+# says to run longer. D=20s by default for that (at 5 s a loaded machine
+# gave 1-37 ticks). PIN and PORT_BASE: see bench/lib.sh (the server, and
+# Redis, on one half of the CPUs, the load generator on the other, by
+# default; with PORT_BASE the server listens on the range's first free port).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-D=${D:-10s}
+D=${D:-20s}
+. bench/lib.sh
 bin=$(mktemp -d)/tollgate
 go build -tags grpcnotrace -o "$bin" ./cmd/tollgate
 go build -o "${bin%/*}/load" ./bench/load
 load="${bin%/*}/load"
 
 out="${bin%/*}/out"
-run() { echo "## $*"; "$load" -spawn "$bin" -d "$D" "$@" | grep -v '^first error' | tee "$out"; echo; }
+spawn=(-spawn "$bin")
+[ "$PIN" = 1 ] && spawn+=(-spawn-cpus "$SERVER_CPUS")
+if [ -n "${PORT_BASE:-}" ]; then port lport; spawn+=(-serve-args "--listen 127.0.0.1:$lport"); fi
+echo "# $pinning; D=$D"
+run() { echo "## $*"; "${pin_client[@]}" "$load" "${spawn[@]}" -d "$D" "$@" | grep -v '^first error' | tee "$out"; echo; }
 # peak prints the requests/s of the last run.
 peak() { sed -n 's/^requests\/s=\([0-9.]*\).*/\1/p' "$out"; }
 # paced prints FRACTION (default 0.5) of a closed-loop requests/s, at least 1.
@@ -43,11 +55,11 @@ run -mode take -c 16 -rate "$rate_take"
 run -mode batch -batch 100 -c 16 -rate "$rate_batch"
 
 if [ "${REDIS:-0}" = 1 ]; then
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no >/dev/null &
+  port rport
+  "${pin_server[@]}" redis-server --bind 127.0.0.1 --port "$rport" --save "" --appendonly no >/dev/null &
   rpid=$!
   trap 'kill $rpid' EXIT
   sleep 0.5
-  for c in 16 64; do run -store "redis://127.0.0.1:$port/0" -mode take -c $c; done
-  for c in 16 64; do run -store "redis://127.0.0.1:$port/0" -mode batch -batch 100 -c $c; done
+  for c in 16 64; do run -store "redis://127.0.0.1:$rport/0" -mode take -c $c; done
+  for c in 16 64; do run -store "redis://127.0.0.1:$rport/0" -mode batch -batch 100 -c $c; done
 fi

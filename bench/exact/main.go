@@ -52,6 +52,8 @@ type options struct {
 	stop       time.Duration
 	slack      int64
 	serveArgs  string
+	portBase   int
+	serverCPUs string
 }
 
 func main() {
@@ -68,6 +70,8 @@ func main() {
 	flag.DurationVar(&o.stop, "stop", time.Second, "how long -fault stop lasts")
 	flag.Int64Var(&o.slack, "slack", 0, "tokens a run may admit over the bound before the command fails")
 	flag.StringVar(&o.serveArgs, "serve-args", "", "more flags for the servers, space-separated")
+	flag.StringVar(&o.serverCPUs, "server-cpus", "", "run redis-server, the servers and the CPU burners on these CPUs (taskset -c LIST); run this command on others to keep its clients off them")
+	flag.IntVar(&o.portBase, "port-base", 0, "listen on the first free ports of PORT..PORT+49 (redis-server's, then the servers'); 0: ports the kernel picks")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "exact:", err)
@@ -87,11 +91,12 @@ func run(o options) error {
 	if o.fault != "" && o.fault != "stop" {
 		return fmt.Errorf("-fault %q: want stop or nothing", o.fault)
 	}
-	port, err := freePort()
+	ports := portRange{next: o.portBase, end: o.portBase + 50}
+	port, err := ports.take()
 	if err != nil {
 		return err
 	}
-	redis := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no")
+	redis := command(o.serverCPUs, "redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no")
 	if err := redis.Start(); err != nil {
 		return fmt.Errorf("redis-server: %w", err)
 	}
@@ -107,12 +112,16 @@ func run(o options) error {
 	var urls []string
 	var warnings []*atomic.Int64
 	for range o.nodes {
-		args := []string{"serve", "--listen", "127.0.0.1:0", "--store", store}
+		listen, err := ports.take()
+		if err != nil {
+			return err
+		}
+		args := []string{"serve", "--listen", fmt.Sprintf("127.0.0.1:%d", listen), "--store", store}
 		if o.storeNodes > 0 {
 			args = append(args, "--store-nodes", strconv.Itoa(o.storeNodes))
 		}
 		args = append(args, strings.Fields(o.serveArgs)...)
-		url, warned, stop, err := spawn(o.tollgate, args)
+		url, warned, stop, err := spawn(command(o.serverCPUs, o.tollgate, args...))
 		if err != nil {
 			return err
 		}
@@ -130,7 +139,7 @@ func run(o options) error {
 	var admitted, over []int64
 	var rates []float64
 	for i := range o.runs {
-		burn := burners(o.burners)
+		burn := burners(o.burners, o.serverCPUs)
 		r, err := once(o, urls, redis.Process, fmt.Sprintf("%012d", time.Now().UnixNano()%1e12))
 		burn()
 		if err != nil {
@@ -254,10 +263,10 @@ func once(o options, urls []string, redis *os.Process, account string) (result, 
 
 // burners starts n `yes` processes writing to /dev/null and returns a
 // function that kills them.
-func burners(n int) func() {
+func burners(n int, cpus string) func() {
 	var cmds []*exec.Cmd
 	for range n {
-		c := exec.Command("yes") // stdout nil: /dev/null
+		c := command(cpus, "yes") // stdout nil: /dev/null
 		if c.Start() == nil {
 			cmds = append(cmds, c)
 		}
@@ -270,10 +279,19 @@ func burners(n int) func() {
 	}
 }
 
-// spawn starts a tollgate server and returns its base URL, a count of its
-// "redis store unavailable" warnings, and a function that stops it.
-func spawn(bin string, args []string) (string, *atomic.Int64, func(), error) {
-	cmd := exec.Command(bin, args...)
+// command is exec.Command(name, args...), on cpus when they are given
+// (taskset sets the affinity and execs name: the pid is name's).
+func command(cpus, name string, args ...string) *exec.Cmd {
+	if cpus == "" {
+		return exec.Command(name, args...)
+	}
+	return exec.Command("taskset", append([]string{"-c", cpus, name}, args...)...)
+}
+
+// spawn starts a tollgate server (cmd: `tollgate serve ...`) and returns
+// its base URL, a count of its "redis store unavailable" warnings, and a
+// function that stops it.
+func spawn(cmd *exec.Cmd) (string, *atomic.Int64, func(), error) {
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return "", nil, nil, err
@@ -313,8 +331,27 @@ func spawn(bin string, args []string) (string, *atomic.Int64, func(), error) {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// portRange hands out loopback ports free to listen on: the first free
+// ones of [next, end), in order; with next 0, ones the kernel picks.
+type portRange struct{ next, end int }
+
+func (r *portRange) take() (int, error) {
+	if r.next == 0 {
+		return freePort(0)
+	}
+	for ; r.next < r.end; r.next++ {
+		if p, err := freePort(r.next); err == nil {
+			r.next++
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("no free port left below %d (-port-base)", r.end)
+}
+
+// freePort returns port if it is free to listen on on the loopback
+// interface, or with port 0 a free one the kernel picks.
+func freePort(port int) (int, error) {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return 0, err
 	}

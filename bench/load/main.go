@@ -21,6 +21,16 @@
 //
 // With -spawn it starts the server itself on a free loopback port and
 // stops it at the end; with -url and -pid it measures a running one.
+//
+// The server's CPU time comes from /proc in clock ticks of 10 ms, so a
+// short run on a busy machine measures it to a few ticks: the report
+// gives the server's CPU seconds and ticks, and a figure per server
+// CPU-second only when the server used at least -min-server-cpu (200
+// ticks, 2 s) over the measured window; below that it says so, on
+// standard error, and to run longer. The default -d is 20 s: a server
+// that gets even a tenth of a core has its 200 ticks, and at the half to
+// whole core a server usually gets here, 1,000-2,000 ticks (a tick either
+// side of the window is then at most 0.2 %).
 package main
 
 import (
@@ -61,6 +71,9 @@ type options struct {
 	store    string
 	extra    string
 	padBody  int
+	actions  []string
+	minCPU   time.Duration
+	cpus     string // -spawn-cpus
 }
 
 func main() {
@@ -76,12 +89,16 @@ func main() {
 	flag.IntVar(&o.conns, "grpc-conns", 4, "gRPC connections the workers share in -mode rls and gubernator")
 	flag.IntVar(&o.storePid, "store-pid", 0, "process id of the server's store (redis-server), to report its CPU time over the measured window too")
 	flag.IntVar(&o.c, "c", 16, "concurrent workers (connections)")
-	flag.DurationVar(&o.duration, "d", 10*time.Second, "measured duration")
+	flag.DurationVar(&o.duration, "d", 20*time.Second, "measured duration (long enough for -min-server-cpu of the server's CPU)")
+	flag.DurationVar(&o.minCPU, "min-server-cpu", 2*time.Second, "least server CPU time over the measured window for a figure per server CPU-second (in 10 ms ticks: 2s is 200); below it the figure is refused")
+	flag.StringVar(&o.cpus, "spawn-cpus", "", "run the -spawn server on these CPUs (taskset -c LIST), e.g. the ones the load generator is not on")
+	actions := flag.String("actions", strings.Join(ecsActions, ","), "ECS actions the takes of -mode take, batch and aws pick from at random, comma-separated (the ECS preset buckets them by category: DescribeClusters alone is one bucket per account)")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before it")
 	flag.Float64Var(&o.rate, "rate", 0, "total requests per second, paced; 0 = closed loop as fast as answers come")
 	flag.IntVar(&o.keys, "keys", 10000, "distinct accounts the takes spread over")
 	flag.IntVar(&o.padBody, "pad-body", 0, "in -mode batch, pad each body with whitespace to this many bytes (e.g. 1048576, the default --max-body)")
 	flag.Parse()
+	o.actions = strings.Split(*actions, ",")
 	batchSet := false
 	flag.Visit(func(f *flag.Flag) { batchSet = batchSet || f.Name == "batch" })
 	if (o.mode == "rls" || o.mode == "gubernator") && !batchSet {
@@ -96,6 +113,9 @@ func main() {
 func run(o options) error {
 	if o.c < 1 || o.keys < 1 || o.batch < 1 || o.duration <= 0 {
 		return errors.New("-c, -keys, -batch and -d must be positive")
+	}
+	if slices.Contains(o.actions, "") {
+		return errors.New("-actions: an empty action")
 	}
 	switch o.mode {
 	case "take", "batch", "aws", "rls", "gubernator", "gubernator-http", "get":
@@ -139,15 +159,15 @@ func run(o options) error {
 		drive(ctx, client, o)
 		cancel()
 	}
-	cpu0, _ := cpuSeconds(o.pid)
-	store0, _ := cpuSeconds(o.storePid)
+	cpu0, _ := cpuTicks(o.pid)
+	store0, _ := cpuTicks(o.storePid)
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
 	res := drive(ctx, client, o)
 	cancel()
 	elapsed := time.Since(start)
-	cpu1, cpuErr := cpuSeconds(o.pid)
-	store1, storeErr := cpuSeconds(o.storePid)
+	cpu1, cpuErr := cpuTicks(o.pid)
+	store1, storeErr := cpuTicks(o.storePid)
 
 	lat := res.latencies
 	slices.Sort(lat)
@@ -156,8 +176,6 @@ func run(o options) error {
 		perReq = o.batch
 	}
 	decisions := float64(res.ok * perReq)
-	// CPU times in /proc/PID/stat are in clock ticks: 100 per second on
-	// Linux (USER_HZ).
 	fmt.Printf("mode=%s batch=%d c=%d rate=%g keys=%d duration=%v\n", o.mode, perReq, o.c, o.rate, o.keys, elapsed.Round(time.Millisecond))
 	fmt.Printf("requests=%d errors=%d shed=%d decisions=%d (allowed=%d throttled=%d)\n", res.ok, res.errs, res.shed, int(decisions), res.allowed, res.throttled)
 	fmt.Printf("requests/s=%.0f decisions/s=%.0f\n", float64(res.ok)/elapsed.Seconds(), decisions/elapsed.Seconds())
@@ -166,11 +184,14 @@ func run(o options) error {
 			pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 99.9), lat[len(lat)-1])
 	}
 	if o.storePid != 0 && storeErr == nil {
-		fmt.Printf("store_cpu_seconds=%.2f\n", store1-store0)
+		fmt.Printf("store_cpu_seconds=%.2f\n", float64(store1-store0)/ticksPerSecond)
 	}
 	if o.pid != 0 && cpuErr == nil {
-		cpu := cpu1 - cpu0
-		fmt.Printf("server_cpu_seconds=%.2f decisions_per_server_cpu_second=%.0f\n", cpu, decisions/cpu)
+		line, refusal := cpuReport(cpu1-cpu0, decisions, o.minCPU)
+		fmt.Println(line)
+		if refusal != "" {
+			fmt.Fprintln(os.Stderr, "load:", refusal)
+		}
 	}
 	if hwm, rss, err := memoryKB(o.pid); err == nil {
 		fmt.Printf("server_peak_rss_mb=%.1f server_rss_mb=%.1f\n", float64(hwm)/1024, float64(rss)/1024)
@@ -333,7 +354,7 @@ func worker(ctx context.Context, client *http.Client, o options, id int, interva
 
 func buildRequest(ctx context.Context, o options, rng *rand.Rand, body *bytes.Buffer) *http.Request {
 	account := func() string { return fmt.Sprintf("%012d", rng.IntN(o.keys)) }
-	action := func() string { return ecsActions[rng.IntN(len(ecsActions))] }
+	action := func() string { return o.actions[rng.IntN(len(o.actions))] }
 	var req *http.Request
 	switch o.mode {
 	case "take":
@@ -378,8 +399,28 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 	return sorted[i].Round(time.Microsecond)
 }
 
-// cpuSeconds reads a process's user+system CPU time from /proc.
-func cpuSeconds(pid int) (float64, error) {
+// ticksPerSecond is the unit of the CPU times in /proc/PID/stat: clock
+// ticks, USER_HZ, 100 a second on Linux.
+const ticksPerSecond = 100
+
+// cpuReport is the report's line on the server's CPU over the measured
+// window: its CPU seconds and ticks and, from at least minCPU of it, the
+// decisions per server CPU-second. Below minCPU the figure is left out
+// (a few ticks either side make it swing by their share) and refusal
+// says why, and to run longer.
+func cpuReport(ticks int64, decisions float64, minCPU time.Duration) (line, refusal string) {
+	line = fmt.Sprintf("server_cpu_seconds=%.2f server_cpu_ticks=%d", float64(ticks)/ticksPerSecond, ticks)
+	minTicks := int64(minCPU.Seconds() * ticksPerSecond)
+	if ticks < max(minTicks, 1) {
+		return line, fmt.Sprintf("no decisions per server CPU-second: the server used %.2f s of CPU (%d ticks of 10 ms), fewer than the %d ticks (%v) a figure needs (-min-server-cpu); run longer (a larger -d, or D=... for the bench scripts)",
+			float64(ticks)/ticksPerSecond, ticks, max(minTicks, 1), minCPU)
+	}
+	return line + fmt.Sprintf(" decisions_per_server_cpu_second=%.0f", decisions*ticksPerSecond/float64(ticks)), ""
+}
+
+// cpuTicks reads a process's user+system CPU time from /proc, in clock
+// ticks (ticksPerSecond).
+func cpuTicks(pid int) (int64, error) {
 	if pid == 0 {
 		return 0, errors.New("no pid")
 	}
@@ -393,9 +434,12 @@ func cpuSeconds(pid int) (float64, error) {
 	if len(fields) < 13 {
 		return 0, fmt.Errorf("short /proc/%d/stat", pid)
 	}
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return utime + stime, nil
 }
 
 // spawn starts `tollgate serve` on a free loopback port and sets o.url and
@@ -403,12 +447,18 @@ func cpuSeconds(pid int) (float64, error) {
 func spawn(o *options) (func(), error) {
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--store", o.store}, strings.Fields(o.extra)...)
 	if o.mode == "rls" {
-		args = append(args, "--grpc-listen", "127.0.0.1:0")
+		if !strings.Contains(o.extra, "--grpc-listen") {
+			args = append(args, "--grpc-listen", "127.0.0.1:0")
+		}
 		if !strings.Contains(o.extra, "--rls-config") {
 			args = append(args, "--rls-config", "bench/rls") // run from the repository's root
 		}
 	}
 	cmd := exec.Command(o.spawn, args...)
+	if o.cpus != "" {
+		// taskset sets the affinity and execs the server: the pid is the server's.
+		cmd = exec.Command("taskset", append([]string{"-c", o.cpus, o.spawn}, args...)...)
+	}
 	cmd.Stdout = os.Stderr
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
