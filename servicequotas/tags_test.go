@@ -123,7 +123,7 @@ func TestTagLimits(t *testing.T) {
 		tagOne := func(k, v, want string) {
 			t.Helper()
 			if _, code := a.call(tenantKey, "TagResource", map[string]any{"ResourceARN": arn, "Tags": []map[string]string{{"Key": k, "Value": v}}}, nil); code != want {
-				t.Fatalf("tag %q=%q: %q, want %q", awsjson.Clip(k), awsjson.Clip(v), code, want)
+				t.Fatalf("tag %s=%s: %q, want %q", awsjson.Clip(k), awsjson.Clip(v), code, want)
 			}
 		}
 		const ill = "IllegalArgumentException"
