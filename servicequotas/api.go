@@ -47,11 +47,19 @@ var operations = map[string]handler{
 	"ListRequestedServiceQuotaChangeHistoryByQuota": (*Service).listHistoryByQuota,
 	"StartQuotaUtilizationReport":                   (*Service).startReport,
 	"GetQuotaUtilizationReport":                     (*Service).getReport,
+	"TagResource":                                   (*Service).tagResource,
+	"UntagResource":                                 (*Service).untagResource,
+	"ListTagsForResource":                           (*Service).listTags,
+	"GetAutoManagementConfiguration":                (*Service).getAutoManagement,
+	"StartAutoManagement":                           (*Service).startAutoManagement,
+	"StopAutoManagement":                            (*Service).stopAutoManagement,
+	"UpdateAutoManagement":                          (*Service).updateAutoManagement,
 }
 
 // Unsupported lists the model's operations this API does not implement
 // and the error each answers with: the template operations as AWS
-// answers an account outside an organization, the rest AccessDenied.
+// answers an account outside an organization, CreateSupportCase
+// AccessDenied (tollgate has no support cases).
 var Unsupported = map[string]string{
 	"AssociateServiceQuotaTemplate":                 codeNoOrganization,
 	"DeleteServiceQuotaIncreaseRequestFromTemplate": codeNoOrganization,
@@ -61,13 +69,6 @@ var Unsupported = map[string]string{
 	"ListServiceQuotaIncreaseRequestsInTemplate":    codeNoOrganization,
 	"PutServiceQuotaIncreaseRequestIntoTemplate":    codeNoOrganization,
 	"CreateSupportCase":                             codeAccessDenied,
-	"GetAutoManagementConfiguration":                codeAccessDenied,
-	"ListTagsForResource":                           codeAccessDenied,
-	"StartAutoManagement":                           codeAccessDenied,
-	"StopAutoManagement":                            codeAccessDenied,
-	"TagResource":                                   codeAccessDenied,
-	"UntagResource":                                 codeAccessDenied,
-	"UpdateAutoManagement":                          codeAccessDenied,
 }
 
 // ServeHTTP answers one Service Quotas API request. The gateway has

@@ -38,9 +38,34 @@
 // Resource and Class); the numbers are in the utilization report, and
 // per account and bucket in the gateway's live view
 // (GET /v1/admin/live/usage and the page at /ui/).
+//
+// # Tags
+//
+// TagResource, UntagResource and ListTagsForResource act on the quota
+// ARNs the API answers (arn:aws:servicequotas:REGION:ACCOUNT-ID:
+// SERVICE/QUOTA-CODE) with the model's limits: keys of 1 to 128 and
+// values of 0 to 256 letters, digits, spaces and _ . : / = + - @ (the
+// aws: prefix reserved), 1 to 200 in a call, at most [MaxTagsPerQuota]
+// on a quota (TooManyTagsException, none applied). A caller tags only
+// its own account's ARNs, in the Region it signs for: another account's
+// ARN is AccessDeniedException whether or not the quota exists, an ARN
+// of no quota NoSuchResourceException. tollgate has no tag policies, so
+// TagPolicyViolationException is never answered.
+//
+// # Automatic Management
+//
+// AWS's Automatic Management sends AWS User Notifications as quotas run
+// low; tollgate has none to send, so no account can opt in:
+// GetAutoManagementConfiguration, StopAutoManagement and
+// UpdateAutoManagement answer NoSuchResourceException, as AWS answers an
+// account that has not opted in, and StartAutoManagement, its input
+// checked as the model does, AccessDeniedException saying why. The
+// utilisation is in the report above.
+//
 // The other operations of the model ([Unsupported]) answer
 // NoAvailableOrganizationException (the template operations, as AWS
-// answers an account outside an organization) or AccessDeniedException.
+// answers an account outside an organization) or AccessDeniedException
+// (CreateSupportCase).
 //
 // # Requests and approval
 //
@@ -82,7 +107,10 @@
 // not map are each their own account and share one pool besides:
 // [MaxOpenUnmapped] open requests, [MaxClosedUnmapped] decided ones kept
 // and [MaxAppliedUnmapped] automatically approved values, beyond which
-// they get QuotaExceededException at once. Memory therefore grows with
+// they get QuotaExceededException at once. Tags are bounded the same
+// way: an account tags at most [MaxTaggedPerAccount] quota ARNs over
+// every Region, unmapped accounts [MaxTaggedUnmapped] together
+// (TooManyTagsException beyond). Memory therefore grows with
 // the accounts the config names, not with the keys callers make up. The
 // admin listing is paged ([DefaultAdminPage], at most [MaxAdminPage]).
 //

@@ -23,6 +23,11 @@ func FuzzAPI(f *testing.F) {
 		{"ListRequestedServiceQuotaChangeHistory", `{"Status":"PENDING","NextToken":"x"}`},
 		{"GetRequestedServiceQuotaChange", `{"RequestId":"nope"}`},
 		{"TagResource", `{}`},
+		{"TagResource", `{"ResourceARN":"arn:aws:servicequotas:us-east-1:` + awsjson.AccountID("AKIDFUZZ") + `:ecs/` + code + `","Tags":[{"Key":"k","Value":"v"}]}`},
+		{"UntagResource", `{"ResourceARN":"arn:aws:servicequotas:us-east-1:123456789012:ecs/` + code + `","TagKeys":["k"]}`},
+		{"ListTagsForResource", `{"ResourceARN":"arn:aws:servicequotas:us-east-1:` + awsjson.AccountID("AKIDFUZZ") + `:ecs/` + code + `"}`},
+		{"StartAutoManagement", `{"OptInLevel":"ACCOUNT","OptInType":"NotifyOnly","ExclusionList":{"ecs":["L-1"]}}`},
+		{"UpdateAutoManagement", `{"NotificationArn":"arn:aws:notifications::123456789012:configuration/x"}`},
 		{"ListServices", `{"a":1,"a":2}`},
 	} {
 		f.Add(s[0], s[1])

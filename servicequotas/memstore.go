@@ -21,6 +21,12 @@ type memoryBackend struct {
 	unmappedClosed []string
 	vals           map[string]float64
 	unmappedVals   map[string]bool // applied keys an unmapped request set
+	// tagSets are the tags of quota ARNs by tagRes.key; tagged counts
+	// each account's tagged ARNs; unmappedTagged are the keys unmapped
+	// accounts tagged.
+	tagSets        map[string]map[string]string
+	tagged         map[string]int
+	unmappedTagged map[string]bool
 }
 
 type memAccount struct {
@@ -31,7 +37,8 @@ type memAccount struct {
 
 func newMemoryBackend() *memoryBackend {
 	return &memoryBackend{reqs: map[string]*Request{}, accounts: map[string]*memAccount{},
-		vals: map[string]float64{}, unmappedVals: map[string]bool{}}
+		vals: map[string]float64{}, unmappedVals: map[string]bool{},
+		tagSets: map[string]map[string]string{}, tagged: map[string]int{}, unmappedTagged: map[string]bool{}}
 }
 
 func (m *memoryBackend) create(_ context.Context, r Request, e expect) error {

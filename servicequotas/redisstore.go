@@ -30,6 +30,8 @@ const redisPrefix = "tollgate:{servicequotas}:"
 //	applied           hash: appliedKey -> value
 //	applied:unmapped  set: applied keys an unmapped request set
 //	seq, version      counters: the order of requests; the applied values' version
+//
+// and the tags of quota ARNs (tags:, tagged:; see redisTag).
 const (
 	redisSeqKey     = redisPrefix + "seq"
 	redisVersionKey = redisPrefix + "version"

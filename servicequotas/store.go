@@ -132,6 +132,15 @@ type backend interface {
 	version(ctx context.Context) (int64, error)
 	// set sets an applied value, or removes it when value is 0.
 	set(ctx context.Context, key string, value float64) error
+	// tags returns a quota ARN's tags.
+	tags(ctx context.Context, res tagRes) (map[string]string, error)
+	// tag adds or replaces tags on a quota ARN, all or none: none when
+	// it would have more than MaxTagsPerQuota, or when it has none yet
+	// and its account already tags MaxTaggedPerAccount ARNs (or, for an
+	// unmapped one, unmapped accounts MaxTaggedUnmapped together).
+	tag(ctx context.Context, res tagRes, tags map[string]string) error
+	// untag removes the tags keys names; absent keys are no error.
+	untag(ctx context.Context, res tagRes, keys []string) error
 }
 
 // The refusals of create, the same from both backends.

@@ -60,10 +60,16 @@ func newAPI(t *testing.T, redis bool, p servicequotas.Policy) *api {
 // returns the status and the AWS error code, if any.
 func (a *api) call(key, op string, in any, out any) (int, string) {
 	a.t.Helper()
+	return a.callIn("us-east-1", key, op, in, out)
+}
+
+// callIn is call with a credential of region.
+func (a *api) callIn(region, key, op string, in any, out any) (int, string) {
+	a.t.Helper()
 	body, _ := json.Marshal(in)
 	r := httptest.NewRequest("POST", "/", strings.NewReader(string(body)))
 	r.Header.Set("X-Amz-Target", "ServiceQuotasV20190624."+op)
-	r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+key+"/20261202/us-east-1/servicequotas/aws4_request, SignedHeaders=host, Signature=ab")
+	r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+key+"/20261202/"+region+"/servicequotas/aws4_request, SignedHeaders=host, Signature=ab")
 	if key == tenantKey {
 		r.Header.Set(awsjson.HeaderAccount, tenantAccount)
 	}
