@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/internal/suggest"
 )
 
 // Errors of lookups. They are wrapped with the name that was not found.
@@ -177,7 +179,7 @@ func PresetNames() []string {
 func Preset(name string) (*Service, error) {
 	mk, ok := presets[name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q (have %v)", ErrUnknownPreset, name, PresetNames())
+		return nil, fmt.Errorf("%w %q%s (have %s)", ErrUnknownPreset, name, suggest.DidYouMean(name, PresetNames()), strings.Join(PresetNames(), ", "))
 	}
 	return mk(), nil
 }

@@ -141,6 +141,11 @@ func TestUnknownPreset(t *testing.T) {
 	if _, err := Preset("sqs"); !errors.Is(err, ErrUnknownPreset) {
 		t.Fatalf("Preset(sqs) error = %v", err)
 	}
+	// A typo gets the did-you-mean a config file's preset gets.
+	_, err := Preset("ecss")
+	if want := `unknown preset "ecss" (did you mean "ecs"?) (have cloudmap, ecs, servicequotas)`; err == nil || err.Error() != want {
+		t.Errorf("Preset(ecss) error = %v, want %s", err, want)
+	}
 }
 
 func TestResolveSharesBucketAcrossActions(t *testing.T) {
