@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -198,6 +199,42 @@ func (v *storeValue) Set(s string) error {
 }
 
 func (v *storeValue) String() string {
+	if v == nil || v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+// addrValue is a listen address flag, HOST:PORT; its errors say what one
+// looks like, and a bare port gets the two addresses it may have meant.
+type addrValue struct{ p *string }
+
+func addrVar(fs *flag.FlagSet, p *string, name, def, usage string) {
+	*p = def
+	fs.Var(&addrValue{p}, name, usage)
+}
+
+func (v *addrValue) Set(s string) error {
+	if s == "" { // the default: the config's, or the built-in address
+		*v.p = s
+		return nil
+	}
+	_, _, err := net.SplitHostPort(s)
+	if err == nil {
+		*v.p = s
+		return nil
+	}
+	if _, perr := strconv.ParseUint(s, 10, 16); perr == nil {
+		return fmt.Errorf("%q is a port without a host: want 127.0.0.1:%s (this machine only) or :%s (every interface)", s, s, s)
+	}
+	var ae *net.AddrError
+	if errors.As(err, &ae) {
+		err = errors.New(ae.Err) // AddrError repeats the address
+	}
+	return fmt.Errorf("%q is not HOST:PORT (%w): e.g. 127.0.0.1:8080, or :8080 for every interface", s, err)
+}
+
+func (v *addrValue) String() string {
 	if v == nil || v.p == nil {
 		return ""
 	}

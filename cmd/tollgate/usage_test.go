@@ -57,6 +57,10 @@ func TestUsageErrorsExitTwoNamingTheChoices(t *testing.T) {
 		{[]string{"serve", "--deny-cache=maybe"}, []string{`invalid boolean value "maybe" for --deny-cache: want true or false`}},
 		{[]string{"sim", "--preset", "thundering-herd", "--seed", "-1"}, []string{`for flag --seed: want a whole number of 0 or more`}},
 		{[]string{"serve", "--nope"}, []string{"flag provided but not defined: --nope"}},
+		// (The trailing argument stops serve if the address were taken.)
+		{[]string{"serve", "--listen", "20604", "extra"}, []string{`invalid value "20604" for flag --listen: "20604" is a port without a host: want 127.0.0.1:20604 (this machine only) or :20604 (every interface)`}},
+		{[]string{"serve", "--grpc-listen", "8081", "extra"}, []string{"want 127.0.0.1:8081 (this machine only) or :8081"}},
+		{[]string{"serve", "--listen", "localhost", "extra"}, []string{`"localhost" is not HOST:PORT (missing port in address): e.g. 127.0.0.1:8080`}},
 		{[]string{"serve", "extra"}, []string{`unexpected argument "extra"`}},
 		{[]string{"check"}, []string{"give a config FILE, or --preset NAME (", "ecs"}},
 		{[]string{"check", "--preset", "nope"}, []string{"nope", "ecs", "cloudmap"}},
