@@ -151,3 +151,13 @@ func TestVersionReportsTheRevisionItWasBuiltFrom(t *testing.T) {
 		}
 	}
 }
+
+// A Redis URL missing a slash is called malformed, with the form it
+// should have; go-redis's own error ("invalid database number:
+// \"localhost\"") read the host as a database.
+func TestServeExplainsAMalformedStoreURL(t *testing.T) {
+	code, _, errs := runCmd("serve", "--listen", "127.0.0.1:0", "--store", "rediss:/localhost")
+	if want := "want rediss://host:port/db (e.g. rediss://127.0.0.1:6379/0)"; code != 1 || !strings.Contains(errs, "malformed URL") || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, stderr %q; want 1 and %q", code, errs, want)
+	}
+}
