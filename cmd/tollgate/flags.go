@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/suggest"
 )
 
 // Every subcommand parses its flags the same way: help (-h, --help) goes
@@ -40,9 +42,45 @@ func parseFlags(fs *flag.FlagSet, synopsis string, args []string, stdout, stderr
 	if err != nil {
 		// The flag package names flags with one dash; the docs use two.
 		msg := singleDashFlag.ReplaceAllString(explainParseError(fs, err.Error()), "$1--")
+		if name, ok := strings.CutPrefix(err.Error(), undefinedFlag); ok {
+			if c := nearestFlag(fs, strings.TrimLeft(name, "-")); c != "" {
+				msg += " (did you mean --" + c + "?)"
+			}
+		}
 		return usageError(stderr, fs.Name(), "%s", msg), false
 	}
 	return 0, true
+}
+
+// undefinedFlag begins the flag package's error for an unknown flag.
+const undefinedFlag = "flag provided but not defined: "
+
+// nearestFlag is the flag an unknown flag name was most likely meant to
+// be: the nearest by spelling (suggest.Closest), else the one flag it
+// lengthens or shortens at a dash (--config-file for --config, --drain
+// for --drain-delay), or "".
+func nearestFlag(fs *flag.FlagSet, name string) string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if c, ok := suggest.Closest(name, names); ok {
+		return c
+	}
+	var longer, shorter []string
+	for _, n := range names {
+		switch {
+		case strings.HasPrefix(name, n+"-"):
+			longer = append(longer, n)
+		case strings.HasPrefix(n, name+"-"):
+			shorter = append(shorter, n)
+		}
+	}
+	switch {
+	case len(longer) > 0: // the longest flag it lengthens
+		return slices.MaxFunc(longer, func(a, b string) int { return len(a) - len(b) })
+	case len(shorter) == 1:
+		return shorter[0]
+	}
+	return ""
 }
 
 // singleDashFlag finds the flag names in the flag package's errors.

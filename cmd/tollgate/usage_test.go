@@ -56,7 +56,11 @@ func TestUsageErrorsExitTwoNamingTheChoices(t *testing.T) {
 		{[]string{"serve", "--max-body", "99999999999999999999"}, []string{"for flag --max-body: out of range: want a whole number"}},
 		{[]string{"serve", "--deny-cache=maybe"}, []string{`invalid boolean value "maybe" for --deny-cache: want true or false`}},
 		{[]string{"sim", "--preset", "thundering-herd", "--seed", "-1"}, []string{`for flag --seed: want a whole number of 0 or more`}},
-		{[]string{"serve", "--nope"}, []string{"flag provided but not defined: --nope"}},
+		{[]string{"serve", "--nope"}, []string{"flag provided but not defined: --nope\n"}},
+		{[]string{"serve", "--config-file", "x.yaml"}, []string{"flag provided but not defined: --config-file (did you mean --config?)"}},
+		{[]string{"serve", "--lisen", ":0"}, []string{"flag provided but not defined: --lisen (did you mean --listen?)"}},
+		{[]string{"serve", "--drain=1s"}, []string{"flag provided but not defined: --drain (did you mean --drain-delay?)"}},
+		{[]string{"check", "--presets", "ecs"}, []string{"(did you mean --preset?)"}},
 		// (The trailing argument stops serve if the address were taken.)
 		{[]string{"serve", "--listen", "20604", "extra"}, []string{`invalid value "20604" for flag --listen: "20604" is a port without a host: want 127.0.0.1:20604 (this machine only) or :20604 (every interface)`}},
 		{[]string{"serve", "--grpc-listen", "8081", "extra"}, []string{"want 127.0.0.1:8081 (this machine only) or :8081"}},
