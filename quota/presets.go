@@ -184,6 +184,19 @@ func Preset(name string) (*Service, error) {
 	return mk(), nil
 }
 
+// PresetOfTargetPrefix returns the built-in service whose AWS JSON
+// X-Amz-Target prefix is prefix ("cloudmap" for
+// "Route53AutoNaming_v20170314"), for an error to say which preset a
+// config lacks.
+func PresetOfTargetPrefix(prefix string) (string, bool) {
+	for _, name := range PresetNames() {
+		if presets[name]().TargetPrefix == prefix {
+			return name, true
+		}
+	}
+	return "", false
+}
+
 // Default returns the config tollgate serves with no file: the ecs and
 // cloudmap presets, no overrides.
 func Default() *Config {

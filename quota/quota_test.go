@@ -148,6 +148,14 @@ func TestUnknownPreset(t *testing.T) {
 	}
 }
 
+func TestPresetOfTargetPrefix(t *testing.T) {
+	for prefix, want := range map[string]string{"Route53AutoNaming_v20170314": "cloudmap", "AmazonEC2ContainerServiceV20141113": "ecs", ServiceQuotasTargetPrefix: "servicequotas", "AmazonSQS": ""} {
+		if got, ok := PresetOfTargetPrefix(prefix); got != want || ok != (want != "") {
+			t.Errorf("PresetOfTargetPrefix(%s) = %q %v, want %q", prefix, got, ok, want)
+		}
+	}
+}
+
 func TestResolveSharesBucketAcrossActions(t *testing.T) {
 	c := Default()
 	k1, l1, err := c.Resolve("ecs", "111122223333", "us-east-1", "DescribeClusters")
