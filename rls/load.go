@@ -31,7 +31,9 @@ const DefaultLoadTimeout = 10 * time.Second
 // whatever its name ("rules" and "config.yaml" alike; a file that is not
 // YAML is an error, as in envoy ratelimit), skipping names that start
 // with a dot (so the "..data" links of a Kubernetes ConfigMap volume are
-// read once). dir may also name one file. Every problem of every file is
+// read once). dir may also name one file, or be a symbolic link to the
+// directory (envoy ratelimit's RUNTIME_ROOT=/srv/runtime_data/current),
+// resolved at every load; the files are named under dir. Every problem of every file is
 // reported, each with its file, line, column and field, as
 // config.ConfigErrors; nothing is partially loaded.
 //
