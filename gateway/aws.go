@@ -48,7 +48,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	svc, ok := pol.cfg.ServiceByTargetPrefix(prefix)
 	if !ok {
 		awsjson.WriteError(w, http.StatusBadRequest, "UnknownOperationException",
-			"unknown X-Amz-Target prefix "+clip(prefix))
+			unknownTargetMessage(prefix))
 		return
 	}
 	cat, ok := svc.CategoryOf(action)

@@ -196,7 +196,7 @@ func (p *rlsPlan) start(store limiter.Limiter, observer rls.Observer, shutdownTi
 	return srv, ln, nil
 }
 
-// rlsRoutes are envoy ratelimit's HTTP endpoints (POST /json, GET
+// rlsRoutes are envoy ratelimit's HTTP endpoints (/json, GET
 // /healthcheck) on tollgate's HTTP listener, when the Envoy rate limit
 // service runs.
 func rlsRoutes(srv *rls.Server) map[string]http.Handler {

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/internal/suggest"
 )
 
 // Errors of lookups. They are wrapped with the name that was not found.
@@ -177,9 +179,22 @@ func PresetNames() []string {
 func Preset(name string) (*Service, error) {
 	mk, ok := presets[name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q (have %v)", ErrUnknownPreset, name, PresetNames())
+		return nil, fmt.Errorf("%w %q%s (have %s)", ErrUnknownPreset, name, suggest.DidYouMean(name, PresetNames()), strings.Join(PresetNames(), ", "))
 	}
 	return mk(), nil
+}
+
+// PresetOfTargetPrefix returns the built-in service whose AWS JSON
+// X-Amz-Target prefix is prefix ("cloudmap" for
+// "Route53AutoNaming_v20170314"), for an error to say which preset a
+// config lacks.
+func PresetOfTargetPrefix(prefix string) (string, bool) {
+	for _, name := range PresetNames() {
+		if presets[name]().TargetPrefix == prefix {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // Default returns the config tollgate serves with no file: the ecs and

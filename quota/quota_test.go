@@ -141,6 +141,19 @@ func TestUnknownPreset(t *testing.T) {
 	if _, err := Preset("sqs"); !errors.Is(err, ErrUnknownPreset) {
 		t.Fatalf("Preset(sqs) error = %v", err)
 	}
+	// A typo gets the did-you-mean a config file's preset gets.
+	_, err := Preset("ecss")
+	if want := `unknown preset "ecss" (did you mean "ecs"?) (have cloudmap, ecs, servicequotas)`; err == nil || err.Error() != want {
+		t.Errorf("Preset(ecss) error = %v, want %s", err, want)
+	}
+}
+
+func TestPresetOfTargetPrefix(t *testing.T) {
+	for prefix, want := range map[string]string{"Route53AutoNaming_v20170314": "cloudmap", "AmazonEC2ContainerServiceV20141113": "ecs", ServiceQuotasTargetPrefix: "servicequotas", "AmazonSQS": ""} {
+		if got, ok := PresetOfTargetPrefix(prefix); got != want || ok != (want != "") {
+			t.Errorf("PresetOfTargetPrefix(%s) = %q %v, want %q", prefix, got, ok, want)
+		}
+	}
 }
 
 func TestResolveSharesBucketAcrossActions(t *testing.T) {

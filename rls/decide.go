@@ -28,12 +28,14 @@ const shadowLogEvery = 10 * time.Second
 // is deep) is not an error of the request: it is answered OK, as envoy
 // ratelimit answers it, and the others are decided (see [usable]).
 func validate(req *rlspb.RateLimitRequest) error {
+	// envoy ratelimit refuses these two with a plain error, which gRPC
+	// sends as UNKNOWN; clients written for it may look for that code.
 	if req.GetDomain() == "" {
-		return status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+		return status.Error(codes.Unknown, "rate limit domain must not be empty")
 	}
 	descs := req.GetDescriptors()
 	if len(descs) == 0 {
-		return status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+		return status.Error(codes.Unknown, "rate limit descriptor list must not be empty")
 	}
 	if len(descs) > MaxDescriptors {
 		return status.Errorf(codes.InvalidArgument, "%d descriptors: at most %d are allowed in one request", len(descs), MaxDescriptors)

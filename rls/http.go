@@ -17,20 +17,17 @@ const healthName = "ratelimit"
 // HTTPHandler serves envoy ratelimit's HTTP endpoints, for a caller to
 // mount on its HTTP listener:
 //
-//   - POST /json: ShouldRateLimit in JSON (protojson of RateLimitRequest
-//     and RateLimitResponse, as envoy ratelimit's /json), answered 200, or
-//     429 when the overall code is OVER_LIMIT, or 400 with the error for a
-//     request that does not parse or is refused. The body is bounded by
-//     MaxMessageBytes (413 beyond it).
+//   - /json: ShouldRateLimit in JSON (protojson of RateLimitRequest and
+//     RateLimitResponse, as envoy ratelimit's /json), answered 200, or 429
+//     when the overall code is OVER_LIMIT, or 400 with the error for a
+//     request that does not parse or is refused. Like envoy ratelimit's,
+//     it reads the body whatever the method, so a GET without one is a
+//     400. The body is bounded by MaxMessageBytes (413 beyond it).
 //   - GET /healthcheck: 200 "OK" while the server serves, 500 once it is
 //     stopping, as envoy ratelimit's.
 func (s *Server) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /json", s.serveJSON)
-	mux.HandleFunc("/json", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", "POST")
-		http.Error(w, "use POST", http.StatusMethodNotAllowed)
-	})
+	mux.HandleFunc("/json", s.serveJSON)
 	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, r *http.Request) {
 		if s.stopping.Load() {
 			w.WriteHeader(http.StatusInternalServerError)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -30,7 +31,9 @@ const DefaultLoadTimeout = 10 * time.Second
 // whatever its name ("rules" and "config.yaml" alike; a file that is not
 // YAML is an error, as in envoy ratelimit), skipping names that start
 // with a dot (so the "..data" links of a Kubernetes ConfigMap volume are
-// read once). dir may also name one file. Every problem of every file is
+// read once). dir may also name one file, or be a symbolic link to the
+// directory (envoy ratelimit's RUNTIME_ROOT=/srv/runtime_data/current),
+// resolved at every load; the files are named under dir. Every problem of every file is
 // reported, each with its file, line, column and field, as
 // config.ConfigErrors; nothing is partially loaded.
 //
@@ -87,60 +90,85 @@ func digestFiles(files []File) string {
 }
 
 // readDir reads the config files under dir (or dir itself, a file).
+//
+// dir may be a symbolic link to the directory, as envoy ratelimit's
+// documented RUNTIME_ROOT=/srv/runtime_data/current is, swapped to a new
+// directory on a deploy: the link is resolved once per call and the walk
+// and the reads go through what it named then, so one load reads one
+// version whole even while the link is swapped. Files keep their names
+// under dir, so a swap to the same files reads as no change.
 func readDir(ctx context.Context, dir string) ([]File, error) {
 	info, err := os.Stat(dir)
 	if err != nil {
 		return nil, err
 	}
-	var paths []string
 	if !info.IsDir() {
-		paths = []string{dir}
-	} else {
-		err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if err := context.Cause(ctx); ctx.Err() != nil {
-				return err
-			}
-			if path != dir && strings.HasPrefix(d.Name(), ".") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.IsDir() {
-				return nil
-			}
-			if len(paths) == MaxFiles {
-				return fmt.Errorf("%s: more than %d files", dir, MaxFiles)
-			}
-			paths = append(paths, path)
-			return nil
-		})
+		data, err := readFile(ctx, dir, dir, MaxFileBytes)
 		if err != nil {
 			return nil, err
 		}
+		return []File{{Name: dir, Data: data}}, nil
+	}
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	var paths []string // under root
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := context.Cause(ctx); ctx.Err() != nil {
+			return err
+		}
+		if path != root && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if len(paths) == MaxFiles {
+			return fmt.Errorf("%s: more than %d files", dir, MaxFiles)
+		}
+		paths = append(paths, path)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	files := make([]File, 0, len(paths))
 	total := 0
 	for _, p := range paths {
-		data, err := readFile(ctx, p, min(MaxFileBytes, MaxTotalBytes-total))
+		name := p
+		if rel, err := filepath.Rel(root, p); err == nil {
+			name = filepath.Join(dir, rel)
+		}
+		data, err := readFile(ctx, p, name, min(MaxFileBytes, MaxTotalBytes-total))
 		if err != nil {
 			return nil, err
 		}
 		total += len(data)
-		files = append(files, File{Name: p, Data: data})
+		files = append(files, File{Name: name, Data: data})
 	}
 	return files, nil
 }
 
 // readFile reads the regular file at path, at most limit bytes, until ctx
-// ends. The open is non-blocking, so a named pipe without a writer cannot
-// hang it, and anything but a regular file is refused before it is read.
-func readFile(ctx context.Context, path string, limit int) ([]byte, error) {
+// ends; its errors call the file name. The open is non-blocking, so a
+// named pipe without a writer cannot hang it, and anything but a regular
+// file is refused before it is read.
+func readFile(ctx context.Context, path, name string, limit int) (data []byte, err error) {
+	defer func() {
+		var pe *fs.PathError
+		if err != nil && errors.As(err, &pe) && pe.Path == path {
+			pe.Path = name
+		}
+	}()
 	if err := context.Cause(ctx); ctx.Err() != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -152,24 +180,24 @@ func readFile(ctx context.Context, path string, limit int) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s); only regular files are read", path, fileKind(fi.Mode()))
+		return nil, fmt.Errorf("%s: not a regular file (%s); only regular files are read", name, fileKind(fi.Mode()))
 	}
 	if fi.Size() > int64(limit) {
-		return nil, tooLarge(path, limit)
+		return nil, tooLarge(name, limit)
 	}
 	// A regular file's reads do not wait on a writer; the deadline and
 	// the check between reads bound a slow mount.
 	stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
-	data, err := io.ReadAll(io.LimitReader(ctxReader{ctx, f}, int64(limit)+1))
+	data, err = io.ReadAll(io.LimitReader(ctxReader{ctx, f}, int64(limit)+1))
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: %w", path, context.Cause(ctx))
+			return nil, fmt.Errorf("%s: %w", name, context.Cause(ctx))
 		}
 		return nil, err
 	}
 	if len(data) > limit {
-		return nil, tooLarge(path, limit)
+		return nil, tooLarge(name, limit)
 	}
 	return data, nil
 }

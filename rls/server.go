@@ -223,9 +223,9 @@ type slot struct {
 
 // ShouldRateLimit decides every descriptor of req with one
 // [limiter.Limiter.TakeBatch] and answers as envoy ratelimit does; see the
-// package documentation. It answers INVALID_ARGUMENT for an empty domain,
-// no descriptors, more than MaxDescriptors or an unusable limit override,
-// and UNAVAILABLE when the store cannot decide. A descriptor without
+// package documentation. It answers UNKNOWN for an empty domain or no
+// descriptors (as envoy ratelimit does), INVALID_ARGUMENT for more than
+// MaxDescriptors or an unusable limit override, and UNAVAILABLE when the store cannot decide. A descriptor without
 // entries or with an entry without a key is answered OK, the others
 // decided, as envoy ratelimit does (counted in
 // tollgate_rls_invalid_descriptors).

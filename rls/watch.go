@@ -37,9 +37,13 @@ type WatchOptions struct {
 // quiet for the debounce time after any change: a file written, created,
 // removed or renamed, including the "..data" symbolic link a Kubernetes
 // ConfigMap volume swaps on an update. Subdirectories are watched too
-// (at most MaxFiles of them). changed should queue the same bounded,
-// all-or-nothing reload as SIGHUP; Watch never reads the files itself.
-// It returns nil when ctx ends, or an error if the watch cannot start.
+// (at most MaxFiles of them). A symbolic link named in dir's path (dir
+// itself, as envoy ratelimit's RUNTIME_ROOT=/srv/runtime_data/current, or
+// a directory above it) is followed, and its swap to another target is a
+// change: the watch moves to what it names now. changed should queue the
+// same bounded, all-or-nothing reload as SIGHUP; Watch never reads the
+// files itself. It returns nil when ctx ends, or an error if the watch
+// cannot start.
 func Watch(ctx context.Context, dir string, opts WatchOptions, changed func()) error {
 	debounce := opts.Debounce
 	if debounce <= 0 {
@@ -58,12 +62,24 @@ func Watch(ctx context.Context, dir string, opts WatchOptions, changed func()) e
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", dir, err)
 	}
-	if !info.IsDir() {
-		if err := w.Add(filepath.Dir(dir)); err != nil {
-			return fmt.Errorf("watching %s: %w", dir, err)
+	// The directories holding the links watch for those names only.
+	links := pathLinks(dir)
+	linkDirs := make(map[string]bool, len(links))
+	for l := range links {
+		d := filepath.Dir(l)
+		if !linkDirs[d] {
+			if err := w.Add(d); err != nil {
+				return fmt.Errorf("watching %s: %w", dir, err)
+			}
+			linkDirs[d] = true
 		}
-	} else if err := addTree(w, dir); err != nil {
+	}
+	target, err := watchTarget(w, dir, info.IsDir())
+	if err != nil {
 		return fmt.Errorf("watching %s: %w", dir, err)
+	}
+	if !info.IsDir() {
+		delete(linkDirs, filepath.Dir(filepath.Clean(dir))) // a file's directory: every change counts
 	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -86,6 +102,22 @@ func Watch(ctx context.Context, dir string, opts WatchOptions, changed func()) e
 			if ev.Op == fsnotify.Chmod {
 				continue
 			}
+			name := filepath.Clean(ev.Name)
+			if links[name] {
+				if now, err := filepath.EvalSymlinks(dir); err == nil && now != target {
+					// The link names another directory: watch that one.
+					for _, p := range w.WatchList() {
+						if !linkDirs[p] {
+							_ = w.Remove(p) // gone already when its directory was removed
+						}
+					}
+					if target, err = watchTarget(w, dir, info.IsDir()); err != nil {
+						log.Warn("envoy ratelimit config: cannot watch the link's new target", "dir", dir, "error", err)
+					}
+				}
+			} else if linkDirs[filepath.Dir(name)] {
+				continue // another name beside a link
+			}
 			if ev.Op&fsnotify.Create != 0 && info.IsDir() {
 				if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() && !strings.HasPrefix(filepath.Base(ev.Name), ".") {
 					if err := addTree(w, ev.Name); err != nil {
@@ -102,6 +134,34 @@ func Watch(ctx context.Context, dir string, opts WatchOptions, changed func()) e
 			timer.Reset(debounce)
 		case <-timer.C:
 			changed()
+		}
+	}
+}
+
+// watchTarget watches what dir names now (its links resolved): the
+// directory's tree, or the directory of a file. It returns the resolved
+// path.
+func watchTarget(w *fsnotify.Watcher, dir string, isDir bool) (string, error) {
+	target, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", err
+	}
+	if !isDir {
+		return target, w.Add(filepath.Dir(dir))
+	}
+	return target, addTree(w, target)
+}
+
+// pathLinks returns the symbolic links among the components of dir's
+// path, dir included: the names whose swap changes what dir is.
+func pathLinks(dir string) map[string]bool {
+	links := map[string]bool{}
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			links[p] = true
+		}
+		if filepath.Dir(p) == p {
+			return links
 		}
 	}
 }

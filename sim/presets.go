@@ -6,6 +6,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/tollgate/tollgate/internal/suggest"
 )
 
 //go:embed presets/*.yaml
@@ -36,7 +38,7 @@ func Preset(name string) (*Study, error) {
 	file := path.Join("presets", name+".yaml")
 	data, err := presetFiles.ReadFile(file)
 	if err != nil || strings.ContainsAny(name, "/\\") {
-		return nil, fmt.Errorf("%w: unknown preset %q (want one of %s)", ErrInvalidScenario, name, strings.Join(PresetNames(), ", "))
+		return nil, fmt.Errorf("%w: unknown preset %q%s (want one of %s)", ErrInvalidScenario, name, suggest.DidYouMean(name, PresetNames()), strings.Join(PresetNames(), ", "))
 	}
 	return ParseStudy(file, data)
 }

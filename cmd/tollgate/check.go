@@ -54,12 +54,12 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	case *preset == "" && fs.NArg() == 1:
 		var err error
 		if cfg, err = config.Load(context.Background(), fs.Arg(0)); err != nil {
-			fmt.Fprintln(stderr, err)
+			fmt.Fprintln(stderr, "tollgate check:", err)
 			return 1
 		}
 		// The file's store, as serve uses it unless --store says otherwise.
 		if err := node.FitsStore(cfg.Quota, cfg.Store); err != nil {
-			fmt.Fprintf(stderr, "%s: store: %v\n", fs.Arg(0), err)
+			fmt.Fprintf(stderr, "tollgate check: %s: store: %v\n", fs.Arg(0), err)
 			return 1
 		}
 		// The TLS files the file names, read and checked as serve reads them.
@@ -71,7 +71,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			if _, err := tlsfiles.Load(tlsfiles.Files{Cert: t.tls.CertFile, Key: t.tls.KeyFile, CA: t.tls.CAFile}, tlsfiles.Options{}); err != nil {
-				fmt.Fprintf(stderr, "%s: %s: %v\n", fs.Arg(0), t.field, err)
+				fmt.Fprintf(stderr, "tollgate check: %s: %s: %v\n", fs.Arg(0), t.field, err)
 				return 1
 			}
 		}

@@ -5,12 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/suggest"
 )
 
 // Every subcommand parses its flags the same way: help (-h, --help) goes
@@ -39,9 +42,45 @@ func parseFlags(fs *flag.FlagSet, synopsis string, args []string, stdout, stderr
 	if err != nil {
 		// The flag package names flags with one dash; the docs use two.
 		msg := singleDashFlag.ReplaceAllString(explainParseError(fs, err.Error()), "$1--")
+		if name, ok := strings.CutPrefix(err.Error(), undefinedFlag); ok {
+			if c := nearestFlag(fs, strings.TrimLeft(name, "-")); c != "" {
+				msg += " (did you mean --" + c + "?)"
+			}
+		}
 		return usageError(stderr, fs.Name(), "%s", msg), false
 	}
 	return 0, true
+}
+
+// undefinedFlag begins the flag package's error for an unknown flag.
+const undefinedFlag = "flag provided but not defined: "
+
+// nearestFlag is the flag an unknown flag name was most likely meant to
+// be: the nearest by spelling (suggest.Closest), else the one flag it
+// lengthens or shortens at a dash (--config-file for --config, --drain
+// for --drain-delay), or "".
+func nearestFlag(fs *flag.FlagSet, name string) string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if c, ok := suggest.Closest(name, names); ok {
+		return c
+	}
+	var longer, shorter []string
+	for _, n := range names {
+		switch {
+		case strings.HasPrefix(name, n+"-"):
+			longer = append(longer, n)
+		case strings.HasPrefix(n, name+"-"):
+			shorter = append(shorter, n)
+		}
+	}
+	switch {
+	case len(longer) > 0: // the longest flag it lengthens
+		return slices.MaxFunc(longer, func(a, b string) int { return len(a) - len(b) })
+	case len(shorter) == 1:
+		return shorter[0]
+	}
+	return ""
 }
 
 // singleDashFlag finds the flag names in the flag package's errors.
@@ -199,6 +238,42 @@ func (v *storeValue) Set(s string) error {
 }
 
 func (v *storeValue) String() string {
+	if v == nil || v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+// addrValue is a listen address flag, HOST:PORT; its errors say what one
+// looks like, and a bare port gets the two addresses it may have meant.
+type addrValue struct{ p *string }
+
+func addrVar(fs *flag.FlagSet, p *string, name, def, usage string) {
+	*p = def
+	fs.Var(&addrValue{p}, name, usage)
+}
+
+func (v *addrValue) Set(s string) error {
+	if s == "" { // the default: the config's, or the built-in address
+		*v.p = s
+		return nil
+	}
+	_, _, err := net.SplitHostPort(s)
+	if err == nil {
+		*v.p = s
+		return nil
+	}
+	if _, perr := strconv.ParseUint(s, 10, 16); perr == nil {
+		return fmt.Errorf("%q is a port without a host: want 127.0.0.1:%s (this machine only) or :%s (every interface)", s, s, s)
+	}
+	var ae *net.AddrError
+	if errors.As(err, &ae) {
+		err = errors.New(ae.Err) // AddrError repeats the address
+	}
+	return fmt.Errorf("%q is not HOST:PORT (%w): e.g. 127.0.0.1:8080, or :8080 for every interface", s, err)
+}
+
+func (v *addrValue) String() string {
 	if v == nil || v.p == nil {
 		return ""
 	}

@@ -78,7 +78,7 @@ func TestCheckBrokenFileListsEveryProblem(t *testing.T) {
 	for _, w := range want {
 		found := false
 		for _, l := range lines {
-			found = found || l == w || strings.HasPrefix(l, w)
+			found = found || l == w || strings.HasPrefix(strings.TrimPrefix(l, "tollgate check: "), w)
 		}
 		if !found {
 			t.Errorf("stderr lacks %q:\n%s", w, errs)
@@ -92,7 +92,8 @@ func TestCheckUsageErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
-	if code, _, errs := runCmd("check", "testdata/missing.yaml"); code != 1 || !strings.Contains(errs, "no such file") {
+	// Prefixed as every other error of check is.
+	if code, _, errs := runCmd("check", "testdata/missing.yaml"); code != 1 || !strings.HasPrefix(errs, "tollgate check: ") || !strings.Contains(errs, "no such file") {
 		t.Errorf("missing file: exit %d %s", code, errs)
 	}
 }

@@ -172,3 +172,39 @@ func TestServeRLSKubernetesSurface(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 }
+
+// envoy ratelimit's documented layout, RUNTIME_ROOT=/srv/runtime_data/current
+// with current a symbolic link a deploy renames a new link over: serve
+// --rls-config current starts with v1's rules (it was refused, "not a
+// regular file (a directory)"), and the swap to v2 is applied without a
+// signal.
+func TestServeRLSConfigThroughASwappedLink(t *testing.T) {
+	rt := t.TempDir()
+	for v, n := range map[string]int{"v1": 2, "v2": 1000} {
+		if err := os.Mkdir(filepath.Join(rt, v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		rule := fmt.Sprintf("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: %d}\n", n)
+		if err := os.WriteFile(filepath.Join(rt, v, "config.yaml"), []byte(rule), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	current := filepath.Join(rt, "current")
+	if err := os.Symlink("v1", current); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "--rls-config", current, "--grpc-listen", "127.0.0.1:0")
+	client := rlsClient(t, s)
+	if r, err := client.ShouldRateLimit(context.Background(), edgeRequest("10.0.0.1")); err != nil || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 2 {
+		t.Fatalf("v1: %v %v", r, err)
+	}
+	linkConfig(t, current, "v2")
+	s.waitLog(t, "envoy ratelimit config loaded")
+	if r, err := client.ShouldRateLimit(context.Background(), edgeRequest("10.0.0.1")); err != nil || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 1000 {
+		t.Fatalf("after the swap to v2: %v %v", r, err)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if err := waitExit(t, s); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}

@@ -79,7 +79,7 @@ type kubeFlags struct {
 
 // define registers every flag of `tollgate serve` on fs, with its default.
 func (f *serveFlags) define(fs *flag.FlagSet) {
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on")
+	addrVar(fs, &f.listen, "listen", "127.0.0.1:8080", "`HOST:PORT` to listen on (:PORT for every interface)")
 	fs.StringVar(&f.configPath, "config", "", "quota config `FILE` (YAML); default: the built-in ecs and cloudmap presets")
 	choiceVar(fs, &f.logFormat, "log-format", "text", []string{"text", "json"}, "log `FORMAT`: text or json")
 	choiceVar(fs, &f.logLevel, "log-level", "info", []string{"debug", "info", "warn", "error"}, "log `LEVEL`: debug, info, warn or error (debug logs every request)")
@@ -103,7 +103,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.storeNodes, "store-nodes", 0, "with Redis and --store-on-failure local, the number of tollgate nodes sharing the store: while Redis does not answer, each node decides from its share (capacity and refill divided by this number); 0 counts the live nodes, which announce themselves in Redis, and a number set wins over the count")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
-	fs.StringVar(&f.grpcListen, "grpc-listen", "", "address of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
+	addrVar(fs, &f.grpcListen, "grpc-listen", "", "`HOST:PORT` of the Envoy rate limit service (gRPC), served when there is an rls config directory (default: the config's rls.grpc_listen, else 127.0.0.1:8081)")
 	fs.StringVar(&f.rlsConfig, "rls-config", "", "envoy ratelimit's config `DIR` (every file in it, read as envoy ratelimit reads them) for the Envoy rate limit service; reloaded on SIGHUP and /v1/admin/reload (default: the config's rls.config_dir)")
 	fs.BoolVar(&f.rlsWatch, "rls-watch", true, "reload when a file of the rls config directory changes (fsnotify, debounced; Kubernetes ConfigMap updates included), as envoy ratelimit does; the same bounded reload as SIGHUP")
 	fs.BoolVar(&f.rlsRequireDomain, "rls-require-domain", false, "refuse to start (and refuse a reload) when the rls config directory defines no domain; without it such a config is logged at ERROR and answers OK to everything")

@@ -54,7 +54,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			return usageError(stderr, "sim", "%s", simMessage(err))
 		}
 	} else if study, err = sim.LoadStudy(*scenario); err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, "tollgate sim:", err)
 		return 1
 	}
 	fs.Visit(func(fl *flag.Flag) {

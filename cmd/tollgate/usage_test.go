@@ -56,10 +56,20 @@ func TestUsageErrorsExitTwoNamingTheChoices(t *testing.T) {
 		{[]string{"serve", "--max-body", "99999999999999999999"}, []string{"for flag --max-body: out of range: want a whole number"}},
 		{[]string{"serve", "--deny-cache=maybe"}, []string{`invalid boolean value "maybe" for --deny-cache: want true or false`}},
 		{[]string{"sim", "--preset", "thundering-herd", "--seed", "-1"}, []string{`for flag --seed: want a whole number of 0 or more`}},
-		{[]string{"serve", "--nope"}, []string{"flag provided but not defined: --nope"}},
+		{[]string{"serve", "--nope"}, []string{"flag provided but not defined: --nope\n"}},
+		{[]string{"serve", "--config-file", "x.yaml"}, []string{"flag provided but not defined: --config-file (did you mean --config?)"}},
+		{[]string{"serve", "--lisen", ":0"}, []string{"flag provided but not defined: --lisen (did you mean --listen?)"}},
+		{[]string{"serve", "--drain=1s"}, []string{"flag provided but not defined: --drain (did you mean --drain-delay?)"}},
+		{[]string{"check", "--presets", "ecs"}, []string{"(did you mean --preset?)"}},
+		// (The trailing argument stops serve if the address were taken.)
+		{[]string{"serve", "--listen", "20604", "extra"}, []string{`invalid value "20604" for flag --listen: "20604" is a port without a host: want 127.0.0.1:20604 (this machine only) or :20604 (every interface)`}},
+		{[]string{"serve", "--grpc-listen", "8081", "extra"}, []string{"want 127.0.0.1:8081 (this machine only) or :8081"}},
+		{[]string{"serve", "--listen", "localhost", "extra"}, []string{`"localhost" is not HOST:PORT (missing port in address): e.g. 127.0.0.1:8080`}},
 		{[]string{"serve", "extra"}, []string{`unexpected argument "extra"`}},
 		{[]string{"check"}, []string{"give a config FILE, or --preset NAME (", "ecs"}},
 		{[]string{"check", "--preset", "nope"}, []string{"nope", "ecs", "cloudmap"}},
+		{[]string{"check", "--preset", "ecss"}, []string{`unknown preset "ecss" (did you mean "ecs"?) (have cloudmap, ecs, servicequotas)`}},
+		{[]string{"sim", "--preset", "thundering_herd"}, []string{`unknown preset "thundering_herd" (did you mean "thundering-herd"?)`}},
 		{[]string{"sim"}, []string{"give one of --scenario FILE or --preset NAME (", "thundering-herd"}},
 		{[]string{"sim", "--preset", "thundering-herd", "--format", "gif"}, []string{"want png, svg or html"}},
 		{[]string{"version", "extra"}, []string{`unexpected argument "extra"`}},
@@ -143,5 +153,15 @@ func TestVersionReportsTheRevisionItWasBuiltFrom(t *testing.T) {
 		if !strings.Contains(string(out), w) {
 			t.Errorf("tollgate version lacks %q:\n%s", w, out)
 		}
+	}
+}
+
+// A Redis URL missing a slash is called malformed, with the form it
+// should have; go-redis's own error ("invalid database number:
+// \"localhost\"") read the host as a database.
+func TestServeExplainsAMalformedStoreURL(t *testing.T) {
+	code, _, errs := runCmd("serve", "--listen", "127.0.0.1:0", "--store", "rediss:/localhost")
+	if want := "want rediss://host:port/db (e.g. rediss://127.0.0.1:6379/0)"; code != 1 || !strings.Contains(errs, "malformed URL") || !strings.Contains(errs, want) {
+		t.Errorf("exit %d, stderr %q; want 1 and %q", code, errs, want)
 	}
 }

@@ -93,6 +93,11 @@ func parseURL(rawURL string) (clientConfig, error) {
 	default:
 		return clientConfig{}, fmt.Errorf("%w: scheme %q: want redis, rediss, unix, redis+cluster or redis+sentinel", ErrInvalidURL, u.Scheme)
 	}
+	if _, rest, _ := strings.Cut(rawURL, ":"); scheme != "unix" && !strings.HasPrefix(rest, "//") {
+		// redis:/host or redis:host: go-redis would read the host as a
+		// database number, or as nothing.
+		return clientConfig{}, fmt.Errorf("%w: malformed URL (no \"//\" after \"%s:\"): want %s", ErrInvalidURL, u.Scheme, urlForm(u.Scheme, kind))
+	}
 	if kind == "" && scheme != "unix" {
 		switch {
 		case q.Has("master_name"):
@@ -136,6 +141,18 @@ func parseURL(rawURL string) (clientConfig, error) {
 		return clientConfig{failover: o}, nil
 	}
 	return clientConfig{}, fmt.Errorf("%w: scheme %q: want redis, rediss, unix, redis+cluster or redis+sentinel", ErrInvalidURL, u.Scheme)
+}
+
+// urlForm is the shape of a store URL of scheme (kind is its part after
+// a "+"), for an error about a malformed one.
+func urlForm(scheme, kind string) string {
+	switch kind {
+	case "cluster":
+		return scheme + "://host:port (e.g. " + scheme + "://127.0.0.1:7000)"
+	case "sentinel":
+		return scheme + "://host:port/db?master_name=NAME (e.g. " + scheme + "://127.0.0.1:26379/0?master_name=mymaster)"
+	}
+	return scheme + "://host:port/db (e.g. " + scheme + "://127.0.0.1:6379/0)"
 }
 
 // setTLS replaces the parsed URL's TLS configuration by one made for its

@@ -94,6 +94,30 @@ func TestNewClientBadURLs(t *testing.T) {
 	}
 }
 
+// A URL missing one or both slashes after the scheme is called malformed,
+// with the form it should have: go-redis read "rediss:/localhost"'s host
+// as a database ("invalid database number: \"localhost\"").
+func TestNewClientMalformedURLShowsTheForm(t *testing.T) {
+	for u, want := range map[string]string{
+		"rediss:/localhost":             `malformed URL (no "//" after "rediss:"): want rediss://host:port/db (e.g. rediss://127.0.0.1:6379/0)`,
+		"redis:localhost:6379":          "want redis://host:port/db",
+		"redis+cluster:/h:7000":         "want redis+cluster://host:port (e.g.",
+		"rediss+sentinel:h?master_name": "want rediss+sentinel://host:port/db?master_name=NAME",
+	} {
+		_, err := NewClient(u)
+		if !errors.Is(err, ErrInvalidURL) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want ErrInvalidURL with %q", u, err, want)
+		}
+	}
+	for _, u := range []string{"redis://localhost", "REDIS://localhost:6379/0", "unix:/tmp/redis.sock", "unix:///tmp/redis.sock"} {
+		if c, err := NewClient(u); err != nil {
+			t.Errorf("%q: %v", u, err)
+		} else {
+			c.Close()
+		}
+	}
+}
+
 func FuzzParseURL(f *testing.F) {
 	for _, s := range []string{
 		"redis://localhost:6379/0", "rediss://u:p@h/1?dial_timeout=1s", "unix:///s?db=1",
