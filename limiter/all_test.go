@@ -1,0 +1,103 @@
+package limiter_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/limiter"
+	"github.com/tollgate/tollgate/limiter/limitertest"
+	"github.com/tollgate/tollgate/limiter/memory"
+)
+
+// nonAtomic hides the memory store's TakeAll, so limiter.TakeAll takes
+// the path of stores that cannot take from several buckets at once.
+type nonAtomic struct{ limiter.Limiter }
+
+func stores() map[string]func(*limitertest.Clock) limiter.Limiter {
+	return map[string]func(*limitertest.Clock) limiter.Limiter{
+		"atomic": func(c *limitertest.Clock) limiter.Limiter { return memory.New(memory.Options{Now: c.Now}) },
+		"look-then-take": func(c *limitertest.Clock) limiter.Limiter {
+			return nonAtomic{memory.New(memory.Options{Now: c.Now})}
+		},
+	}
+}
+
+func remaining(t *testing.T, l limiter.Limiter, key string, limit bucket.Limit) int64 {
+	t.Helper()
+	d, err := l.Take(context.Background(), key, limit, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Remaining
+}
+
+func TestTakeAllTakesNothingWhenOneBucketIsShort(t *testing.T) {
+	ecs, calls, tasks := bucket.MustLimit(100, 40), bucket.MustLimit(20, 20), bucket.MustLimit(100, 20)
+	for name, mk := range stores() {
+		t.Run(name, func(t *testing.T) {
+			l := mk(limitertest.NewClock())
+			ctx := context.Background()
+			reqs := []limiter.Request{{Key: "ecs", Limit: ecs, Tokens: 1}, {Key: "calls", Limit: calls, Tokens: 1}, {Key: "tasks", Limit: tasks, Tokens: 10}}
+			out := make([]bucket.Decision, len(reqs))
+			for i := range 10 {
+				ok, err := limiter.TakeAll(ctx, l, reqs, out)
+				if err != nil || !ok {
+					t.Fatalf("batch %d: allowed %v, err %v; want allowed", i, ok, err)
+				}
+			}
+			ok, err := limiter.TakeAll(ctx, l, reqs, out)
+			if err != nil || ok {
+				t.Fatalf("11th batch: allowed %v, err %v; want refused", ok, err)
+			}
+			if i := limiter.FirstDenied(out); i != 2 || out[2].RetryAfter <= 0 {
+				t.Fatalf("refused by request %d (%+v), want 2, the tasks bucket, with a RetryAfter", i, out)
+			}
+			for _, d := range out {
+				if d.Allowed {
+					t.Fatalf("a refused batch reports an allowed decision: %+v", out)
+				}
+			}
+			if got := remaining(t, l, "ecs", ecs); got != 90 {
+				t.Errorf("ecs bucket holds %d after 10 batches and a refused one, want 90", got)
+			}
+			if got := remaining(t, l, "calls", calls); got != 10 {
+				t.Errorf("calls bucket holds %d, want 10", got)
+			}
+			reqs[2].Tokens = 0
+			if ok, err := limiter.TakeAll(ctx, l, reqs[:2], out[:2]); err != nil || !ok {
+				t.Fatalf("a batch without the tasks bucket: allowed %v, err %v", ok, err)
+			}
+		})
+	}
+}
+
+func TestTakeAllSameKeyTwiceSeesItsEarlierTake(t *testing.T) {
+	l := memory.New(memory.Options{Now: limitertest.NewClock().Now})
+	lim := bucket.MustLimit(100, 20)
+	reqs := []limiter.Request{{Key: "k", Limit: lim, Tokens: 60}, {Key: "k", Limit: lim, Tokens: 60}}
+	out := make([]bucket.Decision, 2)
+	if ok, err := l.TakeAll(context.Background(), reqs, out); err != nil || ok {
+		t.Fatalf("60 + 60 from a bucket of 100: allowed %v, err %v; want refused", ok, err)
+	}
+	if got := remaining(t, l, "k", lim); got != 100 {
+		t.Fatalf("bucket holds %d after a refused batch, want 100", got)
+	}
+	reqs[1].Tokens = 40
+	if ok, err := l.TakeAll(context.Background(), reqs, out); err != nil || !ok {
+		t.Fatalf("60 + 40: allowed %v, err %v; want allowed", ok, err)
+	}
+	if got := remaining(t, l, "k", lim); got != 0 {
+		t.Fatalf("bucket holds %d after 60 + 40, want 0", got)
+	}
+}
+
+func TestTakeAllRejectsInvalidBatches(t *testing.T) {
+	for name, mk := range stores() {
+		l := mk(limitertest.NewClock())
+		_, err := limiter.TakeAll(context.Background(), l, []limiter.Request{{Key: "k", Limit: bucket.MustLimit(1, 1), Tokens: -1}}, make([]bucket.Decision, 1))
+		if err == nil {
+			t.Errorf("%s: a negative take was accepted", name)
+		}
+	}
+}
