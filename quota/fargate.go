@@ -28,11 +28,11 @@ const (
 func fargateCategories() []*Category {
 	return []*Category{
 		{Name: FargateRunTask, Limit: bucket.MustLimit(20, 20),
-			DrawnBy: "RunTask on Fargate (launchType FARGATE, or a capacityProviderStrategy naming FARGATE or FARGATE_SPOT): one token per call"},
+			DrawnBy: "RunTask on Fargate, by launchType FARGATE or a capacityProviderStrategy naming FARGATE or FARGATE_SPOT: one token per call"},
 		{Name: FargateOnDemandTasks, Limit: bucket.MustLimit(100, 20),
-			DrawnBy: "RunTask on Fargate On-Demand: one token per task launched on FARGATE (count, 1 to 10)"},
+			DrawnBy: "RunTask on Fargate On-Demand: one token per task launched on FARGATE, count 1 to 10 a call"},
 		{Name: FargateSpotTasks, Limit: bucket.MustLimit(100, 20),
-			DrawnBy: "RunTask on Fargate Spot: one token per task launched on FARGATE_SPOT (count, 1 to 10)"},
+			DrawnBy: "RunTask on Fargate Spot: one token per task launched on FARGATE_SPOT, count 1 to 10 a call"},
 	}
 }
 
