@@ -3,11 +3,14 @@ package limiter_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/internal/redistest"
 	"github.com/tollgate/tollgate/limiter"
 	"github.com/tollgate/tollgate/limiter/limitertest"
 	"github.com/tollgate/tollgate/limiter/memory"
+	redisstore "github.com/tollgate/tollgate/limiter/redis"
 )
 
 // nonAtomic hides the memory store's TakeAll, so limiter.TakeAll takes
@@ -33,42 +36,60 @@ func remaining(t *testing.T, l limiter.Limiter, key string, limit bucket.Limit) 
 }
 
 func TestTakeAllTakesNothingWhenOneBucketIsShort(t *testing.T) {
-	ecs, calls, tasks := bucket.MustLimit(100, 40), bucket.MustLimit(20, 20), bucket.MustLimit(100, 20)
 	for name, mk := range stores() {
-		t.Run(name, func(t *testing.T) {
-			l := mk(limitertest.NewClock())
-			ctx := context.Background()
-			reqs := []limiter.Request{{Key: "ecs", Limit: ecs, Tokens: 1}, {Key: "calls", Limit: calls, Tokens: 1}, {Key: "tasks", Limit: tasks, Tokens: 10}}
-			out := make([]bucket.Decision, len(reqs))
-			for i := range 10 {
-				ok, err := limiter.TakeAll(ctx, l, reqs, out)
-				if err != nil || !ok {
-					t.Fatalf("batch %d: allowed %v, err %v; want allowed", i, ok, err)
-				}
-			}
-			ok, err := limiter.TakeAll(ctx, l, reqs, out)
-			if err != nil || ok {
-				t.Fatalf("11th batch: allowed %v, err %v; want refused", ok, err)
-			}
-			if i := limiter.FirstDenied(out); i != 2 || out[2].RetryAfter <= 0 {
-				t.Fatalf("refused by request %d (%+v), want 2, the tasks bucket, with a RetryAfter", i, out)
-			}
-			for _, d := range out {
-				if d.Allowed {
-					t.Fatalf("a refused batch reports an allowed decision: %+v", out)
-				}
-			}
-			if got := remaining(t, l, "ecs", ecs); got != 90 {
-				t.Errorf("ecs bucket holds %d after 10 batches and a refused one, want 90", got)
-			}
-			if got := remaining(t, l, "calls", calls); got != 10 {
-				t.Errorf("calls bucket holds %d, want 10", got)
-			}
-			reqs[2].Tokens = 0
-			if ok, err := limiter.TakeAll(ctx, l, reqs[:2], out[:2]); err != nil || !ok {
-				t.Fatalf("a batch without the tasks bucket: allowed %v, err %v", ok, err)
-			}
-		})
+		t.Run(name, func(t *testing.T) { testTakesNothingWhenShort(t, mk(limitertest.NewClock())) })
+	}
+}
+
+// TestTakeAllOnRedis: the Redis store, which has no atomic multi-bucket
+// take, is looked at first and refuses a short batch without taking.
+func TestTakeAllOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	client, err := redisstore.NewClient(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	st := redisstore.New(client, redisstore.Options{Now: limitertest.NewClock().Now, Timeout: 5 * time.Second})
+	t.Cleanup(func() { st.Close() })
+	if _, ok := limiter.Limiter(st).(limiter.Atomic); ok {
+		t.Fatal("the Redis store became atomic: this test no longer covers the look-then-take path")
+	}
+	testTakesNothingWhenShort(t, st)
+}
+
+func testTakesNothingWhenShort(t *testing.T, l limiter.Limiter) {
+	ecs, calls, tasks := bucket.MustLimit(100, 40), bucket.MustLimit(20, 20), bucket.MustLimit(100, 20)
+	ctx := context.Background()
+	reqs := []limiter.Request{{Key: "ecs", Limit: ecs, Tokens: 1}, {Key: "calls", Limit: calls, Tokens: 1}, {Key: "tasks", Limit: tasks, Tokens: 10}}
+	out := make([]bucket.Decision, len(reqs))
+	for i := range 10 {
+		ok, err := limiter.TakeAll(ctx, l, reqs, out)
+		if err != nil || !ok {
+			t.Fatalf("batch %d: allowed %v, err %v; want allowed", i, ok, err)
+		}
+	}
+	ok, err := limiter.TakeAll(ctx, l, reqs, out)
+	if err != nil || ok {
+		t.Fatalf("11th batch: allowed %v, err %v; want refused", ok, err)
+	}
+	if i := limiter.FirstDenied(out); i != 2 || out[2].RetryAfter <= 0 {
+		t.Fatalf("refused by request %d (%+v), want 2, the tasks bucket, with a RetryAfter", i, out)
+	}
+	for _, d := range out {
+		if d.Allowed {
+			t.Fatalf("a refused batch reports an allowed decision: %+v", out)
+		}
+	}
+	if got := remaining(t, l, "ecs", ecs); got != 90 {
+		t.Errorf("ecs bucket holds %d after 10 batches and a refused one, want 90", got)
+	}
+	if got := remaining(t, l, "calls", calls); got != 10 {
+		t.Errorf("calls bucket holds %d, want 10", got)
+	}
+	reqs[2].Tokens = 0
+	if ok, err := limiter.TakeAll(ctx, l, reqs[:2], out[:2]); err != nil || !ok {
+		t.Fatalf("a batch without the tasks bucket: allowed %v, err %v", ok, err)
 	}
 }
 
