@@ -142,11 +142,9 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		g.noteThrottled(key, d, err)
 		allowed = d.Allowed
 	} else {
-		var denied *quota.Category
-		allowed, denied, d, key, err = g.takeCharges(r.Context(), pol, svc, account, cred.Region, charges, start)
-		if denied != nil {
-			cat = denied
-		}
+		var c charged
+		c, err = g.takeCharges(r.Context(), pol, svc, account, cred.Region, charges, start)
+		allowed, d, key, cat = c.allowed, c.out[c.short], c.keys[c.short], charges[c.short].Category
 	}
 	if err != nil {
 		g.logLimiterError(r, err, "request_id", id, "key", key.String())

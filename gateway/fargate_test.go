@@ -159,3 +159,53 @@ func TestSDKRunTaskOnFargateIsThrottledByTasks(t *testing.T) {
 		t.Fatalf("RunTask on FARGATE_SPOT, whose bucket is full: %v", err)
 	}
 }
+
+// TestNativeTakeWithARunTaskRequest: /v1/take with the RunTask body takes
+// from the buckets the AWS front door would, all or none, and lists them.
+func TestNativeTakeWithARunTaskRequest(t *testing.T) {
+	clock := limitertest.NewClock()
+	_, srv := newTestServer(t, clock, Options{})
+	take := `{"service":"ecs","account":"444455556666","region":"us-east-1","action":"RunTask","request":{"launchType":"FARGATE","count":10}}`
+	for i := range 10 {
+		if status, body := postJSON(t, srv.URL+"/v1/take", take); status != 200 {
+			t.Fatalf("take %d: %d %s", i+1, status, body)
+		}
+	}
+	status, body := postJSON(t, srv.URL+"/v1/take", take)
+	if status != 429 {
+		t.Fatalf("11th take: %d %s, want 429", status, body)
+	}
+	var r ChargedTakeResponse
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Allowed || r.Category != quota.FargateOnDemandTasks || r.Remaining != 0 || r.RetryAfterMs != 500 || len(r.Buckets) != 3 {
+		t.Fatalf("11th take: %s; want refused by fargate-on-demand-tasks, 500 ms to wait, 3 buckets", body)
+	}
+	for i, want := range []struct {
+		cat       string
+		remaining int64
+	}{{"cluster-resource-modify", 90}, {quota.FargateRunTask, 10}, {quota.FargateOnDemandTasks, 0}} {
+		if b := r.Buckets[i]; b.Category != want.cat || b.Remaining != want.remaining || b.Allowed {
+			t.Errorf("bucket %d: %+v, want %s with %d left, refused", i, b, want.cat, want.remaining)
+		}
+	}
+	if got := peek(t, srv.URL, "444455556666", "cluster-resource-modify"); got != 90 {
+		t.Errorf("cluster-resource-modify holds %d after the refused take, want 90", got)
+	}
+	for _, tc := range []struct{ body, field, msg string }{
+		{`{"service":"ecs","account":"1","region":"us-east-1","action":"RunTask","request":{"count":11}}`, "request", "InvalidParameterException"},
+		{`{"service":"ecs","account":"1","region":"us-east-1","action":"RunTask","tokens":3,"request":{}}`, "tokens", "not both"},
+		{`{"service":"ecs","account":"1","region":"us-east-1","action":"StopTask","request":{}}`, "request", "does not depend"},
+		{`{"service":"ecs","account":"1","region":"us-east-1","category":"fargate-run-task","request":{}}`, "request", "needs an action"},
+	} {
+		status, body := postJSON(t, srv.URL+"/v1/take", tc.body)
+		if status != 400 || !strings.Contains(body, `"field":"`+tc.field+`"`) || !strings.Contains(body, tc.msg) {
+			t.Errorf("%s: %d %s; want 400 on field %s mentioning %q", tc.body, status, body, tc.field, tc.msg)
+		}
+	}
+	batch := `{"service":"ecs","account":"1","region":"us-east-1","requests":[{"action":"RunTask","request":{}}]}`
+	if status, body := postJSON(t, srv.URL+"/v1/take/batch", batch); status != 400 || !strings.Contains(body, "request") {
+		t.Errorf("a batch item with a request: %d %s; want 400", status, body)
+	}
+}

@@ -12,9 +12,10 @@ import (
 type Atomic interface {
 	// TakeAll decides reqs together: if every request would be allowed
 	// (in order, a key named twice seeing its earlier take) all are
-	// taken, else none is. out[i] is request i's decision as it would be
-	// on its own, with Allowed false for every request when the batch is
-	// refused. An error means the store decided nothing.
+	// taken, else none is. When the batch is refused every decision has
+	// Allowed false: a request that was short has its RetryAfter, the
+	// others report their bucket as it is, untouched. An error means the
+	// store decided nothing.
 	TakeAll(ctx context.Context, reqs []Request, out []bucket.Decision) (allowed bool, err error)
 }
 
@@ -48,10 +49,11 @@ func TakeAll(ctx context.Context, l Limiter, reqs []Request, out []bucket.Decisi
 	short := false
 	for i, r := range reqs {
 		// The decision the take would get now, from the look's state:
-		// a bucket full again in ResetAfter.
-		_, d := r.Limit.TakeAt(bucket.State(out[i].ResetAfter), 0, r.Tokens)
-		out[i] = d
-		short = short || !d.Allowed
+		// a bucket full again in ResetAfter. A short one replaces the
+		// look; the others keep it, their bucket as it is.
+		if _, d := r.Limit.TakeAt(bucket.State(out[i].ResetAfter), 0, r.Tokens); !d.Allowed {
+			out[i], short = d, true
+		}
 	}
 	if short {
 		refuse(out)
@@ -68,8 +70,7 @@ func TakeAll(ctx context.Context, l Limiter, reqs []Request, out []bucket.Decisi
 	return true, nil
 }
 
-// refuse marks every decision of a refused batch denied; one that would
-// have been allowed on its own keeps its tokens and a RetryAfter of 0.
+// refuse marks every decision of a refused batch denied.
 func refuse(out []bucket.Decision) {
 	for i := range out {
 		out[i].Allowed = false

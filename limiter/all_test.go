@@ -81,6 +81,9 @@ func testTakesNothingWhenShort(t *testing.T, l limiter.Limiter) {
 			t.Fatalf("a refused batch reports an allowed decision: %+v", out)
 		}
 	}
+	if out[0].Remaining != 90 || out[1].Remaining != 10 || out[0].RetryAfter != 0 {
+		t.Errorf("a refused batch reports the buckets that were not short as %+v, %+v; want them untouched, 90 and 10", out[0], out[1])
+	}
 	if got := remaining(t, l, "ecs", ecs); got != 90 {
 		t.Errorf("ecs bucket holds %d after 10 batches and a refused one, want 90", got)
 	}

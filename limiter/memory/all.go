@@ -52,7 +52,11 @@ func (s *Store) TakeAll(_ context.Context, reqs []limiter.Request, out []bucket.
 		allowed = allowed && out[i].Allowed
 	}
 	if !allowed {
-		for i := range out {
+		for i, r := range reqs {
+			if out[i].Allowed {
+				// Not short: report the bucket as it is, untouched.
+				_, out[i] = r.Limit.TakeAt(orig[first[i]], now, 0)
+			}
 			out[i].Allowed = false
 		}
 		return false, nil
