@@ -2,7 +2,9 @@ package quota
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,7 +74,7 @@ func chargeRunTask(s *Service, body []byte, dst []Charge) ([]Charge, error) {
 	var req runTaskBody
 	if len(bytes.TrimSpace(body)) != 0 {
 		if err := json.Unmarshal(body, &req); err != nil {
-			return dst, &RequestError{Code: "SerializationException", Message: "RunTask body: " + err.Error()}
+			return dst, serializationError(err)
 		}
 	}
 	count := int64(1)
@@ -186,6 +188,45 @@ func fargateTasks(req runTaskBody, count int64) (onDemand, spot int64, err error
 		return min(n, count)
 	}
 	return share(fargate), share(fspot), nil
+}
+
+// serializationError describes a RunTask body of the wrong shape by the
+// field and the JSON it holds, as a SerializationException.
+func serializationError(err error) error {
+	msg := "RunTask body: " + err.Error()
+	var se *json.SemanticError
+	if errors.As(err, &se) && se.GoType != nil {
+		field := ""
+		for tok := range se.JSONPointer.Tokens() {
+			if _, err := strconv.Atoi(tok); err == nil {
+				field += "[" + tok + "]"
+			} else if field == "" {
+				field = tok
+			} else {
+				field += "." + tok
+			}
+		}
+		if field == "" {
+			field = "RunTask body"
+		}
+		want := "a JSON " + se.GoType.String()
+		switch t := se.GoType; {
+		case t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Int64, t.Kind() == reflect.Int64:
+			want = "a whole number"
+		case t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.String, t.Kind() == reflect.String:
+			want = "a string"
+		case t.Kind() == reflect.Slice:
+			want = "a list"
+		case t.Kind() == reflect.Struct:
+			want = "an object"
+		}
+		got := map[byte]string{'n': "null", 't': "true", 'f': "false", '"': "a string", '0': "a number", '{': "an object", '[': "a list"}[byte(se.JSONKind)]
+		msg = fmt.Sprintf("%s: want %s, got %s", field, want, got)
+		if want == "a whole number" && got == "a number" {
+			msg = field + ": want a whole number that fits in 64 bits, got a fraction or a larger number"
+		}
+	}
+	return &RequestError{Code: "SerializationException", Message: msg}
 }
 
 // clipName shortens a client's string for an error message.

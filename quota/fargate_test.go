@@ -75,7 +75,9 @@ func TestRunTaskRefusesInvalidParameters(t *testing.T) {
 		{`{"capacityProviderStrategy":[{"capacityProvider":"FARGATE"}],"count":2}`, "InvalidParameterException", "weight greater than 0"},
 		{`{"capacityProviderStrategy":[{"capacityProvider":"` + long + `","weight":1}]}`, "InvalidParameterException", "longer than 255"},
 		{`{"capacityProviderStrategy":[` + strings.Repeat(`{"capacityProvider":"a","weight":1},`, 20) + `{"capacityProvider":"b","weight":1}]}`, "InvalidParameterException", "at most 20"},
-		{`[1]`, "SerializationException", "RunTask body"},
+		{`[1]`, "SerializationException", "RunTask body: want an object, got a list"},
+		{`{"capacityProviderStrategy":[{"capacityProvider":"FARGATE","weight":"x"}]}`, "SerializationException", "capacityProviderStrategy[0].weight: want a whole number, got a string"},
+		{`{"count":1e30}`, "SerializationException", "count: want a whole number that fits"},
 	} {
 		_, err := ecs.Charges("RunTask", []byte(tc.body), nil)
 		var re *RequestError
