@@ -2,6 +2,8 @@ package limiter_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,5 +125,41 @@ func TestTakeAllRejectsInvalidBatches(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: a negative take was accepted", name)
 		}
+	}
+}
+
+// TestTakeAllIsAtomicUnderConcurrency: batches racing on a frozen clock
+// admit exactly what the shortest bucket holds, and the other bucket
+// loses exactly the admitted batches' tokens: none is taken half.
+func TestTakeAllIsAtomicUnderConcurrency(t *testing.T) {
+	l := memory.New(memory.Options{Now: limitertest.NewClock().Now, Shards: 4})
+	wide, narrow := bucket.MustLimit(1000, 1), bucket.MustLimit(100, 1)
+	reqs := []limiter.Request{{Key: "wide", Limit: wide, Tokens: 1}, {Key: "narrow", Limit: narrow, Tokens: 10}}
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]bucket.Decision, 2)
+			for range 50 {
+				ok, err := l.TakeAll(context.Background(), reqs, out)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					admitted.Add(1)
+				}
+				l.Take(context.Background(), "narrow", narrow, 0) // single takes share the locks
+			}
+		}()
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 10 {
+		t.Fatalf("%d batches of 10 admitted from a bucket of 100, want 10", got)
+	}
+	if got := remaining(t, l, "wide", wide); got != 990 {
+		t.Fatalf("wide bucket holds %d after 10 admitted batches, want 990", got)
 	}
 }
