@@ -59,7 +59,7 @@ func TestParseAutoscaleService(t *testing.T) {
 		t.Fatalf("request bounds: %v %d", a.RequestTimeout, a.MaxPending)
 	}
 	ecs, _ := cfg.Quota.Service("ecs")
-	if !ecs.Autoscaled || cfg.Autoscale["ecs"] == nil || ecs.Route != nil || len(ecs.Categories) != 20 {
+	if !ecs.Autoscaled || cfg.Autoscale["ecs"] == nil || ecs.Route != nil || len(ecs.Categories) != 23 { // 20 and Fargate's 3
 		t.Fatalf("ecs preset with a pool: %+v", ecs)
 	}
 	if got, ok := s.Route.Match("x", "/hello/a/b"); !ok || got != "/a/b" {

@@ -71,8 +71,12 @@ func (c *Config) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintln(tw, "  CATEGORY\tCAPACITY\tREFILL/S\tACTIONS")
 		for _, cat := range s.Categories {
+			actions := strings.Join(cat.Actions, " ")
+			if len(cat.Actions) == 0 && cat.DrawnBy != "" {
+				actions = "(" + cat.DrawnBy + ")"
+			}
 			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", cat.Name, cat.Limit.Capacity(),
-				strconv.FormatFloat(cat.Limit.RefillPerSecond(), 'f', -1, 64), strings.Join(cat.Actions, " "))
+				strconv.FormatFloat(cat.Limit.RefillPerSecond(), 'f', -1, 64), actions)
 		}
 		for _, cat := range s.Categories {
 			if t := cat.Throttle; t != nil {

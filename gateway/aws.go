@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/awsjson"
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/quota"
 )
 
@@ -113,11 +115,37 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 
 	account := pol.cfg.Account(cred.AccessKeyID)
 	g.names.note(account)
-	key := quota.Key{Service: svc.Name, Account: account, Region: cred.Region, Category: cat.Name}
-	limit, _ := g.limitOf(pol.cfg, key)
-	d, err := g.limiter.Take(r.Context(), key.String(), limit, 1)
-	g.metrics.observe(pol.counters[cat], d.Allowed, err, time.Since(start))
-	g.noteThrottled(key, d, err)
+	var charges []quota.Charge
+	if svc.Weighted(action) {
+		// Only actions whose cost depends on the body (ECS RunTask) have
+		// it read: every other request keeps its one allocation-free take.
+		if charges, err = svc.Charges(action, body, nil); err != nil {
+			var re *quota.RequestError
+			if errors.As(err, &re) {
+				awsjson.WriteError(w, http.StatusBadRequest, re.Code, re.Message)
+			} else {
+				awsjson.WriteError(w, http.StatusBadRequest, "InvalidParameterException", err.Error())
+			}
+			return
+		}
+	}
+	var (
+		allowed bool
+		d       bucket.Decision
+		key     quota.Key
+	)
+	if len(charges) <= 1 {
+		key = quota.Key{Service: svc.Name, Account: account, Region: cred.Region, Category: cat.Name}
+		limit, _ := g.limitOf(pol.cfg, key)
+		d, err = g.limiter.Take(r.Context(), key.String(), limit, 1)
+		g.metrics.observe(pol.counters[cat], d.Allowed, err, time.Since(start))
+		g.noteThrottled(key, d, err)
+		allowed = d.Allowed
+	} else {
+		var c charged
+		c, err = g.takeCharges(r.Context(), pol, svc, account, cred.Region, charges, start)
+		allowed, d, key, cat = c.allowed, c.out[c.short], c.keys[c.short], charges[c.short].Category
+	}
 	if err != nil {
 		g.logLimiterError(r, err, "request_id", id, "key", key.String())
 		awsjson.WriteError(w, http.StatusInternalServerError, "InternalFailure", "throttling store unavailable")
@@ -125,9 +153,10 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if g.log.Enabled(r.Context(), slog.LevelDebug) {
 		g.log.Debug("decision", "request_id", id, "service", svc.Name, "action", action,
-			"account", account, "region", cred.Region, "allowed", d.Allowed, "remaining", d.Remaining)
+			"account", account, "region", cred.Region, "buckets", max(1, len(charges)), "allowed", allowed,
+			"category", key.Category, "remaining", d.Remaining)
 	}
-	if !d.Allowed {
+	if !allowed {
 		th := svc.ThrottleOf(cat)
 		awsjson.WriteError(w, th.HTTPStatus, th.Code, th.Message)
 		return

@@ -24,13 +24,21 @@ import (
 // TakeRequest is the body of POST /v1/take and one item of a batch. Give
 // either Action (resolved through the service's table) or Category.
 // Tokens defaults to 1; 0 inspects the bucket without taking.
+//
+// Request, for an action whose cost depends on its AWS request body (ECS
+// RunTask), is that body: the take then decides every bucket the action
+// takes from, all or none, as the AWS front door does (a RunTask on
+// Fargate: cluster-resource-modify, fargate-run-task and one token per
+// task from fargate-on-demand-tasks or fargate-spot-tasks), in place of
+// Tokens. /v1/take only, not a batch item.
 type TakeRequest struct {
-	Service  string `json:"service"`            // a service of the config: "ecs"
-	Account  string `json:"account"`            // 1-128 letters, digits, '.', '_' or '-'
-	Region   string `json:"region"`             // lowercase letters, digits and '-'
-	Action   string `json:"action,omitempty"`   // an action of the service, or…
-	Category string `json:"category,omitempty"` // …a category of it
-	Tokens   *int64 `json:"tokens,omitempty"`   // 1 when absent; 0 looks without taking
+	Service  string         `json:"service"`            // a service of the config: "ecs"
+	Account  string         `json:"account"`            // 1-128 letters, digits, '.', '_' or '-'
+	Region   string         `json:"region"`             // lowercase letters, digits and '-'
+	Action   string         `json:"action,omitempty"`   // an action of the service, or…
+	Category string         `json:"category,omitempty"` // …a category of it
+	Tokens   *int64         `json:"tokens,omitempty"`   // 1 when absent; 0 looks without taking
+	Request  jsontext.Value `json:"request,omitempty"`  // the action's AWS request body, for RunTask
 }
 
 // BatchRequest is the body of POST /v1/take/batch. Service, Account and
@@ -57,6 +65,14 @@ type TakeResponse struct {
 	Remaining    int64     `json:"remaining"`
 	RetryAfterMs int64     `json:"retry_after_ms"`
 	ResetAfterMs int64     `json:"reset_after_ms"`
+}
+
+// ChargedTakeResponse is the answer to a take with a Request: the fields
+// of the bucket that decided (the one that refused it, else the action's
+// own), and every bucket the take took from.
+type ChargedTakeResponse struct {
+	TakeResponse `json:",inline"`
+	Buckets      []TakeResponse `json:"buckets"`
 }
 
 // appendJSON appends r as JSON. The batch endpoint writes up to
@@ -258,6 +274,11 @@ func (g *Gateway) resolve(cfg *quota.Config, req *TakeRequest) (resolved, error)
 	default:
 		return r, &fieldError{"action", "missing: give action or category"}
 	}
+	if req.Request != nil {
+		if err := checkChargedTake(svc, req); err != nil {
+			return r, err
+		}
+	}
 	r.svc = svc
 	r.key = quota.Key{Service: svc.Name, Account: req.Account, Region: req.Region, Category: r.cat.Name}
 	r.limit, _ = g.limitOf(cfg, r.key)
@@ -330,6 +351,10 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 	res, err := g.resolve(pol.cfg, &req)
 	if err != nil {
 		writeFieldError(w, err)
+		return
+	}
+	if req.Request != nil {
+		g.serveChargedTake(w, r, pol, &req, res, start)
 		return
 	}
 	d, err := g.limiter.Take(r.Context(), res.key.String(), res.limit, res.tokens)

@@ -71,10 +71,11 @@ var presets = map[string]func() *Service{
 		for i, c := range ecsCategories {
 			cats[i] = &Category{Name: c.name, Actions: slices.Clone(c.actions), Limit: bucket.MustLimit(c.capacity, c.refill)}
 		}
-		s, err := NewService("ecs", cats)
+		s, err := NewService("ecs", append(cats, fargateCategories()...))
 		if err != nil {
 			panic(err) // the table above is fixed; a test covers it
 		}
+		s.chargers = map[string]charger{"RunTask": chargeRunTask}
 		s.TargetPrefix = "AmazonEC2ContainerServiceV20141113"
 		s.SigningName = "ecs"
 		s.Throttle = ecsThrottle
@@ -171,7 +172,8 @@ func PresetNames() []string {
 }
 
 // Preset returns a fresh copy of a built-in service: "ecs" (Amazon ECS, 20
-// categories) or "cloudmap" (AWS Cloud Map: DiscoverInstances 20,000 /
+// categories, and AWS Fargate's three buckets that a RunTask on Fargate
+// also takes from: see [Service.Charges]) or "cloudmap" (AWS Cloud Map: DiscoverInstances 20,000 /
 // 1,000 per second; DiscoverInstancesRevision 3,000 / 3,000 per second;
 // every control-plane action in one bucket of 100 / 20 per second) or
 // "servicequotas" (the AWS Service Quotas API: reads 20 / 10 per second,

@@ -47,6 +47,12 @@ type Category struct {
 	// control plane answers ThrottlingException, its Discover operations
 	// RequestLimitExceeded.
 	Throttle *Throttle
+	// DrawnBy says which requests take from a category that no action
+	// names, and how many tokens: "RunTask on Fargate, one token per task
+	// launched On-Demand". Such a category is reached through its
+	// service's charging rules ([Service.Charges]); tables print DrawnBy
+	// in place of the actions.
+	DrawnBy string
 }
 
 // Service is an API whose actions are throttled together.
@@ -78,6 +84,7 @@ type Service struct {
 
 	byAction map[string]*Category
 	byName   map[string]*Category
+	chargers map[string]charger // actions whose cost depends on the body
 }
 
 // NewService returns a service with the given categories, indexed for

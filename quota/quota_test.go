@@ -15,8 +15,15 @@ func TestECSPresetMatchesSpecTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ecs.Categories) != 20 {
-		t.Fatalf("ecs preset has %d categories, want 20", len(ecs.Categories))
+	// The SPEC table's 20, then Fargate's 3 (AWS Fargate throttling
+	// quotas), which no action names.
+	if len(ecs.Categories) != 23 {
+		t.Fatalf("ecs preset has %d categories, want 20 + 3 of Fargate", len(ecs.Categories))
+	}
+	for _, c := range ecs.Categories[20:] {
+		if len(c.Actions) != 0 || c.DrawnBy == "" {
+			t.Errorf("Fargate category %s: actions %v, DrawnBy %q; want none and a description", c.Name, c.Actions, c.DrawnBy)
+		}
 	}
 	actions := 0
 	for _, c := range ecs.Categories {

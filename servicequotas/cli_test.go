@@ -42,8 +42,8 @@ func TestCLISession(t *testing.T) {
 		return v
 	}
 	list := run("list-service-quotas", "--service-code", "ecs")
-	if qs := list["Quotas"].([]any); len(qs) != 40 {
-		t.Fatalf("list-service-quotas: %d quotas, want 40", len(qs))
+	if qs := list["Quotas"].([]any); len(qs) != 46 { // 23 categories (Fargate's 3 included), two quotas each
+		t.Fatalf("list-service-quotas: %d quotas, want 46", len(qs))
 	}
 	code := servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Burst)
 	q := run("get-service-quota", "--service-code", "ecs", "--quota-code", code)

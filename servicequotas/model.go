@@ -119,13 +119,19 @@ func describe(cat *quota.Category, k Kind) (name, desc string, def float64) {
 	if len(actions) > 200 {
 		actions = actions[:strings.LastIndex(actions[:200], ",")] + ", …"
 	}
+	what, verb := cat.Name+" requests ("+actions+")", " make"
+	if len(cat.Actions) == 0 && cat.DrawnBy != "" {
+		// A bucket no action names (Fargate's): its tokens are what
+		// DrawnBy says, tasks launched or calls.
+		what, verb = cat.Name+" tokens ("+cat.DrawnBy+")", " take"
+	}
 	if k == Burst {
 		return cat.Name + " burst",
-			"The maximum number of " + cat.Name + " requests (" + actions + ") an account can make at once in this Region: the capacity of its token bucket.",
+			"The maximum number of " + what + " an account can" + verb + " at once in this Region: the capacity of its token bucket.",
 			float64(cat.Limit.Capacity())
 	}
 	return cat.Name + " rate",
-		"The number of " + cat.Name + " requests (" + actions + ") per second an account can sustain in this Region: the refill of its token bucket.",
+		"The number of " + what + " per second an account can sustain in this Region: the refill of its token bucket.",
 		cat.Limit.RefillPerSecond()
 }
 

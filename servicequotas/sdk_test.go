@@ -134,8 +134,8 @@ func code(t *testing.T, c *sq.Client, name string) string {
 			}
 		}
 	}
-	if n != 40 || pages != 6 {
-		t.Fatalf("ECS lists %d quotas in %d pages of 7, want 40 in 6", n, pages)
+	if n != 46 || pages != 7 { // 20 ECS categories and 3 of Fargate, two quotas each
+		t.Fatalf("ECS lists %d quotas in %d pages of 7, want 46 in 7", n, pages)
 	}
 	if found == "" {
 		t.Fatalf("no quota named %q", name)

@@ -26,8 +26,13 @@ func WriteTable(w io.Writer, cfg *quota.Config, p Policy) error {
 		qs, _ := c.Quotas(s.Code)
 		for _, q := range qs {
 			unit := "requests" // the API's Unit "None": a count
+			if svc, ok := cfg.Service(s.Config); ok {
+				if cat, ok := svc.CategoryNamed(q.Category); ok && len(cat.Actions) == 0 {
+					unit = "tokens" // Fargate's: tasks launched, or calls
+				}
+			}
 			if q.Kind == Rate {
-				unit = "requests per second"
+				unit += " per second"
 			}
 			rule := "operator decides"
 			if e, ok := p.Effective(s.Config, &q, q.Default); ok {

@@ -44,7 +44,8 @@ func TestCheckPresetECSPrintsAllTwentyCategories(t *testing.T) {
 			t.Errorf("output lacks %q", row)
 		}
 	}
-	// 20 category rows after the header.
+	// 20 category rows of actions after the header (Fargate's 3, drawn by
+	// RunTask's body, are TestCheckShowsFargateBuckets').
 	rows := 0
 	for _, line := range strings.Split(out, "\n") {
 		if regexp.MustCompile(`^  [a-z-]+ +\d+ +\d+ +[A-Z]`).MatchString(line) {

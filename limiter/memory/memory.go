@@ -138,7 +138,11 @@ func New(opts Options) *Store {
 }
 
 func (s *Store) shard(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+	return &s.shards[s.shardIndex(key)]
+}
+
+func (s *Store) shardIndex(key string) int {
+	return int(maphash.String(s.seed, key) & s.mask)
 }
 
 // Take implements [limiter.Limiter]. It never blocks on I/O and ignores ctx.
@@ -171,26 +175,31 @@ func (s *Store) take(key string, limit bucket.Limit, n int64, now int64) bucket.
 	old := bucket.State(tat)
 	next, d := limit.TakeAt(old, now, n)
 	if next != old {
-		if !tracked {
-			if !s.room(sh, len(key), now) {
-				// A key larger than a shard's whole budget is decided
-				// but not kept, as if evicted at once.
-				s.evicted.Add(1)
-				sh.mu.Unlock()
-				return d
-			}
-			// The map keeps the key: copy it, so a caller's larger
-			// buffer is not kept alive with it.
-			key = strings.Clone(key)
-			sh.bytes += int64(len(key))
-		}
-		sh.m[key] = int64(next)
-		if len(sh.m) >= sh.sweepAt {
-			sh.sweep(now)
-		}
+		s.store(sh, key, tracked, next, now)
 	}
 	sh.mu.Unlock()
 	return d
+}
+
+// store writes a bucket's new state to sh, whose lock the caller holds,
+// making room for a key not yet tracked.
+func (s *Store) store(sh *shard, key string, tracked bool, next bucket.State, now int64) {
+	if !tracked {
+		if !s.room(sh, len(key), now) {
+			// A key larger than a shard's whole budget is decided but
+			// not kept, as if evicted at once.
+			s.evicted.Add(1)
+			return
+		}
+		// The map keeps the key: copy it, so a caller's larger buffer
+		// is not kept alive with it.
+		key = strings.Clone(key)
+		sh.bytes += int64(len(key))
+	}
+	sh.m[key] = int64(next)
+	if len(sh.m) >= sh.sweepAt {
+		sh.sweep(now)
+	}
 }
 
 // room makes room in sh for one more key of n bytes, within the store's
