@@ -214,7 +214,10 @@ func TestTwoNodesShareABucketInAnOutage(t *testing.T) {
 	srv := redistest.Start(t)
 	clock := limitertest.NewClock()
 	opts := func(id string) Options {
-		return Options{NodeID: id, Now: clock.Now, Logger: slog.New(slog.DiscardHandler)}
+		// Default settings but the timeout: the default 50 ms can decide
+		// locally under the race detector on a loaded machine, and the
+		// takes with Redis up must be Redis's.
+		return Options{NodeID: id, Now: clock.Now, Timeout: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
 	}
 	a := newStore(t, newClient(t, srv), opts("a"))
 	b := newStore(t, newClient(t, srv), opts("b"))
@@ -278,7 +281,7 @@ func TestNodesOnACluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { client.Close() })
-		s := newStore(t, client, Options{NodeID: id, Logger: slog.New(logs)})
+		s := newStore(t, client, Options{NodeID: id, Timeout: 5 * time.Second, Logger: slog.New(logs)})
 		if err := s.announce(ctx); err != nil {
 			t.Fatal(err)
 		}
