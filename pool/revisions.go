@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -102,14 +103,22 @@ func (p *Pool) SetTraffic(service string, t []TrafficTarget) error {
 // maxTrafficBody bounds the body of a PUT of a traffic block.
 const maxTrafficBody = 1 << 20
 
-// RevisionsHandler serves one service's revisions, for patterns with a
-// {service} wildcard: GET lists them (TrafficStatus as JSON); PUT or POST
+// RevisionsHandler serves one service's revisions, for patterns ending
+// in /{service}/NAME (the wildcard, or the segment before the last): GET lists them (TrafficStatus as JSON); PUT or POST
 // with {"traffic": [...]} sets the traffic (SetTraffic) and answers the
 // new listing, 400 for a refused block, 404 for an unknown service. Mount
 // it behind authentication; its Help method gives its line of help.
 func (p *Pool) RevisionsHandler() http.Handler {
 	return revisionsHandler(func(w http.ResponseWriter, r *http.Request) {
 		service := r.PathValue("service")
+		if service == "" {
+			// Routed by a ServeMux.Handler lookup, which sets no path
+			// values: the service is the segment before the last.
+			segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+			if len(segs) >= 2 {
+				service = segs[len(segs)-2]
+			}
+		}
 		switch r.Method {
 		case http.MethodGet, http.MethodHead:
 		case http.MethodPut, http.MethodPost:
