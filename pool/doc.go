@@ -77,6 +77,6 @@
 // revision by a Host TAG---... or TagHeader. Each revision has its own
 // engine, instances, windows and bounds. The pool keeps running the
 // latest revision, the latest ready one and those the traffic names or
-// tags (at most MaxRevisions); the others drain and stop, so a revision
+// tags (at most MaxRevisions in all); the others drain and stop, so a revision
 // named by a later traffic block must still be running.
 package pool

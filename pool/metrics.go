@@ -153,13 +153,15 @@ func (sm *serviceMetrics) forget(instance string) {
 	sm.all.cpu.DeleteLabelValues(sm.service, sm.revision, instance)
 }
 
-// remove drops a stopped revision's gauges, which would hold its last
-// values.
+// remove drops a stopped revision's series, counters too: a revision
+// that has stopped never comes back under its name, and each reload of
+// a template makes a new one.
 func (sm *serviceMetrics) remove() {
 	l := prometheus.Labels{"service": sm.service, "revision": sm.revision}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		sm.all.instances, sm.all.recommended, sm.all.driver, sm.all.pending, sm.all.inFlight,
 		sm.all.concurrency, sm.all.cpu, sm.all.backoff, sm.all.sharers,
+		sm.all.rejected, sm.all.coldStart, sm.all.pendingWait, sm.all.exits, sm.all.refused,
 	} {
 		v.DeletePartialMatch(l)
 	}

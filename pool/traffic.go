@@ -11,7 +11,7 @@ import (
 
 // MaxRevisions bounds the revisions a service keeps running: the latest,
 // the latest ready and those its traffic names or tags. A traffic block
-// naming more is refused.
+// that would keep more is refused.
 const MaxRevisions = 10
 
 // TagHeader names a tag in a request, as a TAG--- prefix of its Host
@@ -145,9 +145,28 @@ func (svc *service) revisionByName(name string) *revision {
 }
 
 // checkNames reports the first entry of t that names a revision svc does
-// not run (next, when not "", is the revision about to be made); p.mu is
+// not run (next, when not "", is the revision about to be made, then the
+// latest), or that t would keep more than MaxRevisions running; p.mu is
 // held.
 func (svc *service) checkNames(t []TrafficTarget, next string) error {
+	keep := map[string]bool{}
+	if next != "" {
+		keep[next] = true
+	} else if svc.latest != nil {
+		keep[svc.latest.name] = true
+	}
+	if cur := svc.cur.Load(); cur != nil {
+		keep[cur.name] = true
+	}
+	for _, e := range t {
+		if e.RevisionName != "" {
+			keep[e.RevisionName] = true
+		}
+	}
+	if len(keep) > MaxRevisions {
+		return &TrafficError{Service: svc.name, Entry: -1,
+			Msg: fmt.Sprintf("would keep %d revisions running (the latest, the latest ready and those named); at most %d", len(keep), MaxRevisions)}
+	}
 	for i, e := range t {
 		if e.RevisionName != "" && e.RevisionName != next && svc.revisionByName(e.RevisionName) == nil {
 			have := make([]string, 0, len(svc.revs))

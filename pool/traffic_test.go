@@ -35,7 +35,7 @@ func getHost(h http.Handler, host string, header ...string) (int, string) {
 func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 	t.Parallel()
 	r1 := &serverRunner{tag: "v1"}
-	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r1, Template: "a", Engine: autoscale.Config{MinInstances: 1}})
+	p, reg := newTestPool(t, ServiceSpec{Name: "s", Runner: r1, Template: "a", Engine: autoscale.Config{MinInstances: 1}})
 	runPool(t, p)
 	h := p.Handler("s")
 	eventually(t, 20*time.Second, "s-00001 not ready", func() bool {
@@ -133,6 +133,27 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "s-00001's instance was not stopped", func() bool { return r1.running() == 0 })
+	seriesOf := func(rev string) int {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "revision" && l.GetValue() == rev {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	eventually(t, 20*time.Second, "s-00001's series are still exported", func() bool { return seriesOf("s-00001") == 0 })
+	if seriesOf("s-00002") == 0 {
+		t.Fatal("no series labelled revision s-00002")
+	}
 	ts, err := p.Revisions("s")
 	if err != nil || len(ts.Revisions) != 1 || ts.Revisions[0].Name != "s-00002" || ts.Revisions[0].Percent != 100 {
 		t.Fatalf("revisions after promotion: %+v, %v", ts, err)
@@ -210,5 +231,43 @@ func TestCheckTraffic(t *testing.T) {
 	many[0].Percent = 100
 	if err := CheckTraffic("s", many); err == nil {
 		t.Errorf("%d revisions accepted", len(many))
+	}
+}
+
+// TestTrafficKeepsAtMostMaxRevisions checks that a service keeps each
+// revision its traffic tags, that a reload that would keep more than
+// MaxRevisions running (the latest, the latest ready and those named) is
+// refused, and that untagging the oldest makes room.
+func TestTrafficKeepsAtMostMaxRevisions(t *testing.T) {
+	t.Parallel()
+	p, _ := newTestPool(t)
+	tagged := func(from, to int) []TrafficTarget {
+		tr := []TrafficTarget{{LatestRevision: true, Percent: 100}}
+		for i := from; i <= to; i++ {
+			tr = append(tr, TrafficTarget{RevisionName: revisionName("s", i), Tag: "t" + itoa(i)})
+		}
+		return tr
+	}
+	apply := func(template int, traffic []TrafficTarget) error {
+		return p.Apply([]ServiceSpec{{Name: "s", Runner: &serverRunner{}, Template: itoa(template), Traffic: traffic}})
+	}
+	for i := 1; i <= MaxRevisions; i++ {
+		if err := apply(i, tagged(1, i-1)); err != nil {
+			t.Fatalf("revision %d: %v", i, err)
+		}
+	}
+	// s-00001 to s-00009 tagged, s-00010 the latest ready, s-00011 new:
+	// 11 to run, though the block names only 9.
+	err := apply(MaxRevisions+1, tagged(1, MaxRevisions-1))
+	var te *TrafficError
+	if !errors.As(err, &te) || te.Entry != -1 {
+		t.Fatalf("an 11th revision: %v, want refused", err)
+	}
+	if err := apply(MaxRevisions+1, tagged(2, MaxRevisions)); err != nil {
+		t.Fatalf("an 11th revision with s-00001 untagged: %v", err)
+	}
+	ts, err := p.Revisions("s")
+	if err != nil || len(ts.Revisions) != MaxRevisions || ts.Revisions[0].Name != "s-00002" || ts.Revisions[MaxRevisions-1].Name != revisionName("s", MaxRevisions+1) {
+		t.Fatalf("revisions: %+v, %v", ts, err)
 	}
 }
