@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -47,9 +48,12 @@ func (b pools) apply(p *pool.Pool, cfg *config.Config) error {
 	}
 	err = p.Apply(specs)
 	var te *pool.TrafficError
-	if errors.As(err, &te) && te.Entry >= 0 {
-		if a := cfg.Autoscale[te.Service]; a != nil && te.Entry < len(a.Traffic) {
-			at := a.Traffic[te.Entry].At
+	if errors.As(err, &te) {
+		if a := cfg.Autoscale[te.Service]; a != nil && te.Entry < len(a.Traffic) && len(a.Traffic) > 0 {
+			at := a.Traffic[max(te.Entry, 0)].At
+			if te.Entry < 0 { // the block as a whole: placed at its first entry
+				at.Field = at.Field[:strings.LastIndex(at.Field, "traffic")+len("traffic")]
+			}
 			at.Msg = te.Msg
 			return &at
 		}

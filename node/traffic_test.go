@@ -2,14 +2,23 @@ package node
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/internal/testservice"
+	"github.com/tollgate/tollgate/pool"
 )
 
 func TestMain(m *testing.M) { testservice.Main(m) }
@@ -153,5 +162,40 @@ func TestTrafficThroughConfigAndAdmin(t *testing.T) {
 	}
 	if code, _ := admin(t, n, "PUT", "/v1/admin/pools/nope/traffic", `{"traffic": []}`); code != 404 {
 		t.Fatalf("PUT to an unknown service: %d, want 404", code)
+	}
+}
+
+// TestTrafficKeepingTooManyIsRefusedAtItsBlock: a reload whose traffic
+// would keep more than pool.MaxRevisions revisions running (though it
+// names fewer) is refused at the traffic block's place in the file. The
+// pool is not run: revisions take over at once, and nothing starts.
+func TestTrafficKeepingTooManyIsRefusedAtItsBlock(t *testing.T) {
+	dir := t.TempDir()
+	b := pools{log: slog.New(slog.DiscardHandler)}
+	parse := func(version int, tagFrom, tagTo int) *config.Config {
+		t.Helper()
+		tr := "        - {latest_revision: true, percent: 100}\n"
+		for i := tagFrom; i <= tagTo; i++ {
+			tr += fmt.Sprintf("        - {revision: hello-%05d, tag: t%d}\n", i, i)
+		}
+		cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(trafficConfig("sh", strconv.Itoa(version), tr)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	p, err := b.newPool(parse(1, 1, 0), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := 2; v <= pool.MaxRevisions; v++ {
+		if err := b.apply(p, parse(v, 1, v-1)); err != nil {
+			t.Fatalf("version %d: %v", v, err)
+		}
+	}
+	err = b.apply(p, parse(pool.MaxRevisions+1, 1, pool.MaxRevisions-1))
+	want := dir + "/c.yaml:10:11: services[0].autoscale.traffic: would keep 11 revisions running"
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, config.ErrInvalidConfig) {
+		t.Fatalf("reload keeping 11 revisions: %v, want %s", err, want)
 	}
 }

@@ -332,7 +332,7 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 		}
 		prev := svc.cur.Load()
 		svc.cur.Store(rv)
-		if len(svc.traffic) == 0 {
+		if latestShare(svc.traffic) == 100 {
 			// The new revision takes all the load: it decides from the
 			// load it takes over, not from windows that saw none (its
 			// count fell to 1 once its boot minimum was lifted, then
