@@ -24,9 +24,9 @@ import (
 func TestMain(m *testing.M) { testservice.Main(m) }
 
 // trafficConfig is a config running the test service as "hello" at
-// /hello/, with env VERSION=version and the given traffic block lines.
+// host hello.example, with env VERSION=version and the given traffic block lines.
 func trafficConfig(bin, version, traffic string) string {
-	c := "services:\n  - name: hello\n    route: {path_prefix: /hello/, strip_prefix: true}\n    autoscale:\n" +
+	c := "services:\n  - name: hello\n    route: {host: hello.example}\n    autoscale:\n" +
 		"      command: [" + bin + "]\n      env: {VERSION: " + version + "}\n      readiness: {path: /healthz}\n      min_instances: 1\n"
 	if traffic != "" {
 		c += "      traffic:\n" + traffic
@@ -34,13 +34,17 @@ func trafficConfig(bin, version, traffic string) string {
 	return c
 }
 
-// revisionOf sends GET /hello/env (with a tag header when tag is not "")
+// revisionOf sends GET /env to host hello.example (with a tag header
+// when tag is not "", or, when tag is "host:T", to T---hello.example)
 // and returns the K_REVISION of the instance that answered, or the
 // status and body when it did not answer 200.
 func revisionOf(t *testing.T, n *Node, tag string) string {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+n.Addr().String()+"/hello/env", nil)
-	if tag != "" {
+	req, _ := http.NewRequest("GET", "http://"+n.Addr().String()+"/env", nil)
+	req.Host = "hello.example"
+	if h, ok := strings.CutPrefix(tag, "host:"); ok {
+		req.Host = h + "---hello.example"
+	} else if tag != "" {
 		req.Header.Set("X-Tollgate-Revision-Tag", tag)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -104,6 +108,9 @@ func TestTrafficThroughConfigAndAdmin(t *testing.T) {
 	for range 20 {
 		if got := revisionOf(t, n, ""); got != "hello-00001" {
 			t.Fatalf("an untagged request reached %q, want hello-00001 (hello-00002 takes 0 %%)", got)
+		}
+		if got := revisionOf(t, n, "host:canary"); got != "hello-00002" {
+			t.Fatalf("a request to canary---hello.example reached %q, want hello-00002", got)
 		}
 	}
 
