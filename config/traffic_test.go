@@ -33,10 +33,21 @@ func TestParseTraffic(t *testing.T) {
 	if at := tr[1].At; at.Line != 8 || at.Column != 11 || at.Field != "services[0].autoscale.traffic[1]" {
 		t.Fatalf("traffic[1] at %+v, want 8:11 services[0].autoscale.traffic[1]", at)
 	}
+	var table strings.Builder
+	if err := cfg.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if want := "traffic: 90 % to hello-00001 (tag stable), 10 % to the latest ready revision, 0 % to hello-00003 (tag canary)\n"; !strings.Contains(table.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, table.String())
+	}
 	// Without a block: nil, all to the latest ready revision.
 	cfg, err = Parse(filepath.Join(dir, "c.yaml"), []byte("services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh}\n"))
 	if err != nil || cfg.Autoscale["a"].Traffic != nil {
 		t.Fatalf("no traffic block: %v %+v", err, cfg)
+	}
+	table.Reset()
+	if err := cfg.WriteTable(&table); err != nil || !strings.Contains(table.String(), "traffic: 100 % to the latest ready revision\n") {
+		t.Errorf("table without a traffic block: %v\n%s", err, table.String())
 	}
 }
 
