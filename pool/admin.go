@@ -53,14 +53,7 @@ func (p *Pool) Status() []ServiceStatus {
 	p.mu.Lock()
 	svcs := make([]listed, 0, len(p.services))
 	for _, s := range p.services {
-		s.old = slices.DeleteFunc(s.old, func(rv *revision) bool {
-			select {
-			case <-rv.finished:
-				return true
-			default:
-				return false
-			}
-		})
+		s.pruneOld()
 		others := slices.Clone(s.old)
 		for _, rv := range s.revs {
 			if rv != s.cur.Load() {

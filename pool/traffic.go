@@ -208,6 +208,7 @@ func (p *Pool) reroute(svc *service) {
 		}
 	}
 	svc.route.Store(rt)
+	svc.pruneOld()
 	now := time.Now()
 	svc.revs = slices.DeleteFunc(svc.revs, func(rv *revision) bool {
 		if keep[rv] {
@@ -217,5 +218,17 @@ func (p *Pool) reroute(svc *service) {
 		rv.retire(now.Add(p.drainTimeout))
 		svc.old = append(svc.old, rv)
 		return true
+	})
+}
+
+// pruneOld forgets the retired revisions that have stopped; p.mu is held.
+func (svc *service) pruneOld() {
+	svc.old = slices.DeleteFunc(svc.old, func(rv *revision) bool {
+		select {
+		case <-rv.finished:
+			return true
+		default:
+			return false
+		}
 	})
 }
