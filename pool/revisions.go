@@ -17,6 +17,7 @@ var ErrNoService = errors.New("pool: no such autoscaled service")
 // RevisionStatus is one running revision of a service and the traffic it
 // takes.
 type RevisionStatus struct {
+	// Name is the revision's name (K_REVISION), such as hello-00002.
 	Name string `json:"name"`
 	// Latest is the newest revision: the service's template.
 	Latest bool `json:"latest"`
@@ -25,14 +26,18 @@ type RevisionStatus struct {
 	// Percent of the untagged requests it takes.
 	Percent int `json:"percent"`
 	// Tags reach it directly.
-	Tags         []string `json:"tags"`
-	Ready        int      `json:"ready_instances"`
-	MinInstances int      `json:"min_instances"`
-	MaxInstances int      `json:"max_instances"`
+	Tags []string `json:"tags"`
+	// Ready counts its ready instances.
+	Ready int `json:"ready_instances"`
+	// MinInstances and MaxInstances are its own bounds, as its template
+	// was last configured: max instances bounds each revision.
+	MinInstances int `json:"min_instances"`
+	MaxInstances int `json:"max_instances"`
 }
 
 // TrafficStatus is a service's traffic and its running revisions.
 type TrafficStatus struct {
+	// Service is the service's name.
 	Service string `json:"service"`
 	// Traffic is the block in force (the config's, or the last
 	// SetTraffic's); empty means 100 % to the latest ready revision.

@@ -40,9 +40,9 @@ type TrafficTarget struct {
 // of the entry at fault, or -1 for the block as a whole. It wraps
 // ErrInvalidSpec.
 type TrafficError struct {
-	Service string
-	Entry   int
-	Msg     string
+	Service string // the service whose traffic is refused
+	Entry   int    // the entry at fault, or -1
+	Msg     string // why, without the service and entry
 }
 
 // Error says which service, which entry and why.
