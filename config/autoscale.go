@@ -100,6 +100,10 @@ type Autoscale struct {
 	// CloudMap, when set, lists the ready instances in tollgate's Cloud
 	// Map registry.
 	CloudMap *CloudMap
+	// Traffic, when set, splits the service's requests over its running
+	// revisions by percent and gives revisions tags (traffic); unset, the
+	// latest ready revision takes them all. Not with Kubernetes.
+	Traffic []TrafficTarget
 }
 
 // EnvVar is one environment variable of an instance.
@@ -240,7 +244,7 @@ func (p *parser) route(n *yaml.Node, path string) (*quota.Route, bool) {
 func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 	a := &Autoscale{}
 	ok := true
-	var commandNode, dirNode, minNode, kubeNode, gpuNode, idleNode *yaml.Node
+	var commandNode, dirNode, minNode, kubeNode, gpuNode, idleNode, trafficNode *yaml.Node
 	cfg := &a.Engine
 	num := func(dst *float64, lo, hi float64, loOpen bool) func(k, v *yaml.Node, f string) {
 		return func(_, v *yaml.Node, f string) {
@@ -288,6 +292,12 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 			}
 			ok = ok && good
 			a.Command = cmd
+		},
+		"traffic": func(_, v *yaml.Node, f string) {
+			trafficNode = v
+			t, good := p.traffic(v, f)
+			ok = ok && good
+			a.Traffic = t
 		},
 		"kubernetes": func(_, v *yaml.Node, f string) {
 			kubeNode = v
@@ -409,6 +419,10 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 	}
 	if ok && cfg.GPUs > 0 && cfg.IdleTimeout > autoscale.DefaultGPUIdleTimeout {
 		p.errorf(idleNode, joinField(path, "idle_timeout"), "%v is over %v: with gpu (line %d), instances are kept idle 10 minutes at most, as Cloud Run keeps GPU instances", cfg.IdleTimeout, autoscale.DefaultGPUIdleTimeout, gpuNode.Line)
+		ok = false
+	}
+	if ok && a.Kubernetes != nil && trafficNode != nil {
+		p.errorf(trafficNode, joinField(path, "traffic"), "a traffic split needs local processes: with kubernetes (line %d), one Deployment runs every revision", kubeNode.Line)
 		ok = false
 	}
 	if !ok {

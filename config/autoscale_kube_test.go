@@ -87,6 +87,8 @@ func TestParseAutoscaleKubernetesErrors(t *testing.T) {
 			"c.yaml:4:29: services[0].autoscale.env: not used with kubernetes"},
 		{"{kubernetes: [n, d]}",
 			"services[0].autoscale.kubernetes"},
+		{"{kubernetes: {namespace: n, deployment: d}, traffic: [{latest_revision: true, percent: 100}]}",
+			"c.yaml:4:69: services[0].autoscale.traffic: a traffic split needs local processes: with kubernetes (line 4)"},
 	}
 	for _, c := range cases {
 		_, err := Parse(filepath.Join(dir, "c.yaml"), []byte(head+c.yaml+"\n"))

@@ -84,6 +84,9 @@ var (
 //	      idle_timeout: 15m          # (default 15m, as Cloud Run; 10m with gpu, and at most that)
 //	      gpu: 0                     # GPUs per instance: kept idle 10 minutes at most
 //	      termination_grace_period: 10s  # SIGTERM to SIGKILL (default 10s)
+//	      traffic:                   # optional: split over running revisions (percents sum to 100)
+//	        - {revision: hello-00001, percent: 90}     # a revision by name
+//	        - {latest_revision: true, percent: 10, tag: canary}  # canary---host reaches it
 //	overrides:                       # quota increases
 //	  - service: ecs
 //	    account: "123456789012"

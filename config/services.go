@@ -173,6 +173,9 @@ func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale)
 			return nil, nil
 		}
 		s, _ := quota.Preset(preset) // known: checked above
+		if scale != nil && !p.checkTrafficNames(scale, s.Name) {
+			return nil, nil
+		}
 		s.Upstream, s.Route, s.Autoscaled = upstream, route, scale != nil
 		return s, scale
 	}
@@ -205,6 +208,9 @@ func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale)
 			}
 			actions[a] = c.Name
 		}
+	}
+	if ok && scale != nil {
+		ok = p.checkTrafficNames(scale, name)
 	}
 	if !ok {
 		return nil, nil

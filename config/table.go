@@ -61,6 +61,7 @@ func (c *Config) WriteTable(w io.Writer) error {
 				}
 				fmt.Fprintf(tw, "  instance limits (cgroup v2 or v1 where tollgate can): %g %s, memory %s\n", e.CPUsPerInstance, cpus, mem)
 			}
+			fmt.Fprintf(tw, "  traffic: %s\n", trafficText(a.Traffic))
 		}
 		if len(s.Categories) == 0 {
 			continue
@@ -122,4 +123,25 @@ func orInt(n, def int) int {
 		return def
 	}
 	return n
+}
+
+// trafficText is a traffic block in a line: "100 % to the latest ready
+// revision" without one.
+func trafficText(t []TrafficTarget) string {
+	if len(t) == 0 {
+		return "100 % to the latest ready revision"
+	}
+	parts := make([]string, 0, len(t))
+	for _, e := range t {
+		to := e.Revision
+		if e.LatestRevision {
+			to = "the latest ready revision"
+		}
+		part := fmt.Sprintf("%d %% to %s", e.Percent, to)
+		if e.Tag != "" {
+			part += " (tag " + e.Tag + ")"
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -289,7 +289,12 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		MaxBatch:         opts.MaxBatch,
 		MaxInFlightBytes: opts.MaxInFlightBytes,
 		Pools:            pools.Handler,
-		AdminHandlers:    withAdmin(map[string]http.Handler{"GET /v1/admin/pools": pools.AdminHandler()}, quotas.AdminHandlers()),
+		AdminHandlers: withAdmin(map[string]http.Handler{
+			"GET /v1/admin/pools":                     pools.AdminHandler(),
+			"GET /v1/admin/pools/{service}/revisions": pools.RevisionsHandler(),
+			"PUT /v1/admin/pools/{service}/traffic":   pools.RevisionsHandler(),
+			"POST /v1/admin/pools/{service}/traffic":  pools.RevisionsHandler(),
+		}, quotas.AdminHandlers()),
 	})
 	if err != nil {
 		n.Close()

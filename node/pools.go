@@ -1,9 +1,11 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -36,13 +38,39 @@ func (b pools) newPool(cfg *config.Config, reg prometheus.Registerer) (*pool.Poo
 }
 
 // apply makes p run the autoscaled services of cfg (on a reload: new
-// bounds in place, new revisions for changed commands).
+// bounds in place, new revisions for changed commands, new traffic). A
+// traffic entry naming a revision p does not run is refused, naming
+// where the config writes it.
 func (b pools) apply(p *pool.Pool, cfg *config.Config) error {
 	specs, err := b.specs(cfg)
 	if err != nil {
 		return err
 	}
-	return p.Apply(specs)
+	err = p.Apply(specs)
+	var te *pool.TrafficError
+	if errors.As(err, &te) {
+		if a := cfg.Autoscale[te.Service]; a != nil && te.Entry < len(a.Traffic) && len(a.Traffic) > 0 {
+			at := a.Traffic[max(te.Entry, 0)].At
+			if te.Entry < 0 { // the block as a whole: placed at its first entry
+				at.Field = at.Field[:strings.LastIndex(at.Field, "traffic")+len("traffic")]
+			}
+			at.Msg = te.Msg
+			return &at
+		}
+	}
+	return err
+}
+
+// traffic is a's traffic block as the pool takes it.
+func traffic(a *config.Autoscale) []pool.TrafficTarget {
+	if len(a.Traffic) == 0 {
+		return nil
+	}
+	out := make([]pool.TrafficTarget, 0, len(a.Traffic))
+	for _, e := range a.Traffic {
+		out = append(out, pool.TrafficTarget{RevisionName: e.Revision, LatestRevision: e.LatestRevision, Percent: e.Percent, Tag: e.Tag})
+	}
+	return out
 }
 
 // specs turns the autoscale sections of cfg into the pool's specs, each
@@ -73,6 +101,7 @@ func (b pools) specs(cfg *config.Config) ([]pool.ServiceSpec, error) {
 
 			RequestTimeout: a.RequestTimeout,
 			MaxPending:     a.MaxPending,
+			Traffic:        traffic(a),
 		}
 		if cm := a.CloudMap; cm != nil {
 			sc := cloudmap.DefaultScope

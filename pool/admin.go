@@ -41,34 +41,37 @@ type InstanceStatus struct {
 }
 
 // Status lists every service and its instances, services by name and
-// instances by start: those of replaced revisions still draining first,
-// then the current revision's. The counts are the current revision's.
+// instances by revision and start: those of retired revisions still
+// draining and of the other running revisions (oldest first), then the
+// latest ready revision's. The counts are the latest ready revision's;
+// Revisions has each revision's.
 func (p *Pool) Status() []ServiceStatus {
 	type listed struct {
 		*service
-		old []*revision
+		others []*revision
 	}
 	p.mu.Lock()
 	svcs := make([]listed, 0, len(p.services))
 	for _, s := range p.services {
-		s.old = slices.DeleteFunc(s.old, func(rv *revision) bool {
-			select {
-			case <-rv.finished:
-				return true
-			default:
-				return false
+		s.pruneOld()
+		others := slices.Clone(s.old)
+		for _, rv := range s.revs {
+			if rv != s.cur.Load() {
+				others = append(others, rv)
 			}
-		})
-		svcs = append(svcs, listed{s, slices.Clone(s.old)})
+		}
+		svcs = append(svcs, listed{s, others})
 	}
 	p.mu.Unlock()
 	slices.SortFunc(svcs, func(a, b listed) int { return strings.Compare(a.name, b.name) })
 	out := make([]ServiceStatus, 0, len(svcs))
 	for _, s := range svcs {
 		st := s.cur.Load().status()
-		for _, rv := range s.old {
-			st.Instances = append(rv.status().Instances, st.Instances...)
+		ins := []InstanceStatus{}
+		for _, rv := range s.others {
+			ins = append(ins, rv.status().Instances...)
 		}
+		st.Instances = append(ins, st.Instances...)
 		out = append(out, st)
 	}
 	return out

@@ -13,7 +13,7 @@ import (
 // (RequestDone, count it off, act on the events), on one ready instance,
 // from parallel goroutines. Nothing is proxied.
 func BenchmarkSlot(b *testing.B) {
-	rv, err := newRevision("s", "s-1", autoscale.Config{MaxConcurrency: 1000, MaxInstances: 1}, &serverRunner{}, ServiceSpec{}.limits(), testLogger(nil), New(Options{}).m.service("s"))
+	rv, err := newRevision("s", "s-1", autoscale.Config{MaxConcurrency: 1000, MaxInstances: 1}, &serverRunner{}, ServiceSpec{}.limits(), testLogger(nil), New(Options{}).m.revision("s", "s-1"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -66,7 +66,20 @@
 // running engine (Engine.SetConfig): no instance is restarted. A reload
 // that changes what runs (ServiceSpec.Template: for tollgate serve the
 // command, arguments, environment, working directory, readiness check and
-// grace period) makes a new revision: it starts as many instances
-// as the old one has ready, moves traffic once they are ready, then drains
-// and stops the old instances.
+// grace period) makes a new revision, named as Knative names them
+// (hello-00001, hello-00002, ...): it starts as many instances as the
+// latest ready one has ready (times the share that follows the latest),
+// and becomes the latest ready revision once they are ready.
+//
+// # Traffic
+//
+// A service's traffic (ServiceSpec.Traffic, or SetTraffic) splits its
+// untagged requests over its running revisions by percent, a weighted
+// round robin over 100 slots, as Knative's and Cloud Run's traffic block;
+// without one the latest ready revision takes them all. A tag reaches its
+// revision by a Host TAG---... or TagHeader. Each revision has its own
+// engine, instances, windows and bounds. The pool keeps running the
+// latest revision, the latest ready one and those the traffic names or
+// tags (at most MaxRevisions in all); the others drain and stop, so a revision
+// named by a later traffic block must still be running.
 package pool

@@ -6,7 +6,8 @@ import (
 	"github.com/tollgate/tollgate/autoscale"
 )
 
-// metrics are the pool's Prometheus series, labelled by service.
+// metrics are the pool's Prometheus series, labelled by service and
+// revision.
 type metrics struct {
 	instances   *prometheus.GaugeVec     // service, state
 	recommended *prometheus.GaugeVec     // service
@@ -29,71 +30,72 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		instances: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_pool_instances",
 			Help: "Instances of an autoscaled service by state (starting, ready, draining).",
-		}, []string{"service", "state"}),
+		}, []string{"service", "revision", "state"}),
 		recommended: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_pool_recommended_instances",
 			Help: "The autoscaler's recommended instance count, bounds applied.",
-		}, []string{"service"}),
+		}, []string{"service", "revision"}),
 		driver: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_pool_scaling_driver",
 			Help: "1 for the driver (cpu, concurrency, act, none) that set the last recommendation, 0 for the others.",
-		}, []string{"service", "driver"}),
+		}, []string{"service", "revision", "driver"}),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_pool_pending_requests",
 			Help: "Requests waiting in the pending queue for an instance.",
-		}, []string{"service"}),
+		}, []string{"service", "revision"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_pool_in_flight_requests",
 			Help: "Requests running on the service's instances.",
-		}, []string{"service"}),
+		}, []string{"service", "revision"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_pool_rejected_total",
 			Help: "Requests answered 429: every instance busy at max instances for the whole pending wait.",
-		}, []string{"service"}),
+		}, []string{"service", "revision"}),
 		coldStart: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tollgate_pool_cold_start_seconds",
 			Help:    "Time from starting an instance to its passing the readiness check.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"service"}),
+		}, []string{"service", "revision"}),
 		pendingWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "tollgate_pool_pending_wait_seconds",
 			Help:    "Time a queued request waited in the pending queue before it was dispatched, rejected or abandoned.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"service"}),
+		}, []string{"service", "revision"}),
 		concurrency: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_pool_instance_concurrency",
 			Help: "Time-weighted average of an instance's requests in flight over the last second.",
-		}, []string{"service", "instance"}),
+		}, []string{"service", "revision", "instance"}),
 		cpu: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_pool_instance_cpu_cores",
 			Help: "CPU an instance used over the last second, in cores.",
-		}, []string{"service", "instance"}),
+		}, []string{"service", "revision", "instance"}),
 		exits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_pool_instance_exits_total",
 			Help: "Instances that exited without being asked, by reason (crashed, start_failed, oom_killed).",
-		}, []string{"service", "reason"}),
+		}, []string{"service", "revision", "reason"}),
 		backoff: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_pool_restart_backoff_seconds",
 			Help: "Wait before the next replacement of a crash-looping instance; 0 when healthy.",
-		}, []string{"service"}),
+		}, []string{"service", "revision"}),
 	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tollgate_pool_refused_total",
 		Help: "Requests answered at once without waiting: reason pending_full (429, max_pending requests already waiting) or start_failed (503, the last start failed and its replacement is in backoff).",
-	}, []string{"service", "reason"})
+	}, []string{"service", "revision", "reason"})
 	m.sharers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tollgate_pool_instance_sharers",
 		Help: "tollgate replicas sharing each instance (pods behind several replicas); this replica may send an instance max_concurrency divided by it.",
-	}, []string{"service"})
+	}, []string{"service", "revision"})
 	reg.MustRegister(m.instances, m.recommended, m.driver, m.pending, m.inFlight, m.rejected,
 		m.coldStart, m.pendingWait, m.concurrency, m.cpu, m.exits, m.backoff, m.refused, m.sharers)
 	return m
 }
 
-// serviceMetrics are one service's series.
+// serviceMetrics are one revision's series.
 type serviceMetrics struct {
 	all         *metrics
 	service     string
+	revision    string
 	rejected    prometheus.Counter
 	coldStart   prometheus.Observer
 	pendingWait prometheus.Observer
@@ -103,11 +105,12 @@ type serviceMetrics struct {
 	sharers     prometheus.Gauge
 }
 
-func (m *metrics) service(name string) *serviceMetrics {
-	l := prometheus.Labels{"service": name}
+func (m *metrics) revision(service, revision string) *serviceMetrics {
+	l := prometheus.Labels{"service": service, "revision": revision}
 	return &serviceMetrics{
 		all:         m,
-		service:     name,
+		service:     service,
+		revision:    revision,
 		rejected:    m.rejected.With(l),
 		coldStart:   m.coldStart.With(l),
 		pendingWait: m.pendingWait.With(l),
@@ -123,39 +126,42 @@ var drivers = []autoscale.Driver{autoscale.DriverNone, autoscale.DriverCPU, auto
 // decision records one Tick's outcome.
 func (sm *serviceMetrics) decision(rec autoscale.Recommendation, st autoscale.Stats) {
 	m := sm.all
-	m.recommended.WithLabelValues(sm.service).Set(float64(rec.Count))
+	m.recommended.WithLabelValues(sm.service, sm.revision).Set(float64(rec.Count))
 	for _, d := range drivers {
 		v := 0.0
 		if d == rec.Driver {
 			v = 1
 		}
-		m.driver.WithLabelValues(sm.service, d.String()).Set(v)
+		m.driver.WithLabelValues(sm.service, sm.revision, d.String()).Set(v)
 	}
-	m.instances.WithLabelValues(sm.service, "starting").Set(float64(st.Starting))
-	m.instances.WithLabelValues(sm.service, "ready").Set(float64(st.Ready))
-	m.instances.WithLabelValues(sm.service, "draining").Set(float64(st.Draining))
-	m.pending.WithLabelValues(sm.service).Set(float64(st.Pending))
-	m.inFlight.WithLabelValues(sm.service).Set(float64(st.InFlight))
+	m.instances.WithLabelValues(sm.service, sm.revision, "starting").Set(float64(st.Starting))
+	m.instances.WithLabelValues(sm.service, sm.revision, "ready").Set(float64(st.Ready))
+	m.instances.WithLabelValues(sm.service, sm.revision, "draining").Set(float64(st.Draining))
+	m.pending.WithLabelValues(sm.service, sm.revision).Set(float64(st.Pending))
+	m.inFlight.WithLabelValues(sm.service, sm.revision).Set(float64(st.InFlight))
 }
 
 // observe records an instance's last second.
 func (sm *serviceMetrics) observe(instance string, conc, cpu float64) {
-	sm.all.concurrency.WithLabelValues(sm.service, instance).Set(conc)
-	sm.all.cpu.WithLabelValues(sm.service, instance).Set(cpu)
+	sm.all.concurrency.WithLabelValues(sm.service, sm.revision, instance).Set(conc)
+	sm.all.cpu.WithLabelValues(sm.service, sm.revision, instance).Set(cpu)
 }
 
 // forget drops a gone instance's series.
 func (sm *serviceMetrics) forget(instance string) {
-	sm.all.concurrency.DeleteLabelValues(sm.service, instance)
-	sm.all.cpu.DeleteLabelValues(sm.service, instance)
+	sm.all.concurrency.DeleteLabelValues(sm.service, sm.revision, instance)
+	sm.all.cpu.DeleteLabelValues(sm.service, sm.revision, instance)
 }
 
-// remove drops a removed service's series.
+// remove drops a stopped revision's series, counters too: a revision
+// that has stopped never comes back under its name, and each reload of
+// a template makes a new one.
 func (sm *serviceMetrics) remove() {
-	l := prometheus.Labels{"service": sm.service}
+	l := prometheus.Labels{"service": sm.service, "revision": sm.revision}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		sm.all.instances, sm.all.recommended, sm.all.driver, sm.all.pending, sm.all.inFlight,
-		sm.all.concurrency, sm.all.cpu, sm.all.backoff,
+		sm.all.concurrency, sm.all.cpu, sm.all.backoff, sm.all.sharers,
+		sm.all.rejected, sm.all.coldStart, sm.all.pendingWait, sm.all.exits, sm.all.refused,
 	} {
 		v.DeletePartialMatch(l)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,11 @@ type ServiceSpec struct {
 	// MaxPending bounds the requests waiting for an instance; one more is
 	// answered 429 at once, with Retry-After. 0 means DefaultMaxPending.
 	MaxPending int
+	// Traffic splits the service's requests over its running revisions
+	// (see TrafficTarget); empty means 100 % to the latest ready one. A
+	// reload that gives the same Traffic as the last keeps the split set
+	// since by SetTraffic.
+	Traffic []TrafficTarget
 }
 
 // Request bounds (ServiceSpec.RequestTimeout and MaxPending).
@@ -114,15 +120,20 @@ type Pool struct {
 	wg       sync.WaitGroup  // revision loops and rollouts
 }
 
-// service is one named service: its current revision, and the spec it
-// was last given.
+// service is one named service: its running revisions, its traffic, and
+// the spec it was last given. Fields other than cur, route and reqs are
+// guarded by Pool.mu.
 type service struct {
-	name   string
-	m      *serviceMetrics
-	cur    atomic.Pointer[revision]
-	old    []*revision // replaced revisions, listed until they have stopped; guarded by Pool.mu
-	spec   ServiceSpec
-	number int // revisions made so far
+	name    string
+	cur     atomic.Pointer[revision] // the latest ready revision
+	route   atomic.Pointer[routing]
+	reqs    atomic.Uint64 // untagged requests, for routing.pick
+	latest  *revision     // the newest revision: the spec's Template
+	revs    []*revision   // running revisions, oldest first
+	old     []*revision   // retired revisions, listed until they have stopped
+	traffic []TrafficTarget
+	spec    ServiceSpec
+	number  int // revisions made so far
 }
 
 // New returns an empty pool; Apply gives it services and Run runs them.
@@ -157,6 +168,8 @@ func New(opts Options) *Pool {
 // used fails the whole call, with an error wrapping ErrInvalidSpec or
 // autoscale.ErrInvalidConfig, and changes nothing.
 func (p *Pool) Apply(specs []ServiceSpec) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	seen := map[string]bool{}
 	for _, s := range specs {
 		if s.Name == "" || s.Runner == nil {
@@ -173,57 +186,55 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		if err := s.Engine.Validate(); err != nil {
 			return fmt.Errorf("service %s: %w", s.Name, err)
 		}
+		if err := CheckTraffic(s.Name, s.Traffic); err != nil {
+			return err
+		}
+		if svc := p.services[s.Name]; svc != nil {
+			next := ""
+			if s.Template != svc.spec.Template {
+				next = revisionName(s.Name, svc.number+1)
+			}
+			if err := svc.checkNames(s.Traffic, next); err != nil {
+				return err
+			}
+		} else if err := (&service{name: s.Name}).checkNames(s.Traffic, revisionName(s.Name, 1)); err != nil {
+			return err
+		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	for name, svc := range p.services {
 		if !seen[name] {
 			delete(p.services, name)
-			rv := svc.cur.Load()
-			rv.retire(time.Now().Add(p.drainTimeout))
-			p.log.Info("service removed; draining its instances", "service", name)
-			if p.ctx != nil {
-				// Its series go once its instances have stopped (or at
-				// shutdown), unless it came back meanwhile.
-				ctx := p.ctx
-				p.wg.Add(1)
-				go func() {
-					defer p.wg.Done()
-					select {
-					case <-rv.finished:
-					case <-ctx.Done():
-						return
-					}
-					p.mu.RLock()
-					_, back := p.services[name]
-					p.mu.RUnlock()
-					if !back {
-						svc.m.remove()
-					}
-				}()
+			for _, rv := range svc.revs {
+				rv.retire(time.Now().Add(p.drainTimeout))
 			}
+			p.log.Info("service removed; draining its instances", "service", name)
 		}
 	}
 	for _, s := range specs {
 		svc, ok := p.services[s.Name]
 		if !ok {
-			svc = &service{name: s.Name, m: p.m.service(s.Name), spec: s}
+			svc = &service{name: s.Name, spec: s, traffic: s.Traffic}
 			rv, err := p.newRevision(svc, s, s.Engine)
 			if err != nil {
 				return err
 			}
 			svc.cur.Store(rv)
+			svc.latest, svc.revs = rv, []*revision{rv}
 			p.services[s.Name] = svc
+			p.reroute(svc)
 			p.start(rv)
 			continue
 		}
 		old := svc.spec
 		svc.spec = s
+		if !slices.Equal(s.Traffic, old.Traffic) {
+			svc.traffic = s.Traffic
+		}
 		if s.Template == old.Template {
-			rv := svc.cur.Load()
-			if err := rv.setConfig(s.Engine, s.limits()); err != nil {
+			if err := svc.latest.setConfig(s.Engine, s.limits()); err != nil {
 				return err
 			}
+			p.reroute(svc)
 			continue
 		}
 		if err := p.rollout(svc, s); err != nil {
@@ -233,10 +244,16 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 	return nil
 }
 
+// revisionName is the name of a service's n-th revision, as Knative
+// names them: hello-00001.
+func revisionName(service string, n int) string {
+	return fmt.Sprintf("%s-%05d", service, n)
+}
+
 func (p *Pool) newRevision(svc *service, s ServiceSpec, cfg autoscale.Config) (*revision, error) {
 	svc.number++
-	name := fmt.Sprintf("%s-%05d", svc.name, svc.number)
-	rv, err := newRevision(svc.name, name, cfg, s.Runner, s.limits(), p.log, svc.m)
+	name := revisionName(svc.name, svc.number)
+	rv, err := newRevision(svc.name, name, cfg, s.Runner, s.limits(), p.log, p.m.revision(svc.name, name))
 	if err == nil {
 		rv.reg = s.Registrar
 	}
@@ -244,6 +261,7 @@ func (p *Pool) newRevision(svc *service, s ServiceSpec, cfg autoscale.Config) (*
 }
 
 // start runs a revision's loop under Run, once Run has begun; p.mu is held.
+// A revision that ends before the pool (retired) takes its series along.
 func (p *Pool) start(rv *revision) {
 	if p.ctx == nil || p.ctx.Err() != nil {
 		return
@@ -253,15 +271,27 @@ func (p *Pool) start(rv *revision) {
 	go func() {
 		defer p.wg.Done()
 		rv.run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		p.mu.RLock()
+		svc := p.services[rv.service]
+		back := svc != nil && svc.revisionByName(rv.name) != nil // removed, then added again
+		p.mu.RUnlock()
+		if !back {
+			rv.m.remove()
+		}
 	}()
 }
 
-// rollout starts a new revision for svc with as many instances as the
-// current one has ready, moves traffic to it once they are ready (or after
-// RolloutTimeout), then drains the old revision; p.mu is held.
+// rollout starts a new revision for svc, the latest, with as many
+// instances as the latest ready one has ready times the share that
+// follows the latest revision; once they are ready (or after
+// RolloutTimeout) it becomes the latest ready revision, traffic is
+// rerouted and the revisions left without traffic drain; p.mu is held.
 func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 	old := svc.cur.Load()
-	warm := old.readyCount()
+	warm := (old.readyCount()*latestShare(svc.traffic) + 99) / 100
 	cfg := s.Engine
 	boot := cfg
 	boot.MinInstances = max(cfg.MinInstances, min(warm, maxInstances(cfg)))
@@ -269,13 +299,16 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 	if err != nil {
 		return err
 	}
+	svc.latest = rv
+	svc.revs = append(svc.revs, rv)
 	if p.ctx == nil { // not running yet: nothing to warm up
 		svc.cur.Store(rv)
-		old.retire(time.Now())
+		p.reroute(svc)
 		return nil
 	}
 	p.log.Info("new revision: starting instances before moving traffic", "service", svc.name, "revision", rv.name, "instances", boot.MinInstances, "previous", old.name)
 	p.start(rv)
+	p.reroute(svc) // a traffic entry may name the new revision
 	ctx := p.ctx
 	p.wg.Add(1)
 	go func() {
@@ -287,39 +320,53 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 			select {
 			case <-ctx.Done():
 				return
+			case <-rv.finished: // retired: replaced again, or removed
+				return
 			case <-t.C:
 			}
 		}
 		p.mu.Lock()
-		current := p.services[svc.name] == svc && svc.cur.Load() == old
-		if current {
-			svc.cur.Store(rv)
+		defer p.mu.Unlock()
+		if p.services[svc.name] != svc || svc.latest != rv {
+			return // replaced again meanwhile, or removed: reroute retires it
 		}
-		p.mu.Unlock()
-		if !current { // replaced again meanwhile, or removed
-			rv.retire(time.Now())
-			return
+		prev := svc.cur.Load()
+		svc.cur.Store(rv)
+		if latestShare(svc.traffic) == 100 {
+			// The new revision takes all the load: it decides from the
+			// load it takes over, not from windows that saw none (its
+			// count fell to 1 once its boot minimum was lifted, then
+			// climbed back).
+			now := time.Now()
+			prev.mu.Lock()
+			hist := prev.eng.History(now)
+			prev.mu.Unlock()
+			rv.mu.Lock()
+			rv.eng.Seed(now, hist)
+			rv.mu.Unlock()
 		}
-		// The new revision decides from the load it takes over, not from
-		// windows that saw none (its count fell to 1 once its boot
-		// minimum was lifted, then climbed back).
-		now := time.Now()
-		old.mu.Lock()
-		hist := old.eng.History(now)
-		old.mu.Unlock()
-		rv.mu.Lock()
-		rv.eng.Seed(now, hist)
-		rv.mu.Unlock()
-		p.mu.Lock()
-		svc.old = append(svc.old, old)
-		p.mu.Unlock()
-		p.log.Info("traffic moved to the new revision; draining the previous one", "service", svc.name, "revision", rv.name, "ready", rv.readyCount(), "previous", old.name)
-		old.retire(time.Now().Add(p.drainTimeout))
-		if err := rv.setConfig(cfg, s.limits()); err != nil {
+		p.reroute(svc)
+		p.log.Info("the new revision is the latest ready; traffic rerouted", "service", svc.name, "revision", rv.name, "ready", rv.readyCount(), "previous", prev.name)
+		if err := rv.setConfig(svc.spec.Engine, svc.spec.limits()); err != nil {
 			p.log.Error("new revision refused its config", "service", svc.name, "error", err)
 		}
 	}()
 	return nil
+}
+
+// latestShare is the percent of untagged requests that follows the latest
+// ready revision under traffic t.
+func latestShare(t []TrafficTarget) int {
+	if len(t) == 0 {
+		return 100
+	}
+	n := 0
+	for _, e := range t {
+		if e.LatestRevision {
+			n += e.Percent
+		}
+	}
+	return n
 }
 
 func maxInstances(c autoscale.Config) int {
@@ -339,7 +386,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	p.ctx = ctx
 	for _, svc := range p.services {
-		p.start(svc.cur.Load())
+		for _, rv := range svc.revs {
+			p.start(rv)
+		}
 	}
 	p.mu.Unlock()
 	<-ctx.Done()
@@ -347,8 +396,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	return nil
 }
 
-// Handler serves the requests of service name, whatever its current
-// revision; a service the pool does not run answers 503.
+// Handler serves the requests of service name: a request naming a tag
+// (TagHeader, or a Host TAG---...) goes to the revision with that tag, or
+// gets 404 when none has it; the others are split over the revisions by
+// their percents. A service the pool does not run answers 503.
 func (p *Pool) Handler(name string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.RLock()
@@ -358,7 +409,17 @@ func (p *Pool) Handler(name string) http.Handler {
 			http.Error(w, "service "+name+" has no instance pool", http.StatusServiceUnavailable)
 			return
 		}
-		svc.cur.Load().ServeHTTP(w, r)
+		rt := svc.route.Load()
+		if tag := requestTag(r); tag != "" {
+			rv := rt.tags[tag]
+			if rv == nil {
+				http.Error(w, "service "+name+" has no revision tagged "+strconv.Quote(tag), http.StatusNotFound)
+				return
+			}
+			rv.ServeHTTP(w, r)
+			return
+		}
+		rt.pick(svc.reqs.Add(1)).ServeHTTP(w, r)
 	})
 }
 

@@ -89,7 +89,7 @@ func TestAtMaxInstancesPendingThen429(t *testing.T) {
 	if waited < autoscale.MinPendingWait-time.Second {
 		t.Fatalf("rejected after %v: a request waits pending at least %v first", waited, autoscale.MinPendingWait)
 	}
-	if got := testutil.ToFloat64(p.m.rejected.WithLabelValues("s")); got != 1 {
+	if got := testutil.ToFloat64(p.m.rejected.WithLabelValues("s", "s-00001")); got != 1 {
 		t.Fatalf("rejected counter %v", got)
 	}
 	_ = reg
@@ -137,7 +137,7 @@ func TestCrashAnswers502AndIsReplaced(t *testing.T) {
 	if code, body, _ := get(t, h, "/"); code != 200 || !strings.Contains(body, "hello") && !strings.Contains(body, "s-00001-2") {
 		t.Fatalf("after the crash: %d %q", code, body)
 	}
-	if got := testutil.ToFloat64(p.m.exits.WithLabelValues("s", "crashed")); got != 1 {
+	if got := testutil.ToFloat64(p.m.exits.WithLabelValues("s", "s-00001", "crashed")); got != 1 {
 		t.Fatalf("exits{crashed} = %v", got)
 	}
 	_ = reg

@@ -16,7 +16,8 @@ type Route struct {
 	// the path the instance sees: "/hello/x" arrives as "/x".
 	StripPrefix bool
 	// Host matches the request's Host header without its port, case
-	// insensitively.
+	// insensitively, and a tagged one, TAG---Host, as Cloud Run's tagged
+	// URLs (the pool sends it to the revision with that tag).
 	Host string
 }
 
@@ -27,6 +28,9 @@ func (r *Route) Match(host, path string) (string, bool) {
 		h := host
 		if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
 			h = h[:i]
+		}
+		if i := strings.Index(h, "---"); i > 0 && !strings.EqualFold(h, r.Host) {
+			h = h[i+len("---"):] // a revision's tag
 		}
 		if !strings.EqualFold(h, r.Host) {
 			return "", false

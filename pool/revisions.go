@@ -1,0 +1,180 @@
+package pool
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ErrNoService is wrapped by the errors of Revisions and SetTraffic for a
+// service the pool does not run.
+var ErrNoService = errors.New("pool: no such autoscaled service")
+
+// RevisionStatus is one running revision of a service and the traffic it
+// takes.
+type RevisionStatus struct {
+	// Name is the revision's name (K_REVISION), such as hello-00002.
+	Name string `json:"name"`
+	// Latest is the newest revision: the service's template.
+	Latest bool `json:"latest"`
+	// LatestReady is the revision latest_revision follows.
+	LatestReady bool `json:"latest_ready"`
+	// Percent of the untagged requests it takes.
+	Percent int `json:"percent"`
+	// Tags reach it directly.
+	Tags []string `json:"tags"`
+	// Ready counts its ready instances.
+	Ready int `json:"ready_instances"`
+	// MinInstances and MaxInstances are its own bounds, as its template
+	// was last configured: max instances bounds each revision.
+	MinInstances int `json:"min_instances"`
+	MaxInstances int `json:"max_instances"`
+}
+
+// TrafficStatus is a service's traffic and its running revisions.
+type TrafficStatus struct {
+	// Service is the service's name.
+	Service string `json:"service"`
+	// Traffic is the block in force (the config's, or the last
+	// SetTraffic's); empty means 100 % to the latest ready revision.
+	Traffic   []TrafficTarget  `json:"traffic"`
+	Revisions []RevisionStatus `json:"revisions"`
+}
+
+// Revisions lists service's running revisions, oldest first, with the
+// share and tags each takes; the error wraps ErrNoService.
+func (p *Pool) Revisions(service string) (TrafficStatus, error) {
+	p.mu.RLock()
+	svc := p.services[service]
+	if svc == nil {
+		p.mu.RUnlock()
+		return TrafficStatus{}, fmt.Errorf("%w: %q", ErrNoService, service)
+	}
+	revs, latest, ready := slices.Clone(svc.revs), svc.latest, svc.cur.Load()
+	ts := TrafficStatus{Service: service, Traffic: append([]TrafficTarget{}, svc.traffic...)}
+	rt := svc.route.Load()
+	p.mu.RUnlock()
+	for _, rv := range revs {
+		rs := RevisionStatus{Name: rv.name, Latest: rv == latest, LatestReady: rv == ready, Tags: []string{}}
+		for _, s := range rt.slots {
+			if s == rv {
+				rs.Percent++
+			}
+		}
+		for tag, t := range rt.tags {
+			if t == rv {
+				rs.Tags = append(rs.Tags, tag)
+			}
+		}
+		slices.Sort(rs.Tags)
+		rv.mu.Lock()
+		rs.Ready = rv.eng.Stats().Ready
+		rs.MinInstances, rs.MaxInstances = rv.cfg.MinInstances, maxInstances(rv.cfg)
+		rv.mu.Unlock()
+		ts.Revisions = append(ts.Revisions, rs)
+	}
+	return ts, nil
+}
+
+// SetTraffic replaces service's traffic with t, as a reload with that
+// traffic block would (empty: 100 % to the latest ready revision); it
+// holds until a reload gives the service a traffic block different from
+// the last one. A block CheckTraffic refuses, or one naming a revision
+// the pool does not run, changes nothing: the error is a *TrafficError,
+// or wraps ErrNoService.
+func (p *Pool) SetTraffic(service string, t []TrafficTarget) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	svc := p.services[service]
+	if svc == nil {
+		return fmt.Errorf("%w: %q", ErrNoService, service)
+	}
+	if err := CheckTraffic(service, t); err != nil {
+		return err
+	}
+	if err := svc.checkNames(t, ""); err != nil {
+		return err
+	}
+	svc.traffic = slices.Clone(t)
+	p.reroute(svc)
+	p.log.Info("traffic set through the admin API", "service", service, "traffic", fmt.Sprint(t))
+	return nil
+}
+
+// maxTrafficBody bounds the body of a PUT of a traffic block.
+const maxTrafficBody = 1 << 20
+
+// RevisionsHandler serves one service's revisions, for patterns ending
+// in /{service}/NAME (the wildcard, or the segment before the last): GET lists them (TrafficStatus as JSON); PUT or POST
+// with {"traffic": [...]} sets the traffic (SetTraffic) and answers the
+// new listing, 400 for a refused block, 404 for an unknown service. Mount
+// it behind authentication; its Help method gives its line of help.
+func (p *Pool) RevisionsHandler() http.Handler {
+	return revisionsHandler(func(w http.ResponseWriter, r *http.Request) {
+		service := r.PathValue("service")
+		if service == "" {
+			// Routed by a ServeMux.Handler lookup, which sets no path
+			// values: the service is the segment before the last.
+			segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+			if len(segs) >= 2 {
+				service = segs[len(segs)-2]
+			}
+		}
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+		case http.MethodPut, http.MethodPost:
+			var body struct {
+				Traffic []TrafficTarget `json:"traffic"`
+			}
+			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxTrafficBody))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&body); err != nil {
+				http.Error(w, "want {\"traffic\": [{\"revision\" or \"latest_revision\", \"percent\", \"tag\"}, ...]}: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			if err := p.SetTraffic(service, body.Traffic); err != nil {
+				code := http.StatusBadRequest
+				if errors.Is(err, ErrNoService) {
+					code = http.StatusNotFound
+				}
+				http.Error(w, err.Error(), code)
+				return
+			}
+		default:
+			w.Header().Set("Allow", "GET, PUT, POST")
+			http.Error(w, r.Method+" not allowed; use GET, or PUT the traffic", http.StatusMethodNotAllowed)
+			return
+		}
+		ts, err := p.Revisions(service)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		out, err := json.MarshalIndent(struct {
+			Time time.Time `json:"time"`
+			TrafficStatus
+		}{time.Now().UTC(), ts}, "", "  ")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(append(out, '\n'))
+	})
+}
+
+// revisionsHandler is the pool's revisions endpoint, with its line of
+// help.
+type revisionsHandler func(http.ResponseWriter, *http.Request)
+
+// ServeHTTP calls h.
+func (h revisionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h(w, r) }
+
+// Help says what the endpoint does.
+func (revisionsHandler) Help() string {
+	return "an autoscaled service's running revisions with their percent and tags; PUT {\"traffic\": [...]} splits its traffic, as a reload with that traffic block"
+}
