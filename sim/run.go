@@ -48,6 +48,7 @@ type call struct {
 	cost      float64
 	req       autoscale.RequestID
 	inst      autoscale.InstanceID
+	svc       int64 // a recorded request's service time; 0 draws one
 }
 
 type group struct {
@@ -107,6 +108,7 @@ type runner struct {
 
 	targetBucket int     // the bucket of Scenario.Target
 	quotas       *quotas // nil without Scenario.Increases
+	rec          *recorder // a Scaler's; nil in Run
 }
 
 // Run simulates sc and returns its result, or an error wrapping
@@ -213,6 +215,9 @@ func (r *runner) push(at int64, k eventKind, idx int32, id uint64) {
 }
 
 func (r *runner) sec() *Second {
+	if r.rec != nil {
+		return r.rec.second(r, int(r.now/int64(time.Second)))
+	}
 	i := int(r.now / int64(time.Second))
 	if i >= len(r.secs) {
 		i = len(r.secs) - 1
@@ -414,6 +419,11 @@ func (r *runner) succeed(ci int32) {
 	r.sec().Completed++
 	r.sum.Succeeded++
 	r.groups[c.group].sum.Succeeded++
+	if r.rec != nil { // a Scaler keeps no latencies: its memory is bounded
+		r.rec.stats.Served++
+		r.free = append(r.free, ci)
+		return
+	}
 	if len(r.groups) > 1 { // a single group's latencies are the run's
 		r.groups[c.group].lat = append(r.groups[c.group].lat, r.now-c.start)
 	}
@@ -456,6 +466,9 @@ func (r *runner) serviceTime() int64 {
 }
 
 func (r *runner) startInstance(id autoscale.InstanceID) {
+	if r.rec != nil {
+		r.rec.stats.ColdStarts++
+	}
 	r.insts = append(r.insts, &instance{id: id, last: r.now})
 	r.push(r.now+int64(r.sc.Backend.ColdStart), evReady, 0, uint64(id))
 }
@@ -475,7 +488,13 @@ func (r *runner) begin(ci int32, id autoscale.InstanceID) {
 	if in := r.instance(id); in != nil {
 		in.change(r.now, +1)
 	}
-	r.push(r.now+r.serviceTime(), evDone, ci, 0)
+	svc := r.calls[ci].svc
+	if r.rec != nil {
+		svc = r.rec.begin(r.now-r.calls[ci].start, svc)
+	} else {
+		svc = r.serviceTime()
+	}
+	r.push(r.now+svc, evDone, ci, 0)
 }
 
 func (r *runner) done(ci int32) {
@@ -541,16 +560,27 @@ func (r *runner) tick() {
 				}
 			}
 			st := r.eng.Stats()
-			s := &r.secs[k-1]
+			s := r.second(k - 1)
 			s.Starting, s.Ready, s.Draining, s.InFlight, s.Pending = st.Starting, st.Ready, st.Draining, st.InFlight, st.Pending
 		}
-		if k < len(r.secs) {
+		if r.rec != nil && r.rec.closed(r, k) {
+			return // the recording has ended and every request with it
+		}
+		if r.rec != nil || k < len(r.secs) {
 			d := r.eng.Tick(r.time())
-			r.secs[k].Recommended = d.Count
+			r.second(k).Recommended = d.Count
 			r.handle(d.Events)
 		}
 	}
-	if k < len(r.secs) {
+	if r.rec != nil || k < len(r.secs) {
 		r.push(r.now+int64(time.Second), evTick, 0, 0)
 	}
+}
+
+// second returns second k's record.
+func (r *runner) second(k int) *Second {
+	if r.rec != nil {
+		return r.rec.second(r, k)
+	}
+	return &r.secs[k]
 }
