@@ -106,8 +106,8 @@ type runner struct {
 	log       []RetryRecord
 	err       error
 
-	targetBucket int     // the bucket of Scenario.Target
-	quotas       *quotas // nil without Scenario.Increases
+	targetBucket int       // the bucket of Scenario.Target
+	quotas       *quotas   // nil without Scenario.Increases
 	rec          *recorder // a Scaler's; nil in Run
 }
 
