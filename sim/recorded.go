@@ -25,13 +25,16 @@ var ErrOutOfOrder = errors.New("sim: arrival before the previous one")
 
 // ScalerStats totals a Scaler's run.
 type ScalerStats struct {
-	// Requests are the arrivals given; each ends Served or Rejected.
+	// Requests are the arrivals given; each is Served (to its end or to
+	// its timeout), Rejected (HTTP 429 after waiting pending at max
+	// instances), or abandoned pending at its timeout.
 	Requests, Served, Rejected int64
-	// OverTimeout are the served requests whose pending wait and service
-	// time together passed the request timeout: they were cut off at it.
+	// OverTimeout are the requests that reached the request timeout:
+	// abandoned pending, or cut off running.
 	OverTimeout int64
-	// Pending are the requests that waited for an instance, and WaitP50
-	// and WaitP99 the percentiles of their waits (to the millisecond).
+	// Pending are the requests that waited for an instance (served,
+	// rejected or abandoned), and WaitP50 and WaitP99 the percentiles of
+	// their waits (to the millisecond).
 	Pending          int64
 	WaitP50, WaitP99 time.Duration
 	// ColdStarts are the instances started.
@@ -145,7 +148,7 @@ func (s *Scaler) runHeld() error {
 			r.arrive(int64(e.id))
 			continue
 		}
-		r.dispatch(e)
+		r.step(e)
 	}
 	return r.err
 }
@@ -163,7 +166,7 @@ func (s *Scaler) Finish() (ScalerStats, error) {
 		for len(r.events) > 0 && r.err == nil {
 			e := r.events.pop()
 			r.now = e.at
-			r.dispatch(e)
+			r.step(e)
 		}
 		if r.err != nil {
 			return ScalerStats{}, r.err
@@ -199,23 +202,54 @@ func (r *runner) arrive(svc int64) {
 	r.calls[ci].req = rr.Request
 	if rr.Outcome == autoscale.Served {
 		r.begin(ci, rr.Instance)
-	} else {
-		r.pending[rr.Request] = ci
+		return
 	}
+	r.pending[rr.Request] = ci
+	if r.rec.timeout > 0 {
+		r.push(r.now+r.rec.timeout, evTimeout, 0, uint64(rr.Request))
+	}
+}
+
+// step dispatches e, a Scaler's timeouts included.
+func (r *runner) step(e event) {
+	if e.kind != evTimeout {
+		r.dispatch(e)
+		return
+	}
+	id := autoscale.RequestID(e.id)
+	ci, ok := r.pending[id]
+	if !ok {
+		return // served or rejected before its timeout
+	}
+	delete(r.pending, id)
+	r.rec.stats.OverTimeout++
+	r.rec.waited(r.rec.timeout)
+	ev, err := r.eng.RequestDone(r.time(), id) // abandons it
+	if err != nil {
+		r.err = fmt.Errorf("sim: request timeout: %w", err)
+		return
+	}
+	r.giveUp(ci)
+	r.handle(ev)
 }
 
 // begin records a request's pending wait and returns how long it runs:
 // svc, or what is left of the timeout.
 func (rc *recorder) begin(wait, svc int64) int64 {
-	if wait > 0 {
-		rc.stats.Pending++
-		rc.waits[wait/int64(time.Millisecond)]++
-	}
+	rc.waited(wait)
 	if rc.timeout > 0 && wait+svc > rc.timeout {
 		rc.stats.OverTimeout++
 		return max(rc.timeout-wait, 0)
 	}
 	return svc
+}
+
+// waited records a request's pending wait, if any.
+func (rc *recorder) waited(wait int64) {
+	if wait > 0 {
+		rc.stats.Pending++
+		rc.waits[wait/int64(time.Millisecond)]++
+	}
 }
 
 // second returns second k's record, growing the kept seconds to it.

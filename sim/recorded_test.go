@@ -95,6 +95,21 @@ func TestScalerTimeoutAndOrder(t *testing.T) {
 	if st.OverTimeout != 1 || st.Served != 2 || st.Pending != 2 || st.WaitP50 != time.Second || st.ColdStarts != 1 {
 		t.Errorf("%+v", st)
 	}
+	// One instance of one slot: the first request runs from 1 s and is
+	// cut at 2 s; the two others are abandoned pending at 2 s.
+	s, err = NewScaler(Backend{ColdStart: time.Second, Autoscale: autoscale.Config{MaxInstances: 1, MaxConcurrency: 1}}, 2*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := s.Arrive(0, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err = s.Finish()
+	if err != nil || st.OverTimeout != 3 || st.Served != 1 || st.Rejected != 0 || st.Pending != 3 || st.WaitP99 != 2*time.Second || st.Seconds != 3 {
+		t.Errorf("%+v, %v", st, err)
+	}
 	if _, err := NewScaler(Backend{None: true}, 0, nil); err == nil {
 		t.Error("NewScaler without a backend")
 	}

@@ -530,6 +530,9 @@ func (r *runner) handle(ev autoscale.Events) {
 			continue
 		}
 		delete(r.pending, id)
+		if r.rec != nil {
+			r.rec.waited(r.now - r.calls[ci].start)
+		}
 		r.sec().Rejected++
 		r.groups[r.calls[ci].group].sum.Rejected++
 		r.fail(ci, true, 0)
