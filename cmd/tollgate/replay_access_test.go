@@ -21,10 +21,10 @@ var updateAccessExample = flag.Bool("update-access-example", false, "rewrite exa
 // requests to /hello/, 10 a second for a minute, 80 a second for 30 s,
 // then 5 a second for 30 s, running 200, 400 and 800 ms in turn.
 var accessExample = accessgen.Spec{
-	Format: "combined",
-	Start:  time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
-	Path:   "/hello/greet",
-	Phases: []accessgen.Phase{{Duration: time.Minute, Rate: 10}, {Duration: 30 * time.Second, Rate: 80}, {Duration: 30 * time.Second, Rate: 5}},
+	Format:  "combined",
+	Start:   time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
+	Path:    "/hello/greet",
+	Phases:  []accessgen.Phase{{Duration: time.Minute, Rate: 10}, {Duration: 30 * time.Second, Rate: 80}, {Duration: 30 * time.Second, Rate: 5}},
 	Service: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond},
 }
 

@@ -125,7 +125,7 @@ func TestReadmeReplayCommands(t *testing.T) {
 		}
 		if m := regexp.MustCompile(`peak (\d+) instances, (\d+) 429s`).FindStringSubmatch(c[1]); m != nil {
 			for i, row := range []string{"instances peak", "429s at max instances"} {
-				got := regexp.MustCompile(`(?m)^\s*`+row+`\s+(\d+)`).FindStringSubmatch(out)
+				got := regexp.MustCompile(`(?m)^\s*` + row + `\s+(\d+)`).FindStringSubmatch(out)
 				if got == nil || got[1] != m[i+1] {
 					t.Errorf("tollgate %s: %s %q, the README says %s\n%s", c[0], row, got, m[i+1], out)
 				}
