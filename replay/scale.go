@@ -111,7 +111,9 @@ type ScaleReport struct {
 
 // ServiceScale is one service's runs.
 type ServiceScale struct {
-	Name    string            `json:"name"`
+	// Name is the service's.
+	Name string `json:"name"`
+	// Columns are its runs' totals, by value of the sweep.
 	Columns []sim.ScalerStats `json:"columns"`
 }
 
