@@ -376,49 +376,6 @@ type pendingRequest struct {
 }
 
 // requestHeap is a min-heap of requests by (at, seq).
-type requestHeap []pendingRequest
+type requestHeap = timeHeap[pendingRequest]
 
-func (h requestHeap) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
-
-func (h *requestHeap) push(a pendingRequest) {
-	*h = append(*h, a)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !s.less(i, p) {
-			break
-		}
-		s[i], s[p] = s[p], s[i]
-		i = p
-	}
-}
-
-func (h *requestHeap) pop() pendingRequest {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	s = s[:n]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if rr := l + 1; rr < n && s.less(rr, l) {
-			m = rr
-		}
-		if !s.less(m, i) {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
-}
+func (p pendingRequest) key() (int64, uint64) { return p.at, p.seq }
