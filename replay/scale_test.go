@@ -146,3 +146,24 @@ func TestRunScaleRoutes(t *testing.T) {
 		t.Errorf("--service a: %v %+v", err, rep)
 	}
 }
+
+// TestRunScaleLate: a request behind the time played (the request at
+// 10 s left the 2 s window when the one at 20 s came) is counted late and
+// played at the time reached, not dropped.
+func TestRunScaleLate(t *testing.T) {
+	log := `[2026-11-30T12:00:00.000Z] "GET /a HTTP/1.1" 200 - 0 1 100 - "-" "ua" "id" "h" "u"
+[2026-11-30T12:00:10.000Z] "GET /a HTTP/1.1" 200 - 0 1 100 - "-" "ua" "id" "h" "u"
+[2026-11-30T12:00:20.000Z] "GET /a HTTP/1.1" 200 - 0 1 100 - "-" "ua" "id" "h" "u"
+[2026-11-30T12:00:05.000Z] "GET /a HTTP/1.1" 200 - 0 1 100 - "-" "ua" "id" "h" "u"
+`
+	rep, err := RunScale([]Input{memInput("late.log", []byte(log))}, ScaleOptions{
+		Services: []ScaleService{{Name: "a", Route: &quota.Route{PathPrefix: "/a"}}},
+		Window:   2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := rep.Services[0].Columns[0]; rep.Late != 1 || st.Requests != 4 || st.Served != 4 {
+		t.Errorf("late %d, %+v", rep.Late, st)
+	}
+}
