@@ -25,7 +25,7 @@ func replayCommand() command {
 
 // replaySynopsis is the head of `tollgate replay --help`.
 const replaySynopsis = `tollgate replay [--config FILE] [--applied FILE] [--retry POLICY] [--group NAME=ACCOUNT,...:POLICY]... [--json] [--html FILE] FILE|DIR...
-tollgate replay [--config FILE] [--service NAME] [--format FORMAT] [--sweep SETTING=V1,V2,...] [--cold-start D] [--json] FILE|DIR...
+       tollgate replay [--config FILE] [--service NAME] [--format FORMAT] [--sweep SETTING=V1,V2,...] [--cold-start SPAN] [--json] FILE|DIR...
 
 Reads CloudTrail log files ({"Records":[...]}, gzipped or not) and exports of
 one JSON record a line, in any order, plays their calls at their recorded
@@ -96,7 +96,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&af.format, "format", "auto", "the logs' `FORMAT`: auto, cloudtrail, or an access log's: combined, alb, envoy")
 	fs.StringVar(&af.service, "service", "", "play every request of an access log through the autoscaled service `NAME` (without --config: one with the autoscaler's defaults)")
 	fs.Var(&af.sweep, "sweep", "play access logs once per value of an autoscale `SETTING=V1,V2,...` (max_concurrency, min_instances, max_instances)")
-	durationVar(fs, &af.coldStart, "cold-start", 0, "an instance's start time in access-log replays (default the service's initial_cold_start)")
+	durationVar(fs, &af.coldStart, "cold-start", 0, "the `SPAN` an instance takes to start, in access-log replays (default the service's initial_cold_start)")
 	if code, ok := parseFlags(fs, replaySynopsis, args, stdout, stderr); !ok {
 		return code
 	}
