@@ -116,13 +116,16 @@ func NewScaler(b Backend, timeout time.Duration, onSecond func(Second)) (*Scaler
 
 // Arrive plays a request arriving at virtual time at that runs for
 // service on its instance. at must not be before the previous arrival's,
-// and within MaxRecordedSpan of 0.
+// and within MaxRecordedSpan of 0; service must not be negative.
 func (s *Scaler) Arrive(at, service time.Duration) error {
 	if s.done {
 		return errors.New("sim: Arrive after Finish")
 	}
 	if int64(at) < s.last || at < 0 {
 		return fmt.Errorf("%w: %v after %v", ErrOutOfOrder, at, time.Duration(s.last))
+	}
+	if service < 0 {
+		return fmt.Errorf("sim: arrival at %v: service time %v is negative", at, service)
 	}
 	if at > MaxRecordedSpan {
 		return fmt.Errorf("sim: arrival at %v: more than %v after the first", at, MaxRecordedSpan)
@@ -131,7 +134,7 @@ func (s *Scaler) Arrive(at, service time.Duration) error {
 		return err
 	}
 	s.last = int64(at)
-	s.r.push(int64(at), evArrival, 0, uint64(max(service, 1)))
+	s.r.push(int64(at), evArrival, 0, uint64(service))
 	s.held = true
 	return nil
 }

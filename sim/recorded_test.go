@@ -87,6 +87,9 @@ func TestScalerTimeoutAndOrder(t *testing.T) {
 	if err := s.Arrive(0, time.Second); !errors.Is(err, ErrOutOfOrder) {
 		t.Fatalf("out of order: %v", err)
 	}
+	if err := s.Arrive(2*time.Second, -time.Second); err == nil {
+		t.Fatal("negative service time accepted")
+	}
 	st, err := s.Finish()
 	if err != nil {
 		t.Fatal(err)
