@@ -115,11 +115,26 @@ type ServiceScale struct {
 	Name string `json:"name"`
 	// Columns are its runs' totals, by value of the sweep.
 	Columns []sim.ScalerStats `json:"columns"`
+	// PeakByMinute are its instances over time, by value of the sweep:
+	// the most at the end of a second, minute by minute from Start.
+	PeakByMinute [][]int `json:"peak_by_minute"`
+}
+
+// minutePeaks follows a run's instances, minute by minute.
+type minutePeaks struct{ peaks []int }
+
+func (m *minutePeaks) add(s sim.Second) {
+	k := int(s.Start / time.Minute)
+	for len(m.peaks) <= k {
+		m.peaks = append(m.peaks, 0)
+	}
+	m.peaks[k] = max(m.peaks[k], s.Starting+s.Ready+s.Draining)
 }
 
 type scaleRun struct {
 	opt     ScaleOptions
 	scalers [][]*sim.Scaler // by service, by column
+	peaks   []*minutePeaks  // by service × columns + column
 	window  requestHeap
 	seq     uint64
 	maxSeen int64
@@ -165,10 +180,14 @@ func RunScale(inputs []Input, opt ScaleOptions) (*ScaleReport, error) {
 					return nil, err
 				}
 			}
-			var on func(sim.Second)
-			if opt.OnSecond != nil {
-				name, c := s.Name, c
-				on = func(sec sim.Second) { opt.OnSecond(name, c, sec) }
+			peaks := &minutePeaks{}
+			r.peaks = append(r.peaks, peaks)
+			name, c := s.Name, c
+			on := func(sec sim.Second) {
+				peaks.add(sec)
+				if opt.OnSecond != nil {
+					opt.OnSecond(name, c, sec)
+				}
 			}
 			sc, err := sim.NewScaler(b, s.RequestTimeout, on)
 			if err != nil {
@@ -192,12 +211,13 @@ func RunScale(inputs []Input, opt ScaleOptions) (*ScaleReport, error) {
 	}
 	for i, s := range opt.Services {
 		ss := ServiceScale{Name: s.Name}
-		for _, sc := range r.scalers[i] {
+		for c, sc := range r.scalers[i] {
 			st, err := sc.Finish()
 			if err != nil {
 				return nil, fmt.Errorf("replay: service %s: %w", s.Name, err)
 			}
 			ss.Columns = append(ss.Columns, st)
+			ss.PeakByMinute = append(ss.PeakByMinute, r.peaks[i*cols+c].peaks)
 		}
 		r.rep.Services = append(r.rep.Services, ss)
 	}

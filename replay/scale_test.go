@@ -74,6 +74,13 @@ func TestRunScaleMatchesSim(t *testing.T) {
 			}
 			peak = max(peak, want.Starting+want.Ready+want.Draining)
 		}
+		first := 0 // sim's peak in the first minute
+		for _, sec := range res.Seconds[:60] {
+			first = max(first, sec.Starting+sec.Ready+sec.Draining)
+		}
+		if byMinute := rep.Services[0].PeakByMinute[0]; len(byMinute) < 2 || byMinute[0] != first || byMinute[1] != 6 {
+			t.Errorf("%s: peaks by minute %v, sim's first %d", format, byMinute, first)
+		}
 		st := rep.Services[0].Columns[0]
 		if st.PeakInstances != peak || peak != 6 || st.Rejected != int64(res.Summary.Rejected) || st.Rejected == 0 {
 			t.Errorf("%s: %+v; sim's peak %d, 429s %d", format, st, peak, res.Summary.Rejected)
@@ -110,7 +117,7 @@ func TestRunScaleSweep(t *testing.T) {
 	if err := rep.WriteText(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"max_instances=2  max_instances=6  max_instances=40", "429s at max instances", "1 combined"} {
+	for _, want := range []string{"max_instances=2  max_instances=6  max_instances=40", "429s at max instances", "1 combined", "peak by minute              2 2              6 6"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in\n%s", want, out.String())
 		}

@@ -83,10 +83,30 @@ func (r *ScaleReport) WriteText(w io.Writer) error {
 			}
 			fmt.Fprintln(tw, line+"\t")
 		}
+		line := "peak by minute"
+		for _, p := range svc.PeakByMinute {
+			line += "\t" + minutes(p)
+		}
+		fmt.Fprintln(tw, line+"\t")
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintln(w, "\ninstances: starting, ready or draining at the end of each second; pending: requests that waited for an instance.")
 	return nil
+}
+
+// maxTextMinutes bounds the minutes the text report lists; --json has them all.
+const maxTextMinutes = 20
+
+// minutes lists the peaks of a short run, and refers a long one to JSON.
+func minutes(p []int) string {
+	if len(p) > maxTextMinutes {
+		return fmt.Sprintf("(%d minutes: --json)", len(p))
+	}
+	s := make([]string, len(p))
+	for i, n := range p {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, " ")
 }
