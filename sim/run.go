@@ -47,7 +47,7 @@ type call struct {
 	cost      float64
 	req       autoscale.RequestID
 	inst      autoscale.InstanceID
-	svc       int64 // a recorded request's service time; 0 draws one
+	svc       int64 // a Scaler's request's service time (Run draws one)
 }
 
 type group struct {
