@@ -2,6 +2,12 @@ package replay
 
 import (
 	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/replay/accessgen"
+	"github.com/tollgate/tollgate/sim"
 )
 
 // BenchmarkRun replays a generated log of 18,000 records (about 1.2 KB
@@ -29,6 +35,36 @@ func BenchmarkRun(b *testing.B) {
 				records += r.Records
 			}
 			b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
+
+// BenchmarkRunScale plays a generated access log of 136,800 requests (an
+// hour at 20 a second, 200 a second for a minute every ten) through one
+// autoscaled service, reading, sorting and simulating: requests/s is the
+// throughput of `tollgate replay` on access logs.
+func BenchmarkRunScale(b *testing.B) {
+	for _, format := range []string{"combined", "alb", "envoy"} {
+		b.Run(format, func(b *testing.B) {
+			var phases []accessgen.Phase
+			for range 6 {
+				phases = append(phases, accessgen.Phase{Duration: 9 * time.Minute, Rate: 20}, accessgen.Phase{Duration: time.Minute, Rate: 200})
+			}
+			log := genLog(b, accessgen.Spec{Format: format, Start: noon, Path: "/api/x", Phases: phases,
+				Service: []time.Duration{80 * time.Millisecond, 150 * time.Millisecond, 400 * time.Millisecond}})
+			b.SetBytes(int64(len(log)))
+			b.ReportAllocs()
+			var n int64
+			for b.Loop() {
+				r, err := RunScale([]Input{memInput("a.log", log)}, ScaleOptions{
+					Services: []ScaleService{{Name: "api", Route: &quota.Route{PathPrefix: "/api/"}, Backend: sim.Backend{Autoscale: autoscale.Config{MaxConcurrency: 10}}}},
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += r.Requests
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "requests/s")
 		})
 	}
 }

@@ -244,52 +244,9 @@ type arrival struct {
 }
 
 // arrivalHeap is a min-heap of arrivals by (at, seq).
-type arrivalHeap []arrival
+type arrivalHeap = timeHeap[arrival]
 
-func (h arrivalHeap) less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
-
-func (h *arrivalHeap) push(a arrival) {
-	*h = append(*h, a)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !s.less(i, p) {
-			break
-		}
-		s[i], s[p] = s[p], s[i]
-		i = p
-	}
-}
-
-func (h *arrivalHeap) pop() arrival {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	s = s[:n]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if rr := l + 1; rr < n && s.less(rr, l) {
-			m = rr
-		}
-		if !s.less(m, i) {
-			break
-		}
-		s[i], s[m] = s[m], s[i]
-		i = m
-	}
-	*h = s
-	return top
-}
+func (a arrival) key() (int64, uint64) { return a.at, a.seq }
 
 // minuteOf is the start of the minute of a Unix-nanosecond instant.
 func minuteOf(at int64) int64 { return at - at%int64(time.Minute) }

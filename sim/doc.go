@@ -48,6 +48,9 @@
 // A Player plays recorded arrivals (package replay's CloudTrail logs)
 // rather than generated ones through the same buckets and retry policies,
 // with no backend, on the arrivals' own clock.
+// A Scaler plays recorded requests with their service times (package
+// replay's HTTP access logs) through the backend alone, as Run does the
+// calls its throttle admits: the same runner, engine and instances.
 //
 // # Scenario files
 //

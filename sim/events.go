@@ -15,6 +15,7 @@ const (
 	evReady
 	evIncrease
 	evApprove
+	evTimeout // a Scaler's request reaches its timeout
 )
 
 type event struct {

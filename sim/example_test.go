@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/retry"
 	"github.com/tollgate/tollgate/sim"
@@ -76,4 +77,27 @@ func ExamplePlayer() {
 	p.Finish()
 	fmt.Println("throttled:", throttled)
 	// Output: throttled: 10
+}
+
+// Ten requests a second for a minute, each running 500 ms, on instances
+// of two concurrent requests that start in 2 s: the requests of the first
+// seconds wait for cold starts, and on-demand scaling starts more
+// instances (13) than the steady load of 5 concurrent requests needs.
+func ExampleScaler() {
+	s, err := sim.NewScaler(sim.Backend{ColdStart: 2 * time.Second, Autoscale: autoscale.Config{MaxConcurrency: 2}}, time.Minute, nil)
+	if err != nil {
+		panic(err)
+	}
+	for i := range 600 {
+		if err := s.Arrive(time.Duration(i)*100*time.Millisecond, 500*time.Millisecond); err != nil {
+			panic(err)
+		}
+	}
+	st, err := s.Finish()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%d requests, %d served, %d waited (p99 %v), %d cold starts, peak %d instances\n",
+		st.Requests, st.Served, st.Pending, st.WaitP99, st.ColdStarts, st.PeakInstances)
+	// Output: 600 requests, 600 served, 35 waited (p99 2s), 13 cold starts, peak 13 instances
 }

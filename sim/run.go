@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -48,6 +47,7 @@ type call struct {
 	cost      float64
 	req       autoscale.RequestID
 	inst      autoscale.InstanceID
+	svc       int64 // a Scaler's request's service time (Run draws one)
 }
 
 type group struct {
@@ -61,19 +61,6 @@ type group struct {
 	nextStep int
 	sum      GroupSummary
 	lat      []int64
-}
-
-type instance struct {
-	id       autoscale.InstanceID
-	inFlight int
-	area     float64 // request-nanoseconds this second
-	last     int64
-}
-
-func (in *instance) change(now int64, d int) {
-	in.area += float64(in.inFlight) * float64(now-in.last)
-	in.last = now
-	in.inFlight += d
 }
 
 type runner struct {
@@ -105,8 +92,9 @@ type runner struct {
 	log       []RetryRecord
 	err       error
 
-	targetBucket int     // the bucket of Scenario.Target
-	quotas       *quotas // nil without Scenario.Increases
+	targetBucket int       // the bucket of Scenario.Target
+	quotas       *quotas   // nil without Scenario.Increases
+	rec          *recorder // a Scaler's; nil in Run
 }
 
 // Run simulates sc and returns its result, or an error wrapping
@@ -213,6 +201,9 @@ func (r *runner) push(at int64, k eventKind, idx int32, id uint64) {
 }
 
 func (r *runner) sec() *Second {
+	if r.rec != nil {
+		return r.rec.second(r, int(r.now/int64(time.Second)))
+	}
 	i := int(r.now / int64(time.Second))
 	if i >= len(r.secs) {
 		i = len(r.secs) - 1
@@ -414,6 +405,11 @@ func (r *runner) succeed(ci int32) {
 	r.sec().Completed++
 	r.sum.Succeeded++
 	r.groups[c.group].sum.Succeeded++
+	if r.rec != nil { // a Scaler keeps no latencies: its memory is bounded
+		r.rec.stats.Served++
+		r.free = append(r.free, ci)
+		return
+	}
 	if len(r.groups) > 1 { // a single group's latencies are the run's
 		r.groups[c.group].lat = append(r.groups[c.group].lat, r.now-c.start)
 	}
@@ -445,112 +441,4 @@ func (r *runner) closeLatencySecond() {
 func percentile(l []int64, p float64) int64 {
 	i := int(math.Ceil(p*float64(len(l)))) - 1
 	return l[max(i, 0)]
-}
-
-func (r *runner) serviceTime() int64 {
-	mean := float64(r.sc.Backend.ServiceTime)
-	if r.sc.Backend.Distribution == Fixed {
-		return int64(mean)
-	}
-	return int64(math.Ceil(r.svcRnd.ExpFloat64() * mean))
-}
-
-func (r *runner) startInstance(id autoscale.InstanceID) {
-	r.insts = append(r.insts, &instance{id: id, last: r.now})
-	r.push(r.now+int64(r.sc.Backend.ColdStart), evReady, 0, uint64(id))
-}
-
-func (r *runner) instance(id autoscale.InstanceID) *instance {
-	i, ok := slices.BinarySearchFunc(r.insts, id, func(in *instance, id autoscale.InstanceID) int {
-		return cmp.Compare(in.id, id)
-	})
-	if !ok {
-		return nil
-	}
-	return r.insts[i]
-}
-
-func (r *runner) begin(ci int32, id autoscale.InstanceID) {
-	r.calls[ci].inst = id
-	if in := r.instance(id); in != nil {
-		in.change(r.now, +1)
-	}
-	r.push(r.now+r.serviceTime(), evDone, ci, 0)
-}
-
-func (r *runner) done(ci int32) {
-	c := &r.calls[ci]
-	if in := r.instance(c.inst); in != nil {
-		in.change(r.now, -1)
-	}
-	ev, err := r.eng.RequestDone(r.time(), c.req)
-	if err != nil {
-		r.err = fmt.Errorf("sim: request done: %w", err)
-		return
-	}
-	r.succeed(ci)
-	r.handle(ev)
-}
-
-// handle carries out what the engine asked for.
-func (r *runner) handle(ev autoscale.Events) {
-	for _, id := range ev.Started {
-		r.startInstance(id)
-	}
-	for _, d := range ev.Dispatched {
-		ci, ok := r.pending[d.Request]
-		if !ok {
-			continue
-		}
-		delete(r.pending, d.Request)
-		r.begin(ci, d.Instance)
-	}
-	for _, id := range ev.Rejected {
-		ci, ok := r.pending[id]
-		if !ok {
-			continue
-		}
-		delete(r.pending, id)
-		r.sec().Rejected++
-		r.groups[r.calls[ci].group].sum.Rejected++
-		r.fail(ci, true, 0)
-	}
-	for _, id := range ev.Stopped {
-		r.insts = slices.DeleteFunc(r.insts, func(in *instance) bool { return in.id == id })
-	}
-}
-
-// tick closes the second that ends now and makes the autoscaler's decision.
-func (r *runner) tick() {
-	k := int(r.now / int64(time.Second))
-	if r.eng != nil {
-		if k > 0 {
-			obs := r.time().Add(-time.Nanosecond)
-			for _, in := range r.insts {
-				in.change(r.now, 0)
-				conc := in.area / 1e9
-				in.area = 0
-				info, ok := r.eng.Instance(in.id)
-				if !ok || info.State == autoscale.Starting {
-					continue
-				}
-				cpu := min(conc*r.sc.Backend.CPUPerRequest, r.cpus)
-				if err := r.eng.Observe(obs, in.id, cpu, conc); err != nil {
-					r.err = fmt.Errorf("sim: observe: %w", err)
-					return
-				}
-			}
-			st := r.eng.Stats()
-			s := &r.secs[k-1]
-			s.Starting, s.Ready, s.Draining, s.InFlight, s.Pending = st.Starting, st.Ready, st.Draining, st.InFlight, st.Pending
-		}
-		if k < len(r.secs) {
-			d := r.eng.Tick(r.time())
-			r.secs[k].Recommended = d.Count
-			r.handle(d.Events)
-		}
-	}
-	if k < len(r.secs) {
-		r.push(r.now+int64(time.Second), evTick, 0, 0)
-	}
 }

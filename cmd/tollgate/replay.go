@@ -18,13 +18,14 @@ import (
 
 func replayCommand() command {
 	return command{
-		summary: "play recorded CloudTrail logs through the throttle and retries; report throttles and the overrides that admit every call",
+		summary: "play recorded CloudTrail logs through the throttle and retries (throttles, overrides that admit every call), or HTTP access logs through the autoscaler",
 		run:     runReplay,
 	}
 }
 
 // replaySynopsis is the head of `tollgate replay --help`.
 const replaySynopsis = `tollgate replay [--config FILE] [--applied FILE] [--retry POLICY] [--group NAME=ACCOUNT,...:POLICY]... [--json] [--html FILE] FILE|DIR...
+       tollgate replay [--config FILE] [--service NAME] [--format FORMAT] [--sweep SETTING=V1,V2,...] [--cold-start SPAN] [--json] FILE|DIR...
 
 Reads CloudTrail log files ({"Records":[...]}, gzipped or not) and exports of
 one JSON record a line, in any order, plays their calls at their recorded
@@ -34,7 +35,16 @@ reports per account, region and category the calls throttled, and the
 overrides that would have admitted them all. POLICY is
 default (exponential backoff with jitter, 300 s), none, or a number of
 attempts with the default backoff. Exit status 1 when an input could not be
-read to its end (the others are still reported).`
+read to its end (the others are still reported).
+
+HTTP access logs (nginx combined with $request_time last, AWS ALB, Envoy's
+default format; detected per file, or --format) are played instead
+through the config's autoscaled services, each request to the service
+whose route takes it (or to --service): the report gives per service the
+instances over time (peak, mean), cold starts, pending requests and their
+waits, 429s, requests over request_timeout and instance-seconds; --sweep
+gives them for each value of max_concurrency, min_instances or
+max_instances, side by side.`
 
 // groupFlag collects --group NAME=ACCOUNT,...:POLICY.
 type groupFlag []replay.Group
@@ -82,6 +92,11 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	var window time.Duration
 	durationVar(fs, &window, "window", replay.DefaultWindow, "records are sorted by time within this `span`; later ones are counted as late")
 	seed := fs.Uint64("seed", 0, "random seed of the retries' jitter")
+	var af accessFlags
+	fs.StringVar(&af.format, "format", "auto", "the logs' `FORMAT`: auto, cloudtrail, or an access log's: combined, alb, envoy")
+	fs.StringVar(&af.service, "service", "", "play every request of an access log through the autoscaled service `NAME` (without --config: one with the autoscaler's defaults)")
+	fs.Var(&af.sweep, "sweep", "play access logs once per value of an autoscale `SETTING=V1,V2,...` (max_concurrency, min_instances, max_instances)")
+	durationVar(fs, &af.coldStart, "cold-start", 0, "the `SPAN` an instance takes to start, in access-log replays (default the service's initial_cold_start)")
 	if code, ok := parseFlags(fs, replaySynopsis, args, stdout, stderr); !ok {
 		return code
 	}
@@ -91,9 +106,32 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if window <= 0 {
 		return usageError(stderr, "replay", "--window %v: want a span of more than 0", window)
 	}
+	switch af.format {
+	case "auto", "cloudtrail", "combined", "alb", "envoy":
+	default:
+		return usageError(stderr, "replay", "--format %q: want auto, cloudtrail, combined, alb or envoy", af.format)
+	}
+	if af.coldStart < 0 || af.coldStart > time.Hour {
+		return usageError(stderr, "replay", "--cold-start %v: want a span from 0 to 1h", af.coldStart)
+	}
 	rt, err := retryPolicy(*retryFlag)
 	if err != nil {
 		return usageError(stderr, "replay", "--retry: %v", err)
+	}
+	inputs, err := replay.Files(fs.Args())
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate replay:", err)
+		return 1
+	}
+	access := af.format != "auto" && af.format != "cloudtrail" || af.service != "" || len(af.sweep.Values) > 0
+	if af.format == "auto" && !access {
+		access = isAccessLog(inputs)
+	}
+	if access {
+		if *appliedPath != "" || *htmlPath != "" || len(groups) > 0 {
+			return usageError(stderr, "replay", "--applied, --html and --group are for CloudTrail logs, not access logs")
+		}
+		return runReplayAccess(inputs, *cfgPath, window, *asJSON, &af, stdout, stderr)
 	}
 	rest := "others"
 	if len(groups) == 0 {
@@ -114,11 +152,6 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "tollgate replay: %s: %v\n", *appliedPath, err)
 			return 1
 		}
-	}
-	inputs, err := replay.Files(fs.Args())
-	if err != nil {
-		fmt.Fprintln(stderr, "tollgate replay:", err)
-		return 1
 	}
 	bar := newProgress(stderr)
 	opt.Progress = bar.update

@@ -123,6 +123,14 @@ func TestReadmeReplayCommands(t *testing.T) {
 			t.Errorf("tollgate %s: exit %d\n%s", c[0], code, errs)
 			continue
 		}
+		if m := regexp.MustCompile(`peak (\d+) instances, (\d+) 429s`).FindStringSubmatch(c[1]); m != nil {
+			for i, row := range []string{"instances peak", "429s at max instances"} {
+				got := regexp.MustCompile(`(?m)^\s*` + row + `\s+(\d+)`).FindStringSubmatch(out)
+				if got == nil || got[1] != m[i+1] {
+					t.Errorf("tollgate %s: %s %q, the README says %s\n%s", c[0], row, got, m[i+1], out)
+				}
+			}
+		}
 		if m := regexp.MustCompile(`(\d+) throttled`).FindStringSubmatch(c[1]); m != nil {
 			if got := throttledTotal(t, out); got != m[1] {
 				t.Errorf("tollgate %s: %s throttled, the README says %s\n%s", c[0], got, m[1], out)

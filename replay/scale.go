@@ -1,0 +1,401 @@
+package replay
+
+// This file plays the requests of HTTP access logs through the autoscaled
+// services of the config: recorded traffic as one more source of the
+// simulator's arrivals (sim.Scaler), not a second simulator.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/sim"
+)
+
+// ScaleService is an autoscaled service the requests are played through.
+type ScaleService struct {
+	// Name names it in the report and in ScaleOptions.Service.
+	Name string
+	// Route takes the requests it matches; nil takes none by route.
+	Route *quota.Route
+	// Backend is how its instances start and scale, as in a sim scenario.
+	Backend sim.Backend
+	// RequestTimeout cuts a request off once its pending wait and its
+	// service time reach it; 0 for none.
+	RequestTimeout time.Duration
+}
+
+// Sweep plays the requests once for each value of one autoscale setting.
+type Sweep struct {
+	// Setting is max_concurrency, min_instances or max_instances.
+	Setting string
+	// Values are the setting's values, one report column each.
+	Values []int
+}
+
+// SweepSettings are the settings a Sweep can vary.
+var SweepSettings = []string{"max_concurrency", "min_instances", "max_instances"}
+
+// apply returns b with the setting at v.
+func (s Sweep) apply(b sim.Backend, v int) (sim.Backend, error) {
+	switch s.Setting {
+	case "max_concurrency":
+		b.Autoscale.MaxConcurrency = v
+	case "min_instances":
+		b.Autoscale.MinInstances = v
+	case "max_instances":
+		b.Autoscale.MaxInstances = v
+	default:
+		return b, fmt.Errorf("replay: cannot sweep %q (want max_concurrency, min_instances or max_instances)", s.Setting)
+	}
+	return b, nil
+}
+
+// ScaleOptions configure RunScale.
+type ScaleOptions struct {
+	// Services are the services, their routes tried in this order (most
+	// specific first, as quota.Config.Routed gives them).
+	Services []ScaleService
+	// Service, when set, names the service every request goes to, routes
+	// aside: for the log of a single service.
+	Service string
+	// Format is the logs' format; empty detects it per input.
+	Format AccessFormat
+	// Window is the span within which requests are sorted by time;
+	// DefaultWindow when zero.
+	Window time.Duration
+	// Sweep, when it has values, plays every service once per value.
+	Sweep Sweep
+	// Progress, when not nil, is called now and then with the bytes of
+	// the inputs read and their total.
+	Progress func(done, total int64)
+	// OnSecond, when not nil, is called with every closed second of a
+	// service's run (column: the index of the sweep's value, else 0).
+	OnSecond func(service string, column int, s sim.Second)
+}
+
+// ScaleReport is what playing access logs through the autoscaler found.
+type ScaleReport struct {
+	// Inputs counts the inputs read, Formats them by format; Errors names
+	// those that could not be read, or not to their end.
+	Inputs  int              `json:"inputs"`
+	Formats map[string]int64 `json:"formats"`
+	Errors  []string         `json:"errors,omitempty"`
+	// Requests counts the requests read; Skipped the lines skipped, the
+	// first of which SkipSamples shows; Unrouted the requests no route
+	// took, UnroutedSamples the first; Late those more than Window behind
+	// the latest, played when read; OutOfSpan those more than
+	// sim.MaxRecordedSpan after the first, not played.
+	Requests        int64    `json:"requests"`
+	Skipped         int64    `json:"skipped"`
+	SkipSamples     []string `json:"skip_samples,omitempty"`
+	Unrouted        int64    `json:"unrouted"`
+	UnroutedSamples []string `json:"unrouted_samples,omitempty"`
+	Late            int64    `json:"late"`
+	OutOfSpan       int64    `json:"out_of_span"`
+	// Window is the span requests were sorted within.
+	Window time.Duration `json:"window_ns"`
+	// Start is the start of the second of the first request played: the
+	// runs' virtual time 0.
+	Start time.Time `json:"start"`
+	// Setting and Values are the sweep's; Values is empty without one.
+	Setting string `json:"setting,omitempty"`
+	Values  []int  `json:"values,omitempty"`
+	// Services are the runs, one column per value of the sweep (one
+	// without).
+	Services []ServiceScale `json:"services"`
+}
+
+// ServiceScale is one service's runs.
+type ServiceScale struct {
+	// Name is the service's.
+	Name string `json:"name"`
+	// Columns are its runs' totals, by value of the sweep.
+	Columns []sim.ScalerStats `json:"columns"`
+	// PeakByMinute are its instances over time, by value of the sweep:
+	// the most at the end of a second, minute by minute from Start.
+	PeakByMinute [][]int `json:"peak_by_minute"`
+}
+
+// minutePeaks follows a run's instances, minute by minute.
+type minutePeaks struct{ peaks []int }
+
+func (m *minutePeaks) add(s sim.Second) {
+	k := int(s.Start / time.Minute)
+	for len(m.peaks) <= k {
+		m.peaks = append(m.peaks, 0)
+	}
+	m.peaks[k] = max(m.peaks[k], s.Starting+s.Ready+s.Draining)
+}
+
+type scaleRun struct {
+	opt     ScaleOptions
+	scalers [][]*sim.Scaler // by service, by column
+	peaks   []*minutePeaks  // by service × columns + column
+	window  requestHeap
+	seq     uint64
+	maxSeen int64
+	played  int64
+	origin  int64
+	started bool
+	total   int64
+	done    int64
+	rep     ScaleReport
+	err     error
+}
+
+// RunScale plays the requests of access logs inputs through the services
+// of opt, each on its own autoscaler, on a virtual clock. An input that
+// cannot be read is named in ScaleReport.Errors and the others are still
+// played; RunScale fails when opt is invalid.
+func RunScale(inputs []Input, opt ScaleOptions) (*ScaleReport, error) {
+	if opt.Window == 0 {
+		opt.Window = DefaultWindow
+	}
+	if opt.Window < 0 {
+		return nil, fmt.Errorf("replay: window %v is negative", opt.Window)
+	}
+	if len(opt.Services) == 0 {
+		return nil, errors.New("replay: no autoscaled service to play the requests through")
+	}
+	if opt.Service != "" && !slices.ContainsFunc(opt.Services, func(s ScaleService) bool { return s.Name == opt.Service }) {
+		return nil, fmt.Errorf("replay: no autoscaled service %q", opt.Service)
+	}
+	r := &scaleRun{opt: opt}
+	r.rep.Window, r.rep.Formats = opt.Window, map[string]int64{}
+	cols := max(len(opt.Sweep.Values), 1)
+	if len(opt.Sweep.Values) > 0 {
+		r.rep.Setting, r.rep.Values = opt.Sweep.Setting, opt.Sweep.Values
+	}
+	for _, s := range opt.Services {
+		var row []*sim.Scaler
+		for c := range cols {
+			b := s.Backend
+			if len(opt.Sweep.Values) > 0 {
+				var err error
+				if b, err = opt.Sweep.apply(b, opt.Sweep.Values[c]); err != nil {
+					return nil, err
+				}
+			}
+			peaks := &minutePeaks{}
+			r.peaks = append(r.peaks, peaks)
+			name, c := s.Name, c
+			on := func(sec sim.Second) {
+				peaks.add(sec)
+				if opt.OnSecond != nil {
+					opt.OnSecond(name, c, sec)
+				}
+			}
+			sc, err := sim.NewScaler(b, s.RequestTimeout, on)
+			if err != nil {
+				return nil, fmt.Errorf("replay: service %s: %w", s.Name, err)
+			}
+			row = append(row, sc)
+		}
+		r.scalers = append(r.scalers, row)
+	}
+	for _, in := range inputs {
+		r.total += in.Size
+	}
+	for _, in := range r.order(inputs) {
+		r.read(in)
+	}
+	for len(r.window) > 0 && r.err == nil {
+		r.play(r.window.pop())
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	for i, s := range opt.Services {
+		ss := ServiceScale{Name: s.Name}
+		for c, sc := range r.scalers[i] {
+			st, err := sc.Finish()
+			if err != nil {
+				return nil, fmt.Errorf("replay: service %s: %w", s.Name, err)
+			}
+			ss.Columns = append(ss.Columns, st)
+			ss.PeakByMinute = append(ss.PeakByMinute, r.peaks[i*cols+c].peaks)
+		}
+		r.rep.Services = append(r.rep.Services, ss)
+	}
+	if r.started {
+		r.rep.Start = time.Unix(0, r.origin).UTC()
+	}
+	return &r.rep, nil
+}
+
+// order returns the readable inputs by the time of their first request
+// (by name for equal times); an input with none goes last.
+func (r *scaleRun) order(inputs []Input) []Input {
+	type first struct {
+		in Input
+		at int64
+	}
+	var fs []first
+	for _, in := range inputs {
+		at, err := r.firstTime(in)
+		if err != nil {
+			r.rep.Errors = append(r.rep.Errors, in.Name+": "+err.Error())
+			r.done += in.Size
+			continue
+		}
+		fs = append(fs, first{in, at})
+	}
+	slices.SortStableFunc(fs, func(a, b first) int { return cmpInt(a.at, b.at) })
+	out := make([]Input, len(fs))
+	for i, f := range fs {
+		out[i] = f.in
+	}
+	return out
+}
+
+func (r *scaleRun) firstTime(in Input) (int64, error) {
+	f, err := in.Open()
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	d, err := NewAccessDecoder(f, r.opt.Format)
+	if err != nil {
+		return 0, err
+	}
+	var req Request
+	var skip *SkipError
+	for range 1000 {
+		err := d.Next(&req)
+		if errors.As(err, &skip) {
+			continue
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		return req.At, nil
+	}
+	return 1<<63 - 1, nil
+}
+
+// read reads one input into the window, playing what leaves it.
+func (r *scaleRun) read(in Input) {
+	f, err := in.Open()
+	if err != nil {
+		r.rep.Errors = append(r.rep.Errors, in.Name+": "+err.Error())
+		r.done += in.Size
+		return
+	}
+	defer f.Close()
+	cr := &countingReader{r: f}
+	defer func() { r.done += cr.n }()
+	d, err := NewAccessDecoder(cr, r.opt.Format)
+	if err != nil {
+		r.rep.Errors = append(r.rep.Errors, in.Name+": "+err.Error())
+		return
+	}
+	r.rep.Inputs++
+	defer func() {
+		if f := d.Format(); f != "" {
+			r.rep.Formats[string(f)]++
+		}
+	}()
+	var req Request
+	var skip *SkipError
+	for n := 0; r.err == nil; n++ {
+		if n%progressEvery == 0 && r.opt.Progress != nil {
+			r.opt.Progress(r.done+cr.n, r.total)
+		}
+		err := d.Next(&req)
+		if err == io.EOF {
+			return
+		}
+		if errors.As(err, &skip) {
+			r.rep.Skipped++
+			if len(r.rep.SkipSamples) < maxSamples {
+				r.rep.SkipSamples = append(r.rep.SkipSamples, in.Name+": "+skip.Error())
+			}
+			continue
+		}
+		if err != nil {
+			r.rep.Errors = append(r.rep.Errors, in.Name+": "+err.Error())
+			return
+		}
+		r.rep.Requests++
+		r.add(&req)
+	}
+}
+
+// add routes a request and puts it in the window.
+func (r *scaleRun) add(req *Request) {
+	svc := r.route(req)
+	if svc < 0 {
+		r.rep.Unrouted++
+		if len(r.rep.UnroutedSamples) < maxSamples {
+			r.rep.UnroutedSamples = append(r.rep.UnroutedSamples, req.Host+req.Path)
+		}
+		return
+	}
+	if req.At < r.played {
+		r.rep.Late++
+	}
+	r.seq++
+	r.window.push(pendingRequest{at: req.At, seq: r.seq, svc: int64(req.Service), service: int32(svc)})
+	r.maxSeen = max(r.maxSeen, req.At)
+	for len(r.window) > 0 && r.err == nil && (r.window[0].at < r.maxSeen-int64(r.opt.Window) || len(r.window) > MaxWindowRecords) {
+		r.play(r.window.pop())
+	}
+}
+
+// route returns the index of the service that takes req, or -1.
+func (r *scaleRun) route(req *Request) int {
+	for i, s := range r.opt.Services {
+		if r.opt.Service != "" {
+			if s.Name == r.opt.Service {
+				return i
+			}
+			continue
+		}
+		if s.Route != nil {
+			if _, ok := s.Route.Match(req.Host, req.Path); ok {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// play hands one request to its service's scalers.
+func (r *scaleRun) play(p pendingRequest) {
+	if !r.started {
+		r.started = true
+		r.origin = p.at - ((p.at%int64(time.Second))+int64(time.Second))%int64(time.Second)
+		r.played = p.at
+	}
+	at := max(p.at, r.played)
+	if at-r.origin > int64(sim.MaxRecordedSpan) {
+		r.rep.OutOfSpan++
+		return
+	}
+	r.played = at
+	for _, sc := range r.scalers[p.service] {
+		if err := sc.Arrive(time.Duration(at-r.origin), time.Duration(p.svc)); err != nil {
+			r.err = fmt.Errorf("replay: %w", err)
+			return
+		}
+	}
+}
+
+// pendingRequest is one request waiting in the sorting window.
+type pendingRequest struct {
+	at, svc int64
+	seq     uint64
+	service int32
+}
+
+// requestHeap is a min-heap of requests by (at, seq).
+type requestHeap = timeHeap[pendingRequest]
+
+func (p pendingRequest) key() (int64, uint64) { return p.at, p.seq }
