@@ -378,6 +378,13 @@ func TestSharedScaleDownTrustsPodStatusOverSliceLag(t *testing.T) {
 	}
 	setPodReady("p1", true)
 	setPodReady("p2", true) // Ready, not yet in the slice
+	// The scale writes conflict until i1 has started: on a loaded machine
+	// the test could otherwise be descheduled past retireSettle between
+	// seeing p1 retiring and starting i1, and the leader would lower
+	// replicas first (Ready then timed out under four CPU burners).
+	e.scale.mu.Lock()
+	e.scale.conflicts = 1 << 30
+	e.scale.mu.Unlock()
 	// With no instance p1 is free, and goes: published as retiring.
 	eventually(t, "p1 published as retiring", func() bool {
 		r.poke()
@@ -388,6 +395,9 @@ func TestSharedScaleDownTrustsPodStatusOverSliceLag(t *testing.T) {
 	})
 	// An instance started now is owed a pod: p1 is kept for it.
 	in := start(t, r, "i1")
+	e.scale.mu.Lock()
+	e.scale.conflicts = 0
+	e.scale.mu.Unlock()
 	ready(t, in) // holds p1: want 1, replicas 2
 	time.Sleep(3 * retireSettle)
 	if n, _ := e.scale.get(); n != 2 {
