@@ -124,16 +124,17 @@ type Pool struct {
 // the spec it was last given. Fields other than cur, route and reqs are
 // guarded by Pool.mu.
 type service struct {
-	name    string
-	cur     atomic.Pointer[revision] // the latest ready revision
-	route   atomic.Pointer[routing]
-	reqs    atomic.Uint64 // untagged requests, for routing.pick
-	latest  *revision     // the newest revision: the spec's Template
-	revs    []*revision   // running revisions, oldest first
-	old     []*revision   // retired revisions, listed until they have stopped
-	traffic []TrafficTarget
-	spec    ServiceSpec
-	number  int // revisions made so far
+	name     string
+	cur      atomic.Pointer[revision] // the latest ready revision
+	route    atomic.Pointer[routing]
+	reqs     atomic.Uint64 // untagged requests, for routing.pick
+	latest   *revision     // the newest revision: the spec's Template
+	revs     []*revision   // running revisions, oldest first
+	old      []*revision   // retired revisions, listed until they have stopped
+	traffic  []TrafficTarget
+	spec     ServiceSpec
+	number   int // revisions made so far
+	shiftGen int // traffic changes begun (shift): a pending one moves only if still the last
 }
 
 // New returns an empty pool; Apply gives it services and Run runs them.
@@ -227,15 +228,25 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		}
 		old := svc.spec
 		svc.spec = s
-		if !slices.Equal(s.Traffic, old.Traffic) {
-			svc.traffic = s.Traffic
-		}
+		moved := !slices.Equal(s.Traffic, old.Traffic)
 		if s.Template == old.Template {
 			if err := svc.latest.setConfig(s.Engine, s.limits()); err != nil {
 				return err
 			}
-			p.reroute(svc)
+			if moved {
+				p.shift(svc, s.Traffic, "reload")
+			} else {
+				p.reroute(svc)
+			}
 			continue
+		}
+		if moved {
+			// A pending change gives way to the new revision's traffic.
+			svc.shiftGen++
+			for _, rv := range svc.revs {
+				rv.setFloor(0)
+			}
+			svc.traffic = s.Traffic
 		}
 		if err := p.rollout(svc, s); err != nil {
 			return err
