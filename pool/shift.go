@@ -164,12 +164,20 @@ func (p *Pool) shift(svc *service, t []TrafficTarget, how string) <-chan struct{
 	return done
 }
 
-// serving is the number of instances the revision's load calls for: its
-// ready instances, or its last recommendation when that is higher.
+// serving is the number of instances the revision's measured load calls
+// for: its last recommendation (before min and max instances, so a
+// warm-up floor does not count), or its ready instances while it is busy
+// before its first.
 func (rv *revision) serving() int {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
-	return max(rv.eng.Stats().Ready, rv.lastRec.Count)
+	if rv.lastRec.Count > 0 {
+		return rv.lastRec.Count
+	}
+	if st := rv.eng.Stats(); st.InFlight+st.Pending > 0 {
+		return max(1, st.Ready)
+	}
+	return 0
 }
 
 // setFloor raises the revision's min instances to n (0: back to its
