@@ -166,13 +166,60 @@ func TestProcessWarmRolloutThroughAdminAPI(t *testing.T) {
 		t.Fatalf("%d logged steps for roll-00002, want %d: %v", len(got), len(steps), got)
 	}
 	for i, r := range got {
-		to, need, ready := r["to_percent"].(float64), r["needed"].(float64), r["ready"].(float64)
+		to, _ := r["to_percent"].(float64)
+		need, _ := r["needed"].(float64)
+		ready, _ := r["ready"].(float64)
 		if int(to) != steps[i].pct || need < 1 || ready < need {
 			t.Errorf("step %d: %v; want to_percent %d with ready ≥ needed ≥ 1", i, r, steps[i].pct)
 		}
 	}
-	if need := got[2]["needed"].(float64); need < 2 {
+	if need, _ := got[2]["needed"].(float64); need < 2 {
 		t.Errorf("at 100 %% roll-00002 needed %v instances; the load kept at least 2 busy", need)
 	}
 	t.Logf("%d requests served; steps: %v", served.Load(), got)
+}
+
+// TestProcessNewRevisionOfIdleServiceGetsAnInstanceFirst rolls out a
+// service scaled to zero: the new revision, taking 100 %, still has one
+// instance ready before it becomes the latest ready revision, so that
+// the next request does not wait for a cold start of a revision never
+// seen to start.
+func TestProcessNewRevisionOfIdleServiceGetsAnInstanceFirst(t *testing.T) {
+	parallelE2E(t)
+	var logs lockedBuffer
+	p := pool.New(pool.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	spec := pool.ServiceSpec{Name: "idle", Template: "gen1", Runner: testRunner(t, "GENERATION=1")}
+	probe := pool.ServiceSpec{Name: "probe", Template: "probe", Runner: testRunner(t)}
+	if err := p.Apply([]pool.ServiceSpec{spec, probe}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-runDone })
+	// A request served by the other service: the pool runs, and "idle"
+	// has no instance.
+	rec := httptest.NewRecorder()
+	p.Handler("probe").ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("probe: %d %s", rec.Code, rec.Body)
+	}
+	if st := p.Status(); st[0].Name != "idle" || len(st[0].Instances) != 0 {
+		t.Fatalf("idle has instances before the rollout: %+v", st[0])
+	}
+	spec.Template, spec.Runner = "gen2", testRunner(t, "GENERATION=2")
+	if err := p.Apply([]pool.ServiceSpec{spec, probe}); err != nil {
+		t.Fatal(err)
+	}
+	var moved []map[string]any
+	waitFor(t, 60*time.Second, "idle-00002 never became the latest ready revision", func() bool {
+		moved = logs.records(t, "the new revision is the latest ready; traffic rerouted")
+		return len(moved) > 0
+	})
+	r := moved[0]
+	need, _ := r["needed"].(float64)
+	ready, _ := r["ready"].(float64)
+	if r["revision"] != "idle-00002" || need != 1 || ready < 1 {
+		t.Fatalf("the new revision took 100 %% with %v; want needed 1 and ready ≥ 1", r)
+	}
 }

@@ -296,13 +296,23 @@ func (p *Pool) start(rv *revision) {
 }
 
 // rollout starts a new revision for svc, the latest, with as many
-// instances as the latest ready one has ready times the share that
-// follows the latest revision; once they are ready (or after
+// instances as the serving revisions' load calls for (their
+// recommendations) times the share that follows the latest revision, at
+// least one when that share is not 0; once they are ready (or after
 // RolloutTimeout) it becomes the latest ready revision, traffic is
 // rerouted and the revisions left without traffic drain; p.mu is held.
 func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 	old := svc.cur.Load()
-	warm := (old.readyCount()*latestShare(svc.traffic) + 99) / 100
+	load := 0 // instances serving the untagged requests now
+	for rv, pct := range svc.routedShares() {
+		if pct > 0 {
+			load += rv.serving()
+		}
+	}
+	warm := 0
+	if share := latestShare(svc.traffic); share > 0 {
+		warm = max(1, (load*share+99)/100)
+	}
 	cfg := s.Engine
 	boot := cfg
 	boot.MinInstances = max(cfg.MinInstances, min(warm, maxInstances(cfg)))
@@ -357,7 +367,12 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 			rv.mu.Unlock()
 		}
 		p.reroute(svc)
-		p.log.Info("the new revision is the latest ready; traffic rerouted", "service", svc.name, "revision", rv.name, "ready", rv.readyCount(), "previous", prev.name)
+		if ready := rv.readyCount(); ready < boot.MinInstances {
+			p.log.Warn("the new revision takes its traffic before it has the instances its share needs: they were not ready within the rollout timeout",
+				"service", svc.name, "revision", rv.name, "needed", boot.MinInstances, "ready", ready, "rollout_timeout", p.rolloutTimeout, "previous", prev.name)
+		} else {
+			p.log.Info("the new revision is the latest ready; traffic rerouted", "service", svc.name, "revision", rv.name, "needed", boot.MinInstances, "ready", ready, "previous", prev.name)
+		}
 		if err := rv.setConfig(svc.spec.Engine, svc.spec.limits()); err != nil {
 			p.log.Error("new revision refused its config", "service", svc.name, "error", err)
 		}
