@@ -1,0 +1,82 @@
+package pool
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/autoscale"
+)
+
+// syncBuffer is a log sink safe for the pool's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestShiftMovesAfterRolloutTimeoutWhenNotReady gives half the traffic
+// to a revision whose instances never get ready: SetTraffic waits the
+// rollout timeout, then moves the traffic anyway and says why.
+func TestShiftMovesAfterRolloutTimeoutWhenNotReady(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	p := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Registry: prometheus.NewRegistry(), RolloutTimeout: 2 * time.Second})
+	spec := ServiceSpec{Name: "s", Runner: &serverRunner{tag: "v1"}, Template: "a", Engine: autoscale.Config{MinInstances: 1}}
+	if err := p.Apply([]ServiceSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	runPool(t, p)
+	eventually(t, 20*time.Second, "s-00001 not ready", func() bool {
+		ts, err := p.Revisions("s")
+		return err == nil && ts.Revisions[0].Ready == 1
+	})
+	spec.Runner, spec.Template = &serverRunner{tag: "v2", startupDelay: time.Hour}, "b"
+	spec.Engine.MinInstances = 0
+	spec.Traffic = []TrafficTarget{{RevisionName: "s-00001", Percent: 100}, {RevisionName: "s-00002", Tag: "next"}}
+	if err := p.Apply([]ServiceSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00001", Percent: 50}, {RevisionName: "s-00002", Percent: 50}}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 2*time.Second {
+		t.Errorf("SetTraffic returned after %v, before the rollout timeout (2 s), with no instance of s-00002 ready", d)
+	}
+	ts, err := p.Revisions("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts.Revisions) != 2 || ts.Revisions[1].Percent != 50 || ts.Revisions[1].Ready != 0 {
+		t.Fatalf("after the timeout: %+v; want s-00002 at 50 %% with no instance ready", ts.Revisions)
+	}
+	if l := logs.String(); !strings.Contains(l, "were not ready within the rollout timeout") || !strings.Contains(l, "revision=s-00002") {
+		t.Errorf("the log does not say why the traffic moved early:\n%s", l)
+	}
+	p.mu.RLock()
+	rv := p.services["s"].revisionByName("s-00002")
+	p.mu.RUnlock()
+	rv.mu.Lock()
+	min := rv.eng.Config().MinInstances
+	rv.mu.Unlock()
+	if min != 0 {
+		t.Errorf("s-00002's engine keeps min instances %d after the move; want its configured 0", min)
+	}
+}
