@@ -28,7 +28,9 @@ type Options struct {
 	// instances ready before traffic moves to it anyway; 0 means 5 min.
 	RolloutTimeout time.Duration
 	// DrainTimeout bounds how long a replaced revision may take to finish
-	// its requests before its instances are stopped; 0 means 5 min.
+	// its requests before its instances are stopped; 0 means 5 min. The
+	// revision's request timeout (its requests cannot last longer) and
+	// MaxOverMaxGrace bound it too.
 	DrainTimeout time.Duration
 }
 
@@ -159,6 +161,7 @@ func New(opts Options) *Pool {
 		p.drainTimeout = 5 * time.Minute
 	}
 	p.m = newMetrics(reg)
+	reg.MustRegister(newOverMaxCollector(p))
 	return p
 }
 
@@ -206,7 +209,7 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		if !seen[name] {
 			delete(p.services, name)
 			for _, rv := range svc.revs {
-				rv.retire(time.Now().Add(p.drainTimeout))
+				rv.retire(p.drainBound(rv, time.Now()))
 			}
 			p.log.Info("service removed; draining its instances", "service", name)
 		}
