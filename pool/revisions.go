@@ -120,7 +120,7 @@ const maxTrafficBody = 1 << 20
 // RevisionsHandler serves one service's revisions, for patterns ending
 // in /{service}/NAME (the wildcard, or the segment before the last): GET lists them (TrafficStatus as JSON); PUT or POST
 // with {"traffic": [...]} sets the traffic (SetTraffic) and answers the
-// new listing, 400 for a refused block, 404 for an unknown service. Mount
+// new listing once it has moved (the write deadline extended for it), 400 for a refused block, 404 for an unknown service. Mount
 // it behind authentication; its Help method gives its line of help.
 func (p *Pool) RevisionsHandler() http.Handler {
 	return revisionsHandler(func(w http.ResponseWriter, r *http.Request) {
@@ -145,6 +145,9 @@ func (p *Pool) RevisionsHandler() http.Handler {
 				http.Error(w, "want {\"traffic\": [{\"revision\" or \"latest_revision\", \"percent\", \"tag\"}, ...]}: "+err.Error(), http.StatusBadRequest)
 				return
 			}
+			// The answer waits for the traffic to move, up to the rollout
+			// timeout: longer than a server's usual write timeout.
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.rolloutTimeout + requestTimeoutGrace))
 			if err := p.SetTraffic(service, body.Traffic); err != nil {
 				code := http.StatusBadRequest
 				if errors.Is(err, ErrNoService) {

@@ -2,7 +2,10 @@ package pool
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +36,9 @@ func (s *syncBuffer) String() string {
 
 // TestShiftMovesAfterRolloutTimeoutWhenNotReady gives half the traffic
 // to a revision whose instances never get ready: SetTraffic waits the
-// rollout timeout, then moves the traffic anyway and says why.
+// rollout timeout, then moves the traffic anyway and says why; the
+// admin endpoint answers once it has moved, past its server's write
+// timeout.
 func TestShiftMovesAfterRolloutTimeoutWhenNotReady(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
@@ -53,12 +58,28 @@ func TestShiftMovesAfterRolloutTimeoutWhenNotReady(t *testing.T) {
 	if err := p.Apply([]ServiceSpec{spec}); err != nil {
 		t.Fatal(err)
 	}
+	// Through the admin endpoint of a server whose write timeout (1 s) is
+	// shorter than the wait: the answer still comes, once moved.
+	mux := http.NewServeMux()
+	mux.Handle("PUT /v1/admin/pools/{service}/traffic", p.RevisionsHandler())
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.WriteTimeout = time.Second
+	srv.Start()
+	defer srv.Close()
 	start := time.Now()
-	if err := p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00001", Percent: 50}, {RevisionName: "s-00002", Percent: 50}}); err != nil {
-		t.Fatal(err)
+	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/v1/admin/pools/s/traffic",
+		strings.NewReader(`{"traffic": [{"revision": "s-00001", "percent": 50}, {"revision": "s-00002", "percent": 50}]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("PUT: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT: %s %s %v", resp.Status, body, err)
 	}
 	if d := time.Since(start); d < 2*time.Second {
-		t.Errorf("SetTraffic returned after %v, before the rollout timeout (2 s), with no instance of s-00002 ready", d)
+		t.Errorf("the PUT returned after %v, before the rollout timeout (2 s), with no instance of s-00002 ready", d)
 	}
 	ts, err := p.Revisions("s")
 	if err != nil {
