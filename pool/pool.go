@@ -303,7 +303,9 @@ func (p *Pool) start(rv *revision) {
 // recommendations) times the share that follows the latest revision, at
 // least one when that share is not 0; once they are ready (or after
 // RolloutTimeout) it becomes the latest ready revision, traffic is
-// rerouted and the revisions left without traffic drain; p.mu is held.
+// rerouted and the revisions left without traffic drain. A traffic block
+// naming the new revision with a share moves then too, not before its
+// instances are ready; p.mu is held.
 func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 	old := svc.cur.Load()
 	load := 0 // instances serving the untagged requests now
@@ -312,8 +314,15 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 			load += rv.serving()
 		}
 	}
+	// Its share: the latest's, and any entry naming it.
+	named := 0
+	for _, e := range svc.traffic {
+		if e.RevisionName == revisionName(svc.name, svc.number+1) {
+			named += e.Percent
+		}
+	}
 	warm := 0
-	if share := latestShare(svc.traffic); share > 0 {
+	if share := latestShare(svc.traffic) + named; share > 0 {
 		warm = max(1, (load*share+99)/100)
 	}
 	cfg := s.Engine
@@ -332,7 +341,9 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 	}
 	p.log.Info("new revision: starting instances before moving traffic", "service", svc.name, "revision", rv.name, "instances", boot.MinInstances, "previous", old.name)
 	p.start(rv)
-	p.reroute(svc) // a traffic entry may name the new revision
+	if named == 0 {
+		p.reroute(svc) // its tags reach it at once
+	}
 	ctx := p.ctx
 	p.wg.Add(1)
 	go func() {

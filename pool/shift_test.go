@@ -101,3 +101,45 @@ func TestShiftMovesAfterRolloutTimeoutWhenNotReady(t *testing.T) {
 		t.Errorf("s-00002's engine keeps min instances %d after the move; want its configured 0", min)
 	}
 }
+
+// TestNewRevisionNamedWithAShareWaitsForItsInstance reloads with a new
+// template and a traffic block giving the new revision, by name, half the
+// requests: the split does not move until its instance (2 s to start) is
+// ready, and no request fails meanwhile.
+func TestNewRevisionNamedWithAShareWaitsForItsInstance(t *testing.T) {
+	t.Parallel()
+	spec := ServiceSpec{Name: "s", Runner: &serverRunner{tag: "v1"}, Template: "a", Engine: autoscale.Config{MinInstances: 1}}
+	p, _ := newTestPool(t, spec)
+	runPool(t, p)
+	h := p.Handler("s")
+	eventually(t, 20*time.Second, "s-00001 not ready", func() bool {
+		_, b, _ := get(t, h, "/")
+		return strings.HasPrefix(b, "v1 s-00001")
+	})
+	spec.Runner, spec.Template = &serverRunner{tag: "v2", startupDelay: 2 * time.Second}, "b"
+	spec.Engine.MinInstances = 0
+	spec.Traffic = []TrafficTarget{{RevisionName: "s-00001", Percent: 50}, {RevisionName: "s-00002", Percent: 50}}
+	if err := p.Apply([]ServiceSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("the split never moved to s-00002 within 20 s")
+		}
+		ts, err := p.Revisions("s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := ts.Revisions[len(ts.Revisions)-1]
+		if rs.Percent == 50 {
+			if rs.Name != "s-00002" || rs.Ready < 1 {
+				t.Fatalf("%s took 50 %% with %d instances ready; want s-00002 with one", rs.Name, rs.Ready)
+			}
+			break
+		}
+		if c, b, _ := get(t, h, "/"); c != 200 || !strings.HasPrefix(b, "v1 s-00001") {
+			t.Fatalf("before the move: %d %q, want s-00001", c, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
