@@ -68,8 +68,9 @@
 // command, arguments, environment, working directory, readiness check and
 // grace period) makes a new revision, named as Knative names them
 // (hello-00001, hello-00002, ...): it starts as many instances as the
-// latest ready one has ready (times the share that follows the latest),
-// and becomes the latest ready revision once they are ready.
+// serving revisions' recommendations call for, times its share (at least
+// one), and becomes the latest ready revision once they are ready, or
+// after Options.RolloutTimeout (logged).
 //
 // # Traffic
 //
@@ -82,4 +83,13 @@
 // latest revision, the latest ready one and those the traffic names or
 // tags (at most MaxRevisions in all); the others drain and stop, so a revision
 // named by a later traffic block must still be running.
+//
+// A change that gives a revision a larger share is a warm rollout: the
+// revision is first started up to the instances its new share needs, and
+// the split moves once they are ready or after the rollout timeout; the
+// log says, at each step, how many were needed and ready. A revision left
+// without traffic drains by its requests in flight, within its request
+// timeout and MaxOverMaxGrace; meanwhile the service may run beyond its
+// max instances, which the log and tollgate_pool_instances_over_max
+// (reason revision_change) show.
 package pool

@@ -28,7 +28,9 @@ type Options struct {
 	// instances ready before traffic moves to it anyway; 0 means 5 min.
 	RolloutTimeout time.Duration
 	// DrainTimeout bounds how long a replaced revision may take to finish
-	// its requests before its instances are stopped; 0 means 5 min.
+	// its requests before its instances are stopped; 0 means 5 min. The
+	// revision's request timeout (its requests cannot last longer) and
+	// MaxOverMaxGrace bound it too.
 	DrainTimeout time.Duration
 }
 
@@ -124,16 +126,17 @@ type Pool struct {
 // the spec it was last given. Fields other than cur, route and reqs are
 // guarded by Pool.mu.
 type service struct {
-	name    string
-	cur     atomic.Pointer[revision] // the latest ready revision
-	route   atomic.Pointer[routing]
-	reqs    atomic.Uint64 // untagged requests, for routing.pick
-	latest  *revision     // the newest revision: the spec's Template
-	revs    []*revision   // running revisions, oldest first
-	old     []*revision   // retired revisions, listed until they have stopped
-	traffic []TrafficTarget
-	spec    ServiceSpec
-	number  int // revisions made so far
+	name     string
+	cur      atomic.Pointer[revision] // the latest ready revision
+	route    atomic.Pointer[routing]
+	reqs     atomic.Uint64 // untagged requests, for routing.pick
+	latest   *revision     // the newest revision: the spec's Template
+	revs     []*revision   // running revisions, oldest first
+	old      []*revision   // retired revisions, listed until they have stopped
+	traffic  []TrafficTarget
+	spec     ServiceSpec
+	number   int // revisions made so far
+	shiftGen int // traffic changes begun (shift): a pending one moves only if still the last
 }
 
 // New returns an empty pool; Apply gives it services and Run runs them.
@@ -158,6 +161,7 @@ func New(opts Options) *Pool {
 		p.drainTimeout = 5 * time.Minute
 	}
 	p.m = newMetrics(reg)
+	reg.MustRegister(newOverMaxCollector(p))
 	return p
 }
 
@@ -205,7 +209,7 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		if !seen[name] {
 			delete(p.services, name)
 			for _, rv := range svc.revs {
-				rv.retire(time.Now().Add(p.drainTimeout))
+				rv.retire(p.drainBound(rv, time.Now()))
 			}
 			p.log.Info("service removed; draining its instances", "service", name)
 		}
@@ -227,15 +231,25 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		}
 		old := svc.spec
 		svc.spec = s
-		if !slices.Equal(s.Traffic, old.Traffic) {
-			svc.traffic = s.Traffic
-		}
+		moved := !slices.Equal(s.Traffic, old.Traffic)
 		if s.Template == old.Template {
 			if err := svc.latest.setConfig(s.Engine, s.limits()); err != nil {
 				return err
 			}
-			p.reroute(svc)
+			if moved {
+				p.shift(svc, s.Traffic, "reload")
+			} else {
+				p.reroute(svc)
+			}
 			continue
+		}
+		if moved {
+			// A pending change gives way to the new revision's traffic.
+			svc.shiftGen++
+			for _, rv := range svc.revs {
+				rv.setFloor(0)
+			}
+			svc.traffic = s.Traffic
 		}
 		if err := p.rollout(svc, s); err != nil {
 			return err
@@ -285,13 +299,32 @@ func (p *Pool) start(rv *revision) {
 }
 
 // rollout starts a new revision for svc, the latest, with as many
-// instances as the latest ready one has ready times the share that
-// follows the latest revision; once they are ready (or after
+// instances as the serving revisions' load calls for (their
+// recommendations) times the share that follows the latest revision, at
+// least one when that share is not 0; once they are ready (or after
 // RolloutTimeout) it becomes the latest ready revision, traffic is
-// rerouted and the revisions left without traffic drain; p.mu is held.
+// rerouted and the revisions left without traffic drain. A traffic block
+// naming the new revision with a share moves then too, not before its
+// instances are ready; p.mu is held.
 func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 	old := svc.cur.Load()
-	warm := (old.readyCount()*latestShare(svc.traffic) + 99) / 100
+	load := 0 // instances serving the untagged requests now
+	for rv, pct := range svc.routedShares() {
+		if pct > 0 {
+			load += rv.serving()
+		}
+	}
+	// Its share: the latest's, and any entry naming it.
+	named := 0
+	for _, e := range svc.traffic {
+		if e.RevisionName == revisionName(svc.name, svc.number+1) {
+			named += e.Percent
+		}
+	}
+	warm := 0
+	if share := latestShare(svc.traffic) + named; share > 0 {
+		warm = max(1, (load*share+99)/100)
+	}
 	cfg := s.Engine
 	boot := cfg
 	boot.MinInstances = max(cfg.MinInstances, min(warm, maxInstances(cfg)))
@@ -308,7 +341,9 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 	}
 	p.log.Info("new revision: starting instances before moving traffic", "service", svc.name, "revision", rv.name, "instances", boot.MinInstances, "previous", old.name)
 	p.start(rv)
-	p.reroute(svc) // a traffic entry may name the new revision
+	if named == 0 {
+		p.reroute(svc) // its tags reach it at once
+	}
 	ctx := p.ctx
 	p.wg.Add(1)
 	go func() {
@@ -346,7 +381,12 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 			rv.mu.Unlock()
 		}
 		p.reroute(svc)
-		p.log.Info("the new revision is the latest ready; traffic rerouted", "service", svc.name, "revision", rv.name, "ready", rv.readyCount(), "previous", prev.name)
+		if ready := rv.readyCount(); ready < boot.MinInstances {
+			p.log.Warn("the new revision takes its traffic before it has the instances its share needs: they were not ready within the rollout timeout",
+				"service", svc.name, "revision", rv.name, "needed", boot.MinInstances, "ready", ready, "rollout_timeout", p.rolloutTimeout, "previous", prev.name)
+		} else {
+			p.log.Info("the new revision is the latest ready; traffic rerouted", "service", svc.name, "revision", rv.name, "needed", boot.MinInstances, "ready", ready, "previous", prev.name)
+		}
 		if err := rv.setConfig(svc.spec.Engine, svc.spec.limits()); err != nil {
 			p.log.Error("new revision refused its config", "service", svc.name, "error", err)
 		}

@@ -83,26 +83,35 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 // SetTraffic replaces service's traffic with t, as a reload with that
 // traffic block would (empty: 100 % to the latest ready revision); it
 // holds until a reload gives the service a traffic block different from
-// the last one. A block CheckTraffic refuses, or one naming a revision
+// the last one. A revision whose share grows first gets the instances
+// its share needs (see shift): SetTraffic returns once the traffic has
+// moved, within the rollout timeout, or once a later change took over. A block CheckTraffic refuses, or one naming a revision
 // the pool does not run, changes nothing: the error is a *TrafficError,
 // or wraps ErrNoService.
 func (p *Pool) SetTraffic(service string, t []TrafficTarget) error {
+	done, err := p.setTraffic(service, t)
+	if err != nil {
+		return err
+	}
+	<-done
+	return nil
+}
+
+// setTraffic checks t and begins its shift.
+func (p *Pool) setTraffic(service string, t []TrafficTarget) (<-chan struct{}, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	svc := p.services[service]
 	if svc == nil {
-		return fmt.Errorf("%w: %q", ErrNoService, service)
+		return nil, fmt.Errorf("%w: %q", ErrNoService, service)
 	}
 	if err := CheckTraffic(service, t); err != nil {
-		return err
+		return nil, err
 	}
 	if err := svc.checkNames(t, ""); err != nil {
-		return err
+		return nil, err
 	}
-	svc.traffic = slices.Clone(t)
-	p.reroute(svc)
-	p.log.Info("traffic set through the admin API", "service", service, "traffic", fmt.Sprint(t))
-	return nil
+	return p.shift(svc, t, "admin API"), nil
 }
 
 // maxTrafficBody bounds the body of a PUT of a traffic block.
@@ -111,7 +120,7 @@ const maxTrafficBody = 1 << 20
 // RevisionsHandler serves one service's revisions, for patterns ending
 // in /{service}/NAME (the wildcard, or the segment before the last): GET lists them (TrafficStatus as JSON); PUT or POST
 // with {"traffic": [...]} sets the traffic (SetTraffic) and answers the
-// new listing, 400 for a refused block, 404 for an unknown service. Mount
+// new listing once it has moved (the write deadline extended for it), 400 for a refused block, 404 for an unknown service. Mount
 // it behind authentication; its Help method gives its line of help.
 func (p *Pool) RevisionsHandler() http.Handler {
 	return revisionsHandler(func(w http.ResponseWriter, r *http.Request) {
@@ -136,6 +145,9 @@ func (p *Pool) RevisionsHandler() http.Handler {
 				http.Error(w, "want {\"traffic\": [{\"revision\" or \"latest_revision\", \"percent\", \"tag\"}, ...]}: "+err.Error(), http.StatusBadRequest)
 				return
 			}
+			// The answer waits for the traffic to move, up to the rollout
+			// timeout: longer than a server's usual write timeout.
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.rolloutTimeout + requestTimeoutGrace))
 			if err := p.SetTraffic(service, body.Traffic); err != nil {
 				code := http.StatusBadRequest
 				if errors.Is(err, ErrNoService) {

@@ -54,6 +54,7 @@ type revision struct {
 	scales        []ScaleEvent     // the last scale decisions, oldest first
 	cfg           autoscale.Config // as configured; the engine's differs by the share (Sharer)
 	sharers       int              // replicas sharing each instance, as last applied
+	floor         int              // min instances while a larger share waits for them (setFloor)
 }
 
 // waiter is one pending request. The engine's decision is written under
@@ -185,10 +186,13 @@ func (rv *revision) readyCount() int {
 func (rv *revision) setConfig(cfg autoscale.Config, lim limits) error {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
-	if err := rv.eng.SetConfig(shareOf(cfg, rv.sharers)); err != nil {
+	prev := rv.cfg
+	rv.cfg = cfg
+	if err := rv.eng.SetConfig(rv.engineConfig()); err != nil {
+		rv.cfg = prev
 		return fmt.Errorf("service %s: %w", rv.service, err)
 	}
-	rv.cfg, rv.lim = cfg, lim
+	rv.lim = lim
 	return nil
 }
 
@@ -213,17 +217,19 @@ func (rv *revision) reshare() {
 	if n == rv.sharers {
 		return
 	}
-	if err := rv.eng.SetConfigShared(shareOf(rv.cfg, n)); err != nil {
+	prev := rv.sharers
+	rv.sharers = n
+	if err := rv.eng.SetConfigShared(rv.engineConfig()); err != nil {
+		rv.sharers = prev
 		rv.log.Warn("cannot apply the capacity share", "sharers", n, "error", err)
 		return
 	}
-	rv.log.Info("instances shared with other tollgate replicas", "sharers", n, "from", rv.sharers,
+	rv.log.Info("instances shared with other tollgate replicas", "sharers", n, "from", prev,
 		"max_concurrency_here", rv.eng.Config().MaxConcurrency)
 	if mc := rv.cfg.WithDefaults().MaxConcurrency; mc < n {
 		rv.log.Warn("max_concurrency is below the number of tollgate replicas: each replica sends an instance one request at once, so an instance may get up to one per replica",
 			"max_concurrency", mc, "replicas", n)
 	}
-	rv.sharers = n
 	rv.m.sharers.Set(float64(n))
 }
 

@@ -210,15 +210,23 @@ func (p *Pool) reroute(svc *service) {
 	svc.route.Store(rt)
 	svc.pruneOld()
 	now := time.Now()
+	var retired []*revision
 	svc.revs = slices.DeleteFunc(svc.revs, func(rv *revision) bool {
 		if keep[rv] {
 			return false
 		}
-		p.log.Info("revision takes no traffic; draining it", "service", svc.name, "revision", rv.name)
-		rv.retire(now.Add(p.drainTimeout))
+		by := p.drainBound(rv, now)
+		rv.retire(by)
 		svc.old = append(svc.old, rv)
+		retired = append(retired, rv)
 		return true
 	})
+	over := svc.overMax()
+	for _, rv := range retired {
+		p.log.Info("revision takes no traffic; draining it by its requests in flight", "service", svc.name, "revision", rv.name,
+			"instances", rv.instanceCount(), "over_max_instances", over[rv], "over_max_reason", overMaxReasonRevision,
+			"stop_by", p.drainBound(rv, now).UTC().Format(time.RFC3339))
+	}
 }
 
 // pruneOld forgets the retired revisions that have stopped; p.mu is held.

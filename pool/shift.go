@@ -1,0 +1,204 @@
+package pool
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
+)
+
+// A traffic change that gives a revision a larger share of the untagged
+// requests (through Apply or SetTraffic) is a warm rollout: the
+// receiving revisions are first started up to the instances their new
+// shares need, from the load the revisions serving now carry, and the
+// split moves once those are ready, or after the rollout timeout (said
+// in the log). A revision left without a share or a tag drains by its
+// requests (reroute).
+
+// receiver is a revision whose share grows in a pending traffic change.
+type receiver struct {
+	rv       *revision
+	from, to int // percents before and after
+	need     int // ready instances wanted before the share moves
+}
+
+// sharesOf is the percent of untagged requests each revision takes under
+// traffic t (empty: 100 % to the latest ready); p.mu is held and the
+// names were checked.
+func (svc *service) sharesOf(t []TrafficTarget) map[*revision]int {
+	if len(t) == 0 {
+		t = []TrafficTarget{{LatestRevision: true, Percent: 100}}
+	}
+	out := map[*revision]int{}
+	for _, e := range t {
+		rv := svc.cur.Load()
+		if !e.LatestRevision {
+			rv = svc.revisionByName(e.RevisionName)
+		}
+		out[rv] += e.Percent
+	}
+	return out
+}
+
+// routedShares is the percent of untagged requests each revision takes
+// under the routing in force.
+func (svc *service) routedShares() map[*revision]int {
+	out := map[*revision]int{}
+	if rt := svc.route.Load(); rt != nil {
+		for _, rv := range rt.slots {
+			out[rv]++
+		}
+	}
+	return out
+}
+
+// shift gives svc the traffic t: at once when no revision's share grows
+// beyond what its ready instances carry, else once the receiving
+// revisions have the instances their shares need (or after the rollout
+// timeout). The returned channel is closed once t is in force, or once a
+// later change or the pool's end made it moot; p.mu is held and t was
+// checked. how says where t came from, for the log.
+func (p *Pool) shift(svc *service, t []TrafficTarget, how string) <-chan struct{} {
+	done := make(chan struct{})
+	svc.shiftGen++
+	gen := svc.shiftGen
+	for _, rv := range svc.revs {
+		rv.setFloor(0) // an earlier pending change's warm-up, superseded
+	}
+	before := svc.routedShares()
+	load := 0 // instances serving the untagged requests now
+	for rv, pct := range before {
+		if pct > 0 {
+			load += rv.serving()
+		}
+	}
+	var recv []receiver
+	for rv, pct := range svc.sharesOf(t) {
+		if pct <= before[rv] {
+			continue
+		}
+		need := max(1, (load*pct+99)/100)
+		rv.mu.Lock()
+		need = min(need, maxInstances(rv.cfg))
+		rv.mu.Unlock()
+		recv = append(recv, receiver{rv: rv, from: before[rv], to: pct, need: need})
+	}
+	slices.SortFunc(recv, func(a, b receiver) int { return b.to - a.to })
+	move := func(timedOut bool) {
+		for _, r := range recv {
+			ready := r.rv.readyCount()
+			if ready < r.need && timedOut {
+				p.log.Warn("moving traffic before the receiving revision has the instances its share needs: they were not ready within the rollout timeout",
+					"service", svc.name, "revision", r.rv.name, "from_percent", r.from, "to_percent", r.to,
+					"needed", r.need, "ready", ready, "rollout_timeout", p.rolloutTimeout)
+			} else {
+				p.log.Info("receiving revision ready before its share grew",
+					"service", svc.name, "revision", r.rv.name, "from_percent", r.from, "to_percent", r.to,
+					"needed", r.need, "ready", ready, "serving_instances", load)
+			}
+		}
+		svc.traffic = slices.Clone(t)
+		p.reroute(svc)
+		p.log.Info("traffic moved", "service", svc.name, "by", how, "traffic", fmt.Sprint(t))
+		for _, r := range recv {
+			r.rv.setFloor(0)
+		}
+	}
+	warm := false
+	for _, r := range recv {
+		if r.rv.readyCount() < r.need {
+			warm = true
+		}
+	}
+	if !warm || p.ctx == nil || p.ctx.Err() != nil {
+		move(false)
+		close(done)
+		return done
+	}
+	for _, r := range recv {
+		r.rv.setFloor(r.need)
+		p.log.Info("starting instances before moving traffic to a revision", "service", svc.name, "revision", r.rv.name,
+			"from_percent", r.from, "to_percent", r.to, "needed", r.need, "ready", r.rv.readyCount(), "serving_instances", load)
+	}
+	ctx := p.ctx
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(done)
+		deadline := time.Now().Add(p.rolloutTimeout)
+		tk := time.NewTicker(100 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			ready := true
+			for _, r := range recv {
+				if r.rv.readyCount() < r.need {
+					ready = false
+				}
+			}
+			if ready || !time.Now().Before(deadline) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+			}
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.services[svc.name] != svc || svc.shiftGen != gen {
+			return // removed, or a later change took over
+		}
+		for _, r := range recv {
+			if svc.revisionByName(r.rv.name) != r.rv {
+				p.log.Warn("traffic change dropped: a revision it names was retired meanwhile", "service", svc.name, "revision", r.rv.name)
+				for _, r := range recv {
+					r.rv.setFloor(0)
+				}
+				return
+			}
+		}
+		move(!time.Now().Before(deadline))
+	}()
+	return done
+}
+
+// serving is the number of instances the revision's measured load calls
+// for: its last recommendation (before min and max instances, so a
+// warm-up floor does not count), or its ready instances while it is busy
+// before its first.
+func (rv *revision) serving() int {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if rv.lastRec.Count > 0 {
+		return rv.lastRec.Count
+	}
+	if st := rv.eng.Stats(); st.InFlight+st.Pending > 0 {
+		return max(1, st.Ready)
+	}
+	return 0
+}
+
+// setFloor raises the revision's min instances to n (0: back to its
+// configured minimum) until it is set again, for a share about to grow.
+func (rv *revision) setFloor(n int) {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if n == rv.floor {
+		return
+	}
+	rv.floor = n
+	if err := rv.eng.SetConfigShared(rv.engineConfig()); err != nil {
+		rv.log.Warn("cannot apply the warm-up minimum", "instances", n, "error", err)
+	}
+}
+
+// engineConfig is the engine's config: the configured one, with its
+// minimum raised to the warm-up floor and its maximum concurrency shared
+// (shareOf); rv.mu is held.
+func (rv *revision) engineConfig() autoscale.Config {
+	cfg := rv.cfg
+	cfg.MinInstances = max(cfg.MinInstances, min(rv.floor, maxInstances(cfg)))
+	return shareOf(cfg, rv.sharers)
+}
