@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/tollgate/limiter/limitertest"
+	"github.com/tollgate/tollgate/limiter/memory"
+)
+
+// TestBatchDecidesAsSequentialTakes sends one batch to a gateway and the
+// same takes one by one, at the same instant, to another: every result
+// must be the same. The batch mixes takes that share a bucket (the same
+// account and category, named by action or by category, the service
+// given per take or shared) with takes that do not (another account,
+// region, category or service, an override), looks with tokens 0, and
+// runs buckets dry so that later takes are denied.
+func TestBatchDecidesAsSequentialTakes(t *testing.T) {
+	cfg, err := parseConfig("t.yaml", []byte("services:\n  - preset: ecs\n  - preset: cloudmap\noverrides:\n  - {service: ecs, account: \"7\", category: cluster-read, capacity: 100, refill_per_second: 40}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	takes := []string{
+		`"account":"1","action":"ListClusters","tokens":30`,
+		`"account":"1","category":"cluster-read","tokens":15`,
+		`"account":"2","action":"ListClusters","tokens":30`,
+		`"account":"1","action":"DescribeClusters","tokens":0`,
+		`"account":"1","region":"eu-west-1","action":"ListClusters","tokens":50`,
+		`"account":"1","action":"ListClusters","tokens":10`, // denied: 5 left
+		`"account":"1","action":"ListClusters","tokens":5`,  // allowed: the last 5
+		`"account":"1","action":"ListTasks","tokens":7`,
+		`"account":"7","action":"ListClusters","tokens":60`, // the override's 100
+		`"account":"7","action":"ListClusters","tokens":60`, // denied
+		`"service":"cloudmap","account":"1","action":"DiscoverInstances","tokens":3`,
+		`"service":"ecs","account":"2","category":"cluster-read"`,
+		`"account":"1","action":"ListClusters"`,
+		`"account":"3","action":"ListClusters","tokens":0`,
+		`"account":"2","action":"ListClusters","tokens":19`,
+		`"account":"2","action":"ListClusters"`,
+	}
+	newGateway := func() (*Gateway, *limitertest.Clock) {
+		clock := limitertest.NewClock()
+		g, err := New(Options{Limiter: memory.New(memory.Options{Now: clock.Now}), Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, clock
+	}
+	post := func(g *Gateway, path, body string) string {
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, httptest.NewRequest("POST", path, strings.NewReader(body)))
+		if w.Code != 200 && w.Code != 429 {
+			t.Fatalf("%s %s: %d %s", path, body, w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	batchG, batchClock := newGateway()
+	seqG, seqClock := newGateway()
+	for round := range 3 { // the second and third rounds start from buckets in debt
+		var sb strings.Builder
+		sb.WriteString(`{"service":"ecs","region":"us-east-1","requests":[`)
+		for i, tk := range takes {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString("{" + tk + "}")
+		}
+		sb.WriteString("]}")
+		var got BatchResponse
+		if err := json.Unmarshal([]byte(post(batchG, "/v1/take/batch", sb.String())), &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Results) != len(takes) {
+			t.Fatalf("round %d: %d results for %d takes", round, len(got.Results), len(takes))
+		}
+		denied := 0
+		for i, tk := range takes {
+			body := `{` + tk
+			if !strings.Contains(tk, `"service"`) {
+				body += `,"service":"ecs"`
+			}
+			if !strings.Contains(tk, `"region"`) {
+				body += `,"region":"us-east-1"`
+			}
+			var want TakeResponse
+			if err := json.Unmarshal([]byte(post(seqG, "/v1/take", body+"}")), &want); err != nil {
+				t.Fatal(err)
+			}
+			if got.Results[i] != want {
+				t.Errorf("round %d take %d (%s): batch %+v, sequential %+v", round, i, tk, got.Results[i], want)
+			}
+			if !want.Allowed {
+				denied++
+			}
+		}
+		if denied == 0 {
+			t.Errorf("round %d: no take denied; the test does not cover shared buckets running dry", round)
+		}
+		batchClock.Advance(200_000_000) // 200 ms: part of the debt refills
+		seqClock.Advance(200_000_000)
+	}
+}
