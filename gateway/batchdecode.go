@@ -79,6 +79,15 @@ var batchDecoders = sync.Pool{New: func() any {
 // takes. Decoding stops at the first take over the limit.
 func (b *batchDecoder) decode(body []byte, maxItems int) error {
 	b.maxItems = maxItems
+	if b.scan(body, maxItems) {
+		return nil
+	}
+	return b.decodeFull(body)
+}
+
+// decodeFull is decode with jsontext, for any body: the only path that
+// reports errors.
+func (b *batchDecoder) decodeFull(body []byte) error {
 	// From a bytes.Buffer the decoder reads the body in place; from any
 	// other reader it would copy it into a buffer of its own, growing to
 	// twice the body.
