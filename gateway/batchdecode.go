@@ -53,6 +53,8 @@ type batchDecoder struct {
 	keyBuf   []byte
 	out      []bucket.Decision
 	answer   []byte
+	kinds    []takeKind
+	frags    resultFrags
 }
 
 // maxPooledBytes bounds the scratch a pooled decoder keeps, so one huge
@@ -67,6 +69,9 @@ func putBatchDecoder(b *batchDecoder) {
 	}
 	clear(b.resolved) // drop references into the last request's strings
 	clear(b.reqs)
+	clear(b.kinds)
+	b.kinds = b.kinds[:0]
+	b.frags.reset()
 	batchDecoders.Put(b)
 }
 

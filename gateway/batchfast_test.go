@@ -16,7 +16,8 @@ import (
 // account and category, named by action or by category, the service
 // given per take or shared) with takes that do not (another account,
 // region, category or service, an override), looks with tokens 0, and
-// runs buckets dry so that later takes are denied.
+// runs buckets dry so that later takes are denied. The answers must be
+// the same bytes too.
 func TestBatchDecidesAsSequentialTakes(t *testing.T) {
 	cfg, err := parseConfig("t.yaml", []byte("services:\n  - preset: ecs\n  - preset: cloudmap\noverrides:\n  - {service: ecs, account: \"7\", category: cluster-read, capacity: 100, refill_per_second: 40}\n"))
 	if err != nil {
@@ -69,7 +70,12 @@ func TestBatchDecidesAsSequentialTakes(t *testing.T) {
 		}
 		sb.WriteString("]}")
 		var got BatchResponse
-		if err := json.Unmarshal([]byte(post(batchG, "/v1/take/batch", sb.String())), &got); err != nil {
+		var raw struct{ Results []json.RawMessage }
+		batchBody := post(batchG, "/v1/take/batch", sb.String())
+		if err := json.Unmarshal([]byte(batchBody), &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(batchBody), &raw); err != nil {
 			t.Fatal(err)
 		}
 		if len(got.Results) != len(takes) {
@@ -85,8 +91,12 @@ func TestBatchDecidesAsSequentialTakes(t *testing.T) {
 				body += `,"region":"us-east-1"`
 			}
 			var want TakeResponse
-			if err := json.Unmarshal([]byte(post(seqG, "/v1/take", body+"}")), &want); err != nil {
+			takeBody := post(seqG, "/v1/take", body+"}")
+			if err := json.Unmarshal([]byte(takeBody), &want); err != nil {
 				t.Fatal(err)
+			}
+			if string(raw.Results[i]) != strings.TrimSuffix(takeBody, "\n") {
+				t.Errorf("round %d take %d: batch wrote %s, /v1/take %s", round, i, raw.Results[i], takeBody)
 			}
 			if got.Results[i] != want {
 				t.Errorf("round %d take %d (%s): batch %+v, sequential %+v", round, i, tk, got.Results[i], want)
@@ -100,5 +110,30 @@ func TestBatchDecidesAsSequentialTakes(t *testing.T) {
 		}
 		batchClock.Advance(200_000_000) // 200 ms: part of the debt refills
 		seqClock.Advance(200_000_000)
+	}
+}
+
+// TestBatchRepeatedKindStillValidated: a take whose service and action an
+// earlier take of the batch resolved is still checked in full, with the
+// same errors as a take on its own.
+func TestBatchRepeatedKindStillValidated(t *testing.T) {
+	g, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ second, field string }{
+		{`"account":"bad account"`, "requests[1].account"},
+		{`"account":"2","region":"US"`, "requests[1].region"},
+		{`"account":"2","tokens":-1`, "requests[1].tokens"},
+		{`"account":"2","tokens":51`, "requests[1].tokens"},
+	} {
+		body := `{"service":"ecs","region":"us-east-1","requests":[{"account":"1","action":"ListClusters"},{"action":"ListClusters",` + c.second + `}]}`
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, httptest.NewRequest("POST", "/v1/take/batch", strings.NewReader(body)))
+		var e nativeError
+		json.Unmarshal(w.Body.Bytes(), &e)
+		if w.Code != 400 || e.Field != c.field {
+			t.Errorf("%s: %d %s, want 400 on %s", c.second, w.Code, w.Body, c.field)
+		}
 	}
 }
