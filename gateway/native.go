@@ -426,7 +426,8 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	items := slices.Grow(bd.resolved[:0], n)[:n]
 	keyEnds := slices.Grow(bd.keyEnds[:0], n)[:n]
 	keyBuf := slices.Grow(bd.keyBuf[:0], n*48) // a key is about 45 bytes
-	clear(bd.kinds) // this batch's own config's lookups only
+	// This batch's config's lookups only.
+	clear(bd.kinds)
 	bd.kinds = bd.kinds[:0]
 	for i := range bd.items {
 		req := bd.request(all, &bd.items[i])
