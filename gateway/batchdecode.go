@@ -53,6 +53,8 @@ type batchDecoder struct {
 	keyBuf   []byte
 	out      []bucket.Decision
 	answer   []byte
+	kinds    []takeKind
+	frags    resultFrags
 }
 
 // maxPooledBytes bounds the scratch a pooled decoder keeps, so one huge
@@ -67,6 +69,9 @@ func putBatchDecoder(b *batchDecoder) {
 	}
 	clear(b.resolved) // drop references into the last request's strings
 	clear(b.reqs)
+	clear(b.kinds)
+	b.kinds = b.kinds[:0]
+	b.frags.reset()
 	batchDecoders.Put(b)
 }
 
@@ -79,6 +84,15 @@ var batchDecoders = sync.Pool{New: func() any {
 // takes. Decoding stops at the first take over the limit.
 func (b *batchDecoder) decode(body []byte, maxItems int) error {
 	b.maxItems = maxItems
+	if b.scan(body, maxItems) {
+		return nil
+	}
+	return b.decodeFull(body)
+}
+
+// decodeFull is decode with jsontext, for any body: the only path that
+// reports errors.
+func (b *batchDecoder) decodeFull(body []byte) error {
 	// From a bytes.Buffer the decoder reads the body in place; from any
 	// other reader it would copy it into a buffer of its own, growing to
 	// twice the body.

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -27,6 +28,18 @@ func FuzzBatchDecoder(f *testing.F) {
 		`{"requests":[]} {}`,
 		`{"requests":[{"region":`,
 		``,
+		`{"service":"ecs","region":"us-east-1","requests":[{"account":"000000000001","action":"ListClusters"},{"account":"2","tokens":0},{"account":"3","tokens":-0}]}`,
+		` { "requests" : [ { "tokens" : 12 } , { } ] } `,
+		`{"requests":[{"tokens":012}]}`,
+		`{"requests":[{"tokens":1e2}]}`,
+		`{"requests":[{"tokens":1234567890123456789}]}`,
+		`{"requests":[],"requests":[]}`,
+		`{"service":"a","service":"b","requests":[]}`,
+		`{"requests":[{"account":"a\u0041"}]}`,
+		`{"requests":[{"account":""}]}`,
+		`{"requests":[{}]}x`,
+		`{"requests":[{},]}`,
+		`{"requests":[{"account":"a",}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -38,6 +51,19 @@ func FuzzBatchDecoder(f *testing.F) {
 		defer putBatchDecoder(bd)
 		gotErr := bd.decode(data, 0)
 
+		full := batchDecoders.Get().(*batchDecoder)
+		defer putBatchDecoder(full)
+		full.maxItems = 0
+		fullErr := full.decodeFull(data)
+		if fast := batchDecoders.Get().(*batchDecoder); fast.scan(data, 0) {
+			if fullErr != nil || string(fast.arena) != string(full.arena) || fast.top != full.top || fast.sawReq != full.sawReq || !slices.Equal(fast.items, full.items) {
+				t.Fatalf("%q: the fast path found %+v %+v in %q, the full decoder %+v %+v in %q (error %v)", data, fast.top, fast.items, fast.arena, full.top, full.items, full.arena, fullErr)
+			}
+			putBatchDecoder(fast)
+		}
+		if (wantErr == nil) != (fullErr == nil) {
+			t.Fatalf("%q: plain decoder error %v, full streaming decoder error %v", data, wantErr, fullErr)
+		}
 		if (wantErr == nil) != (gotErr == nil) {
 			t.Fatalf("%q: plain decoder error %v, streaming decoder error %v", data, wantErr, gotErr)
 		}

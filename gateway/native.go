@@ -279,7 +279,13 @@ func (g *Gateway) resolve(cfg *quota.Config, req *TakeRequest) (resolved, error)
 			return r, err
 		}
 	}
-	r.svc = svc
+	return g.resolveBucket(cfg, req, svc, r.cat)
+}
+
+// resolveBucket is the end of resolve, for a take whose service, account,
+// region and category are valid: its bucket, limit and tokens.
+func (g *Gateway) resolveBucket(cfg *quota.Config, req *TakeRequest, svc *quota.Service, cat *quota.Category) (resolved, error) {
+	r := resolved{svc: svc, cat: cat}
 	r.key = quota.Key{Service: svc.Name, Account: req.Account, Region: req.Region, Category: r.cat.Name}
 	r.limit, _ = g.limitOf(cfg, r.key)
 	r.tokens = 1
@@ -420,9 +426,12 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	items := slices.Grow(bd.resolved[:0], n)[:n]
 	keyEnds := slices.Grow(bd.keyEnds[:0], n)[:n]
 	keyBuf := slices.Grow(bd.keyBuf[:0], n*48) // a key is about 45 bytes
+	// This batch's config's lookups only.
+	clear(bd.kinds)
+	bd.kinds = bd.kinds[:0]
 	for i := range bd.items {
 		req := bd.request(all, &bd.items[i])
-		res, err := g.resolve(pol.cfg, &req)
+		res, err := g.resolveBatched(pol.cfg, &req, &bd.kinds)
 		if err != nil {
 			var fe *fieldError
 			if errors.As(err, &fe) {
@@ -460,14 +469,15 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	// A result is about 200 bytes: grow once, not by doubling.
 	answer := append(slices.Grow(bd.answer[:0], n*224+16), `{"results":[`...)
+	frags := &bd.frags
+	frags.reset()
 	for i, res := range items {
 		pol.counters[res.cat].count(out[i].Allowed)
 		g.noteThrottled(res.key, out[i], nil)
 		if i > 0 {
 			answer = append(answer, ',')
 		}
-		resp := toResponse(res, out[i])
-		answer = resp.appendJSON(answer)
+		answer = frags.appendResult(answer, &res, out[i])
 	}
 	answer = append(answer, "]}\n"...)
 	bd.answer = answer

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/tollgate/tollgate/bucket"
+	"github.com/tollgate/tollgate/limiter"
 )
 
 // The baseline is golang.org/x/time/rate the way users run it per key: one
@@ -159,4 +160,31 @@ func heap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// BenchmarkTakeBatch100 is the store's share of the gateway's batch row
+// (gateway's BenchmarkBatch100): batches of 100 takes on distinct keys,
+// cycling 10,000 keys, the clock moving on 1 ms per batch so every bucket
+// has refilled when its key comes round. ns/op is per batch.
+func BenchmarkTakeBatch100(b *testing.B) {
+	ks := keys(10_000)
+	var now time.Time
+	s := New(Options{Now: func() time.Time { return now }})
+	now = time.Unix(1_000_000, 0)
+	reqs := make([]limiter.Request, len(ks))
+	for i, k := range ks {
+		reqs[i] = limiter.Request{Key: k, Limit: benchLimit, Tokens: 1}
+	}
+	out := make([]bucket.Decision, 100)
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		j := i % 100 * 100
+		if err := s.TakeBatch(ctx, reqs[j:j+100], out); err != nil {
+			b.Fatal(err)
+		}
+		now = now.Add(time.Millisecond)
+		i++
+	}
 }
