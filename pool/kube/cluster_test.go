@@ -87,7 +87,7 @@ func newCluster(t *testing.T) *cluster {
 			Replicas: ptr.To[int32](0),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "hello", ScaledLabel: "true"}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
 					Name: "hello", Image: "example.invalid/hello:1",
 					Ports: []corev1.ContainerPort{{ContainerPort: 8080}},

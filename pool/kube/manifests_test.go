@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -185,6 +186,9 @@ func checkInstall(t *testing.T, r *rendered, ns, tollgateImage, helloImage strin
 	}
 	if n := ptr.Deref(tg.Spec.Replicas, 1); n != 2 {
 		t.Errorf("tollgate replicas = %d, want 2", n)
+	}
+	if hello.Spec.Template.Labels[ScaledLabel] != "true" {
+		t.Errorf("hello's pod template labels %v lack %s: \"true\", which the admission policy wants before tollgate sets a pod's deletion cost", hello.Spec.Template.Labels, ScaledLabel)
 	}
 	if hello.Spec.Replicas != nil {
 		t.Errorf("hello sets replicas %d: a later apply would reset what tollgate set", *hello.Spec.Replicas)
@@ -369,5 +373,30 @@ func TestClusterManifestsApplyDryRun(t *testing.T) {
 	// Nothing was stored.
 	if l, err := client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
 		t.Errorf("Deployments after a dry run: %v, %v", l, err)
+	}
+}
+
+// TestWarnsOfADeploymentWithoutTheScaledLabel: a Deployment whose pod
+// template lacks tollgate.dev/scaled is warned of at start, since the
+// admission policy then refuses tollgate its pods' deletion cost; one
+// with it is not.
+func TestWarnsOfADeploymentWithoutTheScaledLabel(t *testing.T) {
+	for _, labelled := range []bool{false, true} {
+		var buf bytes.Buffer
+		e := newEnv(t, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&buf, nil)) })
+		labels := map[string]string{"app": "hello"}
+		if labelled {
+			labels[ScaledLabel] = "true"
+		}
+		if _, err := e.client.AppsV1().Deployments(e.ns).Create(context.Background(), &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: e.ns},
+			Spec:       appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.r.checkDeployment(context.Background())
+		if warned := strings.Contains(buf.String(), "lacks the label "+ScaledLabel); warned == labelled {
+			t.Errorf("pod template labels %v: warned %v\n%s", labels, warned, buf.String())
+		}
 	}
 }

@@ -195,7 +195,7 @@ func TestClusterRBACForbids(t *testing.T) {
 	if _, err := c.client.AppsV1().Deployments(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	helloPod := c.pod(t, "hello-pod", map[string]string{"app": "hello"})
+	helloPod := c.pod(t, "hello-pod", map[string]string{"app": "hello", ScaledLabel: "true"})
 	unrelated := c.pod(t, "unrelated", map[string]string{"app": "other"})
 	if _, err := c.client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "another-controller"},
@@ -255,6 +255,11 @@ func TestClusterRBACForbids(t *testing.T) {
 	if _, err := sa.CoreV1().Pods(ns).Patch(ctx, helloPod.Name, types.MergePatchType,
 		[]byte(`{"metadata":{"annotations":{"`+DeletionCostAnnotation+`":null}}}`), metav1.PatchOptions{}); err != nil {
 		t.Errorf("removing a hello pod's deletion cost: %v", err)
+	}
+	// Another Deployment's pod (no tollgate.dev/scaled label): its
+	// deletion cost would steer what its ReplicaSet deletes.
+	if _, err := sa.CoreV1().Pods(ns).Patch(ctx, unrelated.Name, types.MergePatchType, cost("200"), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("setting an unrelated pod's deletion cost: %v, want Forbidden", err)
 	}
 	if _, err := sa.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=hello"}); err != nil {
 		t.Errorf("listing pods (CPU limits): %v", err)

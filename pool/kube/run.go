@@ -25,6 +25,12 @@ import (
 // when it scales down: the lowest cost goes first.
 const DeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
 
+// ScaledLabel, set to "true" on the pod template of a Deployment tollgate
+// scales, is what deploy/kubernetes/policy's admission policy requires of
+// a pod before tollgate's ServiceAccount may set its deletion cost: a
+// pod of another Deployment in the namespace cannot be steered.
+const ScaledLabel = "tollgate.dev/scaled"
+
 // lowestCost is the deletion cost that makes the ReplicaSet remove a pod
 // first.
 var lowestCost = strconv.Itoa(math.MinInt32)
@@ -386,4 +392,8 @@ func (r *Runner) checkDeployment(ctx context.Context) {
 		replicas = *d.Spec.Replicas
 	}
 	r.log.Info("watching Deployment", "service", t.Service, "replicas", replicas, "ready", d.Status.ReadyReplicas)
+	if d.Spec.Template.Labels[ScaledLabel] != "true" {
+		r.log.Warn("the Deployment's pod template lacks the label "+ScaledLabel+": \"true\"; under deploy/kubernetes/policy tollgate may not set its pods' deletion cost, and then does not lower replicas below pods it holds",
+			"deployment", t.Deployment)
+	}
 }
