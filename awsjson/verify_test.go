@@ -30,7 +30,7 @@ aws_session_token = token-b
 
 var signedAt = time.Date(2026, 12, 5, 3, 15, 0, 0, time.UTC)
 
-func newVerifier(t *testing.T, now time.Time) *awsjson.Verifier {
+func newVerifier(t testing.TB, now time.Time) *awsjson.Verifier {
 	t.Helper()
 	c, err := awsjson.ParseCredentials([]byte(testCredentials))
 	if err != nil {
@@ -41,7 +41,7 @@ func newVerifier(t *testing.T, now time.Time) *awsjson.Verifier {
 
 // signed is a DescribeClusters call signed by aws-sdk-go-v2's signer, as
 // the SDK sends it.
-func signed(t *testing.T, key, secret, token string, body []byte, at time.Time) *http.Request {
+func signed(t testing.TB, key, secret, token string, body []byte, at time.Time) *http.Request {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, "http://ecs.us-east-1.amazonaws.com:8080/", bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/x-amz-json-1.1")
@@ -219,11 +219,11 @@ func TestParseCredentialsErrors(t *testing.T) {
 // FuzzVerify: any Authorization header, query and body is verified or
 // refused with one of AWS's codes, never a panic.
 func FuzzVerify(f *testing.F) {
-	good := signed(&testing.T{}, "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", "", []byte(`{}`), signedAt)
+	good := signed(f, "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", "", []byte(`{}`), signedAt)
 	f.Add(good.Header.Get("Authorization"), good.Header.Get("X-Amz-Date"), "", []byte(`{}`))
 	f.Add("AWS4-HMAC-SHA256 Credential=A/20261205/r/s/aws4_request, SignedHeaders=host, Signature=00", "20261205T031500Z", "", []byte{})
 	f.Add("", "", "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=A%2F20261205%2Fr%2Fs%2Faws4_request&X-Amz-Date=20261205T031500Z&X-Amz-Expires=60&X-Amz-SignedHeaders=host&X-Amz-Signature=ab", []byte{})
-	v := newVerifier(&testing.T{}, signedAt)
+	v := newVerifier(f, signedAt)
 	codes := map[string]bool{"InvalidSignatureException": true, "UnrecognizedClientException": true,
 		"IncompleteSignatureException": true, "MissingAuthenticationTokenException": true}
 	f.Fuzz(func(t *testing.T, auth, date, query string, body []byte) {

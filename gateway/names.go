@@ -16,30 +16,34 @@ const maxAccountNames = 1 << 16
 // access key of a request whose key the config maps to no account. So an
 // admin lookup by either name finds the same bucket.
 type accountNames struct {
-	mu   sync.RWMutex
-	byID map[string]string
+	mu        sync.RWMutex
+	byID      map[string]string   // 12-digit id → account
+	byAccount map[string]struct{} // the accounts in byID, so a known one costs no hash
 }
 
-// note remembers account's 12-digit id, once; it is on the AWS path, so
-// a known account costs a read lock.
+// note remembers account's 12-digit id, once. It is on the AWS path: a
+// known account costs a read lock and a map lookup, and only a new one
+// hashes its id.
 func (n *accountNames) note(account string) {
+	n.mu.RLock()
+	_, known := n.byAccount[account]
+	full := len(n.byID) >= maxAccountNames
+	n.mu.RUnlock()
+	if known || full {
+		return
+	}
 	id := awsjson.AccountID(account)
 	if id == account {
 		return // a 12-digit account is its own id
 	}
-	n.mu.RLock()
-	_, ok := n.byID[id]
-	n.mu.RUnlock()
-	if ok {
-		return
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.byID == nil {
-		n.byID = map[string]string{}
+		n.byID, n.byAccount = map[string]string{}, map[string]struct{}{}
 	}
 	if len(n.byID) < maxAccountNames {
 		n.byID[id] = account
+		n.byAccount[account] = struct{}{}
 	}
 }
 
