@@ -1,10 +1,12 @@
 package replay
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/replay/accessgen"
 	"github.com/tollgate/tollgate/sim"
@@ -67,4 +69,49 @@ func BenchmarkRunScale(b *testing.B) {
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "requests/s")
 		})
 	}
+}
+
+// BenchmarkSearchLimits searches the smallest limits of 200 buckets over
+// a trace of a million calls at second resolution, each bucket's calls
+// at its own random rate with bursts: calls/s counts the trace's calls
+// once per search (not per play), the cost it adds to a replay.
+func BenchmarkSearchLimits(b *testing.B) {
+	const nb, calls = 200, 1 << 20
+	rng := rand.New(rand.NewPCG(5, 6))
+	var plays int
+	for b.Loop() {
+		b.StopTimer()
+		tr, err := newTrace(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		stats := make([]*keyStats, nb)
+		for i := range stats {
+			stats[i] = newKeyStats(quota.Key{}, bucket.MustLimit(50, 20), 0)
+		}
+		at := int64(1_700_000_000) * int64(time.Second)
+		for range calls {
+			if rng.IntN(100) == 0 {
+				at += int64(time.Second)
+			}
+			k := int32(rng.IntN(nb))
+			if rng.IntN(2) == 0 {
+				k = int32(rng.IntN(nb / 10))
+			}
+			stats[k].arrive(at)
+			tr.add(k, at)
+		}
+		for _, s := range stats {
+			s.finish()
+		}
+		b.StartTimer()
+		_, p, err := searchLimits(tr, stats)
+		if err != nil {
+			b.Fatal(err)
+		}
+		plays += p
+		tr.close()
+	}
+	b.ReportMetric(float64(calls)*float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+	b.ReportMetric(float64(plays)/float64(b.N), "plays")
 }

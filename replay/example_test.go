@@ -17,8 +17,8 @@ import (
 
 // A tenant bursting 300 DescribeClusters at once every minute, replayed
 // for five minutes on ECS's cluster-read bucket (50 tokens, 20 a second)
-// without retries: 250 throttled a minute, and a burst of 300 at the same
-// rate admits them all.
+// without retries: 250 throttled a minute; a burst of 300 admits them all
+// at 5 a second (300 tokens a minute), and at no slower rate.
 func Example() {
 	var log bytes.Buffer
 	ctgen.Write(&log, ctgen.Spec{
@@ -39,7 +39,7 @@ func Example() {
 	// Output:
 	// 111122223333 cluster-read: 1500 calls, 1250 throttled, worst minute 12:00 (250)
 	// overrides:
-	//   - {service: ecs, account: "111122223333", region: us-east-1, category: cluster-read, capacity: 300, refill_per_second: 20}
+	//   - {service: ecs, account: "111122223333", region: us-east-1, category: cluster-read, capacity: 300, refill_per_second: 5}
 }
 
 // An Envoy access log of 4 requests a second for two minutes, each

@@ -47,7 +47,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 
 	b.WriteString("\n<h2>Buckets</h2>\n<table id=\"buckets\">\n<thead><tr><th>account</th><th>region</th><th>category</th><th>limit</th>" +
 		"<th>calls</th><th>throttled</th><th>after retries</th><th>group</th><th>in log</th><th>first minute</th><th>worst minute</th>" +
-		"<th>burst at rate</th><th>admits all</th><th>99.9 % rate</th><th>99.9 % burst</th></tr></thead>\n<tbody>\n")
+		"<th>burst at rate</th><th>admits all</th><th>99.9 % rate</th><th>99.9 % burst at rate</th></tr></thead>\n<tbody>\n")
 	td := func(s string) { b.WriteString("<td>" + esc(s) + "</td>") }
 	num := func(n int64) { td(strconv.FormatInt(n, 10)) }
 	for _, k := range r.Buckets {
@@ -69,18 +69,15 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			td(fmt.Sprintf("%s (%d)", k.WorstMinute.Format("2006-01-02 15:04"), k.WorstCount))
 		}
 		num(k.BurstAtRate)
-		if k.AdmitBurst > 0 {
-			td(fmt.Sprintf("%d/%g", k.AdmitBurst, k.AdmitRate))
-		} else {
-			td("-")
-		}
-		td(orNone(k.Rate999 > 0, strconv.FormatFloat(k.Rate999, 'f', -1, 64)))
+		td(k.admits())
+		td(k.rate999())
 		td(orNone(k.Burst999 > 0, strconv.FormatInt(k.Burst999, 10)))
 		b.WriteString("</tr>\n")
 	}
 	b.WriteString("</tbody>\n</table>\n<p class=\"dim\">throttled: without retries; after retries: calls that still failed with their group's retries; " +
 		"in log: the log's own throttling errors; burst at rate: the smallest burst admitting every call at the configured rate; " +
-		"admits all: the limit the overrides below set.</p>\n")
+		"admits all: the limit the overrides below set, the smallest rate (to the nanosecond of interval) with the larger of the burst and the most calls at one instant; " +
+		"99.9 %: the smallest rate with that burst, and burst at the configured rate, throttling at most 0.1 % of the calls.</p>\n")
 	var ov bytes.Buffer
 	if err := r.WriteOverrides(&ov); err != nil {
 		return err

@@ -28,7 +28,7 @@ func TestWriteHTML(t *testing.T) {
 	for _, want := range []string{
 		"<!doctype html>", "<style>", `<td class="name">111122223333</td>`, "<td>500</td>", // 2 × 250 throttled
 		"&lt;script&gt;.amazonaws.com: 120", "bad &amp; worse.json: not a CloudTrail log",
-		`account: &#34;111122223333&#34;, region: us-east-1, category: cluster-read, capacity: 300, refill_per_second: 20}`,
+		`account: &#34;111122223333&#34;, region: us-east-1, category: cluster-read, capacity: 300, refill_per_second: 5}`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q:\n%s", want, page)

@@ -107,6 +107,10 @@ type Options struct {
 	Window time.Duration
 	// Seed seeds the retries' jitter.
 	Seed uint64
+	// TempDir is where the trace of the played calls is kept while the
+	// smallest admitting limits are searched (two bytes or so a call,
+	// removed at the end); os.TempDir() when empty.
+	TempDir string
 	// Progress, when not nil, is called now and then with the bytes of
 	// the inputs read and their total.
 	Progress func(done, total int64)
@@ -195,6 +199,11 @@ func Run(inputs []Input, opt Options) (*Report, error) {
 	}
 	r := newRun(opt, p)
 	p.Observe = r.observe
+	if r.trace, err = newTrace(opt.TempDir); err != nil {
+		r.rep.Errors = append(r.rep.Errors, "limits not searched: "+err.Error())
+	} else {
+		defer r.trace.close()
+	}
 	var total int64
 	for _, in := range inputs {
 		total += in.Size

@@ -79,18 +79,24 @@ type Bucket struct {
 	// PeakInstant is the most calls at one instant.
 	PeakInstant int64 `json:"peak_instant"`
 	// BurstAtRate is the smallest burst that admits every call at the
-	// configured rate (exact).
+	// configured rate.
 	BurstAtRate int64 `json:"burst_at_rate"`
 	// AdmitBurst and AdmitRate are the recommended limit that admits every
-	// call: the smallest rate of the ladder (the configured rate × 1,
-	// 1.25, 1.5, 2 … 100) whose exact admitting burst is at most the
-	// configured burst or PeakInstant, whichever is larger, with that
-	// burst (at least the configured one); zero when none was found.
+	// call: the burst is the configured one or PeakInstant, whichever is
+	// larger (no smaller burst admits every call at any rate), and the
+	// rate the smallest that admits every call with it, to the nanosecond
+	// of the refill interval package bucket keeps (a rate one nanosecond
+	// of interval slower throttles), written as the shortest decimal of
+	// that interval. AdmitRate is 0 when any rate admits them (the calls
+	// never outnumber the burst), AdmitBurst 0 when no rate does (calls
+	// nanoseconds apart).
 	AdmitBurst int64   `json:"admit_burst"`
 	AdmitRate  float64 `json:"admit_rate"`
-	// Rate999 is the smallest ladder rate that admits 99.9 % of the calls
-	// at the configured burst, Burst999 the smallest ladder burst that
-	// does at the configured rate; zero for none.
+	// Rate999 is the smallest rate, as exact as AdmitRate, that admits
+	// 99.9 % of the calls (a throttled call taking no token) with
+	// AdmitBurst; 0 when any rate does (or, with AdmitBurst 0, none).
+	// Burst999 is the smallest burst that does at the configured rate; 0
+	// for none a limit can hold.
 	Rate999  float64 `json:"rate_999"`
 	Burst999 int64   `json:"burst_999"`
 }
@@ -109,6 +115,15 @@ func (r *run) report() *Report {
 	rep := r.rep
 	for _, st := range r.stats {
 		st.finish()
+	}
+	var ls []*limitSearch
+	if r.trace != nil {
+		var err error
+		if ls, _, err = searchLimits(r.trace, r.stats); err != nil {
+			rep.Errors = append(rep.Errors, "limits not searched: "+err.Error())
+		}
+	}
+	for i, st := range r.stats {
 		b := Bucket{
 			Service: st.key.Service, Account: st.key.Account, Region: st.key.Region, Category: st.key.Category,
 			Group: r.opt.Groups[st.group].Name,
@@ -116,16 +131,15 @@ func (r *run) report() *Report {
 			Calls: st.calls, Throttled: st.throttled, Failed: st.failed,
 			Attempts: st.attempts, ThrottledAttempts: st.throttledAttempts,
 			Recorded: st.recorded, WorstCount: st.worstCount, ThrottledMinutes: st.minutes,
-			PeakInstant: st.peak, BurstAtRate: st.need[0],
+			PeakInstant: st.peak, BurstAtRate: st.need,
 		}
 		if st.firstMin != 0 {
 			b.FirstMinute = time.Unix(0, st.firstMin).UTC()
 			b.WorstMinute = time.Unix(0, st.worstMin).UTC()
 		}
-		if l, ok := st.admitting(); ok {
-			b.AdmitBurst, b.AdmitRate = l.Capacity(), l.RefillPerSecond()
+		if ls != nil {
+			ls[i].fill(&b)
 		}
-		b.Rate999, b.Burst999 = st.most999()
 		rep.Buckets = append(rep.Buckets, b)
 	}
 	slices.SortFunc(rep.Buckets, func(a, b Bucket) int {
@@ -163,8 +177,12 @@ func (r *Report) WriteOverrides(w io.Writer) error {
 			}
 			first = false
 		}
+		rate := b.AdmitRate
+		if rate == 0 { // any rate admits them: keep the configured one
+			rate = b.Rate
+		}
 		_, err := fmt.Fprintf(w, "  - {service: %s, account: %q, region: %s, category: %s, capacity: %d, refill_per_second: %s}\n",
-			b.Service, b.Account, b.Region, b.Category, b.AdmitBurst, strconv.FormatFloat(b.AdmitRate, 'f', -1, 64))
+			b.Service, b.Account, b.Region, b.Category, b.AdmitBurst, strconv.FormatFloat(rate, 'f', -1, 64))
 		if err != nil {
 			return err
 		}
@@ -186,28 +204,50 @@ func (r *Report) WriteText(w io.Writer) error {
 	writeCounts(w, "calls of actions the config does not know", r.UnknownActions)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "account\tregion\tcategory\tlimit\tcalls\tthrottled\tafter retries\tgroup\tin log\tfirst minute\tworst minute\tburst at rate\tadmits all\t99.9 %: rate | burst\t")
+	fmt.Fprintln(tw, "account\tregion\tcategory\tlimit\tcalls\tthrottled\tafter retries\tgroup\tin log\tfirst minute\tworst minute\tburst at rate\tadmits all\t99.9 %: rate | burst at rate\t")
 	for _, b := range r.Buckets {
 		first, worst := "-", "-"
 		if !b.FirstMinute.IsZero() {
 			first = b.FirstMinute.Format("2006-01-02 15:04")
 			worst = fmt.Sprintf("%s (%d)", b.WorstMinute.Format("15:04"), b.WorstCount)
 		}
-		admit := "-"
-		if b.AdmitBurst > 0 {
-			admit = fmt.Sprintf("%d/%g", b.AdmitBurst, b.AdmitRate)
-		}
+		admit := b.admits()
 		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%d/%g\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%d\t%s\t%s | %s\t\n",
 			b.Account, b.Region, b.Service, b.Category, b.Burst, b.Rate, b.Calls, b.Throttled, b.Failed, b.Group, b.Recorded,
-			first, worst, b.BurstAtRate, admit, orNone(b.Rate999 > 0, strconv.FormatFloat(b.Rate999, 'f', -1, 64)), orNone(b.Burst999 > 0, strconv.FormatInt(b.Burst999, 10)))
+			first, worst, b.BurstAtRate, admit, b.rate999(), orNone(b.Burst999 > 0, strconv.FormatInt(b.Burst999, 10)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\nthrottled: without retries; after retries: calls that still failed with their group's retries; in log: the log's own throttling errors.")
-	fmt.Fprintln(w, "burst at rate: the smallest burst admitting every call at the configured rate; admits all: the limit the overrides below set.")
+	fmt.Fprintln(w, "burst at rate: the smallest burst admitting every call at the configured rate; admits all: the limit the overrides below set,")
+	fmt.Fprintln(w, "the smallest rate (to the nanosecond of interval) with the larger of the burst and the most calls at one instant;")
+	fmt.Fprintln(w, "99.9 %: the smallest rate with that burst, and burst at the configured rate, throttling at most 0.1 % of the calls.")
 	fmt.Fprintln(w)
 	return r.WriteOverrides(w)
+}
+
+// admits formats the limit admitting every call: "burst/rate", "burst/any"
+// when any rate does, "-" when none does.
+func (b Bucket) admits() string {
+	switch {
+	case b.AdmitBurst == 0:
+		return "-"
+	case b.AdmitRate == 0:
+		return fmt.Sprintf("%d/any", b.AdmitBurst)
+	}
+	return fmt.Sprintf("%d/%s", b.AdmitBurst, strconv.FormatFloat(b.AdmitRate, 'f', -1, 64))
+}
+
+// rate999 formats Rate999: the rate, "any", or "none".
+func (b Bucket) rate999() string {
+	switch {
+	case b.Rate999 > 0:
+		return strconv.FormatFloat(b.Rate999, 'f', -1, 64)
+	case b.AdmitBurst > 0:
+		return "any"
+	}
+	return "none"
 }
 
 func orNone(ok bool, s string) string {

@@ -42,6 +42,7 @@ type run struct {
 	rep     Report
 	groupOf map[string]int32
 	anyIdx  int32
+	trace   *traceWriter // nil when it could not be made
 }
 
 func newRun(opt Options, p *sim.Player) *run {
@@ -221,6 +222,9 @@ func (r *run) play(a arrival) {
 	r.played = at
 	st := r.stats[a.bucket]
 	st.arrive(at)
+	if r.trace != nil {
+		r.trace.add(a.bucket, at)
+	}
 	// The bucket index is valid and the group in range: Arrive cannot fail.
 	_ = r.player.Arrive(at, a.bucket, st.group)
 }

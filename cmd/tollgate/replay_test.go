@@ -204,7 +204,7 @@ func TestReplayCommandJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
-	if rep.Records != 2700 || len(rep.Buckets) != 2 || rep.Buckets[0].Throttled != 1000 || rep.Buckets[0].AdmitBurst != 300 || rep.Buckets[1].AdmitRate != 25 {
+	if rep.Records != 2700 || len(rep.Buckets) != 2 || rep.Buckets[0].Throttled != 1000 || rep.Buckets[0].AdmitBurst != 300 || rep.Buckets[0].AdmitRate != 5 || rep.Buckets[1].AdmitRate != 24.5762713 {
 		t.Errorf("JSON report %+v", rep)
 	}
 	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), `<td class="name">444455556666</td>`) {
