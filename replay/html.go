@@ -15,6 +15,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/tollgate/tollgate/sim"
 )
@@ -74,7 +75,16 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		td(orNone(k.Burst999 > 0, strconv.FormatInt(k.Burst999, 10)))
 		b.WriteString("</tr>\n")
 	}
-	b.WriteString("</tbody>\n</table>\n<p class=\"dim\">throttled: without retries; after retries: calls that still failed with their group's retries; " +
+	b.WriteString("</tbody>\n</table>\n")
+	if tl := r.Timeline; tl != nil && len(tl.Buckets) > 0 {
+		svg, err := sim.InlineSVG(func(w io.Writer) error { return sim.WriteTimeFigure(w, timelineFigure(tl), sim.SVG) })
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b, "<figure>\n<figcaption>Calls and calls throttled (without retries) per %s, the %d most throttled buckets</figcaption>\n%s\n</figure>\n",
+			esc(stepName(tl.Step)), len(tl.Buckets), svg)
+	}
+	b.WriteString("<p class=\"dim\">throttled: without retries; after retries: calls that still failed with their group's retries; " +
 		"in log: the log's own throttling errors; burst at rate: the smallest burst admitting every call at the configured rate; " +
 		"admits all: the limit the overrides below set, the smallest rate (to the nanosecond of interval) with the larger of the burst and the most calls at one instant; " +
 		"99.9 %: the smallest rate with that burst, and burst at the configured rate, throttling at most 0.1 % of the calls.</p>\n")
@@ -89,6 +99,59 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	}
 	b.WriteString("\n<p class=\"dim\">Written by <code>tollgate replay --html</code>.</p>\n</body>\n</html>\n")
 	return b.Flush()
+}
+
+// timelineFigure is the figure of a timeline: calls, then throttled
+// calls, a line per bucket.
+func timelineFigure(tl *Timeline) sim.TimeFigure {
+	label, xstep := timeAxis(tl.Start, tl.Step)
+	per := " per " + stepName(tl.Step)
+	calls := sim.TimePanel{Title: "calls" + per, YLabel: "calls", Counts: true}
+	thr := sim.TimePanel{Title: "calls throttled" + per + " (without retries)", YLabel: "throttled", Counts: true}
+	for i, b := range tl.Buckets {
+		calls.Lines = append(calls.Lines, sim.TimeSeries{Name: tl.label(i), Values: floats(b.Calls)})
+		thr.Lines = append(thr.Lines, sim.TimeSeries{Name: tl.label(i), Values: floats(b.Throttled)})
+	}
+	return sim.TimeFigure{XLabel: label, XStep: xstep, Panels: []sim.TimePanel{calls, thr}}
+}
+
+// timeAxis returns the label of a time axis from start in bins of step,
+// and the width of a bin in the label's unit.
+func timeAxis(start time.Time, step time.Duration) (string, float64) {
+	unit, name := time.Second, "seconds"
+	switch {
+	case step >= 24*time.Hour:
+		unit, name = 24*time.Hour, "days"
+	case step >= time.Hour:
+		unit, name = time.Hour, "hours"
+	case step >= time.Minute:
+		unit, name = time.Minute, "minutes"
+	}
+	return name + " from " + start.UTC().Format("2006-01-02 15:04:05") + " UTC", float64(step) / float64(unit)
+}
+
+// stepName names a bin's width: "second", "minute", "5 minutes".
+func stepName(step time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "day"}, {time.Hour, "hour"}, {time.Minute, "minute"}, {time.Second, "second"}} {
+		if step%u.d == 0 {
+			if step == u.d {
+				return u.name
+			}
+			return strconv.FormatInt(int64(step/u.d), 10) + " " + u.name + "s"
+		}
+	}
+	return step.String()
+}
+
+func floats[T int | int64](xs []T) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
 }
 
 // countLines returns "name: count" lines, the largest count first.

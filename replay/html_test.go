@@ -29,14 +29,53 @@ func TestWriteHTML(t *testing.T) {
 		"<!doctype html>", "<style>", `<td class="name">111122223333</td>`, "<td>500</td>", // 2 × 250 throttled
 		"&lt;script&gt;.amazonaws.com: 120", "bad &amp; worse.json: not a CloudTrail log",
 		`account: &#34;111122223333&#34;, region: us-east-1, category: cluster-read, capacity: 300, refill_per_second: 5}`,
+		"<svg", "calls throttled per second (without retries)", "seconds from 2026-11-30 12:00:00 UTC",
+		"111122223333 cluster-read", "444455556666 cluster-read",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q:\n%s", want, page)
 		}
 	}
+	// The figures' only addresses are SVG's namespaces, which load nothing.
+	bare := strings.NewReplacer(`xmlns="http://www.w3.org/2000/svg"`, "", `xmlns:xlink="http://www.w3.org/1999/xlink"`, "").Replace(page)
 	for _, bad := range []string{"<script>", "src=", "http://", "https://", "<link"} {
-		if strings.Contains(page, bad) {
+		if strings.Contains(bare, bad) {
 			t.Errorf("the page holds %q", bad)
 		}
+	}
+}
+
+// The timeline follows the most throttled buckets, second by second over
+// ten minutes: the bucket arithmetic's throttles, bin by bin.
+func TestTimelineGivesTheBucketArithmetic(t *testing.T) {
+	r, err := Run([]Input{input("a.json", gen(t, acceptance))}, Options{Groups: noRetries()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := r.Timeline
+	if tl == nil || tl.Step != time.Second || !tl.Start.Equal(t0) || len(tl.Buckets) != 2 {
+		t.Fatalf("timeline %+v", tl)
+	}
+	steady, burst := tl.Buckets[0], tl.Buckets[1] // 2,970 throttled, then 2,500
+	if burst.Account != "111122223333" || steady.Account != "444455556666" || len(burst.Calls) != 600 {
+		t.Fatalf("buckets %s, %s, %d bins", burst.Account, steady.Account, len(burst.Calls))
+	}
+	for s := range 600 {
+		wantBurst, wantSteady := int64(0), int64(0)
+		if s%60 == 0 {
+			wantBurst = 250
+		}
+		if s >= 6 {
+			wantSteady = 5
+		}
+		if burst.Throttled[s] != wantBurst || steady.Throttled[s] != wantSteady || steady.Calls[s] != 25 {
+			t.Fatalf("second %d: throttled %d and %d, calls %d; want %d, %d, 25", s, burst.Throttled[s], steady.Throttled[s], steady.Calls[s], wantBurst, wantSteady)
+		}
+	}
+	if got := binStep(7 * 24 * time.Hour); got != 15*time.Minute {
+		t.Errorf("a week's bins: %v, want 15m", got)
+	}
+	if got := binStep(3 * 365 * 24 * time.Hour); got%(24*time.Hour) != 0 || (3*365*24*time.Hour)/got >= maxBins {
+		t.Errorf("three years' bins: %v", got)
 	}
 }

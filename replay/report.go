@@ -44,6 +44,9 @@ type Report struct {
 	// Buckets are the buckets called, by account, region, service and
 	// category.
 	Buckets []Bucket `json:"buckets"`
+	// Timeline is the calls of the most throttled buckets over time; nil
+	// without calls.
+	Timeline *Timeline `json:"timeline,omitempty"`
 }
 
 // Bucket is what the calls of one bucket met.
@@ -121,6 +124,9 @@ func (r *run) report() *Report {
 		var err error
 		if ls, _, err = searchLimits(r.trace, r.stats); err != nil {
 			rep.Errors = append(rep.Errors, "limits not searched: "+err.Error())
+		}
+		if rep.Timeline, err = timeline(r.trace, r.stats); err != nil {
+			rep.Errors = append(rep.Errors, "timeline not drawn: "+err.Error())
 		}
 	}
 	for i, st := range r.stats {

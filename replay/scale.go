@@ -118,23 +118,14 @@ type ServiceScale struct {
 	// PeakByMinute are its instances over time, by value of the sweep:
 	// the most at the end of a second, minute by minute from Start.
 	PeakByMinute [][]int `json:"peak_by_minute"`
-}
-
-// minutePeaks follows a run's instances, minute by minute.
-type minutePeaks struct{ peaks []int }
-
-func (m *minutePeaks) add(s sim.Second) {
-	k := int(s.Start / time.Minute)
-	for len(m.peaks) <= k {
-		m.peaks = append(m.peaks, 0)
-	}
-	m.peaks[k] = max(m.peaks[k], s.Starting+s.Ready+s.Draining)
+	// Timeline is its runs over time, for the report's figure.
+	Timeline *ScaleTimeline `json:"timeline"`
 }
 
 type scaleRun struct {
 	opt     ScaleOptions
 	scalers [][]*sim.Scaler // by service, by column
-	peaks   []*minutePeaks  // by service × columns + column
+	series  []*minuteSeries // by service × columns + column
 	window  requestHeap
 	seq     uint64
 	maxSeen int64
@@ -180,11 +171,11 @@ func RunScale(inputs []Input, opt ScaleOptions) (*ScaleReport, error) {
 					return nil, err
 				}
 			}
-			peaks := &minutePeaks{}
-			r.peaks = append(r.peaks, peaks)
+			ms := newMinuteSeries()
+			r.series = append(r.series, ms)
 			name, c := s.Name, c
 			on := func(sec sim.Second) {
-				peaks.add(sec)
+				ms.add(sec)
 				if opt.OnSecond != nil {
 					opt.OnSecond(name, c, sec)
 				}
@@ -211,14 +202,16 @@ func RunScale(inputs []Input, opt ScaleOptions) (*ScaleReport, error) {
 	}
 	for i, s := range opt.Services {
 		ss := ServiceScale{Name: s.Name}
+		runs := r.series[i*cols : (i+1)*cols]
 		for c, sc := range r.scalers[i] {
 			st, err := sc.Finish()
 			if err != nil {
 				return nil, fmt.Errorf("replay: service %s: %w", s.Name, err)
 			}
 			ss.Columns = append(ss.Columns, st)
-			ss.PeakByMinute = append(ss.PeakByMinute, r.peaks[i*cols+c].peaks)
+			ss.PeakByMinute = append(ss.PeakByMinute, runs[c].peaks)
 		}
+		ss.Timeline = scaleTimeline(runs)
 		r.rep.Services = append(r.rep.Services, ss)
 	}
 	if r.started {

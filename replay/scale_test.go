@@ -81,6 +81,16 @@ func TestRunScaleMatchesSim(t *testing.T) {
 		if byMinute := rep.Services[0].PeakByMinute[0]; len(byMinute) < 2 || byMinute[0] != first || byMinute[1] != 6 {
 			t.Errorf("%s: peaks by minute %v, sim's first %d", format, byMinute, first)
 		}
+		// The figure's series, a bin a second over 90 s, are sim's seconds.
+		tl := rep.Services[0].Timeline
+		if tl.Step != time.Second || len(tl.Instances) != 1 || len(tl.Instances[0]) < len(res.Seconds)-1 {
+			t.Fatalf("%s: timeline of step %v, %d series of %d", format, tl.Step, len(tl.Instances), len(tl.Instances[0]))
+		}
+		for i, want := range res.Seconds[:len(res.Seconds)-1] {
+			if tl.Instances[0][i] != want.Starting+want.Ready+want.Draining || tl.Pending[0][i] != want.Pending || tl.Rejected[0][i] != want.Rejected {
+				t.Fatalf("%s: second %d: timeline %d instances, %d pending, %d 429s; sim's %+v", format, i, tl.Instances[0][i], tl.Pending[0][i], tl.Rejected[0][i], want)
+			}
+		}
 		st := rep.Services[0].Columns[0]
 		if st.PeakInstances != peak || peak != 6 || st.Rejected != int64(res.Summary.Rejected) || st.Rejected == 0 {
 			t.Errorf("%s: %+v; sim's peak %d, 429s %d", format, st, peak, res.Summary.Rejected)

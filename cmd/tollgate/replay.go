@@ -25,7 +25,7 @@ func replayCommand() command {
 
 // replaySynopsis is the head of `tollgate replay --help`.
 const replaySynopsis = `tollgate replay [--config FILE] [--applied FILE] [--retry POLICY] [--group NAME=ACCOUNT,...:POLICY]... [--json] [--html FILE] FILE|DIR...
-       tollgate replay [--config FILE] [--service NAME] [--format FORMAT] [--sweep SETTING=V1,V2,...] [--cold-start SPAN] [--json] FILE|DIR...
+       tollgate replay [--config FILE] [--service NAME] [--format FORMAT] [--sweep SETTING=V1,V2,...] [--cold-start SPAN] [--json] [--html FILE] FILE|DIR...
 
 Reads CloudTrail log files ({"Records":[...]}, gzipped or not) and exports of
 one JSON record a line, in any order, plays their calls at their recorded
@@ -44,7 +44,9 @@ whose route takes it (or to --service): the report gives per service the
 instances over time (peak, mean), cold starts, pending requests and their
 waits, 429s, requests over request_timeout and instance-seconds; --sweep
 gives them for each value of max_concurrency, min_instances or
-max_instances, side by side.`
+max_instances, side by side. --html writes either report as one
+self-contained page with its figures: the most throttled buckets' calls
+over time, or each service's instances, pending requests and 429s.`
 
 // groupFlag collects --group NAME=ACCOUNT,...:POLICY.
 type groupFlag []replay.Group
@@ -128,10 +130,10 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		access = isAccessLog(inputs)
 	}
 	if access {
-		if *appliedPath != "" || *htmlPath != "" || len(groups) > 0 {
-			return usageError(stderr, "replay", "--applied, --html and --group are for CloudTrail logs, not access logs")
+		if *appliedPath != "" || len(groups) > 0 {
+			return usageError(stderr, "replay", "--applied and --group are for CloudTrail logs, not access logs")
 		}
-		return runReplayAccess(inputs, *cfgPath, window, *asJSON, &af, stdout, stderr)
+		return runReplayAccess(inputs, *cfgPath, window, *asJSON, *htmlPath, &af, stdout, stderr)
 	}
 	rest := "others"
 	if len(groups) == 0 {

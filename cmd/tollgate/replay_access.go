@@ -151,7 +151,7 @@ func scaleServices(cfgPath string, af *accessFlags) ([]replay.ScaleService, erro
 }
 
 // runReplayAccess plays access logs through the autoscaled services.
-func runReplayAccess(inputs []replay.Input, cfgPath string, window time.Duration, asJSON bool, af *accessFlags, stdout, stderr io.Writer) int {
+func runReplayAccess(inputs []replay.Input, cfgPath string, window time.Duration, asJSON bool, htmlPath string, af *accessFlags, stdout, stderr io.Writer) int {
 	services, err := scaleServices(cfgPath, af)
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate replay:", err)
@@ -177,6 +177,12 @@ func runReplayAccess(inputs []replay.Input, cfgPath string, window time.Duration
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate replay:", err)
 		return 1
+	}
+	if htmlPath != "" {
+		if err := writeFile(htmlPath, rep.WriteHTML); err != nil {
+			fmt.Fprintln(stderr, "tollgate replay:", err)
+			return 1
+		}
 	}
 	if len(rep.Errors) > 0 {
 		for _, e := range rep.Errors {

@@ -68,9 +68,13 @@ func TestReplayAccessExampleIsGenerated(t *testing.T) {
 // routes every request to hello (route /hello/), and a sweep over three
 // values prints three columns, the peak instances at most each value.
 func TestReplayAccessLogSweep(t *testing.T) {
-	code, out, errs := runCmd("replay", "--config", "../../examples/autoscale/tollgate.yaml", "--sweep", "max_instances=2,5,20", accessExamplePath)
+	page := filepath.Join(t.TempDir(), "scale.html")
+	code, out, errs := runCmd("replay", "--config", "../../examples/autoscale/tollgate.yaml", "--sweep", "max_instances=2,5,20", "--html", page, accessExamplePath)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	if b, err := os.ReadFile(page); err != nil || !strings.Contains(string(b), "<th>max_instances=20</th>") || strings.Count(string(b), "<svg") != 1 {
+		t.Errorf("--html wrote %d bytes, %v", len(b), err)
 	}
 	for _, want := range []string{"1 inputs (1 combined), 3150 requests: 0 skipped lines, 0 unrouted", "service hello", "max_instances=2  max_instances=5  max_instances=20"} {
 		if !strings.Contains(out, want) {
@@ -93,7 +97,8 @@ func TestReplayAccessErrors(t *testing.T) {
 		{[]string{"replay", "--sweep", "cpu=1,2", accessExamplePath}, 2, "SETTING=V1,V2"},
 		{[]string{"replay", "--sweep", "max_instances=1,x", accessExamplePath}, 2, `value "x"`},
 		{[]string{"replay", "--format", "w3c", accessExamplePath}, 2, "--format"},
-		{[]string{"replay", "--service", "hello", "--html", "x.html", accessExamplePath}, 2, "not access logs"},
+		{[]string{"replay", "--service", "hello", "--group", "a=1:none", accessExamplePath}, 2, "not access logs"},
+		{[]string{"replay", "--service", "hello", "--html", "no-such-dir/x.html", accessExamplePath}, 1, "no-such-dir/x.html"},
 		{[]string{"replay", "--config", "../../examples/autoscale/tollgate.yaml", "--service", "nope", accessExamplePath}, 1, `no autoscaled service "nope"`},
 		{[]string{"replay", "--service", "one", "--format", "envoy", accessExamplePath}, 0, "3150 skipped lines"},
 	} {

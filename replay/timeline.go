@@ -1,0 +1,132 @@
+package replay
+
+// This file follows the calls of the most throttled buckets over time,
+// for the report's figure: after the replay, from the trace of played
+// calls, so that only the buckets shown keep a series, binned so that no
+// series is longer than maxBins.
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/tollgate/tollgate/bucket"
+)
+
+// timelineBuckets is how many buckets the figure follows; maxBins bounds
+// each series.
+const (
+	timelineBuckets = 6
+	maxBins         = 720
+)
+
+// binSteps are the bin widths a timeline may take; past the last, whole
+// multiples of a day.
+var binSteps = []time.Duration{
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
+}
+
+// binStep returns the smallest step of binSteps (or whole days) that
+// covers span in at most maxBins bins.
+func binStep(span time.Duration) time.Duration {
+	for _, s := range binSteps {
+		if span/s < maxBins {
+			return s
+		}
+	}
+	day := 24 * time.Hour
+	return (span/(maxBins-1)/day + 1) * day
+}
+
+// Timeline is the calls of the most throttled buckets over time.
+type Timeline struct {
+	// Start is the start of the first bin: the first call played, to the
+	// step; Step is each bin's width.
+	Start time.Time     `json:"start"`
+	Step  time.Duration `json:"step_ns"`
+	// Buckets are the buckets with the most calls throttled (without
+	// retries; the most calls when none was), the most first.
+	Buckets []TimelineBucket `json:"buckets"`
+}
+
+// TimelineBucket is one bucket's calls, bin by bin.
+type TimelineBucket struct {
+	// Account, Region, Service and Category name the bucket.
+	Account  string `json:"account"`
+	Region   string `json:"region"`
+	Service  string `json:"service"`
+	Category string `json:"category"`
+	// Calls and Throttled are the calls played and those throttled
+	// without retries, per bin.
+	Calls     []int64 `json:"calls"`
+	Throttled []int64 `json:"throttled"`
+}
+
+// label is how the figure's legend names a bucket: its account and
+// category, and its region and service where those alone tell two apart.
+func (tl *Timeline) label(i int) string {
+	b := tl.Buckets[i]
+	short := func(x TimelineBucket) string { return x.Account + " " + x.Category }
+	for j, o := range tl.Buckets {
+		if j != i && short(o) == short(b) {
+			return b.Account + " " + b.Region + " " + b.Service + "/" + b.Category
+		}
+	}
+	return short(b)
+}
+
+// timeline plays the trace again for the most throttled buckets.
+func timeline(tr *traceWriter, stats []*keyStats) (*Timeline, error) {
+	if len(stats) == 0 {
+		return nil, nil
+	}
+	idx := make([]int, len(stats))
+	first, last := stats[0].firstAt, stats[0].batchAt
+	for i, s := range stats {
+		idx[i] = i
+		first, last = min(first, s.firstAt), max(last, s.batchAt)
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		return cmp.Or(cmp.Compare(stats[b].throttled, stats[a].throttled), cmp.Compare(stats[b].calls, stats[a].calls))
+	})
+	idx = idx[:min(len(idx), timelineBuckets)]
+	step := int64(binStep(time.Duration(last - first)))
+	start := first - ((first%step)+step)%step
+	n := (last-start)/step + 1
+	tl := &Timeline{Start: time.Unix(0, start).UTC(), Step: time.Duration(step)}
+	slot := make([]int, len(stats)) // the bucket's place in tl.Buckets, or -1
+	for i := range slot {
+		slot[i] = -1
+	}
+	states := make([]bucket.State, len(idx))
+	limits := make([]bucket.Limit, len(idx))
+	for j, i := range idx {
+		s := stats[i]
+		slot[i] = j
+		limits[j] = s.limit
+		tl.Buckets = append(tl.Buckets, TimelineBucket{
+			Account: s.key.Account, Region: s.key.Region, Service: s.key.Service, Category: s.key.Category,
+			Calls: make([]int64, n), Throttled: make([]int64, n),
+		})
+	}
+	err := tr.play(func(b int32, at int64) {
+		j := slot[b]
+		if j < 0 {
+			return
+		}
+		k := (at - start) / step
+		tl.Buckets[j].Calls[k]++
+		st, d := limits[j].TakeAt(states[j], at, 1)
+		if d.Allowed {
+			states[j] = st
+		} else {
+			tl.Buckets[j].Throttled[k]++
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tl, nil
+}
