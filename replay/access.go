@@ -64,7 +64,15 @@ type AccessDecoder struct {
 	br     *bufio.Reader
 	format AccessFormat
 	line   int64
+	parsed bool  // a line has been read as a request
+	failed int   // lines skipped before the first request
+	first  error // the first of them
 }
+
+// MaxUnreadLines is how many lines an access log may skip before its first
+// request: past it, the log is in no format replay reads, and ends with
+// an error rather than a skip a line.
+const MaxUnreadLines = 100
 
 // NewAccessDecoder returns a decoder of the access log r, gzipped or not
 // (by its magic number), in format f, or in the format of its first line
@@ -100,8 +108,31 @@ func (d *AccessDecoder) Format() AccessFormat { return d.format }
 
 // Next reads the next request into req. It returns io.EOF at the end, a
 // *SkipError for a line it skips (call Next again), and any other error
-// when the rest of the log cannot be read. Blank lines are passed over.
+// when the rest of the log cannot be read: a truncated gzip, or a log
+// whose first MaxUnreadLines lines are none of them a request. Blank
+// lines are passed over.
 func (d *AccessDecoder) Next(req *Request) error {
+	err := d.next(req)
+	var skip *SkipError
+	switch {
+	case err == nil:
+		d.parsed = true
+	case !d.parsed && errors.As(err, &skip):
+		if d.failed++; d.failed == 1 {
+			d.first = err
+		}
+		if d.failed >= MaxUnreadLines {
+			return fmt.Errorf("not an access log replay reads (combined with $request_time last, ALB, Envoy): none of its first %d lines is a request; the first: %v", d.failed, d.first)
+		}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("line %d: the log ends early (a truncated gzip?): %w", d.line+1, err)
+	case err != io.EOF && !errors.As(err, &skip):
+		return fmt.Errorf("line %d: %w", d.line+1, err)
+	}
+	return err
+}
+
+func (d *AccessDecoder) next(req *Request) error {
 	for {
 		line, tooLong, err := d.readLine()
 		if err != nil && (len(line) == 0 || err != io.EOF) {

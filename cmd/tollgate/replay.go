@@ -244,7 +244,11 @@ func (p *progress) update(done, total int64) {
 	p.last = p.now()
 	frac := min(float64(done)/float64(total), 1)
 	n := int(frac * 30)
-	fmt.Fprintf(p.w, "\r[%s%s] %3.0f%%  %d/%d MB", strings.Repeat("=", n), strings.Repeat(" ", 30-n), frac*100, done>>20, total>>20)
+	unit, shift := "MB", 20
+	if total < 10<<20 {
+		unit, shift = "kB", 10
+	}
+	fmt.Fprintf(p.w, "\r[%s%s] %3.0f%%  %d/%d %s", strings.Repeat("=", n), strings.Repeat(" ", 30-n), frac*100, done>>shift, total>>shift, unit)
 	p.drawn = true
 }
 

@@ -88,6 +88,10 @@ func TestReplayAccessLogSweep(t *testing.T) {
 }
 
 func TestReplayAccessErrors(t *testing.T) {
+	unknown := filepath.Join(t.TempDir(), "iis.log")
+	if err := os.WriteFile(unknown, []byte(strings.Repeat("2026-11-30 12:00:00 GET /hello 200 12\n", 500)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -100,7 +104,8 @@ func TestReplayAccessErrors(t *testing.T) {
 		{[]string{"replay", "--service", "hello", "--group", "a=1:none", accessExamplePath}, 2, "not access logs"},
 		{[]string{"replay", "--service", "hello", "--html", "no-such-dir/x.html", accessExamplePath}, 1, "no-such-dir/x.html"},
 		{[]string{"replay", "--config", "../../examples/autoscale/tollgate.yaml", "--service", "nope", accessExamplePath}, 1, `no autoscaled service "nope"`},
-		{[]string{"replay", "--service", "one", "--format", "envoy", accessExamplePath}, 0, "3150 skipped lines"},
+		{[]string{"replay", "--service", "one", "--format", "envoy", accessExamplePath}, 1, "none of its first 100 lines is a request"},
+		{[]string{"replay", "--service", "one", unknown, accessExamplePath}, 1, "iis.log: not an access log replay reads"},
 	} {
 		code, out, errs := runCmd(tc.args...)
 		if code != tc.code || !strings.Contains(out+errs, tc.want) {

@@ -255,4 +255,10 @@ func TestReplayProgress(t *testing.T) {
 	if got := buf.String(); !strings.Contains(got, "[===============               ]  50%  50/100 MB") || strings.Contains(got, "60%") || !strings.HasSuffix(got, "\r") {
 		t.Fatalf("progress %q", got)
 	}
+	buf.Reset()
+	now = now.Add(time.Second)
+	p.update(300<<10, 600<<10) // a small input counts kB
+	if got := buf.String(); !strings.Contains(got, "50%  300/600 kB") {
+		t.Fatalf("progress %q", got)
+	}
 }
