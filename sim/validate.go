@@ -78,6 +78,9 @@ func (s Scenario) Validate() error {
 			}
 			return &FieldError{Path: path, Msg: err.Error() + s.suggestion(c.Action, err), Err: err}
 		}
+		if _, err := s.charges(i); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -198,6 +201,9 @@ func (s Scenario) validate() error {
 	}
 	if err := b.Autoscale.Validate(); err != nil {
 		return &FieldError{Path: []any{"backend"}, Msg: err.Error(), Err: err}
+	}
+	if err := s.validRevisions(); err != nil {
+		return err
 	}
 	maxInst := b.Autoscale.MaxInstances
 	if maxInst == 0 {
