@@ -7,8 +7,8 @@ package sim
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 

@@ -118,11 +118,11 @@ func Run(sc Scenario) (*Result, error) {
 	}
 	sc = sc.withDefaults()
 	r := &runner{
-		sc:      sc,
-		end:     int64(sc.Duration),
-		arrRnd:  rand.New(rand.NewPCG(sc.Seed, 1)),
-		svcRnd:  rand.New(rand.NewPCG(sc.Seed, 2)),
-		rtyRnd:  rand.New(rand.NewPCG(sc.Seed, 3)),
+		sc:     sc,
+		end:    int64(sc.Duration),
+		arrRnd: rand.New(rand.NewPCG(sc.Seed, 1)),
+		svcRnd: rand.New(rand.NewPCG(sc.Seed, 2)),
+		rtyRnd: rand.New(rand.NewPCG(sc.Seed, 3)),
 	}
 	n := int((sc.Duration + time.Second - 1) / time.Second)
 	r.secs = make([]Second, n)
