@@ -142,7 +142,11 @@ func (r *runner) pick(g *group) *backendRev {
 }
 
 func (s *svcState) logf(r *runner, rev int32, needed, ready int, format string, args ...any) {
-	s.log = append(s.log, TrafficEvent{At: time.Duration(r.now), Revision: r.revs[rev].series.Name,
+	name := ""
+	if rev >= 0 {
+		name = r.revs[rev].series.Name
+	}
+	s.log = append(s.log, TrafficEvent{At: time.Duration(r.now), Revision: name,
 		Msg: fmt.Sprintf(format, args...), Needed: needed, Ready: ready})
 }
 
@@ -296,7 +300,11 @@ func (r *runner) deploy(i int32) {
 	}
 	rv.eng, rv.stopped = eng, false
 	s.latest, s.rollout, s.boot, s.rolloutBy = i, i, boot.MinInstances, r.now+s.rolloutTimout
-	s.logf(r, i, boot.MinInstances, 0, "new revision: starting %d instances before moving traffic (serving load %d instances)", boot.MinInstances, load)
+	if boot.MinInstances > 0 {
+		s.logf(r, i, boot.MinInstances, 0, "new revision: starting %d instances before moving traffic (serving load %d instances)", boot.MinInstances, load)
+	} else {
+		s.logf(r, i, 0, 0, "new revision, with no share of the traffic yet")
+	}
 	if named == 0 {
 		r.reroute() // its tags reach it at once
 	}
@@ -314,7 +322,9 @@ func (r *runner) trafficChange(i int32) {
 			continue
 		}
 		if j := r.revisionNamed(e.Revision); j < 0 || r.revs[j].retired || r.revs[j].stopped {
-			r.err = invalid([]any{"backend", "traffic_changes", int(i)}, "at %v: revision %s is not running (a change that names it is refused, as the server refuses it)", c.At, e.Revision)
+			// The server refuses a block naming a revision it no longer
+			// runs (the admin API answers 400): the traffic stays.
+			r.svc.logf(r, j, 0, 0, "traffic change %d refused: revision %s is not running", i+1, e.Revision)
 			return
 		}
 	}
