@@ -209,8 +209,11 @@ func (s Scenario) validate() error {
 	if maxInst == 0 {
 		maxInst = autoscale.DefaultMaxInstances
 	}
+	// Max instances bounds each revision: a service of several may run
+	// that many per revision.
+	maxInst *= max(1, len(b.Revisions))
 	if secs := int64(s.Duration / time.Second); int64(maxInst)*max(secs, 1) > MaxInstanceSeconds {
-		return invalid([]any{"backend", "max_instances"}, "max_instances %d over %v could need %d instance-seconds of simulation, more than %d", maxInst, s.Duration, int64(maxInst)*secs, MaxInstanceSeconds)
+		return invalid([]any{"backend", "max_instances"}, "max_instances %d over %v (all revisions) could need %d instance-seconds of simulation, more than %d", maxInst, s.Duration, int64(maxInst)*secs, MaxInstanceSeconds)
 	}
 	return nil
 }
