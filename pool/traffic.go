@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
 )
 
 // MaxRevisions bounds the revisions a service keeps running: the latest,
@@ -106,20 +108,18 @@ func CheckTraffic(service string, t []TrafficTarget) error {
 // routing is one service's traffic, resolved to revisions; it is replaced
 // whole, never changed.
 type routing struct {
-	// slots give each revision its percent of 100 slots; the n-th request
-	// takes slot n·stride mod 100, so every 100 requests in a row give
-	// each revision exactly its percent, interleaved.
+	// slots give each revision its percent of 100 slots, as
+	// autoscale.Split lays them out; the n-th request takes slot
+	// autoscale.SplitSlot(n) (n·37 mod 100), so every 100 requests in a
+	// row give each revision exactly its percent, interleaved.
 	slots [100]*revision
 	tags  map[string]*revision
 }
 
-// stride is coprime with 100: n·stride mod 100 visits every slot once in
-// 100 requests.
-const stride = 37
-
-// pick returns the revision of the n-th untagged request.
+// pick returns the revision of the n-th untagged request: the slot
+// autoscale.SplitSlot gives it.
 func (rt *routing) pick(n uint64) *revision {
-	return rt.slots[n*stride%100]
+	return rt.slots[autoscale.SplitSlot(n)]
 }
 
 // requestTag is the tag a request names: its TagHeader, else the part of
@@ -192,19 +192,25 @@ func (p *Pool) reroute(svc *service) {
 	}
 	rt := &routing{tags: map[string]*revision{}}
 	keep := map[*revision]bool{svc.latest: true, ready: true}
-	slot := 0
-	for _, e := range t {
+	targets, percents := make([]*revision, len(t)), make([]int, len(t))
+	for i, e := range t {
 		rv := ready
 		if !e.LatestRevision {
 			rv = svc.revisionByName(e.RevisionName)
 		}
 		keep[rv] = true
-		for range e.Percent {
-			rt.slots[slot] = rv
-			slot++
-		}
+		targets[i], percents[i] = rv, e.Percent
 		if e.Tag != "" {
 			rt.tags[e.Tag] = rv
+		}
+	}
+	// The slots as autoscale.Split lays them out (t was checked: its
+	// percents sum to 100), the simulator's arithmetic.
+	split, err := autoscale.NewSplit(percents)
+	for s := range rt.slots {
+		rt.slots[s] = ready
+		if err == nil {
+			rt.slots[s] = targets[split.Entry(s)]
 		}
 	}
 	svc.route.Store(rt)

@@ -136,6 +136,7 @@ func scenarioNode(r *Result) *yaml.Node {
 			g.add("burst_at", c.BurstAt)
 		}
 		g.add("action", c.Action)
+		addRunTask(g, c)
 		clients.Content = append(clients.Content, g.n)
 	}
 	top.add("clients", clients)
@@ -267,5 +268,6 @@ func backendNode(b Backend) ymap {
 	m.add("initial_cold_start", a.InitialColdStart)
 	m.add("idle_timeout", a.IdleTimeout)
 	m.add("literal_surplus_stop", a.LiteralSurplusStop)
+	addRevisions(m, b)
 	return m
 }

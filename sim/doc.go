@@ -39,6 +39,28 @@
 //     concurrency and CPU over that second) and then Tick. Requests left
 //     pending too long at max instances fail with 429, counted apart from
 //     throttles.
+//   - Revisions and traffic: a backend may have several revisions
+//     (Backend.Revisions, named SERVICE-00001, ...), each its own engine,
+//     instances and max instances, and a traffic block in the server's
+//     shape (revision or latest_revision, percent, tag). Untagged calls
+//     are split by autoscale.Split, the pool's weighted round robin over
+//     100 slots; a group's Tag reaches its revision directly. Traffic
+//     changes at given times (TrafficChanges) and new revisions roll out
+//     as package pool rolls them out: the receiving revision is first
+//     started up to the instances its new share of the serving load
+//     needs, and the split moves once they are ready (or after the
+//     rollout timeout). A revision left without share or tag drains by
+//     its requests, its instances counted over max (Second.OverMax)
+//     beyond the latest revision's max instances, for at most the
+//     request timeout and 15 minutes, when the calls still on it are cut
+//     off. Result.Revisions and Result.TrafficLog show each revision and
+//     each step. Autoscale.GPUs > 0 keeps idle instances 10 minutes.
+//   - Calls over several buckets: a group's RunTask parameters (Count,
+//     LaunchType, CapacityProvider) give it the buckets package quota
+//     charges for that body (ECS cluster-resource-modify, Fargate's
+//     RunTask calls and tasks launched, count tokens), taken all or none
+//     as the gateway's limiter.TakeAll takes them; Result.Buckets shows
+//     each bucket.
 //
 // Run returns a Result: a per-second time series (attempts, first attempts,
 // retries, admitted, throttled, 429s, completed and failed calls, instances
@@ -59,7 +81,7 @@
 // Unknown fields (with the known ones listed), fields given twice and bad
 // values are errors of the form "file:line:column: field.path: message",
 // as package config's errors are, every one of them reported. Preset
-// returns the built-in studies ("ecs-burst", "thundering-herd",
-// "autoscale-step", "quota-increase"), whose files in the presets directory show the format;
+// returns the built-in studies (PresetNames lists them), whose files in
+// the presets directory show the format;
 // testdata/reference.yaml lists every field.
 package sim

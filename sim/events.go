@@ -16,6 +16,8 @@ const (
 	evIncrease
 	evApprove
 	evTimeout // a Scaler's request reaches its timeout
+	evDeploy  // a revision is deployed
+	evTraffic // a traffic change is made
 )
 
 type event struct {

@@ -133,27 +133,38 @@ type fileRun struct {
 			At   time.Duration `yaml:"at"`
 			Rate float64       `yaml:"rate"`
 		} `yaml:"steps"`
-		Burst   int           `yaml:"burst"`
-		BurstAt time.Duration `yaml:"burst_at"`
-		Action  string        `yaml:"action"`
+		Burst            int           `yaml:"burst"`
+		BurstAt          time.Duration `yaml:"burst_at"`
+		Action           string        `yaml:"action"`
+		Tag              string        `yaml:"tag"`
+		Count            int           `yaml:"count"`
+		LaunchType       string        `yaml:"launch_type"`
+		CapacityProvider string        `yaml:"capacity_provider"`
 	} `yaml:"clients"`
 	Retry   *fileRetry `yaml:"retry"`
 	Backend *struct {
-		None               bool          `yaml:"none"`
-		ServiceTime        time.Duration `yaml:"service_time"`
-		Distribution       string        `yaml:"distribution"`
-		CPUPerRequest      float64       `yaml:"cpu_per_request"`
-		ColdStart          time.Duration `yaml:"cold_start"`
-		Policy             string        `yaml:"policy"`
-		MinInstances       int           `yaml:"min_instances"`
-		MaxInstances       int           `yaml:"max_instances"`
-		MaxConcurrency     int           `yaml:"max_concurrency"`
-		CPUTarget          float64       `yaml:"cpu_target"`
-		ConcurrencyTarget  float64       `yaml:"concurrency_target"`
-		CPUsPerInstance    float64       `yaml:"cpus_per_instance"`
-		InitialColdStart   time.Duration `yaml:"initial_cold_start"`
-		IdleTimeout        time.Duration `yaml:"idle_timeout"`
-		LiteralSurplusStop bool          `yaml:"literal_surplus_stop"`
+		None               bool                `yaml:"none"`
+		ServiceTime        time.Duration       `yaml:"service_time"`
+		Distribution       string              `yaml:"distribution"`
+		CPUPerRequest      float64             `yaml:"cpu_per_request"`
+		ColdStart          time.Duration       `yaml:"cold_start"`
+		Policy             string              `yaml:"policy"`
+		MinInstances       int                 `yaml:"min_instances"`
+		MaxInstances       int                 `yaml:"max_instances"`
+		MaxConcurrency     int                 `yaml:"max_concurrency"`
+		CPUTarget          float64             `yaml:"cpu_target"`
+		ConcurrencyTarget  float64             `yaml:"concurrency_target"`
+		CPUsPerInstance    float64             `yaml:"cpus_per_instance"`
+		InitialColdStart   time.Duration       `yaml:"initial_cold_start"`
+		IdleTimeout        time.Duration       `yaml:"idle_timeout"`
+		LiteralSurplusStop bool                `yaml:"literal_surplus_stop"`
+		GPU                int                 `yaml:"gpu"`
+		Service            string              `yaml:"service"`
+		RequestTimeout     time.Duration       `yaml:"request_timeout"`
+		RolloutTimeout     time.Duration       `yaml:"rollout_timeout"`
+		Revisions          []fileRevision      `yaml:"revisions"`
+		Traffic            []fileTraffic       `yaml:"traffic"`
+		TrafficChanges     []fileTrafficChange `yaml:"traffic_changes"`
 	} `yaml:"backend"`
 }
 
@@ -407,7 +418,8 @@ func (f fileRun) scenario() (Scenario, error) {
 		sc.QuotaPolicy.Rules = []servicequotas.Rule{{AutoApproveFactor: p.AutoApproveFactor, Burst: b, Rate: b}}
 	}
 	for _, c := range f.Clients {
-		cl := Clients{Name: c.Name, Process: Process(c.Process), Rate: c.Rate, Burst: c.Burst, BurstAt: c.BurstAt, Action: c.Action}
+		cl := Clients{Name: c.Name, Process: Process(c.Process), Rate: c.Rate, Burst: c.Burst, BurstAt: c.BurstAt, Action: c.Action,
+			Tag: c.Tag, Count: c.Count, LaunchType: c.LaunchType, CapacityProvider: c.CapacityProvider}
 		for _, s := range c.Steps {
 			cl.Steps = append(cl.Steps, Step{At: s.At, Rate: s.Rate})
 		}
@@ -438,7 +450,14 @@ func (f fileRun) scenario() (Scenario, error) {
 				InitialColdStart:   b.InitialColdStart,
 				IdleTimeout:        b.IdleTimeout,
 				LiteralSurplusStop: b.LiteralSurplusStop,
+				GPUs:               b.GPU,
 			},
+			Service:        b.Service,
+			RequestTimeout: b.RequestTimeout,
+			RolloutTimeout: b.RolloutTimeout,
+			Revisions:      revisionsOf(b.Revisions),
+			Traffic:        trafficOf(b.Traffic),
+			TrafficChanges: changesOf(b.TrafficChanges),
 		}
 	}
 	return sc, nil

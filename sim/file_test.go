@@ -14,7 +14,8 @@ import (
 
 func TestPresetsParseAndDescribeThemselves(t *testing.T) {
 	names := PresetNames()
-	want := []string{"autoscale-step", "ecs-burst", "quota-increase", "thundering-herd"}
+	want := []string{"autoscale-step", "ecs-burst", "fargate-runtask", "gpu-service", "gradual-rollout", "quota-increase",
+		"replacement-over-max", "thundering-herd", "traffic-split", "warm-rollout"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Fatalf("presets %v, want %v", names, want)
 	}
@@ -23,7 +24,7 @@ func TestPresetsParseAndDescribeThemselves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Name != n || st.Description == "" || len(st.Runs) < 3 {
+		if st.Name != n || st.Description == "" || len(st.Runs) < 2 { // every preset compares runs
 			t.Errorf("%s: name %q, %d runs", n, st.Name, len(st.Runs))
 		}
 	}
@@ -177,7 +178,7 @@ limit: {capacity: 1.5, refill_per_second: 2}
 		t.Fatalf("error %v does not wrap ErrInvalidScenario", err)
 	}
 	want := []string{
-		"typos.yaml:4:5: clients[0].rat: unknown field, did you mean \"rate\"? (known: action, burst, burst_at, name, process, rate, steps)",
+		"typos.yaml:4:5: clients[0].rat: unknown field, did you mean \"rate\"? (known: action, burst, burst_at, capacity_provider, count, launch_type, name, process, rate, steps, tag)",
 		`typos.yaml:6:24: clients[0].steps[0].rate: want a number, got "fast"`,
 		`typos.yaml:9:11: retry.jitter: want true or false, got "maybe"`,
 		"typos.yaml:12:3: backend.max_instance: unknown field, did you mean \"max_instances\"? (known: ",

@@ -46,7 +46,8 @@ type scenarioView struct {
 }
 
 // WriteHTML writes one self-contained HTML page for a study's results: the
-// summary table, the per-group table, every figure as inline SVG (the
+// summary table, the per-group table, the steps of the rollouts and
+// traffic changes, every figure as inline SVG (the
 // comparison first when there are several runs, then one per run), and
 // each scenario as run, with its defaults applied, as the scenario file
 // (WriteScenario) that runs it again. The page loads nothing
@@ -157,6 +158,7 @@ func writeReport(w io.Writer, rep *report) error {
 		}
 	}
 	b.WriteString("</tbody>\n</table>\n")
+	writeTrafficTable(b, rep.Results)
 	if note := notModelledNote(rep.Results); note != "" {
 		b.WriteString(`<p class="dim">`)
 		text(note)

@@ -121,9 +121,12 @@ func maxInstancesLevel(r *Result) mark {
 
 // WritePlot draws r as one figure of stacked panels — calls per second
 // (first attempts, retries, admitted, throttled, 429) against the bucket's
-// refill rate, backend instances against max instances, and latency
-// percentiles — with each burst and rate step of the load marked, and
-// writes it to w in format f.
+// refill rate, backend instances against max instances, for a backend of
+// revisions the instances, share and calls of each revision (with the
+// instances over max), for calls taking from several buckets (RunTask on
+// Fargate) each bucket's tokens and throttles, and latency percentiles —
+// with each burst and rate step of the load, deployment and traffic
+// change marked, and writes it to w in format f.
 func WritePlot(w io.Writer, r *Result, f Format) error {
 	marks := loadMarks(r)
 	panels := []panel{{
@@ -154,6 +157,8 @@ func WritePlot(w io.Writer, r *Result, f Format) error {
 			},
 		})
 	}
+	panels = append(panels, revisionPanels(r)...)
+	panels = append(panels, bucketPanels(r)...)
 	if r.Scenario.timesCalls() {
 		panels = append(panels, panel{
 			title:  "end-to-end latency of the calls completed each second (blank: none completed)",

@@ -32,8 +32,16 @@ func PresetNames() []string {
 // (500 simultaneous calls retried without jitter, with additive jitter and
 // with full jitter), "autoscale-step" (a step in load served under the
 // CloudRun, KPA and HPA policies) or "quota-increase" (a tenant throttled at
-// the default until a Service Quotas increase is approved at t = 60 s). Their files are in the presets directory
-// of this package's source.
+// the default until a Service Quotas increase is approved at t = 60 s),
+// "traffic-split" (90/10 over two revisions, with a tagged tester),
+// "gradual-rollout" (10 → 50 → 100 %, each step warm), "warm-rollout" (a
+// new revision started with the instances the load needs before it takes
+// 100 %), "replacement-over-max" (a new revision at max instances, the
+// old one draining over max within the request timeout), "gpu-service"
+// (idle instances kept 10 minutes with a GPU, 15 without) or
+// "fargate-runtask" (RunTask on Fargate taking count tokens from three
+// buckets, all or none). Their files are in the presets directory of
+// this package's source.
 func Preset(name string) (*Study, error) {
 	file := path.Join("presets", name+".yaml")
 	data, err := presetFiles.ReadFile(file)

@@ -93,22 +93,16 @@ func NewScaler(b Backend, timeout time.Duration, onSecond func(Second)) (*Scaler
 	if err := sc.validate(); err != nil {
 		return nil, err
 	}
-	cfg := sc.Backend.Autoscale
-	cfg.Policy = sc.Backend.policy(cfg)
-	eng, err := autoscale.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: backend: %w", ErrInvalidScenario, err)
-	}
 	r := &runner{
-		sc:      sc,
-		end:     int64(MaxRecordedSpan) + int64(time.Hour),
-		svcRnd:  rand.New(rand.NewPCG(0, 2)),
-		rtyRnd:  rand.New(rand.NewPCG(0, 3)),
-		pending: make(map[autoscale.RequestID]int32),
-		groups:  []group{{Clients: Clients{Name: "recorded"}}},
-		eng:     eng,
-		cpus:    eng.Config().CPUsPerInstance,
-		rec:     &recorder{timeout: int64(timeout), waits: map[int64]int64{}, onSecond: onSecond},
+		sc:     sc,
+		end:    int64(MaxRecordedSpan) + int64(time.Hour),
+		svcRnd: rand.New(rand.NewPCG(0, 2)),
+		rtyRnd: rand.New(rand.NewPCG(0, 3)),
+		groups: []group{{Clients: Clients{Name: "recorded"}}},
+		rec:    &recorder{timeout: int64(timeout), waits: map[int64]int64{}, onSecond: onSecond},
+	}
+	if _, err := r.newRev(0, sc.Backend.revisionsWithDefaults()[0], sc.Backend.Autoscale); err != nil {
+		return nil, err
 	}
 	r.push(0, evTick, 0, 0)
 	return &Scaler{r: r}, nil
@@ -184,7 +178,8 @@ func (s *Scaler) Finish() (ScalerStats, error) {
 func (r *runner) arrive(svc int64) {
 	r.rec.stats.Requests++
 	var ci int32
-	c := call{start: r.now, seq: r.started, svc: svc}
+	r.epochs++
+	c := call{start: r.now, seq: r.started, svc: svc, epoch: r.epochs}
 	r.started++
 	if n := len(r.free); n > 0 {
 		ci = r.free[n-1]
@@ -198,18 +193,10 @@ func (r *runner) arrive(svc int64) {
 	s.Attempts++
 	s.FirstAttempts++
 	s.Admitted++
-	rr := r.eng.Route(r.time())
-	if rr.Started {
-		r.startInstance(rr.Instance)
-	}
-	r.calls[ci].req = rr.Request
-	if rr.Outcome == autoscale.Served {
-		r.begin(ci, rr.Instance)
-		return
-	}
-	r.pending[rr.Request] = ci
-	if r.rec.timeout > 0 {
-		r.push(r.now+r.rec.timeout, evTimeout, 0, uint64(rr.Request))
+	rv := r.revs[0]
+	r.route(ci, rv)
+	if _, queued := rv.pending[r.calls[ci].req]; queued && r.rec.timeout > 0 {
+		r.push(r.now+r.rec.timeout, evTimeout, 0, uint64(r.calls[ci].req))
 	}
 }
 
@@ -220,20 +207,21 @@ func (r *runner) step(e event) {
 		return
 	}
 	id := autoscale.RequestID(e.id)
-	ci, ok := r.pending[id]
+	rv := r.revs[0]
+	ci, ok := rv.pending[id]
 	if !ok {
 		return // served or rejected before its timeout
 	}
-	delete(r.pending, id)
+	delete(rv.pending, id)
 	r.rec.stats.OverTimeout++
 	r.rec.waited(r.rec.timeout)
-	ev, err := r.eng.RequestDone(r.time(), id) // abandons it
+	ev, err := rv.eng.RequestDone(r.time(), id) // abandons it
 	if err != nil {
 		r.err = fmt.Errorf("sim: request timeout: %w", err)
 		return
 	}
 	r.giveUp(ci)
-	r.handle(ev)
+	r.handle(rv, ev)
 }
 
 // begin records a request's pending wait and returns how long it runs:

@@ -10,8 +10,9 @@ import (
 )
 
 // WriteSummary writes a table of the results' summaries, one row per run,
-// and, when a run has more than one client group, a second table with a row
-// per run and group.
+// when a run has more than one client group, a second table with a row
+// per run and group, and the steps of each run's rollouts and traffic
+// changes (Result.TrafficLog).
 func WriteSummary(w io.Writer, results []*Result) error {
 	if err := writeRuns(w, results); err != nil {
 		return err
@@ -24,6 +25,9 @@ func WriteSummary(w io.Writer, results []*Result) error {
 			}
 			break
 		}
+	}
+	if err := writeTrafficLog(w, results); err != nil {
+		return err
 	}
 	return writeNotModelled(w, results)
 }

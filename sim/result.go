@@ -30,8 +30,13 @@ type Second struct {
 	// Starting, Ready and Draining count backend instances at the end of
 	// the second; InFlight and Pending its requests.
 	Starting, Ready, Draining, InFlight, Pending int
-	// Recommended is the autoscaler's count at the second's start.
+	// Recommended is the autoscaler's count at the second's start (the
+	// sum over the revisions not replaced).
 	Recommended int
+	// OverMax counts, at the end of the second, the instances of replaced
+	// revisions beyond the latest revision's max instances, finishing
+	// their requests (see RevisionSeries.OverMax).
+	OverMax int
 	// P50 and P99 are percentiles of the end-to-end latency (first attempt
 	// to completion) of the calls completed in the second; zero when none.
 	P50, P99 time.Duration
@@ -104,6 +109,17 @@ type Result struct {
 	// Scenario.Increases made, in time order; Limit is the one it started
 	// with.
 	LimitChanges []LimitChange
+	// Revisions are the time series of each revision of a backend with
+	// revisions or traffic (Backend.Revisions, Traffic, TrafficChanges);
+	// nil otherwise.
+	Revisions []RevisionSeries
+	// TrafficLog lists the steps of the rollouts and traffic changes, as
+	// the pool logs them.
+	TrafficLog []TrafficEvent
+	// Buckets are the time series of the buckets of the client groups
+	// whose calls take from several (ECS RunTask on Fargate); nil when
+	// none does.
+	Buckets []BucketSeries
 }
 
 func (g *group) summary() GroupSummary {

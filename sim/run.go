@@ -47,7 +47,10 @@ type call struct {
 	cost      float64
 	req       autoscale.RequestID
 	inst      autoscale.InstanceID
-	svc       int64 // a Scaler's request's service time (Run draws one)
+	svc       int64  // a Scaler's request's service time (Run draws one)
+	rev       int32  // the revision it is on
+	live      bool   // on a revision: pending or running
+	epoch     uint64 // numbers its use of the slot: a void completion is told apart
 }
 
 type group struct {
@@ -61,6 +64,11 @@ type group struct {
 	nextStep int
 	sum      GroupSummary
 	lat      []int64
+	// charges are the buckets each call takes from, all or none (RunTask
+	// on Fargate); nil: one token of bucket. next and out are scratch.
+	charges []charge
+	next    []bucket.State
+	out     []bucket.Decision
 }
 
 type runner struct {
@@ -80,10 +88,9 @@ type runner struct {
 	started  int
 	attempts int
 
-	eng       *autoscale.Engine
-	cpus      float64
-	insts     []*instance
-	pending   map[autoscale.RequestID]int32
+	revs      []*backendRev // the backend's revisions; none without a backend
+	svc       *svcState     // traffic over revisions; nil without them
+	epochs    uint64
 	secs      []Second
 	latencies []int64
 	secFirst  int // index in latencies of the current second's first entry
@@ -91,6 +98,9 @@ type runner struct {
 	sum       Summary
 	log       []RetryRecord
 	err       error
+
+	buckets  []BucketSeries // of the buckets of groups with charges
+	bucketOf []int          // each bucket's index in buckets, or -1; nil without
 
 	targetBucket int       // the bucket of Scenario.Target
 	quotas       *quotas   // nil without Scenario.Increases
@@ -108,12 +118,11 @@ func Run(sc Scenario) (*Result, error) {
 	}
 	sc = sc.withDefaults()
 	r := &runner{
-		sc:      sc,
-		end:     int64(sc.Duration),
-		arrRnd:  rand.New(rand.NewPCG(sc.Seed, 1)),
-		svcRnd:  rand.New(rand.NewPCG(sc.Seed, 2)),
-		rtyRnd:  rand.New(rand.NewPCG(sc.Seed, 3)),
-		pending: make(map[autoscale.RequestID]int32),
+		sc:     sc,
+		end:    int64(sc.Duration),
+		arrRnd: rand.New(rand.NewPCG(sc.Seed, 1)),
+		svcRnd: rand.New(rand.NewPCG(sc.Seed, 2)),
+		rtyRnd: rand.New(rand.NewPCG(sc.Seed, 3)),
 	}
 	n := int((sc.Duration + time.Second - 1) / time.Second)
 	r.secs = make([]Second, n)
@@ -144,15 +153,13 @@ func Run(sc Scenario) (*Result, error) {
 		g := group{Clients: c, bucket: b, budget: sc.Retry.Budget.budget()}
 		r.groups = append(r.groups, g)
 	}
+	if err := r.setCharges(keys); err != nil {
+		return nil, err
+	}
 	if !sc.Backend.None {
-		cfg := sc.Backend.Autoscale
-		cfg.Policy = sc.Backend.policy(cfg)
-		eng, err := autoscale.New(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("%w: backend: %w", ErrInvalidScenario, err)
+		if err := r.newService(); err != nil {
+			return nil, err
 		}
-		r.eng = eng
-		r.cpus = eng.Config().CPUsPerInstance
 	}
 	for i := range r.groups {
 		r.push(0, evSegment, int32(i), 0)
@@ -182,6 +189,13 @@ func Run(sc Scenario) (*Result, error) {
 	res := &Result{Scenario: sc, Limit: targetLimit, Seconds: r.secs, Summary: r.sum, RetryLog: r.log}
 	if r.quotas != nil {
 		res.LimitChanges = r.quotas.changes
+	}
+	res.Buckets = r.buckets
+	if r.svc != nil {
+		res.TrafficLog = r.svc.log
+		for _, rv := range r.revs {
+			res.Revisions = append(res.Revisions, *rv.series)
+		}
 	}
 	for _, g := range r.groups {
 		res.Groups = append(res.Groups, g.summary())
@@ -229,18 +243,17 @@ func (r *runner) dispatch(e event) {
 	case evAttempt:
 		r.attempt(e.idx)
 	case evDone:
-		r.done(e.idx)
+		r.done(e.idx, e.id)
 	case evIncrease:
 		r.increase(e.idx)
 	case evApprove:
 		r.approve(e.idx)
 	case evReady:
-		ev, err := r.eng.InstanceReady(r.time(), autoscale.InstanceID(e.id))
-		if err != nil {
-			r.err = fmt.Errorf("sim: instance ready: %w", err)
-			return
-		}
-		r.handle(ev)
+		r.ready(r.revs[e.idx], autoscale.InstanceID(e.id))
+	case evDeploy:
+		r.deploy(e.idx)
+	case evTraffic:
+		r.trafficChange(e.idx)
 	}
 }
 
@@ -286,7 +299,8 @@ func (r *runner) nextArrival(gi int32, fresh bool) {
 
 func (r *runner) newCall(gi int32) {
 	var ci int32
-	c := call{start: r.now, seq: r.started, group: gi}
+	r.epochs++
+	c := call{start: r.now, seq: r.started, group: gi, epoch: r.epochs}
 	r.started++
 	r.groups[gi].sum.Calls++
 	if n := len(r.free); n > 0 {
@@ -320,30 +334,23 @@ func (r *runner) attempt(ci int32) {
 		g.sum.Retries++
 	}
 	g := &r.groups[c.group]
-	st, d := r.limits[g.bucket].TakeAt(r.states[g.bucket], epoch+r.now, 1)
-	if !d.Allowed {
+	if ok, hint := r.take(g); !ok {
 		s.Throttled++
 		g.sum.Throttled++
-		r.fail(ci, false, d.RetryAfter)
+		r.fail(ci, false, hint)
 		return
 	}
-	r.states[g.bucket] = st
 	s.Admitted++
-	if r.eng == nil {
+	if len(r.revs) == 0 {
 		r.succeed(ci)
 		return
 	}
-	rr := r.eng.Route(r.time())
-	if rr.Started {
-		r.startInstance(rr.Instance)
+	rv := r.pick(g)
+	if rv == nil { // its tag reaches no revision: HTTP 404, not retried
+		r.giveUp(ci)
+		return
 	}
-	c = &r.calls[ci]
-	c.req = rr.Request
-	if rr.Outcome == autoscale.Served {
-		r.begin(ci, rr.Instance)
-	} else {
-		r.pending[rr.Request] = ci
-	}
+	r.route(ci, rv)
 }
 
 // fail handles a throttled (rejected false) or 429-rejected attempt: the
@@ -394,6 +401,7 @@ func (rt *Retry) wait(attempts int32, prev, elapsed, hint time.Duration, rejecte
 }
 
 func (r *runner) giveUp(ci int32) {
+	r.calls[ci].live = false
 	r.sec().Failed++
 	r.sum.Failed++
 	r.groups[r.calls[ci].group].sum.Failed++
@@ -402,6 +410,7 @@ func (r *runner) giveUp(ci int32) {
 
 func (r *runner) succeed(ci int32) {
 	c := &r.calls[ci]
+	c.live = false
 	r.sec().Completed++
 	r.sum.Succeeded++
 	r.groups[c.group].sum.Succeeded++

@@ -188,6 +188,19 @@ type Clients struct {
 	// Action, when not empty, replaces the scenario's Target.Action for
 	// this group (another action of the same account and region).
 	Action string
+	// Tag, when set, sends the group's admitted calls to the revision
+	// with that tag (a Cloud Run tagged URL), whatever its percent; a tag
+	// no revision has at the time fails the call (HTTP 404).
+	Tag string
+	// Count, LaunchType and CapacityProvider are the group's RunTask
+	// parameters (count, launchType, a capacityProviderStrategy of one
+	// provider) for an action whose cost depends on its request body
+	// (quota.Service.Weighted: ECS RunTask): each call then takes from
+	// every bucket quota.Service.Charges names for that body, all or
+	// none, as the gateway does. Count 0 leaves count out (1 task).
+	Count            int
+	LaunchType       string
+	CapacityProvider string
 }
 
 // Retry is the client retry policy. The zero Retry is the default policy:
@@ -246,8 +259,35 @@ type Backend struct {
 	// Policy picks the recommender; CloudRun when empty.
 	Policy PolicyName
 	// Autoscale holds the engine's settings; its Policy field is ignored
-	// (set Policy above). Zero fields take autoscale's defaults.
+	// (set Policy above). Zero fields take autoscale's defaults. Every
+	// revision has these, each its own engine: max instances bounds each
+	// revision, as on Cloud Run. Autoscale.GPUs > 0 keeps idle instances
+	// 10 minutes, not 15.
 	Autoscale autoscale.Config
+	// Service names the service; its revisions are SERVICE-00001, ...
+	// DefaultServiceName when empty.
+	Service string
+	// Revisions are the service's revisions, the first deployed at 0;
+	// one revision when empty. Each new one rolls out as the pool rolls a
+	// changed template out: started with the instances its share of the
+	// serving load needs, the latest ready revision once they are ready
+	// (or after RolloutTimeout).
+	Revisions []Revision
+	// Traffic is the service's traffic block at the start (once the
+	// revisions deployed at 0 exist); empty gives 100 % to the latest
+	// ready revision.
+	Traffic []TrafficTarget
+	// TrafficChanges replace the traffic block at their times (warm
+	// rollouts), in time order.
+	TrafficChanges []TrafficChange
+	// RequestTimeout bounds how long a revision left without traffic may
+	// drain its requests, with MaxOverMaxGrace; DefaultRequestTimeout
+	// when zero.
+	RequestTimeout time.Duration
+	// RolloutTimeout bounds how long a rollout or traffic change waits
+	// for the receiving revision's instances; DefaultRolloutTimeout when
+	// zero.
+	RolloutTimeout time.Duration
 }
 
 // withoutJitter is a Schedule drawing every random fraction as 0.
@@ -335,6 +375,15 @@ func (s Scenario) withDefaults() Scenario {
 	}
 	if b.Policy == "" {
 		b.Policy = CloudRun
+	}
+	if b.Service == "" {
+		b.Service = DefaultServiceName
+	}
+	if b.RequestTimeout == 0 {
+		b.RequestTimeout = DefaultRequestTimeout
+	}
+	if b.RolloutTimeout == 0 {
+		b.RolloutTimeout = DefaultRolloutTimeout
 	}
 	b.Autoscale.Policy = nil
 	return s

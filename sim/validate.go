@@ -78,6 +78,9 @@ func (s Scenario) Validate() error {
 			}
 			return &FieldError{Path: path, Msg: err.Error() + s.suggestion(c.Action, err), Err: err}
 		}
+		if _, err := s.charges(i); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -199,12 +202,18 @@ func (s Scenario) validate() error {
 	if err := b.Autoscale.Validate(); err != nil {
 		return &FieldError{Path: []any{"backend"}, Msg: err.Error(), Err: err}
 	}
+	if err := s.validRevisions(); err != nil {
+		return err
+	}
 	maxInst := b.Autoscale.MaxInstances
 	if maxInst == 0 {
 		maxInst = autoscale.DefaultMaxInstances
 	}
+	// Max instances bounds each revision: a service of several may run
+	// that many per revision.
+	maxInst *= max(1, len(b.Revisions))
 	if secs := int64(s.Duration / time.Second); int64(maxInst)*max(secs, 1) > MaxInstanceSeconds {
-		return invalid([]any{"backend", "max_instances"}, "max_instances %d over %v could need %d instance-seconds of simulation, more than %d", maxInst, s.Duration, int64(maxInst)*secs, MaxInstanceSeconds)
+		return invalid([]any{"backend", "max_instances"}, "max_instances %d over %v (all revisions) could need %d instance-seconds of simulation, more than %d", maxInst, s.Duration, int64(maxInst)*secs, MaxInstanceSeconds)
 	}
 	return nil
 }

@@ -1,0 +1,63 @@
+package sim
+
+// This file reports the steps of a run's rollouts and traffic changes
+// (Result.TrafficLog) in the summary and the HTML report.
+
+import (
+	"bufio"
+	"fmt"
+	"html"
+	"io"
+	"strconv"
+	"text/tabwriter"
+)
+
+// writeTrafficLog writes the traffic log of each run that has one.
+func writeTrafficLog(w io.Writer, results []*Result) error {
+	for _, r := range results {
+		if len(r.TrafficLog) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nrevisions and traffic of run %s:\n", r.Scenario.Name)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  at\trevision\tneeded\tready\twhat")
+		for _, e := range r.TrafficLog {
+			fmt.Fprintf(tw, "  %v\t%s\t%s\t%s\t%s\n", e.At, e.Revision, countCell(e.Needed, e.Needed), countCell(e.Ready, e.Needed), e.Msg)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// countCell is a count of instances for a table, blank for a step that
+// needed none.
+func countCell(n, needed int) string {
+	if needed == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+// writeTrafficTable writes the HTML table of the runs' traffic logs, if
+// any run has one.
+func writeTrafficTable(b *bufio.Writer, results []*Result) {
+	has := false
+	for _, r := range results {
+		has = has || len(r.TrafficLog) > 0
+	}
+	if !has {
+		return
+	}
+	b.WriteString("\n<h2>Revisions and traffic</h2>\n<table id=\"traffic\">\n" +
+		"<thead><tr><th>run</th><th>at</th><th>revision</th><th>needed</th><th>ready</th><th>what</th></tr></thead>\n<tbody>\n")
+	td := func(s string) string { return "<td>" + html.EscapeString(s) + "</td>" }
+	for _, r := range results {
+		for _, e := range r.TrafficLog {
+			b.WriteString("<tr>" + td(r.Scenario.Name) + td(e.At.String()) + `<td class="name">` + html.EscapeString(e.Revision) + "</td>" +
+				td(countCell(e.Needed, e.Needed)) + td(countCell(e.Ready, e.Needed)) + `<td class="name">` + html.EscapeString(e.Msg) + "</td></tr>\n")
+		}
+	}
+	b.WriteString("</tbody>\n</table>\n<p class=\"dim\">needed: the ready instances the revision's share needs before the split moves; ready: those it had.</p>\n")
+}
