@@ -73,7 +73,6 @@ type instance struct {
 	conc, cpu   float64       // last second's averages, for the admin endpoint
 	registered  bool          // announced to the Registrar as taking requests
 	unhealthy   bool          // failed its liveness check: the engine forgot it
-	bound       time.Time     // an unhealthy one is stopped by then, busy or not
 	idle        chan struct{} // an unhealthy one's: closed once nothing runs on it
 }
 

@@ -229,7 +229,7 @@ func (rv *revision) unhealthy(ctx context.Context, in *instance, run Instance, w
 	bound := unhealthyBound(now, rv.lim.requestTimeout, rv.overMaxGrace)
 	limit := maxInstances(rv.cfg)
 	overMax := len(rv.insts) >= limit // the replacement comes beyond max
-	in.unhealthy, in.bound = true, bound
+	in.unhealthy = true
 	rv.announce(in, false)
 	rv.m.exits.WithLabelValues(overMaxReasonUnhealthy).Inc()
 	if now.Sub(in.readyAt) >= backoffReset {
