@@ -1,0 +1,288 @@
+package pool_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/internal/logtest"
+	"github.com/tollgate/tollgate/internal/testservice"
+	"github.com/tollgate/tollgate/pool"
+)
+
+// liveCheck probes /healthz every second; two failures in a row make an
+// instance unhealthy (Cloud Run's shortest period and timeout).
+var liveCheck = &pool.Liveness{Path: "/healthz", Period: time.Second, Timeout: time.Second, FailureThreshold: 2}
+
+// runLivePool runs p with spec until the test ends, logging JSON into
+// logs, and serves its handler.
+func runLivePool(t *testing.T, p *pool.Pool, spec pool.ServiceSpec) string {
+	t.Helper()
+	if err := p.Apply([]pool.ServiceSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	srv := httptest.NewServer(p.Handler(spec.Name))
+	t.Cleanup(func() {
+		srv.Listener.Close()
+		srv.CloseClientConnections()
+		srv.Close()
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Errorf("Run did not return within 60 s of its context ending")
+		}
+	})
+	return srv.URL
+}
+
+// overMax is tollgate_pool_instances_over_max for revision and reason,
+// and whether the series exists.
+func overMax(t *testing.T, reg *prometheus.Registry, revision, reason string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "tollgate_pool_instances_over_max" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["revision"] == revision && labels["reason"] == reason {
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// logLine is the first JSON log line whose msg starts with prefix.
+func logLine(t *testing.T, logs *logtest.Buffer, prefix string) map[string]any {
+	t.Helper()
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && strings.HasPrefix(m["msg"].(string), prefix) {
+			return m
+		}
+	}
+	return nil
+}
+
+// TestProcessUnhealthyInstanceReplacedOverMax: at max instances 1, the
+// only instance starts failing its liveness check while it runs a long
+// request. A replacement starts beside it, over max, and takes the next
+// request; the long request still completes 200 on the old instance;
+// tollgate_pool_instances_over_max{reason="unhealthy"} is 1 meanwhile and
+// 0 once the old instance has stopped, which it does when its request has
+// finished. The log says which instance, why, and the bound.
+func TestProcessUnhealthyInstanceReplacedOverMax(t *testing.T) {
+	parallelE2E(t)
+	logs := &logtest.Buffer{}
+	reg := prometheus.NewRegistry()
+	p := pool.New(pool.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Registry: reg})
+	url := runLivePool(t, p, pool.ServiceSpec{Name: "live", Runner: testRunner(t), Liveness: liveCheck,
+		Engine: autoscale.Config{MaxInstances: 1}, RequestTimeout: time.Minute})
+	code, body, _ := fetch(t, url+"/first")
+	if code != 200 || !strings.HasPrefix(body, "ok ") {
+		t.Fatalf("first request: %d %q", code, body)
+	}
+	old := body
+	if v, ok := overMax(t, reg, "live-00001", "unhealthy"); !ok || v != 0 {
+		t.Fatalf("over max for unhealthy instances before any: %v (series %v), want 0", v, ok)
+	}
+	long := make(chan string, 1)
+	go func() {
+		c, b, _ := fetch(t, url+"/long?latency=20s")
+		long <- strconv.Itoa(c) + " " + b
+	}()
+	waitFor(t, 30*time.Second, "the long request never ran", func() bool { return p.Status()[0].InFlight == 1 })
+	if code, body, _ := fetch(t, url+"/sicken"); code != 200 || body != "sick\n" {
+		t.Fatalf("/sicken: %d %q", code, body)
+	}
+	waitFor(t, 30*time.Second, "the unhealthy instance never counted over max", func() bool {
+		v, _ := overMax(t, reg, "live-00001", "unhealthy")
+		return v == 1
+	})
+	code, body, _ = fetch(t, url+"/next")
+	if code != 200 || !strings.HasPrefix(body, "ok ") || body == old {
+		t.Fatalf("a request once the instance was unhealthy: %d %q, want 200 from another instance than %q", code, body, old)
+	}
+	select {
+	case got := <-long:
+		t.Fatalf("the long request ended before the replacement answered: %s; the test proves nothing", got)
+	default:
+	}
+	if v, _ := overMax(t, reg, "live-00001", "unhealthy"); v != 1 {
+		t.Fatalf("over max while the unhealthy instance runs its request beside the replacement: %v, want 1", v)
+	}
+	if got := <-long; got != "200 "+old {
+		t.Fatalf("the long request on the unhealthy instance: %q, want %q", got, "200 "+old)
+	}
+	waitFor(t, 30*time.Second, "over max not back to 0 once the request finished", func() bool {
+		v, ok := overMax(t, reg, "live-00001", "unhealthy")
+		return ok && v == 0
+	})
+	st := p.Status()[0]
+	if len(st.Instances) != 1 || st.Instances[0].Name != "live-00001-2" || st.Instances[0].State != "ready" {
+		t.Fatalf("instances after the drain: %+v, want the replacement alone", st.Instances)
+	}
+	line := logLine(t, logs, "instance unhealthy")
+	if line == nil {
+		t.Fatalf("no log line for the unhealthy instance:\n%s", logs.String())
+	}
+	if line["instance"] != "live-00001-1" || line["reason"] != "unhealthy" || line["bound"] != float64(time.Minute) ||
+		line["over_max"] != true || line["in_flight"] != float64(1) || !strings.Contains(line["error"].(string), "status 500") {
+		t.Fatalf("log line of the unhealthy instance: %v", line)
+	}
+	if line := logLine(t, logs, "instance stopped"); line == nil || line["instance"] != "live-00001-1" || line["reason"] != "unhealthy: its requests finished" {
+		t.Fatalf("stop of the unhealthy instance logged as %v", line)
+	}
+}
+
+// TestProcessUnhealthyInstanceStoppedAtItsBound: an instance whose
+// liveness probes hang (no answer within the timeout) while it runs a
+// request far longer than the bound (3 s here, for 15 minutes) is stopped
+// at the bound, killed after its stop grace as it ignores SIGTERM: the
+// request gets the pool's 502 for an instance that exited while serving
+// it, never a 200, and a new request is served by the replacement.
+func TestProcessUnhealthyInstanceStoppedAtItsBound(t *testing.T) {
+	parallelE2E(t)
+	logs := &logtest.Buffer{}
+	reg := prometheus.NewRegistry()
+	p := pool.NewWithOverMaxGrace(pool.Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Registry: reg}, 3*time.Second)
+	url := runLivePool(t, p, pool.ServiceSpec{Name: "stuck", Runner: testRunner(t, testservice.EnvIgnoreSIGTERM+"=1"),
+		Liveness: liveCheck, Engine: autoscale.Config{MaxInstances: 1}, RequestTimeout: 5 * time.Minute, StopGrace: time.Second})
+	if code, _, _ := fetch(t, url+"/first"); code != 200 {
+		t.Fatalf("first request: %d", code)
+	}
+	pid := pids(p)[0]
+	long := make(chan string, 1)
+	start := time.Now()
+	go func() {
+		c, b, _ := fetch(t, url+"/long?latency=3m")
+		long <- strconv.Itoa(c) + " " + b
+	}()
+	waitFor(t, 30*time.Second, "the long request never ran", func() bool { return p.Status()[0].InFlight == 1 })
+	if code, _, _ := fetch(t, url+"/sicken?hang=1"); code != 200 {
+		t.Fatalf("/sicken: %d", code)
+	}
+	var got string
+	select {
+	case got = <-long:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the long request on the stuck unhealthy instance was not ended by the 3 s bound within 90 s")
+	}
+	if !strings.HasPrefix(got, "502 ") || !strings.Contains(got, "exited while serving the request (stopped at its bound") {
+		t.Fatalf("the request on the instance stopped at its bound: %q, want 502 saying it exited", got)
+	}
+	if took := time.Since(start); took > 80*time.Second {
+		t.Fatalf("ended after %v", took)
+	}
+	waitFor(t, 30*time.Second, "the stuck instance's process still runs", func() bool { return !alive(pid) })
+	waitFor(t, 30*time.Second, "over max not back to 0", func() bool {
+		v, ok := overMax(t, reg, "stuck-00001", "unhealthy")
+		return ok && v == 0
+	})
+	if code, body, _ := fetch(t, url+"/after"); code != 200 || !strings.HasPrefix(body, "ok ") {
+		t.Fatalf("after the stop: %d %q", code, body)
+	}
+	line := logLine(t, logs, "unhealthy instance stopped at its bound")
+	if line == nil || line["instance"] != "stuck-00001-1" || line["in_flight"] != float64(1) || line["bound"] != float64(3*time.Second) {
+		t.Fatalf("log line of the stop at the bound: %v\n%s", line, logs.String())
+	}
+	if line := logLine(t, logs, "instance unhealthy"); line == nil || !strings.Contains(line["error"].(string), "no answer within the 1s timeout") {
+		t.Fatalf("the unhealthy line does not say the probe timed out: %v", line)
+	}
+}
+
+// TestProcessCrashLoopRunsAtMostMax: instances that crash after one
+// request each, at max instances 2 under four clients. Each crash's
+// replacement is an ordinary start: the instances the pool runs never
+// exceed max plus those over max with a reason (none here), and the
+// loop went round several times.
+func TestProcessCrashLoopRunsAtMostMax(t *testing.T) {
+	parallelE2E(t)
+	reg := prometheus.NewRegistry()
+	p := pool.New(pool.Options{Logger: testLog(t), Registry: reg})
+	const maxInstances = 2
+	url := runLivePool(t, p, pool.ServiceSpec{Name: "loop", Runner: testRunner(t, testservice.EnvCrashAfter+"=1"),
+		Liveness: liveCheck, Engine: autoscale.Config{MaxInstances: maxInstances}, RequestTimeout: 30 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var answered, ok200 atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				c, _, _ := fetchCtx(ctx, url+"/x?latency=100ms")
+				if c != 0 {
+					answered.Add(1)
+				}
+				if c == 200 {
+					ok200.Add(1)
+				}
+			}
+		})
+	}
+	seen := map[string]bool{}
+	most := 0
+	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		st := p.Status()[0]
+		over, _ := overMax(t, reg, "loop-00001", "unhealthy")
+		running := 0
+		for _, in := range st.Instances {
+			seen[in.Name] = true
+			if in.PID > 0 && alive(in.PID) {
+				running++
+			}
+		}
+		if n := len(st.Instances) - int(over); n > most {
+			most = n
+		}
+		if running > maxInstances+int(over) {
+			t.Errorf("%d instance processes running at max instances %d with %v over max: %+v", running, maxInstances, over, st.Instances)
+		}
+	}
+	cancel()
+	wg.Wait()
+	if most > maxInstances {
+		t.Fatalf("the pool listed %d instances beyond those over max, at max instances %d", most, maxInstances)
+	}
+	if len(seen) < 4 || ok200.Load() < 3 {
+		t.Fatalf("%d instances started and %d requests answered 200 (of %d): the crash loop did not go round", len(seen), ok200.Load(), answered.Load())
+	}
+}
+
+// fetchCtx is fetch under ctx, with 0 for a request that failed.
+func fetchCtx(ctx context.Context, url string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
