@@ -286,3 +286,63 @@ func fetchCtx(ctx context.Context, url string) (int, string, error) {
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
 }
+
+// TestProcessRetiredRevisionWaitsForItsUnhealthyInstance: an unhealthy
+// instance's request, which the engine no longer counts, keeps its
+// revision draining when a new revision replaces it. The instance
+// ignores SIGTERM and has a 1 s stop grace, so a revision that looked
+// idle and stopped it would cut the request (502); it completes 200.
+func TestProcessRetiredRevisionWaitsForItsUnhealthyInstance(t *testing.T) {
+	parallelE2E(t)
+	p := pool.New(pool.Options{Logger: testLog(t), RolloutTimeout: time.Minute})
+	spec := func(r pool.Runner, template string) pool.ServiceSpec {
+		return pool.ServiceSpec{Name: "rv", Runner: r, Template: template, Liveness: liveCheck,
+			Engine: autoscale.Config{MaxInstances: 1}, RequestTimeout: time.Minute, StopGrace: time.Second}
+	}
+	url := runLivePool(t, p, spec(testRunner(t, testservice.EnvIgnoreSIGTERM+"=1"), "a"))
+	code, old, _ := fetch(t, url+"/first")
+	if code != 200 {
+		t.Fatalf("first request: %d %q", code, old)
+	}
+	long := make(chan string, 1)
+	go func() {
+		c, b, _ := fetch(t, url+"/long?latency=15s")
+		long <- strconv.Itoa(c) + " " + b
+	}()
+	waitFor(t, 30*time.Second, "the long request never ran", func() bool { return p.Status()[0].InFlight == 1 })
+	if code, _, _ := fetch(t, url+"/sicken"); code != 200 {
+		t.Fatalf("/sicken: %d", code)
+	}
+	waitFor(t, 30*time.Second, "the instance was never listed unhealthy", func() bool {
+		for _, in := range p.Status()[0].Instances {
+			if in.Name == "rv-00001-1" && in.State == "unhealthy" && in.InFlight == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	if err := p.Apply([]pool.ServiceSpec{spec(testRunner(t), "b")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the new revision never took the traffic", func() bool {
+		st, err := p.Revisions("rv")
+		return err == nil && len(st.Revisions) == 1 && st.Revisions[0].Name == "rv-00002" && st.Revisions[0].Ready == 1
+	})
+	time.Sleep(3 * time.Second) // three ticks of the retired revision
+	select {
+	case got := <-long:
+		t.Fatalf("the long request ended before the old revision had ticked as retired: %s; the test proves nothing", got)
+	default:
+	}
+	if got := <-long; got != "200 "+old {
+		t.Fatalf("the request on the retired revision's unhealthy instance: %q, want %q", got, "200 "+old)
+	}
+	waitFor(t, 30*time.Second, "the retired revision's instances never stopped", func() bool {
+		for _, in := range p.Status()[0].Instances {
+			if strings.HasPrefix(in.Name, "rv-00001") {
+				return false
+			}
+		}
+		return true
+	})
+}

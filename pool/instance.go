@@ -221,6 +221,13 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 // stopInstance stops an instance the engine (or shutdown) let go.
 func (rv *revision) stopInstance(in *instance, run Instance, why string) {
 	start := time.Now()
+	rv.mu.Lock()
+	if in.inFlight > 0 && in.killed.Load() == nil {
+		// Its requests get 502 saying so (the proxy's exitedErr).
+		msg := "stopped with requests in flight: " + why
+		in.killed.Store(&msg)
+	}
+	rv.mu.Unlock()
 	err := run.Stop(rv.stopGrace())
 	rv.proxy.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
 	rv.mu.Lock()

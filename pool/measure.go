@@ -106,7 +106,7 @@ func (rv *revision) tick(now time.Time) {
 			policy = before.Count
 		}
 		reason := scaleReason(rv.eng.Config(), dec.Count, policy, dec.Idle, dec.Exited)
-		if rv.replace > 0 && reason == "min instances" && dec.Count > rv.cfg.MinInstances {
+		if rv.replace > 0 && (reason == "min instances" || reason == "instance exited") && dec.Count > rv.cfg.MinInstances {
 			reason = "unhealthy instance replaced"
 		}
 		scaled = []any{"from", before.Count, "to", dec.Count, "reason", reason, "driver", dec.Driver.String(), "driver_count", policy,

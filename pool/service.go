@@ -165,6 +165,7 @@ func (rv *revision) retire(by time.Time) {
 		for _, in := range rv.insts {
 			rv.announce(in, false)
 		}
+		rv.replaced() // a retiring revision replaces no unhealthy instance
 	}
 }
 
