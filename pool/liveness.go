@@ -164,15 +164,16 @@ func (rv *revision) watch(ctx context.Context, in *instance, run Instance) {
 		fails   failureRun
 	)
 	// The probes' context: ended before the instance is stopped.
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	pctx, cancel := ctx, context.CancelFunc(func() {})
 	if rv.live != nil {
+		pctx, cancel = context.WithCancel(ctx)
 		live = *rv.live
 		timer = time.NewTimer(live.InitialDelay + live.Period)
 		defer timer.Stop()
 		probeC = timer.C
 		results = make(chan error, 1)
 	}
+	defer cancel()
 	endProbe := func() {
 		if probing {
 			cancel()
