@@ -77,6 +77,10 @@ type Autoscale struct {
 	WorkingDir string
 	// Readiness is how an instance is found ready.
 	Readiness Readiness
+	// Liveness, when set, probes every ready instance and replaces one
+	// that fails it (liveness); nil: no check after readiness. Not with
+	// Kubernetes, whose pod spec has its own livenessProbe.
+	Liveness *Liveness
 	// Kubernetes, when set instead of Command, runs the instances as the
 	// pods of a Deployment (package pool/kube); Command, Args, Env and
 	// WorkingDir are then unset, and Readiness.Timeout bounds the wait
@@ -142,6 +146,7 @@ func (a *Autoscale) Template() string {
 	for _, e := range a.Env {
 		fmt.Fprintf(&b, " env %q=%q", e.Name, e.Value)
 	}
+	b.WriteString(a.Liveness.template())
 	b.WriteString(a.CloudMap.template())
 	return b.String()
 }
@@ -244,7 +249,7 @@ func (p *parser) route(n *yaml.Node, path string) (*quota.Route, bool) {
 func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 	a := &Autoscale{}
 	ok := true
-	var commandNode, dirNode, minNode, kubeNode, gpuNode, idleNode, trafficNode *yaml.Node
+	var commandNode, dirNode, minNode, kubeNode, gpuNode, idleNode, trafficNode, livenessNode *yaml.Node
 	cfg := &a.Engine
 	num := func(dst *float64, lo, hi float64, loOpen bool) func(k, v *yaml.Node, f string) {
 		return func(_, v *yaml.Node, f string) {
@@ -320,11 +325,7 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 		"readiness": func(_, v *yaml.Node, f string) {
 			p.fields(v, f, map[string]func(k, v *yaml.Node, f string){
 				"path": func(_, v *yaml.Node, f string) {
-					s, good := p.str(v, f)
-					if good && (!strings.HasPrefix(s, "/") || strings.ContainsAny(s, " \t#")) {
-						p.errorf(v, f, "%q is not an HTTP path such as /healthz", s)
-						good = false
-					}
+					s, good := p.probePath(v, f)
 					ok = ok && good
 					a.Readiness.Path = s
 				},
@@ -334,6 +335,12 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 					a.Readiness.Timeout = d
 				},
 			})
+		},
+		"liveness": func(_, v *yaml.Node, f string) {
+			livenessNode = v
+			l, good := p.liveness(v, f)
+			ok = ok && good
+			a.Liveness = l
 		},
 		"max_concurrency":    whole(&cfg.MaxConcurrency, 1, 1000),
 		"cpus":               num(&cfg.CPUsPerInstance, 0, 1000, true),
@@ -399,7 +406,7 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 		for _, c := range []struct {
 			field string
 			set   bool
-		}{{"args", a.Args != nil}, {"env", a.Env != nil}, {"working_dir", dirNode != nil}, {"readiness.path", a.Readiness.Path != ""}} {
+		}{{"args", a.Args != nil}, {"env", a.Env != nil}, {"working_dir", dirNode != nil}, {"readiness.path", a.Readiness.Path != ""}, {"liveness", livenessNode != nil}} {
 			if field := c.field; c.set {
 				p.errorf(kubeNode, joinField(path, field), "not used with kubernetes: the pod spec says what runs and how it is probed")
 				ok = false

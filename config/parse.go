@@ -75,6 +75,9 @@ var (
 //	      env: {GREETING: hi}        # or [{name: GREETING, value: hi}]
 //	      working_dir: .             # relative to this file; default: its directory
 //	      readiness: {path: /healthz, timeout: 30s}  # default: TCP connect
+//	      liveness: {path: /healthz}  # optional: probed every 10s (period), 1s timeout,
+//	                                 #   unhealthy after 3 failures in a row (failure_threshold),
+//	                                 #   initial_delay 0s: replaced, over max instances if need be
 //	      max_concurrency: 80        # requests at once per instance (default 80)
 //	      cpus: 1                    # CPUs per instance (default 1)
 //	      cpu_target: 0.6            # (default 0.6)

@@ -183,6 +183,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("services: [{preset: ecs}]\nrls: {config_dir: rl, grpc_listen: ':8081', shadow_mode: true, limit_header: X-RateLimit-Limit}\n"))
 	f.Add([]byte("services: [{name: k, route: {host: k.example}, autoscale: {kubernetes: {namespace: n, deployment: d, port: 8080}}}]"))
 	f.Add([]byte("services:\n  - name: h\n    route: {path_prefix: /h/, strip_prefix: true}\n    autoscale: {command: [sh], env: {A: b}, max_instances: 2, idle_timeout: 5s}\n"))
+	f.Add([]byte("services:\n  - name: h\n    route: {host: h.example}\n    autoscale: {command: sh, liveness: {path: /healthz, period: 2s, timeout: 1s, failure_threshold: 2, initial_delay: 0s}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)
 		if err != nil {

@@ -52,6 +52,10 @@ func (c *Config) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "  limits: request timeout %v (pending wait included), max pending %d, readiness timeout %v, termination grace %v\n",
 				orDuration(a.RequestTimeout, DefaultRequestTimeout), orInt(a.MaxPending, DefaultMaxPending),
 				orDuration(a.Readiness.Timeout, DefaultReadinessTimeout), orDuration(a.StopGrace, DefaultStopGrace))
+			if l := a.Liveness; l != nil {
+				fmt.Fprintf(tw, "  liveness: GET %s every %v (first %v after ready), timeout %v, unhealthy after %d failures in a row: replaced, over max instances if need be, and stopped once its requests finish (at most the request timeout or %v)\n",
+					l.Path, l.Period, l.InitialDelay+l.Period, l.Timeout, l.FailureThreshold, MaxOverMaxGrace)
+			}
 			fmt.Fprintf(tw, "  pending wait: max(%v, %g × expected cold start), then 429 at max instances; initial cold start %v (until one is measured)\n",
 				autoscale.MinPendingWait, autoscale.PendingColdStartFactor, e.InitialColdStart)
 			if a.Kubernetes == nil && (a.Engine.CPUsPerInstance != 0 || a.Memory != 0) {

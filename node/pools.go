@@ -103,6 +103,10 @@ func (b pools) specs(cfg *config.Config) ([]pool.ServiceSpec, error) {
 			MaxPending:     a.MaxPending,
 			Traffic:        traffic(a),
 		}
+		if l := a.Liveness; l != nil {
+			spec.Liveness = &pool.Liveness{Path: l.Path, Period: l.Period, Timeout: l.Timeout,
+				FailureThreshold: l.FailureThreshold, InitialDelay: l.InitialDelay}
+		}
 		if cm := a.CloudMap; cm != nil {
 			sc := cloudmap.DefaultScope
 			if cm.Account != "" {

@@ -30,7 +30,7 @@ type ServiceStatus struct {
 type InstanceStatus struct {
 	Name        string  `json:"name"`
 	Revision    string  `json:"revision"`
-	State       string  `json:"state"` // starting, ready, draining, stopping
+	State       string  `json:"state"` // starting, ready, draining, unhealthy, stopping
 	PID         int     `json:"pid,omitempty"`
 	Port        int     `json:"port,omitempty"`
 	InFlight    int     `json:"in_flight"`
@@ -98,7 +98,10 @@ func (rv *revision) status() ServiceStatus {
 		// An instance the engine has let go is listed until it has exited.
 		info, ok := rv.eng.Instance(in.id)
 		state := "stopping"
-		if ok {
+		switch {
+		case in.unhealthy: // forgotten by the engine, finishing its requests
+			state, info.InFlight = "unhealthy", in.inFlight
+		case ok:
 			state = info.State.String()
 		}
 		is := InstanceStatus{

@@ -60,13 +60,26 @@
 // doubling up to 1 min) after the last failure, logged and exported as
 // tollgate_pool_restart_backoff_seconds.
 //
+// With a liveness check (ServiceSpec.Liveness, as Cloud Run's liveness
+// probe) each ready instance is probed on its own address from its own
+// goroutine; one that fails the check FailureThreshold times in a row is
+// unhealthy: the engine forgets it, so it takes no new request, and a
+// replacement starts at the next tick, beyond max instances when the
+// revision is at max (tollgate_pool_instances_over_max, reason
+// unhealthy, and the log line that names the instance and its bound).
+// The unhealthy instance stops once its requests in flight have finished,
+// or at the request timeout or MaxOverMaxGrace after it was found
+// unhealthy, whichever is first; the requests it still runs then get the
+// 502 of an instance that exited while serving them. A crashed instance
+// is gone, so its replacement is an ordinary start within max instances.
+//
 // # Revisions
 //
 // A reload that changes only targets and bounds applies them to the
 // running engine (Engine.SetConfig): no instance is restarted. A reload
 // that changes what runs (ServiceSpec.Template: for tollgate serve the
-// command, arguments, environment, working directory, readiness check and
-// grace period) makes a new revision, named as Knative names them
+// command, arguments, environment, working directory, readiness and
+// liveness checks and grace period) makes a new revision, named as Knative names them
 // (hello-00001, hello-00002, ...): it starts as many instances as the
 // serving revisions' recommendations call for, times its share (at least
 // one), and becomes the latest ready revision once they are ready, or

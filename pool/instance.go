@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
@@ -53,6 +54,7 @@ type instance struct {
 	stop     chan struct{} // closed when the engine stops it
 	stopOnce sync.Once
 	launched time.Time
+	killed   atomic.Pointer[string] // why the pool stopped it with requests in flight
 
 	// Set before the instance is reported ready, never changed after.
 	run  Instance
@@ -68,8 +70,10 @@ type instance struct {
 	cpuAt       time.Time
 	cpuOK       bool
 	readyAt     time.Time
-	conc, cpu   float64 // last second's averages, for the admin endpoint
-	registered  bool    // announced to the Registrar as taking requests
+	conc, cpu   float64       // last second's averages, for the admin endpoint
+	registered  bool          // announced to the Registrar as taking requests
+	unhealthy   bool          // failed its liveness check: the engine forgot it
+	idle        chan struct{} // an unhealthy one's: closed once nothing runs on it
 }
 
 // begin and end count a request starting and finishing on the instance,
@@ -101,14 +105,19 @@ func (in *instance) concurrency(now time.Time) float64 {
 	return avg
 }
 
-// exitedErr reports whether the instance has exited, and why.
+// exitedErr reports whether the instance has exited, and why: the exit
+// status, or why the pool stopped it with requests in flight.
 func (in *instance) exitedErr() (bool, error) {
 	if in.run == nil {
 		return false, nil
 	}
 	select {
 	case <-in.run.Done():
-		return true, in.run.Err()
+		err := in.run.Err()
+		if why := in.killed.Load(); err == nil && why != nil {
+			err = errors.New(*why)
+		}
+		return true, err
 	default:
 		return false, nil
 	}
@@ -206,19 +215,19 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 	// Runner logs its own view at Debug at most (package process does).
 	rv.log.Info("instance ready", "instance", in.name, "pid", run.PID(), "addr", run.Addr(), "cold_start", coldStart.Round(time.Millisecond))
 
-	select {
-	case <-run.Done():
-		rv.gone(in, run, run.Err())
-	case <-in.stop:
-		rv.stopInstance(in, run, "scaled down")
-	case <-ctx.Done():
-		rv.stopInstance(in, run, "shutting down")
-	}
+	rv.watch(ctx, in, run)
 }
 
 // stopInstance stops an instance the engine (or shutdown) let go.
 func (rv *revision) stopInstance(in *instance, run Instance, why string) {
 	start := time.Now()
+	rv.mu.Lock()
+	if in.inFlight > 0 && in.killed.Load() == nil {
+		// Its requests get 502 saying so (the proxy's exitedErr).
+		msg := "stopped with requests in flight: " + why
+		in.killed.Store(&msg)
+	}
+	rv.mu.Unlock()
 	err := run.Stop(rv.stopGrace())
 	rv.proxy.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
 	rv.mu.Lock()

@@ -84,7 +84,7 @@ func (rv *revision) tick(now time.Time) {
 	}
 	if rv.failures > 0 {
 		for _, in := range rv.insts {
-			if !in.readyAt.IsZero() && now.Sub(in.readyAt) >= backoffReset {
+			if !in.readyAt.IsZero() && !in.unhealthy && now.Sub(in.readyAt) >= backoffReset {
 				rv.failures = 0
 				rv.m.backoff.Set(0)
 				break
@@ -106,6 +106,9 @@ func (rv *revision) tick(now time.Time) {
 			policy = before.Count
 		}
 		reason := scaleReason(rv.eng.Config(), dec.Count, policy, dec.Idle, dec.Exited)
+		if rv.replace > 0 && (reason == "min instances" || reason == "instance exited") && dec.Count > rv.cfg.MinInstances {
+			reason = "unhealthy instance replaced"
+		}
 		scaled = []any{"from", before.Count, "to", dec.Count, "reason", reason, "driver", dec.Driver.String(), "driver_count", policy,
 			"cpu_1m", round3(m.CPU1m), "concurrency_1m", round3(m.Concurrency1m), "concurrency_10m", round3(m.Concurrency10m),
 			"act_capacity", round3(m.ACTCapacity), "need_cpu", round3(cpu), "need_concurrency", round3(conc), "need_act", round3(act),
@@ -114,6 +117,7 @@ func (rv *revision) tick(now time.Time) {
 			NeedCPU: round3(cpu), NeedConcurrency: round3(conc), NeedACT: round3(act), InFlight: m.Active, Ready: m.Ready})
 	}
 	rv.apply(now, dec.Events)
+	rv.replaced()
 	st := rv.eng.Stats()
 	rv.mu.Unlock()
 	// Logging is I/O: never with rv.mu held, which every request takes.

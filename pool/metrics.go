@@ -71,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"service", "revision", "instance"}),
 		exits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tollgate_pool_instance_exits_total",
-			Help: "Instances that exited without being asked, by reason (crashed, start_failed, oom_killed).",
+			Help: "Instances that exited without being asked, by reason (crashed, start_failed, oom_killed), or that failed their liveness check and were replaced (unhealthy).",
 		}, []string{"service", "revision", "reason"}),
 		backoff: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_pool_restart_backoff_seconds",

@@ -1,15 +1,16 @@
 package pool
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// MaxOverMaxGrace bounds how long a replaced revision's instances may
-// keep running beyond the service's max instances while they finish
-// their requests in flight: 15 minutes, as Cloud Run's grace for
-// instances over max.
+// MaxOverMaxGrace bounds how long a replaced revision's instances, or an
+// unhealthy instance beside its replacement, may keep running beyond max
+// instances while they finish their requests in flight: 15 minutes, as
+// Cloud Run's grace for instances over max.
 const MaxOverMaxGrace = 15 * time.Minute
 
 // overMaxReasonRevision labels instances over max that belong to a
@@ -35,29 +36,67 @@ func (rv *revision) instanceCount() int {
 	return len(rv.insts)
 }
 
-// overMax is, for each retired revision of svc still draining, how many
-// of its instances are beyond the service's max instances (the latest
-// revision's): the instances of every revision, less that max, counted
-// against the retired revisions, oldest first; p.mu is held.
-func (svc *service) overMax() map[*revision]int {
+// overBy is how many of candidates are beyond limit among count
+// instances: count less limit, at most candidates.
+func overBy(count, limit, candidates int) int {
+	return min(candidates, max(0, count-limit))
+}
+
+// unhealthyOverMax is how many of the revision's instances are beyond its
+// max instances because unhealthy ones finish their requests beside their
+// replacements: its instances less its max, at most the unhealthy ones.
+func (rv *revision) unhealthyOverMax() int {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	n := 0
+	for _, in := range rv.insts {
+		if in.unhealthy {
+			n++
+		}
+	}
+	return overBy(len(rv.insts), maxInstances(rv.cfg), n)
+}
+
+// overMaxCount is one revision's instances over max, by reason.
+type overMaxCount struct {
+	revisionChange int // a retired revision's, finishing their requests
+	unhealthy      int // a running revision's unhealthy ones (with a liveness check)
+}
+
+// overMax is, for each revision of svc that may run instances over max,
+// how many and why: a running revision with a liveness check, its
+// unhealthy instances beyond its own max instances; a retired revision
+// still draining, its share of the instances of every revision beyond
+// the service's max instances (the latest revision's), those already
+// counted as unhealthy left out, counted against the retired revisions
+// oldest first. p.mu is held.
+func (svc *service) overMax() map[*revision]overMaxCount {
 	svc.pruneOld()
+	out := map[*revision]overMaxCount{}
+	counted := 0
+	for _, rv := range svc.revs {
+		if rv.live != nil {
+			n := rv.unhealthyOverMax()
+			out[rv] = overMaxCount{unhealthy: n}
+			counted += n
+		}
+	}
 	if len(svc.old) == 0 {
-		return nil
+		return out
 	}
 	svc.latest.mu.Lock()
 	limit := maxInstances(svc.latest.cfg)
 	svc.latest.mu.Unlock()
-	total := 0
+	total := -counted
 	counts := map[*revision]int{}
 	for _, rv := range append(append([]*revision{}, svc.revs...), svc.old...) {
 		counts[rv] = rv.instanceCount()
 		total += counts[rv]
 	}
 	over := max(0, total-limit)
-	out := map[*revision]int{}
 	for _, rv := range svc.old {
 		n := min(over, counts[rv])
-		out[rv] = n
+		out[rv] = overMaxCount{revisionChange: n}
 		over -= n
 	}
 	return out
@@ -72,20 +111,25 @@ type overMaxCollector struct {
 
 func newOverMaxCollector(p *Pool) *overMaxCollector {
 	return &overMaxCollector{p: p, desc: prometheus.NewDesc("tollgate_pool_instances_over_max",
-		"Instances of a service beyond its max instances, by the revision they belong to and why: a replaced revision's instances finishing their requests (revision_change), for at most the request timeout and 15 minutes.",
+		"Instances of a service beyond its max instances, by the revision they belong to and why: a replaced revision's instances finishing their requests (revision_change), or unhealthy instances finishing theirs beside their replacements (unhealthy, for every revision with a liveness check), each for at most the request timeout and 15 minutes.",
 		[]string{"service", "revision", "reason"}, nil)}
 }
 
 // Describe sends the gauge's description.
 func (c *overMaxCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-// Collect sends one sample per retired revision still draining.
+// Collect sends one sample per retired revision still draining, and one
+// per running revision with a liveness check.
 func (c *overMaxCollector) Collect(ch chan<- prometheus.Metric) {
 	c.p.mu.Lock()
 	defer c.p.mu.Unlock()
 	for name, svc := range c.p.services {
 		for rv, n := range svc.overMax() {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), name, rv.name, overMaxReasonRevision)
+			if slices.Contains(svc.old, rv) {
+				ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n.revisionChange), name, rv.name, overMaxReasonRevision)
+			} else {
+				ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n.unhealthy), name, rv.name, overMaxReasonUnhealthy)
+			}
 		}
 	}
 }

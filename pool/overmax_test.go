@@ -39,7 +39,7 @@ func TestReplacedRevisionOverMaxWhileItsRequestFinishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	series := `
-# HELP tollgate_pool_instances_over_max Instances of a service beyond its max instances, by the revision they belong to and why: a replaced revision's instances finishing their requests (revision_change), for at most the request timeout and 15 minutes.
+# HELP tollgate_pool_instances_over_max Instances of a service beyond its max instances, by the revision they belong to and why: a replaced revision's instances finishing their requests (revision_change), or unhealthy instances finishing theirs beside their replacements (unhealthy, for every revision with a liveness check), each for at most the request timeout and 15 minutes.
 # TYPE tollgate_pool_instances_over_max gauge
 tollgate_pool_instances_over_max{reason="revision_change",revision="s-00001",service="s"} 1
 `

@@ -62,6 +62,10 @@ type ServiceSpec struct {
 	// MaxPending bounds the requests waiting for an instance; one more is
 	// answered 429 at once, with Retry-After. 0 means DefaultMaxPending.
 	MaxPending int
+	// Liveness, when set, probes every ready instance and replaces one
+	// that fails (see Liveness); nil means no check after readiness. Like
+	// Runner, it is kept for a revision: give it a part in Template.
+	Liveness *Liveness
 	// Traffic splits the service's requests over its running revisions
 	// (see TrafficTarget); empty means 100 % to the latest ready one. A
 	// reload that gives the same Traffic as the last keeps the split set
@@ -115,6 +119,7 @@ type Pool struct {
 	m              *metrics
 	rolloutTimeout time.Duration
 	drainTimeout   time.Duration
+	overMaxGrace   time.Duration // MaxOverMaxGrace; shorter in tests
 
 	mu       sync.RWMutex
 	services map[string]*service
@@ -146,6 +151,7 @@ func New(opts Options) *Pool {
 		rolloutTimeout: opts.RolloutTimeout,
 		drainTimeout:   opts.DrainTimeout,
 		services:       map[string]*service{},
+		overMaxGrace:   MaxOverMaxGrace,
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -186,6 +192,11 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		if s.RequestTimeout < 0 || s.RequestTimeout > MaxRequestTimeout || s.MaxPending < 0 || s.MaxPending > MaxMaxPending {
 			return fmt.Errorf("%w: service %q: request timeout %v not in [0, %v] or max pending %d not in [0, %d]",
 				ErrInvalidSpec, s.Name, s.RequestTimeout, MaxRequestTimeout, s.MaxPending, MaxMaxPending)
+		}
+		if s.Liveness != nil {
+			if err := s.Liveness.WithDefaults().check(); err != nil {
+				return fmt.Errorf("%w: service %q: %w", ErrInvalidSpec, s.Name, err)
+			}
 		}
 		if err := s.Engine.Validate(); err != nil {
 			return fmt.Errorf("service %s: %w", s.Name, err)
@@ -270,6 +281,11 @@ func (p *Pool) newRevision(svc *service, s ServiceSpec, cfg autoscale.Config) (*
 	rv, err := newRevision(svc.name, name, cfg, s.Runner, s.limits(), p.log, p.m.revision(svc.name, name))
 	if err == nil {
 		rv.reg = s.Registrar
+		rv.overMaxGrace = p.overMaxGrace
+		if s.Liveness != nil {
+			l := s.Liveness.WithDefaults()
+			rv.live, rv.probes = &l, newProbeClient()
+		}
 	}
 	return rv, err
 }

@@ -55,6 +55,10 @@ type revision struct {
 	cfg           autoscale.Config // as configured; the engine's differs by the share (Sharer)
 	sharers       int              // replicas sharing each instance, as last applied
 	floor         int              // min instances while a larger share waits for them (setFloor)
+	replace       int              // min instances until an unhealthy instance's replacement has started
+	live          *Liveness        // the liveness check, defaults applied; nil: none. Set before run
+	probes        *http.Client     // the liveness probes' client; nil without a check
+	overMaxGrace  time.Duration    // bounds an unhealthy instance's drain (MaxOverMaxGrace)
 }
 
 // waiter is one pending request. The engine's decision is written under
@@ -161,6 +165,7 @@ func (rv *revision) retire(by time.Time) {
 		for _, in := range rv.insts {
 			rv.announce(in, false)
 		}
+		rv.replaced() // a retiring revision replaces no unhealthy instance
 	}
 }
 
@@ -172,7 +177,7 @@ func (rv *revision) drained(now time.Time) bool {
 		return false
 	}
 	st := rv.eng.Stats()
-	return st.InFlight+st.Pending == 0 || now.After(rv.retireBy)
+	return (st.InFlight+st.Pending == 0 && !rv.unhealthyBusy()) || now.After(rv.retireBy)
 }
 
 // readyCount is the number of ready instances.
@@ -400,7 +405,13 @@ func (rv *revision) finish(id autoscale.RequestID, in *instance, wt *waiter) {
 	ev, err := rv.eng.RequestDone(now, id)
 	if err != nil {
 		// Rejected, or failed with its instance: the engine already
-		// forgot it.
+		// forgot it. One on an unhealthy instance, which the engine
+		// forgot too, has finished there: the instance stops once none is
+		// left.
+		if in != nil && in.unhealthy {
+			in.end(now)
+			in.noteIdle()
+		}
 		return
 	}
 	if in != nil {

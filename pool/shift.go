@@ -195,10 +195,11 @@ func (rv *revision) setFloor(n int) {
 }
 
 // engineConfig is the engine's config: the configured one, with its
-// minimum raised to the warm-up floor and its maximum concurrency shared
+// minimum raised to the warm-up floor or for an unhealthy instance's
+// replacement, and its maximum concurrency shared
 // (shareOf); rv.mu is held.
 func (rv *revision) engineConfig() autoscale.Config {
 	cfg := rv.cfg
-	cfg.MinInstances = max(cfg.MinInstances, min(rv.floor, maxInstances(cfg)))
+	cfg.MinInstances = max(cfg.MinInstances, min(max(rv.floor, rv.replace), maxInstances(cfg)))
 	return shareOf(cfg, rv.sharers)
 }

@@ -230,7 +230,7 @@ func (p *Pool) reroute(svc *service) {
 	over := svc.overMax()
 	for _, rv := range retired {
 		p.log.Info("revision takes no traffic; draining it by its requests in flight", "service", svc.name, "revision", rv.name,
-			"instances", rv.instanceCount(), "over_max_instances", over[rv], "over_max_reason", overMaxReasonRevision,
+			"instances", rv.instanceCount(), "over_max_instances", over[rv].revisionChange, "over_max_reason", overMaxReasonRevision,
 			"stop_by", p.drainBound(rv, now).UTC().Format(time.RFC3339))
 	}
 }

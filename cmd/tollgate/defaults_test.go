@@ -21,3 +21,15 @@ func TestCheckPrintsTheRuntimeDefaults(t *testing.T) {
 			pool.DefaultRequestTimeout, pool.DefaultMaxPending, process.DefaultReadyTimeout, pool.DefaultStopGrace)
 	}
 }
+
+// TestCheckPrintsTheLivenessDefaults: the liveness defaults config fills
+// in and the over-max bound tollgate check prints are the pool's.
+func TestCheckPrintsTheLivenessDefaults(t *testing.T) {
+	l := pool.Liveness{Path: "/"}.WithDefaults()
+	if config.DefaultLivenessPeriod != l.Period || config.DefaultLivenessTimeout != l.Timeout ||
+		config.DefaultLivenessFailureThreshold != l.FailureThreshold || config.MaxOverMaxGrace != pool.MaxOverMaxGrace {
+		t.Fatalf("config.s liveness defaults %v %v %d and bound %v differ from the pool's %v %v %d %v",
+			config.DefaultLivenessPeriod, config.DefaultLivenessTimeout, config.DefaultLivenessFailureThreshold, config.MaxOverMaxGrace,
+			l.Period, l.Timeout, l.FailureThreshold, pool.MaxOverMaxGrace)
+	}
+}

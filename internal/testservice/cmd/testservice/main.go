@@ -15,7 +15,11 @@
 //
 // Requests:
 //
-//	GET /healthz              200 "ok" (503 until -healthy-after has passed)
+//	GET /healthz              200 "ok" (503 until -healthy-after has passed;
+//	                          500 once /sicken was called, or no answer at all
+//	                          once /sicken?hang=1 was)
+//	GET /sicken[?hang=1]      makes /healthz fail from now on, as a liveness
+//	                          check sees a deadlocked service; 200 "sick"
 //	GET /env                  the environment as a JSON object
 //	GET /pids                 {"pid":…,"pgid":…,"children":[…]} as JSON
 //	GET /log?line=S&n=K&count=C  writes S (or K bytes of 'x') as one line to stdout, C times (default 1)
@@ -171,6 +175,7 @@ type service struct {
 	served    atomic.Int64
 	crash     chan struct{}
 	crashOnce sync.Once
+	sick      atomic.Int32 // 1: /healthz answers 500; 2: it never answers
 
 	mu   sync.Mutex
 	held [][]byte // what /alloc allocated
@@ -178,7 +183,23 @@ type service struct {
 
 func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
+	case "/sicken":
+		mode := int32(1)
+		if r.URL.Query().Get("hang") == "1" {
+			mode = 2
+		}
+		s.sick.Store(mode)
+		fmt.Fprintln(w, "sick")
+		return
 	case "/healthz":
+		switch s.sick.Load() {
+		case 1:
+			http.Error(w, "made unhealthy by /sicken", http.StatusInternalServerError)
+			return
+		case 2:
+			<-r.Context().Done() // hangs until the prober gives up
+			return
+		}
 		if time.Now().Before(s.healthyAt) {
 			http.Error(w, "not yet healthy", http.StatusServiceUnavailable)
 			return
