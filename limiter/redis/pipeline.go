@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -113,16 +114,32 @@ func (s *Store) do(ctx context.Context, c *call) (int, error) {
 	}
 }
 
-// work is a pipeline goroutine: it sends whatever is queued as one
-// pipeline, then waits for more.
+// work is a pipeline goroutine: it gathers whatever is queued into one
+// pipeline, sends it, then waits for more.
+//
+// One goroutine gathers at a time (it holds s.turn from its first call
+// until the queue is drained), so that calls queued meanwhile wait in the
+// queue for it instead of going to an idle goroutine one by one; and
+// before draining it yields once, so that callers already running (a
+// gRPC call decoded, about to queue its takes) join this round trip
+// rather than the next. On a server with few cores a round trip carries
+// several times the takes it would otherwise, which costs this process
+// and Redis fewer system calls and script calls per decision; when
+// nothing else is ready the yield returns at once.
 func (s *Store) work() {
 	defer s.wg.Done()
 	var f flush
 	for {
 		select {
+		case <-s.turn:
+		case <-s.quit:
+			return
+		}
+		select {
 		case c := <-s.queue:
 			f.calls = append(f.calls[:0], c)
 			n := len(c.reqs)
+			runtime.Gosched()
 		drain:
 			for n < maxFlushTakes {
 				select {
@@ -133,12 +150,14 @@ func (s *Store) work() {
 					break drain
 				}
 			}
+			s.turn <- struct{}{}
 			s.flush(&f)
 			for i, c := range f.calls {
 				c.done <- struct{}{}
 				f.calls[i] = nil
 			}
 		case <-s.quit:
+			s.turn <- struct{}{}
 			return
 		}
 	}

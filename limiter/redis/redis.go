@@ -271,6 +271,7 @@ type Store struct {
 	upAt     atomic.Int64 // store clock of the first answer to a pipeline sent after failAt
 
 	queue chan *call
+	turn  chan struct{} // the pipeline goroutines' turn to gather (pipeline.go)
 	quit  chan struct{}
 	wg    sync.WaitGroup
 	close sync.Once
@@ -308,6 +309,7 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 		now:      opts.Now,
 		epoch:    time.Now(),
 		queue:    make(chan *call, 1024),
+		turn:     make(chan struct{}, 1),
 		quit:     make(chan struct{}),
 	}
 	if s.prefix == "" {
@@ -364,6 +366,7 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 	if n <= 0 {
 		n = 2
 	}
+	s.turn <- struct{}{}
 	s.wg.Add(n + 1)
 	for range n {
 		go s.work()
