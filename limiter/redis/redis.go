@@ -33,9 +33,11 @@
 // # Round trips
 //
 // Takes are queued to a few pipeline goroutines (Options.Pipelines). An
-// idle goroutine sends a request at once; while all are busy, requests
-// queue up, and the next free goroutine sends everything queued in one
-// pipeline. On a single Redis server all takes of a pipeline are decided by
+// idle goroutine sends a request as soon as the goroutines already ready
+// to run have had their turn (it yields the processor, up to three times
+// while that brings more takes; no timer), so that takes arriving
+// together share a round trip; while all are busy, requests queue up, and
+// the next free goroutine sends everything queued in one pipeline. On a single Redis server all takes of a pipeline are decided by
 // script calls of up to 128 takes each; on Redis Cluster (or a Ring) takes
 // are grouped by hash tag, one script call per group. A batch is therefore
 // one round trip, and concurrent single takes share round trips without
