@@ -37,7 +37,7 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 func (s *Server) UnaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)
-	s.metrics.latency.WithLabelValues(info.FullMethod, status.Code(err).String()).Observe(time.Since(start).Seconds())
+	s.metrics.observeLatency(info.FullMethod, status.Code(err), time.Since(start).Seconds())
 	return resp, err
 }
 

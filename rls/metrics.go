@@ -4,7 +4,9 @@ import (
 	"math"
 	"sync/atomic"
 
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
 )
 
 // overrideKey is the key label of hits decided under a limit the request
@@ -25,6 +27,25 @@ type metrics struct {
 	globalShadowMode   prometheus.Counter
 	configLoads        *prometheus.CounterVec
 	latency            *prometheus.HistogramVec
+	// shouldLatency holds latency's series of ShouldRateLimit by code,
+	// each looked up on its first call: the hot method skips the vector's
+	// label hashing and lookup on every call.
+	shouldLatency [codes.Unauthenticated + 1]atomic.Pointer[prometheus.Observer]
+}
+
+// observeLatency records one call's latency in seconds by method and code.
+func (m *metrics) observeLatency(method string, code codes.Code, seconds float64) {
+	if method != rlspb.RateLimitService_ShouldRateLimit_FullMethodName || int(code) >= len(m.shouldLatency) {
+		m.latency.WithLabelValues(method, code.String()).Observe(seconds)
+		return
+	}
+	o := m.shouldLatency[code].Load()
+	if o == nil {
+		obs := m.latency.WithLabelValues(method, code.String())
+		o = &obs
+		m.shouldLatency[code].Store(o)
+	}
+	(*o).Observe(seconds)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {

@@ -33,9 +33,11 @@
 // # Round trips
 //
 // Takes are queued to a few pipeline goroutines (Options.Pipelines). An
-// idle goroutine sends a request at once; while all are busy, requests
-// queue up, and the next free goroutine sends everything queued in one
-// pipeline. On a single Redis server all takes of a pipeline are decided by
+// idle goroutine sends a request as soon as the goroutines already ready
+// to run have had their turn (it yields the processor, up to three times
+// while that brings more takes; no timer), so that takes arriving
+// together share a round trip; while all are busy, requests queue up, and
+// the next free goroutine sends everything queued in one pipeline. On a single Redis server all takes of a pipeline are decided by
 // script calls of up to 128 takes each; on Redis Cluster (or a Ring) takes
 // are grouped by hash tag, one script call per group. A batch is therefore
 // one round trip, and concurrent single takes share round trips without
@@ -271,6 +273,7 @@ type Store struct {
 	upAt     atomic.Int64 // store clock of the first answer to a pipeline sent after failAt
 
 	queue chan *call
+	turn  chan struct{} // the pipeline goroutines' turn to gather (pipeline.go)
 	quit  chan struct{}
 	wg    sync.WaitGroup
 	close sync.Once
@@ -308,6 +311,7 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 		now:      opts.Now,
 		epoch:    time.Now(),
 		queue:    make(chan *call, 1024),
+		turn:     make(chan struct{}, 1),
 		quit:     make(chan struct{}),
 	}
 	if s.prefix == "" {
@@ -364,6 +368,7 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 	if n <= 0 {
 		n = 2
 	}
+	s.turn <- struct{}{}
 	s.wg.Add(n + 1)
 	for range n {
 		go s.work()

@@ -140,3 +140,49 @@ func holdingProxy(t *testing.T, addr string, gate <-chan struct{}) string {
 	}()
 	return ln.Addr().String()
 }
+
+// TestRunnableTakesJoinOneRoundTrip: on one core (GOMAXPROCS 1), takes
+// whose goroutines are ready to run when the first is queued go out in
+// the first's pipeline, not one pipeline each while a pipeline goroutine
+// is idle. With the pipeline goroutines' yields, 5 bursts of 16 made 5
+// pipelines in 19 runs of 20 and 7 in one; without them, 14 or 15 (a
+// burst was 1, 1, then the other 14).
+func TestRunnableTakesJoinOneRoundTrip(t *testing.T) {
+	// Not parallel: GOMAXPROCS is the process's.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	srv := redistest.Start(t)
+	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	defer client.Close()
+	hook := &roundTrips{}
+	client.AddHook(hook)
+	s := newStore(t, client, Options{Timeout: 30 * time.Second})
+	ctx := context.Background()
+	limit := bucket.MustLimit(50, 20)
+	burst := func(round int) {
+		var wg sync.WaitGroup
+		for i := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if d, err := s.Take(ctx, fmt.Sprintf("{acct-%d}:r:c", i), limit, 1); err != nil || d.Remaining != int64(49-round) {
+					t.Errorf("round %d, take %d: %+v %v", round, i, d, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	// The first bursts open the pipelines' connections (go-redis sends
+	// its handshake then); count the next ones.
+	burst(0)
+	burst(1)
+	const bursts = 5
+	before := hook.pipelines.Load()
+	for r := range bursts {
+		burst(2 + r)
+	}
+	got := hook.pipelines.Load() - before
+	t.Logf("%d bursts of 16 takes in %d pipelines", bursts, got)
+	if got >= 2*bursts {
+		t.Fatalf("%d bursts of 16 ready takes made %d pipelines; want about one each (fewer than 2 each)", bursts, got)
+	}
+}

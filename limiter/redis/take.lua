@@ -26,6 +26,12 @@
 -- caller keeps below 2^53 by refusing limits whose capacity x interval
 -- exceeds 2^52 ns (about 52 days): a state is at most MAXREL ahead of now.
 
+-- Library functions as locals: a local is a register, a global a table
+-- lookup (two for redis.call) on every use.
+local tonumber, type, fmod = tonumber, type, math.fmod
+local find, sub, format = string.find, string.sub, string.format
+local call, error_reply = redis.call, redis.error_reply
+
 local E9 = 1000000000
 -- The farthest a state may be ahead of now: 2^52 ns, the longest refill
 -- window the store accepts (Go: redis.MaxWindow). The store never writes a
@@ -44,30 +50,30 @@ local FAKE_CLOCK_GRACE_MS = 60000
 -- Truncated integer division, exact for integers below 2^53 in magnitude
 -- (fmod is exact; the quotient of a multiple is exact).
 local function div(a, b)
-  return (a - math.fmod(a, b)) / b
+  return (a - fmod(a, b)) / b
 end
 
 -- Splits a decimal Unix-ns integer into seconds and nanoseconds.
 local function split(v)
-  if type(v) ~= 'string' or #v > 19 or not string.find(v, '^%d+$') then
+  if type(v) ~= 'string' or #v > 19 or not find(v, '^%d+$') then
     return nil
   end
   local l = #v
   if l <= 9 then
     return 0, tonumber(v)
   end
-  return tonumber(string.sub(v, 1, l - 9)), tonumber(string.sub(v, l - 8))
+  return tonumber(sub(v, 1, l - 9)), tonumber(sub(v, l - 8))
 end
 
 local sec, nsec
 local grace = 0
 if ARGV[1] == '' then
-  local t = redis.call('TIME')
+  local t = call('TIME')
   sec, nsec = tonumber(t[1]), tonumber(t[2]) * 1000
 else
   sec, nsec = split(ARGV[1])
   if sec == nil then
-    return redis.error_reply('ERR tollgate: bad time argument')
+    return error_reply('ERR tollgate: bad time argument')
   end
   grace = FAKE_CLOCK_GRACE_MS
 end
@@ -82,26 +88,26 @@ for i = 2, #ARGV, 4 do
   local iv = tonumber(ARGV[i + 2])
   local n = tonumber(ARGV[i + 3])
   if k == nil or KEYS[k] == nil or cap == nil or iv == nil or n == nil then
-    return redis.error_reply('ERR tollgate: bad take arguments')
+    return error_reply('ERR tollgate: bad take arguments')
   end
   local tat = rel[k]
   if tat == nil then
     tat = 0
-    local v = redis.call('GET', KEYS[k])
+    local v = call('GET', KEYS[k])
     if v then
       local s, ns = split(v)
       if s == nil then
-        return redis.error_reply('ERR tollgate: key ' .. KEYS[k] .. ' does not hold a bucket state')
+        return error_reply('ERR tollgate: key ' .. KEYS[k] .. ' does not hold a bucket state')
       end
       local ds = s - sec
       if ds > MAXSEC then
-        return redis.error_reply('ERR tollgate: state of ' .. KEYS[k] .. ' is too far ahead of now')
+        return error_reply('ERR tollgate: state of ' .. KEYS[k] .. ' is too far ahead of now')
       end
       if ds > -MAXSEC then
         tat = ds * E9 + (ns - nsec)
       end
       if tat > MAXREL then
-        return redis.error_reply('ERR tollgate: state of ' .. KEYS[k] .. ' is too far ahead of now')
+        return error_reply('ERR tollgate: state of ' .. KEYS[k] .. ' is too far ahead of now')
       end
       if tat < 0 then
         tat = 0 -- full: tokens that arrived while full were discarded
@@ -158,11 +164,11 @@ for k in pairs(dirty) do
   local s, ns = sec + carry, total - carry * E9
   local v
   if s > 0 then
-    v = string.format('%d%09d', s, ns)
+    v = format('%d%09d', s, ns)
   else
-    v = string.format('%d', ns)
+    v = format('%d', ns)
   end
-  redis.call('SET', KEYS[k], v, 'PX', div(r + 999999, 1000000) + grace)
+  call('SET', KEYS[k], v, 'PX', div(r + 999999, 1000000) + grace)
 end
 
 return out
