@@ -220,7 +220,7 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 func (rv *revision) stopInstance(in *instance, run Instance, why string) {
 	start := time.Now()
 	err := run.Stop(rv.stopGrace())
-	rv.proxy.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	rv.proxy.CloseIdleConnections()
 	rv.mu.Lock()
 	rv.announce(in, false)
 	delete(rv.insts, in.id)

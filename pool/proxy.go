@@ -13,18 +13,47 @@ import (
 	"github.com/tollgate/tollgate/internal/proxybuf"
 )
 
-// newProxy returns the revision's one reverse proxy. Rewrite reads the
-// chosen instance from the request context; the transport keeps enough
-// idle connections per instance for its whole concurrency.
-func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
+// proxy forwards a revision's requests to the instance each was routed
+// to (in the request context): the forwarder (forward.go) takes the
+// common request, httputil.ReverseProxy every other. Both keep enough
+// idle connections per instance for its whole concurrency and answer a
+// failure with the same error status.
+type proxy struct {
+	rv    *revision
+	rp    *httputil.ReverseProxy
+	conns *upConns // the forwarder's connections
+}
+
+// ServeHTTP forwards r to its instance.
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	in, _ := r.Context().Value(instanceKey{}).(*instance)
+	if in == nil || !fastPath(r) {
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	if err := p.forward(w, r, in.url.Host); err != nil {
+		p.rp.ErrorHandler(w, r, err)
+	}
+}
+
+// CloseIdleConnections closes the idle connections to every instance.
+func (p *proxy) CloseIdleConnections() {
+	p.conns.closeIdle()
+	p.rp.Transport.(*http.Transport).CloseIdleConnections()
+}
+
+// newProxy returns the revision's one proxy. Rewrite reads the chosen
+// instance from the request context.
+func newProxy(rv *revision, maxConcurrency int) *proxy {
+	maxIdle := max(maxConcurrency, http.DefaultMaxIdleConnsPerHost)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = max(maxConcurrency, http.DefaultMaxIdleConnsPerHost)
+	tr.MaxIdleConnsPerHost = maxIdle
 	tr.MaxIdleConns = 0 // no total limit: per host bounds it
 	tr.Proxy = nil      // instances are on loopback; never via an HTTP proxy
 	// Bodies pass through as the instance sent them: the transport must
 	// not ask for gzip on the client's behalf and inflate the answer.
 	tr.DisableCompression = true
-	return &httputil.ReverseProxy{
+	rp := &httputil.ReverseProxy{
 		Transport:  tr,
 		BufferPool: proxybuf.Buffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -80,6 +109,7 @@ func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
 			http.Error(w, msg, status)
 		},
 	}
+	return &proxy{rv: rv, rp: rp, conns: newUpConns(maxIdle)}
 }
 
 // proxyError maps an upstream failure to a status and message: 504 when the
