@@ -176,6 +176,10 @@ func roundTrip(c *upConn, w http.ResponseWriter, r *http.Request, host string) (
 			return nil, err
 		}
 		code := resp.StatusCode
+		if code < 100 || code > 999 {
+			// net/http would panic writing it.
+			return nil, fmt.Errorf("the instance answered with status %d", code)
+		}
 		if code == http.StatusSwitchingProtocols {
 			return nil, errors.New("the instance switched protocols (101) on a request that asked for no upgrade")
 		}
@@ -355,10 +359,14 @@ func writeHead(bw *bufio.Writer, r *http.Request, target string) error {
 	if !httpguts.ValidHeaderFieldName(r.Method) {
 		return fmt.Errorf("invalid method %q", r.Method)
 	}
+	q := cleanQuery(r.URL.RawQuery)
+	if !validTarget(q) {
+		return fmt.Errorf("invalid query %q", q)
+	}
 	bw.WriteString(r.Method)
 	bw.WriteByte(' ')
 	bw.WriteString(r.URL.EscapedPath())
-	if q := cleanQuery(r.URL.RawQuery); q != "" || r.URL.ForceQuery {
+	if q != "" || r.URL.ForceQuery {
 		bw.WriteByte('?')
 		bw.WriteString(q)
 	}
@@ -410,6 +418,17 @@ func writeHead(bw *bufio.Writer, r *http.Request, target string) error {
 	}
 	_, err := bw.WriteString("\r\n")
 	return err
+}
+
+// validTarget reports whether s may be written in a request line: no
+// space or control byte, which would end or break it.
+func validTarget(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // writeHeader writes one header line; a value with a byte a header may

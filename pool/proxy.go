@@ -62,6 +62,14 @@ func newProxy(rv *revision, maxConcurrency int) *proxy {
 			pr.Out.Host = pr.In.Host // as the client sent it, as Cloud Run does
 			pr.SetXForwarded()
 		},
+		// A status net/http cannot write (it would panic) is the
+		// instance's failure, answered as one.
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode < 100 || resp.StatusCode > 999 {
+				return fmt.Errorf("the instance answered with status %d", resp.StatusCode)
+			}
+			return nil
+		},
 		// Every failed attempt is answered with an error status, never
 		// left to the server's implicit 200, and logged with the status
 		// written: a request whose client went away is still answered
@@ -82,6 +90,13 @@ func newProxy(rv *revision, maxConcurrency int) *proxy {
 				// client's context).
 				status = http.StatusGatewayTimeout
 				msg = fmt.Sprintf("service %s: the request timeout passed before the instance answered", rv.service)
+				if r.ProtoMajor == 1 {
+					// The deadline also cut the server's watch on the
+					// client's connection, which cancels the context of
+					// every later request on it: the next would fail at
+					// once. The client opens a new one.
+					w.Header().Set("Connection", "close")
+				}
 			case client.Err() != nil:
 				// The client went away, or its connection failed while
 				// the request body was read.
