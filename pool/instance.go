@@ -229,7 +229,7 @@ func (rv *revision) stopInstance(in *instance, run Instance, why string) {
 	}
 	rv.mu.Unlock()
 	err := run.Stop(rv.stopGrace())
-	rv.proxy.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+	rv.proxy.CloseIdleConnections()
 	rv.mu.Lock()
 	rv.announce(in, false)
 	delete(rv.insts, in.id)

@@ -13,18 +13,47 @@ import (
 	"github.com/tollgate/tollgate/internal/proxybuf"
 )
 
-// newProxy returns the revision's one reverse proxy. Rewrite reads the
-// chosen instance from the request context; the transport keeps enough
-// idle connections per instance for its whole concurrency.
-func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
+// proxy forwards a revision's requests to the instance each was routed
+// to (in the request context): the forwarder (forward.go) takes the
+// common request, httputil.ReverseProxy every other. Both keep enough
+// idle connections per instance for its whole concurrency and answer a
+// failure with the same error status.
+type proxy struct {
+	rv    *revision
+	rp    *httputil.ReverseProxy
+	conns *upConns // the forwarder's connections
+}
+
+// ServeHTTP forwards r to its instance.
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	in, _ := r.Context().Value(instanceKey{}).(*instance)
+	if in == nil || !fastPath(r) {
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	if err := p.forward(w, r, in.url.Host); err != nil {
+		p.rp.ErrorHandler(w, r, err)
+	}
+}
+
+// CloseIdleConnections closes the idle connections to every instance.
+func (p *proxy) CloseIdleConnections() {
+	p.conns.closeIdle()
+	p.rp.Transport.(*http.Transport).CloseIdleConnections()
+}
+
+// newProxy returns the revision's one proxy. Rewrite reads the chosen
+// instance from the request context.
+func newProxy(rv *revision, maxConcurrency int) *proxy {
+	maxIdle := max(maxConcurrency, http.DefaultMaxIdleConnsPerHost)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = max(maxConcurrency, http.DefaultMaxIdleConnsPerHost)
+	tr.MaxIdleConnsPerHost = maxIdle
 	tr.MaxIdleConns = 0 // no total limit: per host bounds it
 	tr.Proxy = nil      // instances are on loopback; never via an HTTP proxy
 	// Bodies pass through as the instance sent them: the transport must
 	// not ask for gzip on the client's behalf and inflate the answer.
 	tr.DisableCompression = true
-	return &httputil.ReverseProxy{
+	rp := &httputil.ReverseProxy{
 		Transport:  tr,
 		BufferPool: proxybuf.Buffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -32,6 +61,14 @@ func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
 			pr.SetURL(in.url)
 			pr.Out.Host = pr.In.Host // as the client sent it, as Cloud Run does
 			pr.SetXForwarded()
+		},
+		// A status net/http cannot write (it would panic) is the
+		// instance's failure, answered as one.
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode < 100 || resp.StatusCode > 999 {
+				return fmt.Errorf("the instance answered with status %d", resp.StatusCode)
+			}
+			return nil
 		},
 		// Every failed attempt is answered with an error status, never
 		// left to the server's implicit 200, and logged with the status
@@ -53,6 +90,13 @@ func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
 				// client's context).
 				status = http.StatusGatewayTimeout
 				msg = fmt.Sprintf("service %s: the request timeout passed before the instance answered", rv.service)
+				if r.ProtoMajor == 1 {
+					// The deadline also cut the server's watch on the
+					// client's connection, which cancels the context of
+					// every later request on it: the next would fail at
+					// once. The client opens a new one.
+					w.Header().Set("Connection", "close")
+				}
 			case client.Err() != nil:
 				// The client went away, or its connection failed while
 				// the request body was read.
@@ -80,6 +124,7 @@ func newProxy(rv *revision, maxConcurrency int) *httputil.ReverseProxy {
 			http.Error(w, msg, status)
 		},
 	}
+	return &proxy{rv: rv, rp: rp, conns: newUpConns(maxIdle)}
 }
 
 // proxyError maps an upstream failure to a status and message: 504 when the

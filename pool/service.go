@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"strconv"
 	"sync"
 	"time"
@@ -27,7 +26,7 @@ type revision struct {
 	runner   Runner
 	log      *slog.Logger
 	m        *serviceMetrics
-	proxy    *httputil.ReverseProxy
+	proxy    *proxy
 	wg       sync.WaitGroup // the instance goroutines
 	started  chan struct{}  // closed once run has begun
 	finished chan struct{}  // closed once run has returned
