@@ -34,10 +34,12 @@ type victim struct {
 func (r *Runner) heldFor() time.Duration { return 4 * r.o.Election.LeaseDuration }
 
 // sharedWantLocked is what the leader sets replicas to in shared mode:
-// the largest fresh ask, its own included; and the pods some replica
-// holds (own, or of a replica heard from within heldFor); r.mu is held.
+// its decision on every replica's load (decide.go), or the largest fresh
+// ask, its own included, when more (instances a replica started on
+// demand, or has not let go yet); and the pods some replica holds (own,
+// or of a replica heard from within heldFor); r.mu is held.
 func (r *Runner) sharedWantLocked(now time.Time) (want int, held map[string]bool) {
-	want = r.live
+	want = max(r.live, r.decidedLocked(now))
 	held = map[string]bool{}
 	for key := range r.bound {
 		held[key] = true
