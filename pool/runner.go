@@ -47,9 +47,9 @@ type Warmer interface {
 // once, as Knative's activators divide a pod's capacity among themselves,
 // so that one instance never receives more than its maximum concurrency
 // from all replicas together. The engine measures this replica's traffic
-// against that share, and its count is what this replica needs; requests
-// beyond the share wait in the pending queue. The pool reads Sharers once
-// a second.
+// against that share, and its count is what this replica needs (unless
+// the runner is a LoadSharer, whose policy decides); requests beyond the
+// share wait in the pending queue. The pool reads Sharers once a second.
 type Sharer interface {
 	Sharers() int
 }

@@ -2,20 +2,23 @@ package kube
 
 // This file is how several tollgate replicas in front of one Deployment
 // share it (Options.Election). Every replica runs its own pool and engine
-// on the traffic it receives, against its share of each pod's capacity
-// (pool.Sharer); what it asks for (its live instances) and which pods its
-// instances hold, it reports as one annotation on a Lease all replicas
-// share, the report Lease. The leader reads every fresh report, sets
-// replicas to the largest ask, and lets go only pods that no replica holds.
+// on the traffic it receives; what it asks for (its live instances),
+// which pods its instances hold and the load its engines measured, it
+// reports as one annotation on a Lease all replicas share, the report
+// Lease. The leader reads every fresh report, decides the service's count
+// on their summed load (total.go, decide.go) and publishes it in its own
+// report for the others' engines to follow, sets replicas to that count
+// or the largest ask when more, and lets go only pods that no replica
+// holds.
 //
 // The transport is the API server, not a stream between replicas: a
-// replica's report changes only when its pool starts or stops an
-// instance, or binds one (at most about once a second per replica, as the
-// engine decides once a second), plus a heartbeat every third of the
-// lease duration. Per-request measurements never leave the replica: each
-// decides its own need against its share, so only that need crosses. So
-// no port, no peer discovery and no authentication of our own: the API
-// server authorises every write with RBAC (patch on one named Lease).
+// replica's report changes when its pool starts or stops an instance, or
+// binds one, and, under traffic, when its load does, at most once a
+// second (loadEvery), plus a heartbeat every third of the lease duration.
+// Per-request measurements never leave the replica: only its engines'
+// window averages cross. So no port, no peer discovery and no
+// authentication of our own: the API server authorises every write with
+// RBAC (patch on one named Lease).
 
 import (
 	"context"

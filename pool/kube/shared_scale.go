@@ -73,7 +73,7 @@ func (r *Runner) unlistedLocked(now time.Time) []string {
 }
 
 // syncShared is syncScale in shared mode, given the scale read as s:
-// replicas up to the largest ask at once; down only by pods no replica
+// replicas up to the count wanted (sharedWantLocked) at once; down only by pods no replica
 // holds, each marked with the lowest deletion cost first, once every
 // fresh replica has seen them published as retiring.
 func (r *Runner) syncShared(ctx context.Context, s *autoscalingv1.Scale) error {
