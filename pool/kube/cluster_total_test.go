@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/tollgate/tollgate/autoscale"
 )
@@ -102,15 +101,10 @@ func TestClusterThreeReplicasDecideOnTheServiceTotal(t *testing.T) {
 func TestClusterGPUFromThePodTemplate(t *testing.T) {
 	c := newCluster(t)
 	ctx := context.Background()
-	d, err := c.client.AppsV1().Deployments(c.ns).Get(ctx, "hello", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, corev1.Container{
-		Name: "model", Image: "example.invalid/model:1",
-		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{GPUResource: resource.MustParse("1")}},
-	})
-	if _, err := c.client.AppsV1().Deployments(c.ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+	// A patch, not an update: the controllers write the Deployment too.
+	patch := `[{"op":"add","path":"/spec/template/spec/containers/-","value":` +
+		`{"name":"model","image":"example.invalid/model:1","resources":{"limits":{"nvidia.com/gpu":"1"}}}}]`
+	if _, err := c.client.AppsV1().Deployments(c.ns).Patch(ctx, "hello", types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	r := c.runner(t, c.cfg, nil)

@@ -107,6 +107,9 @@ func (r *Runner) recommend(key string, cfg autoscale.Config, l replicaLoad, now 
 	} else if p, fresh := r.leaderPeerLocked(now); fresh && p.rep.Decision != nil {
 		d := p.rep.Decision
 		rec, ok = autoscale.Recommendation{Count: min(max(d.Count, 0), autoscale.MaxInstancesLimit), Driver: d.Driver, Held: d.Held}, true
+		// Should this replica lead next, it holds the count from there
+		// (the recommender keeps a count within tolerance of the need).
+		r.total.current = rec.Count
 	}
 	r.mu.Unlock()
 	r.reportNow()

@@ -34,12 +34,15 @@ type victim struct {
 func (r *Runner) heldFor() time.Duration { return 4 * r.o.Election.LeaseDuration }
 
 // sharedWantLocked is what the leader sets replicas to in shared mode:
-// its decision on every replica's load (decide.go), or the largest fresh
-// ask, its own included, when more (instances a replica started on
-// demand, or has not let go yet); and the pods some replica holds (own,
-// or of a replica heard from within heldFor); r.mu is held.
+// the largest fresh ask, its own included, or its decision on every
+// replica's load (decide.go) when more and any replica asks for an
+// instance (the count follows the decision; zero is decided by the
+// replicas' idle timeouts, as each engine decides it, since the 10-minute
+// average keeps the decision up long after the last request); and the
+// pods some replica holds (own, or of a replica heard from within
+// heldFor); r.mu is held.
 func (r *Runner) sharedWantLocked(now time.Time) (want int, held map[string]bool) {
-	want = max(r.live, r.decidedLocked(now))
+	want = r.live
 	held = map[string]bool{}
 	for key := range r.bound {
 		held[key] = true
@@ -54,6 +57,9 @@ func (r *Runner) sharedWantLocked(now time.Time) (want int, held map[string]bool
 				held[pod] = true
 			}
 		}
+	}
+	if want > 0 {
+		want = max(want, r.decidedLocked(now))
 	}
 	return want, held
 }
