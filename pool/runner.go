@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
 )
 
 // ErrOOMKilled is wrapped by Instance.Err when the instance was killed by
@@ -45,11 +47,43 @@ type Warmer interface {
 // once, as Knative's activators divide a pod's capacity among themselves,
 // so that one instance never receives more than its maximum concurrency
 // from all replicas together. The engine measures this replica's traffic
-// against that share, and its count is what this replica needs; requests
-// beyond the share wait in the pending queue. The pool reads Sharers once
-// a second.
+// against that share, and its count is what this replica needs (unless
+// the runner is a LoadSharer, whose policy decides); requests beyond the
+// share wait in the pending queue. The pool reads Sharers once a second.
 type Sharer interface {
 	Sharers() int
+}
+
+// LoadSharer is a Sharer whose replicas split each instance's capacity by
+// their load rather than evenly, and decide the instance count together
+// from the service's total load rather than each from its own (pool/kube
+// with leader election: the leader sums every replica's measured load).
+type LoadSharer interface {
+	Sharer
+	// Share is this replica's part of maxConcurrency: how many requests
+	// it may send one instance at once. The pool reads it once a second,
+	// in place of maxConcurrency/Sharers, and keeps it in [1,
+	// maxConcurrency].
+	Share(maxConcurrency int) int
+	// SharedPolicy returns the policy of one revision's engine (key names
+	// it: service/revision, the same for every call of that revision):
+	// cfg is the revision's configured config (the whole maximum
+	// concurrency of an instance), share the engine's MaxConcurrency, and
+	// local the policy the engine would use alone. It is called again
+	// whenever cfg or share changes; the engine calls the policy once a
+	// second with this replica's metrics, with the pool's lock held, so
+	// it must not block.
+	SharedPolicy(key string, cfg autoscale.Config, share int, local autoscale.Policy) autoscale.Policy
+}
+
+// GPURunner is implemented by a Runner that learns from what it runs how
+// many GPUs each instance has (a Deployment's pod template asking for
+// nvidia.com/gpu). The pool reads GPUs once a second; when it is above the
+// service's own Config.GPUs, the engine takes it, and so keeps idle
+// instances 10 minutes at most (autoscale.DefaultGPUIdleTimeout: a longer
+// idle timeout is lowered to it).
+type GPURunner interface {
+	GPUs() int
 }
 
 // InstanceSpec names one instance for its Runner.

@@ -53,6 +53,8 @@ type revision struct {
 	scales        []ScaleEvent     // the last scale decisions, oldest first
 	cfg           autoscale.Config // as configured; the engine's differs by the share (Sharer)
 	sharers       int              // replicas sharing each instance, as last applied
+	share         int              // this replica's max concurrency per instance (LoadSharer); 0: by sharers
+	gpus          int              // GPUs per instance the runner reports (GPURunner), as last applied
 	floor         int              // min instances while a larger share waits for them (setFloor)
 	replace       int              // min instances until an unhealthy instance's replacement has started
 	live          *Liveness        // the liveness check, defaults applied; nil: none. Set before run
@@ -70,10 +72,6 @@ type waiter struct {
 }
 
 func newRevision(service, name string, cfg autoscale.Config, runner Runner, lim limits, log *slog.Logger, m *serviceMetrics) (*revision, error) {
-	eng, err := autoscale.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("service %s: %w", service, err)
-	}
 	rv := &revision{
 		service:  service,
 		name:     name,
@@ -81,7 +79,6 @@ func newRevision(service, name string, cfg autoscale.Config, runner Runner, lim 
 		lim:      lim,
 		log:      log.With("service", service, "revision", name),
 		m:        m,
-		eng:      eng,
 		cfg:      cfg,
 		sharers:  1,
 		started:  make(chan struct{}),
@@ -90,7 +87,13 @@ func newRevision(service, name string, cfg autoscale.Config, runner Runner, lim 
 		waiters:  map[autoscale.RequestID]*waiter{},
 		regWake:  make(chan struct{}, 1),
 	}
-	rv.proxy = newProxy(rv, eng.Config().MaxConcurrency)
+	rv.gpus = runnerGPUs(runner)
+	eng, err := autoscale.New(rv.engineConfig())
+	if err != nil {
+		return nil, fmt.Errorf("service %s: %w", service, err)
+	}
+	rv.eng = eng
+	rv.proxy = newProxy(rv, cfg.WithDefaults().MaxConcurrency)
 	return rv, nil
 }
 
@@ -210,25 +213,50 @@ func shareOf(cfg autoscale.Config, n int) autoscale.Config {
 	return cfg
 }
 
-// reshare applies the runner's current number of sharers to the engine;
+// runnerGPUs is the GPUs per instance runner reports (GPURunner), in
+// [0, autoscale.MaxGPUs]; 0 when it reports none.
+func runnerGPUs(runner Runner) int {
+	if g, ok := runner.(GPURunner); ok {
+		return min(max(g.GPUs(), 0), autoscale.MaxGPUs)
+	}
+	return 0
+}
+
+// reshare applies the runner's current number of sharers, this replica's
+// share (LoadSharer) and the GPUs it reports (GPURunner) to the engine;
 // rv.mu is held.
 func (rv *revision) reshare() {
-	s, ok := rv.runner.(Sharer)
-	if !ok {
+	gpus := runnerGPUs(rv.runner)
+	s, shared := rv.runner.(Sharer)
+	n, share := 1, 0
+	if shared {
+		n = max(1, s.Sharers())
+		if ls, ok := s.(LoadSharer); ok {
+			mc := rv.cfg.WithDefaults().MaxConcurrency
+			share = min(max(ls.Share(mc), 1), mc)
+		}
+	}
+	if n == rv.sharers && share == rv.share && gpus == rv.gpus {
 		return
 	}
-	n := max(1, s.Sharers())
-	if n == rv.sharers {
-		return
-	}
-	prev := rv.sharers
-	rv.sharers = n
+	prevN, prevShare, prevGPUs := rv.sharers, rv.share, rv.gpus
+	rv.sharers, rv.share, rv.gpus = n, share, gpus
 	if err := rv.eng.SetConfigShared(rv.engineConfig()); err != nil {
-		rv.sharers = prev
-		rv.log.Warn("cannot apply the capacity share", "sharers", n, "error", err)
+		rv.sharers, rv.share, rv.gpus = prevN, prevShare, prevGPUs
+		rv.log.Warn("cannot apply the capacity share", "sharers", n, "share", share, "gpus", gpus, "error", err)
 		return
 	}
-	rv.log.Info("instances shared with other tollgate replicas", "sharers", n, "from", prev,
+	if gpus != prevGPUs {
+		rv.log.Info("the runner's instances have GPUs: idle instances are kept 10 minutes at most", "gpus", gpus,
+			"idle_timeout", rv.eng.Config().IdleTimeout)
+	}
+	if n == prevN {
+		// A share that follows the replicas' load changes often: only
+		// a change of the replicas is worth a line.
+		rv.log.Debug("capacity share", "sharers", n, "max_concurrency_here", rv.eng.Config().MaxConcurrency)
+		return
+	}
+	rv.log.Info("instances shared with other tollgate replicas", "sharers", n, "from", prevN,
 		"max_concurrency_here", rv.eng.Config().MaxConcurrency)
 	if mc := rv.cfg.WithDefaults().MaxConcurrency; mc < n {
 		rv.log.Warn("max_concurrency is below the number of tollgate replicas: each replica sends an instance one request at once, so an instance may get up to one per replica",

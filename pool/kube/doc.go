@@ -33,11 +33,24 @@
 //     it, not by the service's cpus.
 //   - Several tollgate replicas (optional, [Options.Election]): only the
 //     holder of a Lease writes replicas and deletion costs; every replica
-//     watches and routes. Each reports its ask and the pods it holds on a
-//     second Lease (replicas.go); the holder writes the largest fresh ask
-//     and lets go only pods no replica holds; each replica sends a pod at
-//     most its share of the maximum concurrency ([Runner.Sharers], a
-//     [pool.Sharer]).
+//     watches and routes. Each reports on a second Lease (replicas.go) its
+//     ask, the pods it holds, and its measured load: its engines' window
+//     averages of the requests it proxied, CPU and ACT (total.go). The
+//     holder sums the fresh reports and runs one Cloud Run decision on the
+//     service's total with a pod's whole maximum concurrency, as Knative's
+//     autoscaler does from every activator's stats; it publishes the
+//     count, which every replica's engine follows (the policy of
+//     [Runner.SharedPolicy], a [pool.LoadSharer]), writes it (or the
+//     largest fresh ask when more: instances started on demand, or not let
+//     go yet), and lets go only pods no replica holds. A replica not heard
+//     from for the lease duration stops counting. The split of a pod among
+//     replicas is for routing only ([Runner.Share]): each may send a pod
+//     one request at once, and the rest of its maximum concurrency goes by
+//     each replica's share of the load.
+//   - GPUs: the Deployment's pod template, read at start and every resync;
+//     one whose containers request or limit nvidia.com/gpu makes a GPU
+//     service ([Runner.GPUs], a [pool.GPURunner]): idle instances are kept
+//     10 minutes at most.
 //
 // It never routes or proxies requests and never decides a count: package
 // pool does. It never deletes a pod or edits a Deployment's spec.

@@ -15,6 +15,7 @@ type metrics struct {
 	// Shared mode (leader election): the report Lease.
 	peers, oldestReport prometheus.Gauge
 	sent, received      prometheus.Counter
+	decided             prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, target string) *metrics {
@@ -40,6 +41,7 @@ func newMetrics(reg prometheus.Registerer, target string) *metrics {
 		oldestReport: gauge("tollgate_kube_replica_report_oldest_age_seconds", "Age of the oldest fresh report of another replica, on this replica's clock."),
 		sent:         counter("tollgate_kube_replica_reports_sent_total", "This replica's reports written to the report Lease."),
 		received:     counter("tollgate_kube_replica_reports_received_total", "Changed reports of other replicas read from the report Lease."),
+		decided:      gauge("tollgate_kube_service_count", "Leading with several replicas: the instances the service needs from every replica's measured load together."),
 		desired:      gauge("tollgate_kube_replicas_desired", "Replicas tollgate asks the Deployment for (its live instances)."),
 		reported:     gauge("tollgate_kube_replicas_reported", "Replicas the scale subresource reports (status.replicas)."),
 		ready:        gauge("tollgate_kube_ready_pods", "Ready endpoints in the Service's EndpointSlices."),

@@ -36,17 +36,19 @@ func (t Target) String() string { return t.Namespace + "/" + t.Deployment }
 
 // Election configures leader election among tollgate replicas serving
 // one target: only the holder of the Lease writes replicas. With it, the
-// replicas share the Deployment: each reports its ask and the pods it
-// holds on a second Lease; the holder sets replicas to the largest fresh
-// ask and lets go only pods no replica holds; each replica sends a pod at
-// most its share of the maximum concurrency (pool.Sharer). A replica not
+// replicas share the Deployment: each reports its ask, the pods it holds
+// and its measured load on a second Lease; the holder decides the count
+// on the service's total load, which every replica's engine follows, sets
+// replicas to it (or the largest fresh ask when more) and lets go only
+// pods no replica holds; each replica sends a pod at most its share of
+// the maximum concurrency, split by load (pool.LoadSharer). A replica not
 // heard from for LeaseDuration stops counting.
 type Election struct {
 	// LeaseName names the Lease; empty means "tollgate-" + the Deployment.
 	LeaseName string
 	// ReportLeaseName names the Lease on which every replica reports what
-	// it asks for and which pods it holds, one annotation each; empty
-	// means LeaseName + "-replicas".
+	// it asks for, which pods it holds and its load, one annotation each;
+	// empty means LeaseName + "-replicas".
 	ReportLeaseName string
 	// Namespace holds the Lease; empty means the target's namespace.
 	Namespace string

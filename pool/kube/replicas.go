@@ -2,20 +2,23 @@ package kube
 
 // This file is how several tollgate replicas in front of one Deployment
 // share it (Options.Election). Every replica runs its own pool and engine
-// on the traffic it receives, against its share of each pod's capacity
-// (pool.Sharer); what it asks for (its live instances) and which pods its
-// instances hold, it reports as one annotation on a Lease all replicas
-// share, the report Lease. The leader reads every fresh report, sets
-// replicas to the largest ask, and lets go only pods that no replica holds.
+// on the traffic it receives; what it asks for (its live instances),
+// which pods its instances hold and the load its engines measured, it
+// reports as one annotation on a Lease all replicas share, the report
+// Lease. The leader reads every fresh report, decides the service's count
+// on their summed load (total.go, decide.go) and publishes it in its own
+// report for the others' engines to follow, sets replicas to that count
+// or the largest ask when more, and lets go only pods that no replica
+// holds.
 //
 // The transport is the API server, not a stream between replicas: a
-// replica's report changes only when its pool starts or stops an
-// instance, or binds one (at most about once a second per replica, as the
-// engine decides once a second), plus a heartbeat every third of the
-// lease duration. Per-request measurements never leave the replica: each
-// decides its own need against its share, so only that need crosses. So
-// no port, no peer discovery and no authentication of our own: the API
-// server authorises every write with RBAC (patch on one named Lease).
+// replica's report changes when its pool starts or stops an instance, or
+// binds one, and, under traffic, when its load does, at most once a
+// second (loadEvery), plus a heartbeat every third of the lease duration.
+// Per-request measurements never leave the replica: only its engines'
+// window averages cross. So no port, no peer discovery and no
+// authentication of our own: the API server authorises every write with
+// RBAC (patch on one named Lease).
 
 import (
 	"context"
@@ -70,6 +73,12 @@ type report struct {
 	// Beat changes at every heartbeat, so that a live replica's
 	// annotation changes even when nothing else does.
 	Beat uint64 `json:"beat"`
+	// Load is what the replica's engines measured (total.go); nil from a
+	// tollgate before it, or before its pool first decided.
+	Load *replicaLoad `json:"load,omitempty"`
+	// Decision, written by the leader only, is the count it decided on
+	// every replica's load: the other replicas' engines follow it.
+	Decision *decision `json:"decision,omitempty"`
 }
 
 // retiringSeen names one version of a leader's retiring list.
@@ -171,6 +180,14 @@ func (r *Runner) myReportLocked() report {
 	if r.leading.Load() {
 		rep.Retiring = slices.Sorted(maps.Keys(r.victims))
 		rep.RetiringGen = r.retiringGen
+		if n := r.decidedLocked(time.Now()); r.decided != nil && n == r.decided.Count {
+			d := *r.decided
+			rep.Decision = &d
+		}
+	}
+	if len(r.locals) > 0 {
+		l := r.ownLoadLocked(time.Now())
+		rep.Load = &l
 	}
 	return rep
 }
@@ -209,9 +226,11 @@ func (r *Runner) runReports(ctx context.Context) error {
 
 	beat := time.NewTicker(e.LeaseDuration / 3)
 	defer beat.Stop()
-	var last string
-	unlisted := false // the last report said More
-	failures := 0     // in a row
+	var last, lastKey string   // the last report published, and it without its load
+	var lastAt time.Time       // when
+	var later <-chan time.Time // a load-only change waits for it (loadEvery)
+	unlisted := false          // the last report said More
+	failures := 0              // in a row
 	// Failed publishes wait 250 ms doubling to 8 s, jittered so replicas
 	// do not retry in step.
 	backoff := retry.Exponential{Unit: 250 * time.Millisecond, Max: 8 * time.Second}
@@ -220,7 +239,7 @@ func (r *Runner) runReports(ctx context.Context) error {
 		r.mu.Lock()
 		rep, holds := r.myReportLocked(), len(r.bound)
 		if r.forceReport {
-			r.forceReport, last = false, ""
+			r.forceReport, last, lastKey = false, "", ""
 		}
 		r.mu.Unlock()
 		if rep.More != unlisted {
@@ -235,7 +254,20 @@ func (r *Runner) runReports(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("kube %s: encoding the replica report: %w", r.o.Target, err)
 		}
-		if string(b) != last {
+		key, err := withoutLoad(rep)
+		if err != nil {
+			return fmt.Errorf("kube %s: encoding the replica report: %w", r.o.Target, err)
+		}
+		wait := time.Duration(0)
+		if string(b) != last && string(key) == lastKey {
+			wait = loadEvery - time.Since(lastAt)
+		}
+		if wait > 0 {
+			if later == nil {
+				later = time.After(wait)
+			}
+		} else if string(b) != last {
+			later = nil
 			if err := r.publish(ctx, string(b)); err != nil {
 				if ctx.Err() != nil {
 					break
@@ -255,11 +287,11 @@ func (r *Runner) runReports(ctx context.Context) error {
 				default:
 					r.log.Warn("could not publish this replica's report; the leader does not count this replica until it can", "lease", e.Namespace+"/"+e.ReportLeaseName, "error", err)
 				}
-				wait := backoff.Delay(failures, 0, rnd)
+				delay := backoff.Delay(failures, 0, rnd)
 				failures++
 				select {
 				case <-ctx.Done():
-				case <-time.After(wait):
+				case <-time.After(delay):
 				}
 				continue
 			}
@@ -267,12 +299,15 @@ func (r *Runner) runReports(ctx context.Context) error {
 				r.log.Info("replica report published again", "after_failures", failures)
 				failures = 0
 			}
-			last = string(b)
+			last, lastKey, lastAt = string(b), string(key), time.Now()
 			r.m.sent.Inc()
 		}
 		select {
 		case <-ctx.Done():
 		case <-r.reportKick:
+			continue
+		case <-later:
+			later = nil
 			continue
 		case <-beat.C:
 			r.mu.Lock()
@@ -376,6 +411,7 @@ func (r *Runner) observeReports(obj any, deleted bool) {
 	}
 	before := len(r.peers)
 	seen := map[string]bool{}
+	wake := false // a report changed in more than its load
 	for key, raw := range l.Annotations {
 		if !strings.HasPrefix(key, ReportAnnotationPrefix) || key == r.reportKey {
 			continue
@@ -393,12 +429,16 @@ func (r *Runner) observeReports(obj any, deleted bool) {
 			continue
 		}
 		delete(r.badReports, key)
+		if p, ok := r.peers[key]; !ok || !sameButLoad(p.rep, rep) {
+			wake = true
+		}
 		r.peers[key] = peer{rep: rep, held: rep.heldPods(), raw: raw, seen: now}
 		r.m.received.Inc()
 	}
 	for key := range r.peers {
 		if !seen[key] {
 			delete(r.peers, key)
+			wake = true
 		}
 	}
 	for key := range r.badReports {
@@ -412,40 +452,9 @@ func (r *Runner) observeReports(obj any, deleted bool) {
 		r.log.Info("tollgate replicas sharing the Deployment", "replicas", 1+len(r.peers))
 	}
 	r.mu.Unlock()
-	r.poke()
-}
-
-// setLeader records the Lease holder's identity (leader election's
-// OnNewLeader): only its retiring list counts.
-func (r *Runner) setLeader(id string) {
-	r.mu.Lock()
-	r.leaderID = id
-	r.applyRetiringLocked()
-	r.mu.Unlock()
-	r.poke()
-}
-
-// applyRetiringLocked takes the current leader's retiring list (none when
-// this replica leads, or the leader has not reported) as the pods not to
-// bind, and notes which version of it this replica applies; r.mu is held.
-func (r *Runner) applyRetiringLocked() {
-	retiring := map[string]bool{}
-	seen := retiringSeen{}
-	if r.leaderID != "" && r.leaderID != r.o.Election.Identity {
-		for _, p := range r.peers {
-			if p.rep.ID == r.leaderID {
-				for _, pod := range p.rep.Retiring {
-					retiring[pod] = true
-				}
-				seen = retiringSeen{Leader: p.rep.ID, Gen: p.rep.RetiringGen}
-				break
-			}
-		}
-	}
-	r.peerRetiring = retiring
-	r.bindLocked() // pods no longer retiring may be taken
-	if seen != r.seen {
-		r.seen = seen
-		r.reportNow()
+	if wake {
+		// A load alone does not wake the scale loop: the leader decides
+		// on it at its next once-a-second decision (decide.go).
+		r.poke()
 	}
 }

@@ -104,6 +104,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.shared() {
 		g.Go(func() error { return r.runReports(ctx) })
 	}
+	if t.Resource == deployments {
+		g.Go(func() error { r.watchTemplate(ctx); return nil })
+	}
 	g.Go(func() error {
 		if r.o.Election == nil {
 			r.lead(ctx)
@@ -392,6 +395,7 @@ func (r *Runner) checkDeployment(ctx context.Context) {
 		replicas = *d.Spec.Replicas
 	}
 	r.log.Info("watching Deployment", "service", t.Service, "replicas", replicas, "ready", d.Status.ReadyReplicas)
+	r.setTemplateGPUs(&d.Spec.Template.Spec)
 	if d.Spec.Template.Labels[ScaledLabel] != "true" {
 		r.log.Warn("the Deployment's pod template lacks the label "+ScaledLabel+": \"true\"; under deploy/kubernetes/policy tollgate may not set its pods' deletion cost, and then does not lower replicas below pods it holds",
 			"deployment", t.Deployment)

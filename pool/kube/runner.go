@@ -42,22 +42,28 @@ type Runner struct {
 	alloc    allocState
 
 	// Shared mode (Options.Election; replicas.go), guarded by mu.
-	reportKey      string              // this replica's annotation on the report Lease
-	reportKick     chan struct{}       // wakes the report loop; buffer 1
-	beat           uint64              // heartbeat counter in the report
-	forceReport    bool                // publish even if unchanged (the report Lease was deleted)
-	reportsSynced  func() bool         // the report Lease has been read once
-	peers          map[string]peer     // other replicas' reports, by annotation key
-	unlistedLogged []string            // replicas last logged as holding pods their reports do not list
-	badReports     map[string]string   // unreadable reports, by key: warned once per value
-	leaderID       string              // the Lease holder's identity, as last seen
-	peerRetiring   map[string]bool     // pods the current leader is letting go: not bound
-	seen           retiringSeen        // the leader's retiring list this replica applies
-	victims        map[string]victim   // leading: pods chosen to go
-	retiringGen    uint64              // leading: changes whenever victims do
-	marked         map[string]bool     // pods given the lowest deletion cost, by pod name (shared mode)
-	swept          bool                // leading: marks left by an earlier leader were read
-	requeue        func(time.Duration) // leading: sync the scale again after a while
+	reportKey      string               // this replica's annotation on the report Lease
+	reportKick     chan struct{}        // wakes the report loop; buffer 1
+	beat           uint64               // heartbeat counter in the report
+	forceReport    bool                 // publish even if unchanged (the report Lease was deleted)
+	reportsSynced  func() bool          // the report Lease has been read once
+	peers          map[string]peer      // other replicas' reports, by annotation key
+	unlistedLogged []string             // replicas last logged as holding pods their reports do not list
+	badReports     map[string]string    // unreadable reports, by key: warned once per value
+	leaderID       string               // the Lease holder's identity, as last seen
+	peerRetiring   map[string]bool      // pods the current leader is letting go: not bound
+	seen           retiringSeen         // the leader's retiring list this replica applies
+	victims        map[string]victim    // leading: pods chosen to go
+	retiringGen    uint64               // leading: changes whenever victims do
+	marked         map[string]bool      // pods given the lowest deletion cost, by pod name (shared mode)
+	swept          bool                 // leading: marks left by an earlier leader were read
+	requeue        func(time.Duration)  // leading: sync the scale again after a while
+	locals         map[string]localLoad // this replica's engines' last loads, by revision (decide.go)
+	total          totalDecider         // leading: the decision on every replica's load
+	decided        *decision            // leading: the last decision, for the report and the scale loop
+	decidedAt      time.Time            // when it was made
+
+	gpus atomic.Int64 // GPUs per pod of the Deployment's template (gpu.go)
 }
 
 // endpoint is one ready pod as the Service's EndpointSlices list it.
@@ -96,6 +102,7 @@ func New(opts Options) (*Runner, error) {
 		victims:       map[string]victim{},
 		marked:        map[string]bool{},
 		requeue:       func(time.Duration) {},
+		locals:        map[string]localLoad{},
 		reportsSynced: func() bool { return false },
 	}
 	if opts.Election != nil {

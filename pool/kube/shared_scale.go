@@ -34,8 +34,13 @@ type victim struct {
 func (r *Runner) heldFor() time.Duration { return 4 * r.o.Election.LeaseDuration }
 
 // sharedWantLocked is what the leader sets replicas to in shared mode:
-// the largest fresh ask, its own included; and the pods some replica
-// holds (own, or of a replica heard from within heldFor); r.mu is held.
+// the largest fresh ask, its own included, or its decision on every
+// replica's load (decide.go) when more and any replica asks for an
+// instance (the count follows the decision; zero is decided by the
+// replicas' idle timeouts, as each engine decides it, since the 10-minute
+// average keeps the decision up long after the last request); and the
+// pods some replica holds (own, or of a replica heard from within
+// heldFor); r.mu is held.
 func (r *Runner) sharedWantLocked(now time.Time) (want int, held map[string]bool) {
 	want = r.live
 	held = map[string]bool{}
@@ -52,6 +57,9 @@ func (r *Runner) sharedWantLocked(now time.Time) (want int, held map[string]bool
 				held[pod] = true
 			}
 		}
+	}
+	if want > 0 {
+		want = max(want, r.decidedLocked(now))
 	}
 	return want, held
 }
@@ -71,7 +79,7 @@ func (r *Runner) unlistedLocked(now time.Time) []string {
 }
 
 // syncShared is syncScale in shared mode, given the scale read as s:
-// replicas up to the largest ask at once; down only by pods no replica
+// replicas up to the count wanted (sharedWantLocked) at once; down only by pods no replica
 // holds, each marked with the lowest deletion cost first, once every
 // fresh replica has seen them published as retiring.
 func (r *Runner) syncShared(ctx context.Context, s *autoscalingv1.Scale) error {

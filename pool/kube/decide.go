@@ -1,0 +1,236 @@
+package kube
+
+// This file is the runner's side of total.go: the pool.LoadSharer the
+// pool finds on a runner with Options.Election, the engines' policy that
+// records this replica's load and answers with the leader's count, and
+// the share of each pod this replica routes by.
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool"
+)
+
+var _ pool.LoadSharer = (*Runner)(nil)
+
+// localStale is how long an engine's last recorded load counts in this
+// replica's report: the pool decides once a second, so an engine not
+// heard from for longer has gone (its revision retired, or the policy
+// replaced when the share changed).
+const localStale = 3 * time.Second
+
+// loadEvery is the least time between two reports that differ only by
+// their load, which changes every second under traffic: at most one
+// patch of the report Lease a second per replica.
+const loadEvery = time.Second
+
+// localLoad is one engine's last metrics.
+type localLoad struct {
+	load replicaLoad
+	cfg  autoscale.Config // the revision's configured config (the whole max concurrency)
+	at   time.Time
+}
+
+// sharedPolicy is the policy of one revision's engine on a shared
+// Deployment (pool.LoadSharer.SharedPolicy).
+type sharedPolicy struct {
+	r     *Runner
+	key   string
+	cfg   autoscale.Config
+	share int
+	local autoscale.Policy
+}
+
+// Recommend records this replica's metrics for its report and returns the
+// service's count: the leader's decision on every replica's load (made
+// here when this replica leads), or, while none is known, what this
+// replica needs on its own share (local).
+func (p *sharedPolicy) Recommend(m autoscale.Metrics) autoscale.Recommendation {
+	own := p.local.Recommend(m)
+	if rec, ok := p.r.recommend(p.key, p.cfg, loadOf(m, p.share), m.Now); ok {
+		return rec
+	}
+	return own
+}
+
+// SharedPolicy implements pool.LoadSharer.
+func (r *Runner) SharedPolicy(key string, cfg autoscale.Config, share int, local autoscale.Policy) autoscale.Policy {
+	if !r.shared() {
+		return local
+	}
+	return &sharedPolicy{r: r, key: key, cfg: cfg, share: share, local: local}
+}
+
+// Share implements pool.LoadSharer: one request of each pod's
+// maxConcurrency for every replica, the rest split by load
+// (capacityShare), this replica's weight against the fresh replicas'
+// reported ones. While a fresh replica reports no load (a tollgate
+// before reports carried it), the split is even.
+func (r *Runner) Share(maxConcurrency int) int {
+	if !r.shared() {
+		return maxConcurrency
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fresh := r.freshPeersLocked(now)
+	own := r.ownLoadLocked(now).weight()
+	total := own
+	for _, p := range fresh {
+		if p.rep.Load == nil {
+			total = 0 // even split
+			break
+		}
+		total += p.rep.Load.clean().weight()
+	}
+	return capacityShare(maxConcurrency, 1+len(fresh), own, total)
+}
+
+// recommend records one engine's load and returns the leader's count:
+// decided now when this replica leads, else the leader's fresh report's;
+// false when neither is known. r.mu is taken.
+func (r *Runner) recommend(key string, cfg autoscale.Config, l replicaLoad, now time.Time) (autoscale.Recommendation, bool) {
+	if !r.shared() {
+		return autoscale.Recommendation{}, false
+	}
+	r.mu.Lock()
+	r.locals[key] = localLoad{load: l, cfg: cfg, at: now}
+	var rec autoscale.Recommendation
+	ok := false
+	changed := false
+	if r.leading.Load() {
+		var d decision
+		d, changed = r.decideLocked(now, cfg)
+		rec, ok = autoscale.Recommendation{Count: d.Count, Driver: d.Driver, Held: d.Held}, true
+	} else if p, fresh := r.leaderPeerLocked(now); fresh && p.rep.Decision != nil {
+		d := p.rep.Decision
+		rec, ok = autoscale.Recommendation{Count: min(max(d.Count, 0), autoscale.MaxInstancesLimit), Driver: d.Driver, Held: d.Held}, true
+		// Should this replica lead next, it holds the count from there
+		// (the recommender keeps a count within tolerance of the need).
+		r.total.current = rec.Count
+	}
+	r.mu.Unlock()
+	r.reportNow()
+	if changed {
+		r.poke() // the scale loop writes the new count
+	}
+	return rec, ok
+}
+
+// decideLocked makes the leader's decision at now on its own load and
+// every fresh replica's, with cfg (the caller's revision's), and keeps
+// it for the report and the scale loop; changed says the count differs
+// from the last one. r.mu is held.
+func (r *Runner) decideLocked(now time.Time, cfg autoscale.Config) (decision, bool) {
+	loads := []reported{{load: r.ownLoadLocked(now), seen: now}}
+	for _, p := range r.peers {
+		if p.rep.Load != nil {
+			loads = append(loads, reported{load: *p.rep.Load, seen: p.seen})
+		}
+	}
+	before := r.decided
+	rec, m := r.total.decide(now, cfg, loads, r.o.Election.LeaseDuration)
+	d := decision{Count: rec.Count, Driver: rec.Driver, Held: rec.Held}
+	r.decided, r.decidedAt = &d, now
+	r.m.decided.Set(float64(d.Count))
+	changed := before == nil || before.Count != d.Count
+	if changed {
+		from := 0
+		if before != nil {
+			from = before.Count
+		}
+		r.log.Info("service count from every replica's load", "from", from, "to", d.Count, "driver", d.Driver.String(),
+			"replicas", len(loads), "concurrency_1m", round3(m.Concurrency1m), "concurrency_6s", round3(m.Concurrency6s),
+			"cpu_1m", round3(m.CPU1m), "act_capacity", round3(m.ACTCapacity), "in_flight", m.Active)
+	}
+	return d, changed
+}
+
+// decidedLocked is the leader's last count while it is fresh (this
+// replica leads and decided within the lease duration), else 0; r.mu is
+// held.
+func (r *Runner) decidedLocked(now time.Time) int {
+	if !r.leading.Load() || r.decided == nil || now.Sub(r.decidedAt) >= r.o.Election.LeaseDuration {
+		return 0
+	}
+	return r.decided.Count
+}
+
+// ownLoadLocked is this replica's load: its engines' fresh loads merged;
+// stale ones are forgotten. r.mu is held.
+func (r *Runner) ownLoadLocked(now time.Time) replicaLoad {
+	var ls []replicaLoad
+	for key, l := range r.locals {
+		if now.Sub(l.at) >= localStale {
+			delete(r.locals, key)
+			continue
+		}
+		ls = append(ls, l.load)
+	}
+	return merge(ls)
+}
+
+// leaderPeerLocked is the current leader's report when another replica
+// leads, and whether it is fresh; r.mu is held.
+func (r *Runner) leaderPeerLocked(now time.Time) (peer, bool) {
+	if r.leaderID == "" || r.leaderID == r.o.Election.Identity {
+		return peer{}, false
+	}
+	for _, p := range r.peers {
+		if p.rep.ID == r.leaderID {
+			return p, now.Sub(p.seen) < r.o.Election.LeaseDuration
+		}
+	}
+	return peer{}, false
+}
+
+// withoutLoad is rep's encoding without its load, which changes every
+// second under traffic: a change of anything else is published at once.
+func withoutLoad(rep report) ([]byte, error) {
+	rep.Load = nil
+	return json.Marshal(rep)
+}
+
+// sameButLoad reports whether a and b differ at most by their load.
+func sameButLoad(a, b report) bool {
+	x, errX := withoutLoad(a)
+	y, errY := withoutLoad(b)
+	return errX == nil && errY == nil && string(x) == string(y)
+}
+
+// setLeader records the Lease holder's identity (leader election's
+// OnNewLeader): only its retiring list counts.
+func (r *Runner) setLeader(id string) {
+	r.mu.Lock()
+	r.leaderID = id
+	r.applyRetiringLocked()
+	r.mu.Unlock()
+	r.poke()
+}
+
+// applyRetiringLocked takes the current leader's retiring list (none when
+// this replica leads, or the leader has not reported) as the pods not to
+// bind, and notes which version of it this replica applies; r.mu is held.
+func (r *Runner) applyRetiringLocked() {
+	retiring := map[string]bool{}
+	seen := retiringSeen{}
+	if r.leaderID != "" && r.leaderID != r.o.Election.Identity {
+		for _, p := range r.peers {
+			if p.rep.ID == r.leaderID {
+				for _, pod := range p.rep.Retiring {
+					retiring[pod] = true
+				}
+				seen = retiringSeen{Leader: p.rep.ID, Gen: p.rep.RetiringGen}
+				break
+			}
+		}
+	}
+	r.peerRetiring = retiring
+	r.bindLocked() // pods no longer retiring may be taken
+	if seen != r.seen {
+		r.seen = seen
+		r.reportNow()
+	}
+}
