@@ -105,6 +105,31 @@ func TestHealthyAfter(t *testing.T) {
 	}
 }
 
+// TestSicken: /sicken makes /healthz answer 500 from then on, and
+// /sicken?hang=1 makes it give no answer, as a liveness probe sees a
+// deadlocked service; other paths still answer.
+func TestSicken(t *testing.T) {
+	base, _, _ := start(t)
+	if code, _ := get(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz before /sicken = %d", code)
+	}
+	if code, body := get(t, base+"/sicken"); code != 200 || body != "sick\n" {
+		t.Fatalf("/sicken = %d %q", code, body)
+	}
+	if code, _ := get(t, base+"/healthz"); code != http.StatusInternalServerError {
+		t.Fatalf("/healthz after /sicken = %d, want 500", code)
+	}
+	if code, _ := get(t, base+"/work"); code != 200 {
+		t.Fatalf("/work after /sicken = %d", code)
+	}
+	get(t, base+"/sicken?hang=1")
+	c := &http.Client{Timeout: 500 * time.Millisecond}
+	if resp, err := c.Get(base + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("/healthz after /sicken?hang=1 answered %d, want no answer", resp.StatusCode)
+	}
+}
+
 func TestCrashAfter(t *testing.T) {
 	base, _, exited := start(t, testservice.EnvCrashAfter+"=2")
 	get(t, base+"/healthz") // not counted
