@@ -5,7 +5,6 @@ package sim
 // (RunTask on Fargate).
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -63,7 +62,6 @@ func revisionPanels(r *Result) []panel {
 	})
 	inst = append(inst, series{name: "over max", ys: column(r, func(s Second) float64 { return float64(s.OverMax) })})
 	level := maxInstancesLevel(r)
-	level.label = fmt.Sprintf("max %d per revision", int(level.at))
 	return []panel{
 		{title: "instances per revision (starting, ready or draining)", ylabel: "instances", counts: true, marks: marks, level: level, lines: inst},
 		{title: "share of the untagged requests per revision (traffic split)", ylabel: "percent", counts: true, marks: marks,
