@@ -370,6 +370,16 @@ func TestReportsShowRevisionsAndBuckets(t *testing.T) {
 				t.Errorf("%s: the HTML report does not show %q", name, w)
 			}
 		}
+		var csv bytes.Buffer
+		if err := WriteCSV(&csv, res[0]); err != nil {
+			t.Fatal(err)
+		}
+		head, _, _ := strings.Cut(csv.String(), "\n")
+		wantCol := map[string]string{"warm-rollout": ",over_max,hello-00001_instances,hello-00001_percent,hello-00001_calls,hello-00002_instances",
+			"fargate-runtask": ",fargate-on-demand-tasks_tokens,fargate-on-demand-tasks_throttled"}[name]
+		if !strings.Contains(head, wantCol) {
+			t.Errorf("%s: CSV header %s, want %s", name, head, wantCol)
+		}
 		if log := strings.Contains(summary.String(), "revisions and traffic of run cold-start-3s"); log != (name == "warm-rollout") {
 			t.Errorf("%s: summary shows the traffic log: %v\n%s", name, log, summary.String())
 		}
