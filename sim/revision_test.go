@@ -348,7 +348,7 @@ func autoscaleGPUs(n int) autoscale.Config { return autoscale.Config{GPUs: n} }
 func TestReportsShowRevisionsAndBuckets(t *testing.T) {
 	for name, want := range map[string][]string{
 		"warm-rollout":    {"Revisions and traffic", "instances per revision", "share of the untagged requests per revision", "over max", "new hello-00002 at 120 s", "the latest ready: traffic rerouted"},
-		"fargate-runtask": {"tokens in each bucket", "fargate-on-demand-tasks 100/20", "fargate-spot-tasks", "by the bucket that was short"},
+		"fargate-runtask": {"tokens in each bucket", "Fargate tasks 100/20", "Spot tasks 100/20", "by the bucket that was short"},
 	} {
 		st, err := Preset(name)
 		if err != nil {
