@@ -110,11 +110,16 @@ func refillLevel(r *Result) mark {
 	return mark{r.Limit.RefillPerSecond(), "refill " + strconv.FormatFloat(r.Limit.RefillPerSecond(), 'f', -1, 64) + "/s"}
 }
 
-// maxInstancesLevel marks the backend's max instances.
+// maxInstancesLevel marks the backend's max instances, a bound per
+// revision.
 func maxInstancesLevel(r *Result) mark {
 	n := r.Scenario.Backend.Autoscale.MaxInstances
 	if n == 0 {
 		n = autoscale.DefaultMaxInstances
+	}
+	if len(r.Revisions) > 1 {
+		// Each revision has its own: the service's total may exceed it.
+		return mark{float64(n), fmt.Sprintf("max %d per revision", n)}
 	}
 	return mark{float64(n), fmt.Sprintf("max instances %d", n)}
 }

@@ -5,9 +5,10 @@ package sim
 // (RunTask on Fargate).
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate/tollgate/quota"
 )
 
 // revisionMarks are the instants a run's revisions and traffic change:
@@ -63,7 +64,6 @@ func revisionPanels(r *Result) []panel {
 	})
 	inst = append(inst, series{name: "over max", ys: column(r, func(s Second) float64 { return float64(s.OverMax) })})
 	level := maxInstancesLevel(r)
-	level.label = fmt.Sprintf("max %d per revision", int(level.at))
 	return []panel{
 		{title: "instances per revision (starting, ready or draining)", ylabel: "instances", counts: true, marks: marks, level: level, lines: inst},
 		{title: "share of the untagged requests per revision (traffic split)", ylabel: "percent", counts: true, marks: marks,
@@ -81,7 +81,6 @@ func bucketPanels(r *Result) []panel {
 		return nil
 	}
 	var tokens, refused []series
-	var limits []string
 	for _, b := range r.Buckets {
 		ys := make([]float64, len(b.Tokens))
 		ts := make([]float64, len(b.Throttled))
@@ -89,13 +88,29 @@ func bucketPanels(r *Result) []panel {
 			ys[k] = float64(b.Tokens[k])
 			ts[k] = float64(b.Throttled[k])
 		}
-		limits = append(limits, b.Category+" "+b.Limit.String())
-		tokens = append(tokens, series{name: b.Category, ys: ys})
-		refused = append(refused, series{name: b.Category, ys: ts})
+		name := bucketLabel(b.Category)
+		tokens = append(tokens, series{name: name + " " + b.Limit.String(), ys: ys})
+		refused = append(refused, series{name: name, ys: ts})
 	}
 	marks := loadMarks(r)
 	return []panel{
-		{title: "tokens in each bucket at the end of each second (" + strings.Join(limits, ", ") + ")", ylabel: "tokens", counts: true, marks: marks, lines: tokens},
+		{title: "tokens in each bucket at the end of each second (ECS modify: cluster-resource-modify; limits burst/refill)", ylabel: "tokens", counts: true, marks: marks, lines: tokens},
 		{title: "calls throttled per second, by the bucket that was short (a call takes from every bucket, or none)", ylabel: "calls/s", counts: true, marks: marks, lines: refused},
 	}
+}
+
+// bucketLabel is a short legend name for a bucket's category: the
+// Fargate buckets and ECS's cluster-resource-modify by what they count.
+func bucketLabel(category string) string {
+	switch category {
+	case "cluster-resource-modify":
+		return "ECS modify"
+	case quota.FargateRunTask:
+		return "Fargate calls"
+	case quota.FargateOnDemandTasks:
+		return "Fargate tasks"
+	case quota.FargateSpotTasks:
+		return "Spot tasks"
+	}
+	return category
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -126,10 +127,14 @@ var CSVHeader = []string{
 }
 
 // WriteCSV writes r's time series as CSV, one row per second under
-// CSVHeader; latencies are in milliseconds.
+// CSVHeader; latencies are in milliseconds. A run of several revisions
+// adds, after those, the instances over max and each revision's
+// instances, percent and calls (hello-00002_instances, ...); a run whose
+// calls take from several buckets, each bucket's tokens and throttled
+// calls (fargate-run-task_tokens, ...).
 func WriteCSV(w io.Writer, r *Result) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(CSVHeader); err != nil {
+	if err := cw.Write(append(slices.Clip(CSVHeader), extraHeader(r)...)); err != nil {
 		return err
 	}
 	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 3, 64) }
@@ -140,6 +145,7 @@ func WriteCSV(w io.Writer, r *Result) error {
 			row = append(row, strconv.Itoa(v))
 		}
 		row = append(row, ms(s.P50), ms(s.P99))
+		row = appendExtra(row, r, int(s.Start/time.Second))
 		if err := cw.Write(row); err != nil {
 			return err
 		}

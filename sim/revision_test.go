@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
+	"html"
 	"strings"
 	"testing"
 	"time"
@@ -339,3 +341,47 @@ func TestBadTrafficIsRefusedWithItsPlace(t *testing.T) {
 }
 
 func autoscaleGPUs(n int) autoscale.Config { return autoscale.Config{GPUs: n} }
+
+// The reports show revisions and buckets: the summary and the HTML page
+// list each rollout step, and the figures have the per-revision and
+// per-bucket panels.
+func TestReportsShowRevisionsAndBuckets(t *testing.T) {
+	for name, want := range map[string][]string{
+		"warm-rollout":    {"Revisions and traffic", "instances per revision", "share of the untagged requests per revision", "over max", "new hello-00002 at 120 s", "the latest ready: traffic rerouted"},
+		"fargate-runtask": {"tokens in each bucket", "Fargate tasks 100/20", "Spot tasks 100/20", "by the bucket that was short"},
+	} {
+		st, err := Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var page, summary bytes.Buffer
+		if err := WriteHTML(&page, st, res); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteSummary(&summary, res); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(page.String(), html.EscapeString(w)) {
+				t.Errorf("%s: the HTML report does not show %q", name, w)
+			}
+		}
+		var csv bytes.Buffer
+		if err := WriteCSV(&csv, res[0]); err != nil {
+			t.Fatal(err)
+		}
+		head, _, _ := strings.Cut(csv.String(), "\n")
+		wantCol := map[string]string{"warm-rollout": ",over_max,hello-00001_instances,hello-00001_percent,hello-00001_calls,hello-00002_instances",
+			"fargate-runtask": ",fargate-on-demand-tasks_tokens,fargate-on-demand-tasks_throttled"}[name]
+		if !strings.Contains(head, wantCol) {
+			t.Errorf("%s: CSV header %s, want %s", name, head, wantCol)
+		}
+		if log := strings.Contains(summary.String(), "revisions and traffic of run cold-start-3s"); log != (name == "warm-rollout") {
+			t.Errorf("%s: summary shows the traffic log: %v\n%s", name, log, summary.String())
+		}
+	}
+}

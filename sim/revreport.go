@@ -61,3 +61,33 @@ func writeTrafficTable(b *bufio.Writer, results []*Result) {
 	}
 	b.WriteString("</tbody>\n</table>\n<p class=\"dim\">needed: the ready instances the revision's share needs before the split moves; ready: those it had.</p>\n")
 }
+
+// extraHeader is the CSV columns of r's revisions and buckets, after
+// CSVHeader's.
+func extraHeader(r *Result) []string {
+	var h []string
+	if len(r.Revisions) > 0 {
+		h = append(h, "over_max")
+	}
+	for _, rv := range r.Revisions {
+		h = append(h, rv.Name+"_instances", rv.Name+"_percent", rv.Name+"_calls")
+	}
+	for _, b := range r.Buckets {
+		h = append(h, b.Category+"_tokens", b.Category+"_throttled")
+	}
+	return h
+}
+
+// appendExtra appends second k's extraHeader columns to row.
+func appendExtra(row []string, r *Result, k int) []string {
+	if len(r.Revisions) > 0 {
+		row = append(row, strconv.Itoa(r.Seconds[k].OverMax))
+	}
+	for _, rv := range r.Revisions {
+		row = append(row, strconv.Itoa(rv.Starting[k]+rv.Ready[k]+rv.Draining[k]), strconv.Itoa(rv.Percent[k]), strconv.Itoa(rv.Requests[k]))
+	}
+	for _, b := range r.Buckets {
+		row = append(row, strconv.FormatInt(b.Tokens[k], 10), strconv.Itoa(b.Throttled[k]))
+	}
+	return row
+}

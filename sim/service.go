@@ -195,12 +195,18 @@ func (r *runner) setFloor(rv *backendRev, n int) {
 		return
 	}
 	rv.floor = n
-	cfg := rv.cfg
-	cfg.MinInstances = max(cfg.MinInstances, min(n, maxInstancesOf(cfg)))
-	cfg.Policy = rv.eng.Config().Policy
-	if err := rv.eng.SetConfig(cfg); err != nil {
+	if err := rv.eng.SetConfig(rv.engineConfig()); err != nil {
 		r.err = fmt.Errorf("sim: warm-up minimum: %w", err)
 	}
+}
+
+// engineConfig is rv's engine config: the configured one with its
+// minimum raised to the warm-up floor, as the pool's.
+func (rv *backendRev) engineConfig() autoscale.Config {
+	cfg := rv.cfg
+	cfg.MinInstances = max(cfg.MinInstances, min(rv.floor, maxInstancesOf(cfg)))
+	cfg.Policy = rv.eng.Config().Policy
+	return cfg
 }
 
 // reroute makes the split and tags of the traffic in force and retires
@@ -366,9 +372,7 @@ func (r *runner) check() {
 				s.logf(r, rv.idx, s.boot, ready, "the latest ready: traffic rerouted")
 			}
 			r.reroute()
-			cfg := rv.cfg
-			cfg.Policy = rv.eng.Config().Policy
-			if err := rv.eng.SetConfig(cfg); err != nil {
+			if err := rv.eng.SetConfig(rv.engineConfig()); err != nil {
 				r.err = fmt.Errorf("sim: %s: %w", rv.series.Name, err)
 			}
 		}
