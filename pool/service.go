@@ -246,9 +246,12 @@ func (rv *revision) reshare() {
 		rv.log.Warn("cannot apply the capacity share", "sharers", n, "share", share, "gpus", gpus, "error", err)
 		return
 	}
-	if gpus != prevGPUs {
+	switch {
+	case gpus != prevGPUs && gpus > 0:
 		rv.log.Info("the runner's instances have GPUs: idle instances are kept 10 minutes at most", "gpus", gpus,
 			"idle_timeout", rv.eng.Config().IdleTimeout)
+	case gpus != prevGPUs:
+		rv.log.Info("the runner's instances no longer have GPUs", "idle_timeout", rv.eng.Config().IdleTimeout)
 	}
 	if n == prevN {
 		// A share that follows the replicas' load changes often: only

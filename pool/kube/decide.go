@@ -148,14 +148,23 @@ func (r *Runner) decideLocked(now time.Time, cfg autoscale.Config) (decision, bo
 	return d, changed
 }
 
-// decidedLocked is the leader's last count while it is fresh (this
-// replica leads and decided within the lease duration), else 0; r.mu is
+// freshDecisionLocked is this replica's last decision while it is fresh
+// (it leads and decided within the lease duration), else nil; r.mu is
 // held.
-func (r *Runner) decidedLocked(now time.Time) int {
+func (r *Runner) freshDecisionLocked(now time.Time) *decision {
 	if !r.leading.Load() || r.decided == nil || now.Sub(r.decidedAt) >= r.o.Election.LeaseDuration {
-		return 0
+		return nil
 	}
-	return r.decided.Count
+	return r.decided
+}
+
+// decidedLocked is the count of freshDecisionLocked, 0 without one; r.mu
+// is held.
+func (r *Runner) decidedLocked(now time.Time) int {
+	if d := r.freshDecisionLocked(now); d != nil {
+		return d.Count
+	}
+	return 0
 }
 
 // ownLoadLocked is this replica's load: its engines' fresh loads merged;

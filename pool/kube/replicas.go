@@ -180,9 +180,9 @@ func (r *Runner) myReportLocked() report {
 	if r.leading.Load() {
 		rep.Retiring = slices.Sorted(maps.Keys(r.victims))
 		rep.RetiringGen = r.retiringGen
-		if n := r.decidedLocked(time.Now()); r.decided != nil && n == r.decided.Count {
-			d := *r.decided
-			rep.Decision = &d
+		if d := r.freshDecisionLocked(time.Now()); d != nil {
+			c := *d
+			rep.Decision = &c
 		}
 	}
 	if len(r.locals) > 0 {
