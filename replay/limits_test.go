@@ -231,7 +231,7 @@ func TestSmallestLimitsOnRandomCalls(t *testing.T) {
 // interval grows or its burst shrinks; this checks it on random calls.
 func TestThrottlesAreMonotone(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for range 20000 {
+	for range 5000 {
 		calls := make([]int64, 2+rng.IntN(12))
 		var at int64 = 1
 		for i := range calls {
