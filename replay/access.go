@@ -64,6 +64,7 @@ type AccessDecoder struct {
 	br     *bufio.Reader
 	format AccessFormat
 	line   int64
+	parser lineParser
 	parsed bool  // a line has been read as a request
 	failed int   // lines skipped before the first request
 	first  error // the first of them
@@ -148,12 +149,12 @@ func (d *AccessDecoder) next(req *Request) error {
 		}
 		f := d.format
 		if f == "" {
-			f = DetectAccessFormat(line)
+			f = detectFormat(d.parser.split(line))
 			if f == "" {
 				return &SkipError{Where: d.where(), Reason: "not a line of a combined, ALB or Envoy access log: " + sample(line)}
 			}
 		}
-		r, perr := ParseAccessLine(line, f)
+		r, perr := d.parser.parse(line, f)
 		if perr != nil {
 			return &SkipError{Where: d.where(), Reason: perr.Error() + ": " + sample(line)}
 		}
@@ -208,7 +209,10 @@ func (d *AccessDecoder) readLine() (line []byte, tooLong bool, err error) {
 // DetectAccessFormat returns the format line is in, by its shape, or ""
 // when it is in none.
 func DetectAccessFormat(line []byte) AccessFormat {
-	f := fields(line)
+	return detectFormat(fields(nil, line))
+}
+
+func detectFormat(f []string) AccessFormat {
 	switch {
 	case len(f) == 0:
 		return ""
@@ -232,10 +236,30 @@ func albType(s string) bool {
 
 // ParseAccessLine reads one line of an access log in format f.
 func ParseAccessLine(line []byte, f AccessFormat) (Request, error) {
-	fs := fields(line)
+	var p lineParser
+	return p.parse(line, f)
+}
+
+// lineParser reads the lines of one log: it keeps its slice of fields,
+// and the last time it read, which the next lines of a log mostly share
+// (nginx writes times to the second).
+type lineParser struct {
+	fs       []string
+	lastText string
+	lastTime time.Time
+}
+
+// split splits line into the parser's fields.
+func (p *lineParser) split(line []byte) []string {
+	p.fs = fields(p.fs[:0], line)
+	return p.fs
+}
+
+func (p *lineParser) parse(line []byte, f AccessFormat) (Request, error) {
+	fs := p.split(line)
 	switch f {
 	case Combined:
-		return parseCombined(fs)
+		return p.parseCombined(fs)
 	case ALB:
 		return parseALB(fs)
 	case Envoy:
@@ -246,14 +270,18 @@ func ParseAccessLine(line []byte, f AccessFormat) (Request, error) {
 
 var errFields = errors.New("too few fields")
 
-func parseCombined(f []string) (Request, error) {
+func (p *lineParser) parseCombined(f []string) (Request, error) {
 	// host ident user [time] "request" status bytes ["referer" "agent"] request_time
 	if len(f) < 8 || !strings.HasPrefix(f[3], "[") {
 		return Request{}, errFields
 	}
-	end, err := time.Parse("[02/Jan/2006:15:04:05 -0700]", f[3])
-	if err != nil {
-		return Request{}, fmt.Errorf("time %s: want [02/Jan/2006:15:04:05 -0700]", f[3])
+	end := p.lastTime
+	if f[3] != p.lastText || p.lastText == "" {
+		var err error
+		if end, err = time.Parse("[02/Jan/2006:15:04:05 -0700]", f[3]); err != nil {
+			return Request{}, fmt.Errorf("time %s: want [02/Jan/2006:15:04:05 -0700]", f[3])
+		}
+		p.lastText, p.lastTime = f[3], end
 	}
 	d, err := decimal(f[len(f)-1], 1e9)
 	if err != nil {
@@ -322,11 +350,19 @@ func requestLine(q string) (host, path string, err error) {
 	if len(q) < 2 || q[0] != '"' {
 		return "", "", errors.New("request line not quoted")
 	}
-	parts := strings.Fields(q[1 : len(q)-1])
-	if len(parts) < 2 {
+	// The target is the second field: after the method, up to a blank.
+	m := strings.TrimLeft(q[1:len(q)-1], " \t")
+	i := strings.IndexAny(m, " \t")
+	target := ""
+	if i >= 0 {
+		target = strings.TrimLeft(m[i:], " \t")
+		if j := strings.IndexAny(target, " \t"); j >= 0 {
+			target = target[:j]
+		}
+	}
+	if target == "" {
 		return "", "", fmt.Errorf("request line %s: want METHOD PATH PROTOCOL", q)
 	}
-	target := parts[1]
 	if strings.HasPrefix(target, "/") {
 		path, _, _ = strings.Cut(target, "?")
 		return "", path, nil
@@ -380,41 +416,41 @@ func decimal(s string, unit int64) (time.Duration, error) {
 	return time.Duration(ns), nil
 }
 
-// fields splits a log line into its fields: "quoted" (with \" escapes)
-// and [bracketed] ones whole, with their delimiters, others at spaces;
-// at most maxFields.
-func fields(line []byte) []string {
-	var out []string
+// fields appends to out the fields of a log line: "quoted" (with \"
+// escapes) and [bracketed] ones whole, with their delimiters, others at
+// spaces; at most maxFields.
+func fields(out []string, line []byte) []string {
 	s := string(line)
-	for len(s) > 0 && len(out) < maxFields {
-		s = strings.TrimLeft(s, " \t")
-		if s == "" {
+	i := 0
+	for i < len(s) && len(out) < maxFields {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		if i == len(s) {
 			break
 		}
-		var n int
-		switch s[0] {
+		j := i + 1
+		switch s[i] {
 		case '"':
-			n = 1
-			for n < len(s) && s[n] != '"' {
-				if s[n] == '\\' {
-					n++
+			for j < len(s) && s[j] != '"' {
+				if s[j] == '\\' {
+					j++
 				}
-				n++
+				j++
 			}
-			n = min(n+1, len(s))
+			j = min(j+1, len(s))
 		case '[':
-			n = strings.IndexByte(s, ']') + 1
-			if n == 0 {
-				n = len(s)
+			for j < len(s) && s[j] != ']' {
+				j++
 			}
+			j = min(j+1, len(s))
 		default:
-			n = strings.IndexAny(s, " \t")
-			if n < 0 {
-				n = len(s)
+			for j < len(s) && s[j] != ' ' && s[j] != '\t' {
+				j++
 			}
 		}
-		out = append(out, s[:n])
-		s = s[n:]
+		out = append(out, s[i:j])
+		i = j
 	}
 	return out
 }

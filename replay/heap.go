@@ -3,23 +3,30 @@ package replay
 // This file is the sorting window's heap, of CloudTrail calls and of
 // access-log requests alike.
 
-// timed is what a timeHeap orders: a time, then a sequence number.
-type timed interface{ key() (at int64, seq uint64) }
-
-// timeHeap is a binary min-heap by (at, seq).
-type timeHeap[T timed] []T
-
-func (h timeHeap[T]) less(i, j int) bool {
-	ai, si := h[i].key()
-	aj, sj := h[j].key()
-	if ai != aj {
-		return ai < aj
-	}
-	return si < sj
+// timed is one entry of a timeHeap: its time and sequence number, by
+// which it is ordered, and its value.
+type timed[T any] struct {
+	at  int64
+	seq uint64
+	v   T
 }
 
-func (h *timeHeap[T]) push(a T) {
-	*h = append(*h, a)
+// timeHeap is a binary min-heap by (at, seq). Its entries hold their keys
+// (rather than a method giving them) so that comparisons are inlined.
+type timeHeap[T any] []timed[T]
+
+func (h timeHeap[T]) less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+
+// minAt is the time of the first entry; the heap must not be empty.
+func (h timeHeap[T]) minAt() int64 { return h[0].at }
+
+func (h *timeHeap[T]) push(at int64, seq uint64, v T) {
+	*h = append(*h, timed[T]{at, seq, v})
 	s := *h
 	for i := len(s) - 1; i > 0; {
 		p := (i - 1) / 2
@@ -31,7 +38,7 @@ func (h *timeHeap[T]) push(a T) {
 	}
 }
 
-func (h *timeHeap[T]) pop() T {
+func (h *timeHeap[T]) pop() timed[T] {
 	s := *h
 	top := s[0]
 	n := len(s) - 1

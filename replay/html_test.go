@@ -30,7 +30,7 @@ func TestWriteHTML(t *testing.T) {
 		"&lt;script&gt;.amazonaws.com: 120", "bad &amp; worse.json: not a CloudTrail log",
 		`account: &#34;111122223333&#34;, region: us-east-1, category: cluster-read, capacity: 300, refill_per_second: 5}`,
 		"<svg", "calls throttled per second (without retries)", "seconds from 2026-11-30 12:00:00 UTC",
-		"111122223333 cluster-read", "444455556666 cluster-read",
+		">111122223333</text>", ">444455556666</text>", // the legend: what tells the buckets apart
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q:\n%s", want, page)
@@ -77,5 +77,25 @@ func TestTimelineGivesTheBucketArithmetic(t *testing.T) {
 	}
 	if got := binStep(3 * 365 * 24 * time.Hour); got%(24*time.Hour) != 0 || (3*365*24*time.Hour)/got >= maxBins {
 		t.Errorf("three years' bins: %v", got)
+	}
+}
+
+// The legend names a bucket by its account, and by what else tells it
+// from the other buckets shown.
+func TestTimelineLabels(t *testing.T) {
+	tl := &Timeline{Buckets: []TimelineBucket{
+		{Account: "1", Region: "us-east-1", Service: "ecs", Category: "read"},
+		{Account: "1", Region: "eu-west-1", Service: "ecs", Category: "write"},
+		{Account: "2", Region: "us-east-1", Service: "cloudmap", Category: "read"},
+	}}
+	want := []string{"1 us-east-1 ecs/read", "1 eu-west-1 ecs/write", "2 us-east-1 cloudmap/read"}
+	for i, w := range want {
+		if got := tl.label(i); got != w {
+			t.Errorf("label %d = %q, want %q", i, got, w)
+		}
+	}
+	tl.Buckets = tl.Buckets[:1]
+	if got := tl.label(0); got != "1" {
+		t.Errorf("one bucket: %q, want its account", got)
 	}
 }

@@ -60,11 +60,10 @@ type span struct{ yes, no int64 }
 
 func (s span) done() bool { return s.yes-s.no == 1 || s.no-s.yes == 1 }
 
-// candidates returns up to k values strictly between s.no and the side
-// of s.yes (or, with no yes yet, from lo), spaced geometrically when the
-// range is wide, evenly when it is narrow.
+// candidates appends to out up to k values of [lo, hi] (none when hi <
+// lo), spaced geometrically when the range is wide, evenly when it is
+// narrow, every value when it holds no more than k.
 func candidates(lo, hi int64, k int, out []int64) []int64 {
-	// [lo, hi] inclusive, hi ≥ lo.
 	if hi-lo+1 <= int64(k) {
 		for v := lo; v <= hi; v++ {
 			out = append(out, v)

@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,7 +232,7 @@ func TestSmallestLimitsOnRandomCalls(t *testing.T) {
 // interval grows or its burst shrinks; this checks it on random calls.
 func TestThrottlesAreMonotone(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for range 20000 {
+	for range 5000 {
 		calls := make([]int64, 2+rng.IntN(12))
 		var at int64 = 1
 		for i := range calls {
@@ -266,5 +267,23 @@ func TestRateOf(t *testing.T) {
 	}
 	if _, ok := rateOf(50, 0); ok {
 		t.Error("rateOf(0): ok")
+	}
+}
+
+// Without room for the trace of played calls, the replay still reports
+// every bucket's throttles, and says the limits were not searched.
+func TestNoTraceStillReplays(t *testing.T) {
+	r, err := Run([]Input{input("a.json", gen(t, acceptance))}, Options{Groups: noRetries(), TempDir: t.TempDir() + "/no-such-dir"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Errors) != 1 || !strings.HasPrefix(r.Errors[0], "limits not searched: the trace of played calls: ") {
+		t.Errorf("errors %q", r.Errors)
+	}
+	if b := bucketOf(t, r, "111122223333"); b.Throttled != 2500 || b.AdmitBurst != 0 || b.BurstAtRate != 300 {
+		t.Errorf("burst tenant without the search: %+v", b)
+	}
+	if r.Timeline != nil {
+		t.Error("a timeline without the trace")
 	}
 }

@@ -34,6 +34,16 @@
 // This bounds memory by the records of one window (and MaxWindowRecords),
 // and the rest by the number of distinct buckets, not by the log's length.
 //
+// # The smallest limits
+//
+// The limits that would have admitted every call (and 99.9 % of them) are
+// exact to the nanosecond of a refill interval. They are searched after
+// the replay, by playing the calls again — bucket and instant, as they
+// were played — from a trace kept in an unlinked temporary file
+// (Options.TempDir; about two bytes a call), a few times, each time with
+// many candidate limits per bucket (see limits.go). The inputs are read
+// once, and memory stays bounded by the buckets.
+//
 // # Which calls are played
 //
 // A record whose errorCode is a throttling error (ThrottlingException,

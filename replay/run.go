@@ -157,9 +157,9 @@ func (r *run) add(rec *Record) {
 		r.rep.Late++
 	}
 	r.seq++
-	r.window.push(arrival{at: rec.Time, seq: r.seq, bucket: e.bucket})
+	r.window.push(rec.Time, r.seq, e.bucket)
 	r.maxSeen = max(r.maxSeen, rec.Time)
-	for len(r.window) > 0 && (r.window[0].at < r.maxSeen-int64(r.opt.Window) || len(r.window) > MaxWindowRecords) {
+	for len(r.window) > 0 && (r.window.minAt() < r.maxSeen-int64(r.opt.Window) || len(r.window) > MaxWindowRecords) {
 		r.play(r.window.pop())
 	}
 }
@@ -220,13 +220,13 @@ func (r *run) service(source string) *quota.Service {
 func (r *run) play(a arrival) {
 	at := max(a.at, r.played)
 	r.played = at
-	st := r.stats[a.bucket]
+	st := r.stats[a.v]
 	st.arrive(at)
 	if r.trace != nil {
-		r.trace.add(a.bucket, at)
+		r.trace.add(a.v, at)
 	}
 	// The bucket index is valid and the group in range: Arrive cannot fail.
-	_ = r.player.Arrive(at, a.bucket, st.group)
+	_ = r.player.Arrive(at, a.v, st.group)
 }
 
 func (r *run) observe(a sim.Attempt) {
@@ -240,17 +240,11 @@ func (r *run) observe(a sim.Attempt) {
 	}
 }
 
-// arrival is one call waiting in the sorting window.
-type arrival struct {
-	at     int64
-	seq    uint64
-	bucket int32
-}
+// arrival is one call waiting in the sorting window: its bucket.
+type arrival = timed[int32]
 
 // arrivalHeap is a min-heap of arrivals by (at, seq).
-type arrivalHeap = timeHeap[arrival]
-
-func (a arrival) key() (int64, uint64) { return a.at, a.seq }
+type arrivalHeap = timeHeap[int32]
 
 // minuteOf is the start of the minute of a Unix-nanosecond instant.
 func minuteOf(at int64) int64 { return at - at%int64(time.Minute) }

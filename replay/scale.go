@@ -335,9 +335,9 @@ func (r *scaleRun) add(req *Request) {
 		r.rep.Late++
 	}
 	r.seq++
-	r.window.push(pendingRequest{at: req.At, seq: r.seq, svc: int64(req.Service), service: int32(svc)})
+	r.window.push(req.At, r.seq, request{svc: int64(req.Service), service: int32(svc)})
 	r.maxSeen = max(r.maxSeen, req.At)
-	for len(r.window) > 0 && r.err == nil && (r.window[0].at < r.maxSeen-int64(r.opt.Window) || len(r.window) > MaxWindowRecords) {
+	for len(r.window) > 0 && r.err == nil && (r.window.minAt() < r.maxSeen-int64(r.opt.Window) || len(r.window) > MaxWindowRecords) {
 		r.play(r.window.pop())
 	}
 }
@@ -373,22 +373,23 @@ func (r *scaleRun) play(p pendingRequest) {
 		return
 	}
 	r.played = at
-	for _, sc := range r.scalers[p.service] {
-		if err := sc.Arrive(time.Duration(at-r.origin), time.Duration(p.svc)); err != nil {
+	for _, sc := range r.scalers[p.v.service] {
+		if err := sc.Arrive(time.Duration(at-r.origin), time.Duration(p.v.svc)); err != nil {
 			r.err = fmt.Errorf("replay: %w", err)
 			return
 		}
 	}
 }
 
-// pendingRequest is one request waiting in the sorting window.
-type pendingRequest struct {
-	at, svc int64
-	seq     uint64
+// request is a request waiting in the sorting window: its service time
+// and the index of its service.
+type request struct {
+	svc     int64
 	service int32
 }
 
-// requestHeap is a min-heap of requests by (at, seq).
-type requestHeap = timeHeap[pendingRequest]
+// pendingRequest is one request waiting in the sorting window.
+type pendingRequest = timed[request]
 
-func (p pendingRequest) key() (int64, uint64) { return p.at, p.seq }
+// requestHeap is a min-heap of requests by (at, seq).
+type requestHeap = timeHeap[request]

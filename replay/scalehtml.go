@@ -96,13 +96,17 @@ func (b *bins) rebin(s time.Duration) {
 // sweep, in bins of Step from the report's Start: the most instances and
 // pending requests at the end of a second, and the 429s.
 type ScaleTimeline struct {
-	Step      time.Duration `json:"step_ns"`
-	Instances [][]int       `json:"instances"`
-	Pending   [][]int       `json:"pending"`
-	Rejected  [][]int       `json:"rejected"`
+	// Step is each bin's width: a second for a short run, wider as it
+	// grows, so that no series holds more than 720 bins.
+	Step time.Duration `json:"step_ns"`
+	// Instances and Pending are the most at the end of a second of the
+	// bin, Rejected the 429s of the bin, each by value of the sweep.
+	Instances [][]int `json:"instances"`
+	Pending   [][]int `json:"pending"`
+	Rejected  [][]int `json:"rejected"`
 }
 
-// timeline returns the series of runs, rebinned to one step.
+// scaleTimeline returns the series of runs, rebinned to one step.
 func scaleTimeline(runs []*minuteSeries) *ScaleTimeline {
 	tl := &ScaleTimeline{Step: time.Second}
 	for _, m := range runs {

@@ -64,17 +64,30 @@ type TimelineBucket struct {
 	Throttled []int64 `json:"throttled"`
 }
 
-// label is how the figure's legend names a bucket: its account and
-// category, and its region and service where those alone tell two apart.
+// label is how the figure's legend names a bucket (its column is
+// narrow): its account, and its region, service and category where the
+// buckets shown differ in them.
 func (tl *Timeline) label(i int) string {
 	b := tl.Buckets[i]
-	short := func(x TimelineBucket) string { return x.Account + " " + x.Category }
-	for j, o := range tl.Buckets {
-		if j != i && short(o) == short(b) {
-			return b.Account + " " + b.Region + " " + b.Service + "/" + b.Category
+	differ := func(f func(TimelineBucket) string) bool {
+		for _, o := range tl.Buckets {
+			if f(o) != f(b) {
+				return true
+			}
 		}
+		return false
 	}
-	return short(b)
+	s := b.Account
+	if differ(func(x TimelineBucket) string { return x.Region }) {
+		s += " " + b.Region
+	}
+	switch {
+	case differ(func(x TimelineBucket) string { return x.Service }):
+		s += " " + b.Service + "/" + b.Category
+	case differ(func(x TimelineBucket) string { return x.Category }):
+		s += " " + b.Category
+	}
+	return s
 }
 
 // timeline plays the trace again for the most throttled buckets.

@@ -131,6 +131,26 @@ func TestReadmeReplayCommands(t *testing.T) {
 				}
 			}
 		}
+		// "prints overrides: 300/5 and 50/24.5762713": each limit is an
+		// override line of the output, and examples/replay/with-overrides.yaml
+		// holds those very lines.
+		if m := regexp.MustCompile(`overrides: (\d+)/(\S+) and (\d+)/(\S+)`).FindStringSubmatch(c[1]); m != nil {
+			yaml, err := os.ReadFile("../../examples/replay/with-overrides.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range [][2]string{{m[1], m[2]}, {m[3], m[4]}} {
+				want := "capacity: " + l[0] + ", refill_per_second: " + l[1] + "}"
+				if !strings.Contains(out, want) || !strings.Contains(string(yaml), want) {
+					t.Errorf("tollgate %s: the README says %s/%s; output or with-overrides.yaml lacks %q\n%s", c[0], l[0], l[1], want, out)
+				}
+			}
+			_, printed, _ := strings.Cut(out, "overrides:\n")
+			_, pasted, _ := strings.Cut(string(yaml), "overrides:\n")
+			if printed != pasted {
+				t.Errorf("with-overrides.yaml's overrides are not those printed:\n%s\nprinted:\n%s", pasted, printed)
+			}
+		}
 		if m := regexp.MustCompile(`(\d+) throttled`).FindStringSubmatch(c[1]); m != nil {
 			if got := throttledTotal(t, out); got != m[1] {
 				t.Errorf("tollgate %s: %s throttled, the README says %s\n%s", c[0], got, m[1], out)
