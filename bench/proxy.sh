@@ -7,7 +7,8 @@
 # proxy once, in turn, with the same closed-loop GET load; the report is
 # requests per proxy CPU-second (the backend's CPU is not counted, and it
 # is the same program for all), and each proxy's ratio to the
-# ReverseProxy and to nginx in the same round. Each line gives the proxy's
+# ReverseProxy and to nginx in the same round; then each proxy's p99
+# latency and tollgate's distance to nginx's. Each line gives the proxy's
 # CPU seconds over the measured window; a figure from less than 2 s of
 # them (200 ticks of 10 ms) is refused, and so are its ratios: run longer.
 # D=20s by default for that (at 5 s a loaded machine gave 1-37 ticks).
@@ -106,8 +107,9 @@ for round in $(seq "$ROUNDS"); do
       cpu=$(sed -n 's/.*decisions_per_server_cpu_second=\([0-9]*\).*/\1/p' <<<"$out")
       cpus=$(sed -n 's/.*server_cpu_seconds=\([0-9.]*\).*/\1/p' <<<"$out")
       p50=$(sed -n 's/.*p50=\([^ ]*\).*/\1/p' <<<"$out")
+      p99=$(sed -n 's/.* p99=\([^ ]*\).*/\1/p' <<<"$out")
       errs=$(sed -n 's/.*errors=\([0-9]*\).*/\1/p' <<<"$out")
-      echo "round=$round c=$c peer=$peer requests/s=$rps per_cpu_second=${cpu:-refused} cpu_seconds=$cpus p50=$p50 errors=$errs"
+      echo "round=$round c=$c peer=$peer requests/s=$rps per_cpu_second=${cpu:-refused} cpu_seconds=$cpus p50=$p50 p99=$p99 errors=$errs"
     done
   done
 done | tee "$dir/results"
@@ -116,9 +118,19 @@ echo "$pinning; D=$D"
 python3 - "$dir/results" <<'EOF'
 import sys, collections
 r = collections.defaultdict(dict)
+p99 = collections.defaultdict(dict)
+def ms(d):  # a Go duration as bench/load prints it, in milliseconds
+    for unit, f in (("ms", 1), ("µs", 1e-3), ("us", 1e-3), ("ns", 1e-6), ("s", 1e3)):
+        if d.endswith(unit):
+            try:
+                return float(d[:-len(unit)]) * f
+            except ValueError:
+                return None
+    return None
 for line in open(sys.argv[1]):
     f = dict(kv.split('=', 1) for kv in line.split())
     r[(f['round'], f['c'])][f['peer']] = f['per_cpu_second']
+    p99[(f['round'], f['c'])][f['peer']] = ms(f.get('p99', ''))
 def q(v, a, b):  # a refused figure (under 200 ticks of CPU) refuses its ratios
     if not (v[a].isdigit() and v[b].isdigit()):
         return "refused"
@@ -128,4 +140,10 @@ print("(refused: a figure from less than 2 s of the proxy's CPU; run longer, D=.
 for (rnd, c), v in sorted(r.items(), key=lambda x: (int(x[0][1]), int(x[0][0]))):
     base = f"  {q(v, 'tollgate', 'base')}" if 'base' in v else ""
     print(f"c={c} round={rnd}: {q(v, 'tollgate', 'reverseproxy')}  {q(v, 'tollgate', 'nginx')}  {q(v, 'reverseproxy', 'nginx')}{base}")
+print("p99 latency (ms), same round: tollgate, reverseproxy, nginx[, base]; tollgate - nginx")
+for (rnd, c), v in sorted(p99.items(), key=lambda x: (int(x[0][1]), int(x[0][0]))):
+    cells = [v.get(peer) for peer in ("tollgate", "reverseproxy", "nginx", "base")]
+    shown = "  ".join("?" if x is None else f"{x:.2f}" for x in cells[:3] + ([cells[3]] if 'base' in v else []))
+    gap = f"{cells[0] - cells[2]:+.2f}" if cells[0] is not None and cells[2] is not None else "?"
+    print(f"c={c} round={rnd}: {shown}; {gap}")
 EOF

@@ -225,7 +225,21 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, resp *http.Respons
 	w.WriteHeader(resp.StatusCode)
 
 	if resp.Body != http.NoBody {
-		rerr, werr := copyBody(w, resp.Body, streams(resp))
+		var rerr, werr error
+		if n := resp.ContentLength; n > 0 && int64(c.br.Buffered()) >= n {
+			// A body of known length read with the head (a small
+			// answer) is written from the connection's buffer.
+			b, _ := c.br.Peek(int(n))
+			_, werr = w.Write(b)
+			c.br.Discard(int(n))
+			if werr == nil && streams(resp) {
+				if err := http.NewResponseController(w).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+					werr = err
+				}
+			}
+		} else {
+			rerr, werr = copyBody(w, resp.Body, streams(resp))
+		}
 		if rerr != nil || werr != nil {
 			if werr == nil && r.Context().Err() == nil {
 				p.rv.log.Info("proxy: the instance's answer ended early", "method", r.Method, "path", r.URL.Path, "error", rerr)
@@ -306,15 +320,9 @@ func copyBody(w http.ResponseWriter, body io.Reader, flush bool) (rerr, werr err
 	}
 }
 
-// hopHeaders are dropped between the client and the instance, both ways
-// (RFC 9110 §7.6.1, and those httputil.ReverseProxy drops).
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
-// removeHopByHop removes h's hop-by-hop headers and those its
-// Connection header names.
+// removeHopByHop removes h's hop-by-hop headers (RFC 9110 §7.6.1, and
+// those httputil.ReverseProxy drops) and those its Connection header
+// names.
 func removeHopByHop(h http.Header) {
 	for _, f := range h["Connection"] {
 		for sf := range strings.SplitSeq(f, ",") {
@@ -323,8 +331,14 @@ func removeHopByHop(h http.Header) {
 			}
 		}
 	}
-	for _, k := range hopHeaders {
-		delete(h, k)
+	// An answer has a few headers: one pass over them is cheaper than a
+	// lookup of each hop-by-hop name.
+	for k := range h {
+		switch k {
+		case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+			"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+			delete(h, k)
+		}
 	}
 }
 

@@ -131,23 +131,29 @@ func TestProxiedKnownLengthIsNotFlushedEarly(t *testing.T) {
 		io.WriteString(w, "second\n"[:6])
 	})
 	front, client := handlerPool(t, h, 60*time.Second, false)
-	got := make(chan error, 1)
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan answer, 1)
 	go func() {
 		resp, err := client.Get(front.URL + "/")
-		if err == nil {
-			_, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-		}
-		got <- err
+		got <- answer{resp, err}
 	}()
 	select {
-	case err := <-got:
-		t.Fatalf("the answer came before the instance finished it (err %v)", err)
+	case a := <-got:
+		t.Fatalf("the answer's head came before the instance finished it (err %v)", a.err)
 	case <-time.After(time.Second):
 	}
 	close(next)
-	if err := <-got; err != nil {
-		t.Fatal(err)
+	a := <-got
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	body, err := io.ReadAll(a.resp.Body)
+	a.resp.Body.Close()
+	if err != nil || string(body) != "first\nsecond" {
+		t.Fatalf("%q %v", body, err)
 	}
 }
 
