@@ -186,3 +186,30 @@ func TestRunnableTakesJoinOneRoundTrip(t *testing.T) {
 		t.Fatalf("%d bursts of 16 ready takes made %d pipelines; want about one each (fewer than 2 each)", bursts, got)
 	}
 }
+
+// TestManyLimitsKeepTheirArguments: takes under more distinct limits than
+// a pipeline goroutine keeps boxed (maxLimitArgs, after which it forgets
+// them) are each decided under their own limit.
+func TestManyLimitsKeepTheirArguments(t *testing.T) {
+	t.Parallel() // its own redis-server and store
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv), Options{Timeout: 30 * time.Second, Pipelines: 1})
+	ctx := context.Background()
+	const perBatch = 1000
+	for b := range maxLimitArgs/perBatch + 2 {
+		reqs := make([]limiter.Request, perBatch)
+		out := make([]bucket.Decision, perBatch)
+		for i := range reqs {
+			capacity := int64(b*perBatch + i + 2)
+			reqs[i] = limiter.Request{Key: fmt.Sprintf("{many}:%d", capacity), Limit: bucket.MustLimit(capacity, 0.01), Tokens: 2}
+		}
+		if err := s.TakeBatch(ctx, reqs, out); err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range out {
+			if c := reqs[i].Limit.Capacity(); !d.Allowed || d.Remaining != c-2 {
+				t.Fatalf("batch %d, take %d of 2 tokens from a bucket of %d: %+v", b, i, c, d)
+			}
+		}
+	}
+}
