@@ -203,7 +203,8 @@ func (c *Config) Lookup(domain string, entries []*ratelimitv3.RateLimitDescripto
 	if lvl == nil {
 		return m
 	}
-	var buf []byte
+	var stack [128]byte // most entries fit: no allocation per lookup
+	buf := stack[:0]
 	for i, pe := range entries {
 		e := struct{ Key, Value string }{pe.GetKey(), pe.GetValue()}
 		buf = append(append(append(buf[:0], e.Key...), '_'), e.Value...)

@@ -106,7 +106,7 @@ var overrideRule = &Rule{Key: overrideKey}
 // decide takes the tokens of every limited slot with one TakeBatch and
 // builds the answer.
 func (s *Server) decide(ctx context.Context, req *rlspb.RateLimitRequest, slots []slot) (*rlspb.RateLimitResponse, error) {
-	var reqs []limiter.Request
+	reqs := make([]limiter.Request, 0, len(slots))
 	for i := range slots {
 		sl := &slots[i]
 		if sl.rule == nil || sl.limit.IsZero() {

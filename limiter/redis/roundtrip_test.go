@@ -19,9 +19,10 @@ import (
 )
 
 // roundTrips is a go-redis hook counting what reaches the network: single
-// commands and pipelines, and the commands inside them.
+// commands and pipelines, the commands inside them, and the keys of the
+// script calls among those (one per take of a distinct key).
 type roundTrips struct {
-	commands, pipelines, pipelined atomic.Int64
+	commands, pipelines, pipelined, scriptKeys atomic.Int64
 }
 
 func (h *roundTrips) DialHook(next goredis.DialHook) goredis.DialHook { return next }
@@ -37,6 +38,13 @@ func (h *roundTrips) ProcessPipelineHook(next goredis.ProcessPipelineHook) gored
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
 		h.pipelines.Add(1)
 		h.pipelined.Add(int64(len(cmds)))
+		for _, cmd := range cmds {
+			if args := cmd.Args(); len(args) > 2 && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+				if n, ok := args[2].(int); ok {
+					h.scriptKeys.Add(int64(n))
+				}
+			}
+		}
 		return next(ctx, cmds)
 	}
 }
@@ -96,9 +104,10 @@ func TestConcurrentTakesShareRoundTrips(t *testing.T) {
 			}
 		}()
 	}
-	// Let the takes queue behind the first pipeline (held at the proxy),
-	// then open the gate. Waiting longer than needed changes nothing.
-	for deadline := time.Now().Add(30 * time.Second); len(s.queue) < callers-1 && time.Now().Before(deadline); {
+	// Let the takes queue behind the first pipeline (held at the proxy;
+	// it carries the takes whose goroutines ran before it went out), then
+	// open the gate. Waiting longer than needed changes nothing.
+	for deadline := time.Now().Add(30 * time.Second); int64(len(s.queue))+hook.scriptKeys.Load() < callers && time.Now().Before(deadline); {
 		runtime.Gosched()
 	}
 	close(gate)
@@ -157,7 +166,7 @@ func TestRunnableTakesJoinOneRoundTrip(t *testing.T) {
 	client.AddHook(hook)
 	s := newStore(t, client, Options{Timeout: 30 * time.Second})
 	ctx := context.Background()
-	limit := bucket.MustLimit(50, 20)
+	limit := bucket.MustLimit(50, 0.01) // no token refills during the test
 	burst := func(round int) {
 		var wg sync.WaitGroup
 		for i := range 16 {
@@ -184,5 +193,32 @@ func TestRunnableTakesJoinOneRoundTrip(t *testing.T) {
 	t.Logf("%d bursts of 16 takes in %d pipelines", bursts, got)
 	if got >= 2*bursts {
 		t.Fatalf("%d bursts of 16 ready takes made %d pipelines; want about one each (fewer than 2 each)", bursts, got)
+	}
+}
+
+// TestManyLimitsKeepTheirArguments: takes under more distinct limits than
+// a pipeline goroutine keeps boxed (maxLimitArgs, after which it forgets
+// them) are each decided under their own limit.
+func TestManyLimitsKeepTheirArguments(t *testing.T) {
+	t.Parallel() // its own redis-server and store
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv), Options{Timeout: 30 * time.Second, Pipelines: 1})
+	ctx := context.Background()
+	const perBatch = 1000
+	for b := range maxLimitArgs/perBatch + 2 {
+		reqs := make([]limiter.Request, perBatch)
+		out := make([]bucket.Decision, perBatch)
+		for i := range reqs {
+			capacity := int64(b*perBatch + i + 2)
+			reqs[i] = limiter.Request{Key: fmt.Sprintf("{many}:%d", capacity), Limit: bucket.MustLimit(capacity, 0.01), Tokens: 2}
+		}
+		if err := s.TakeBatch(ctx, reqs, out); err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range out {
+			if c := reqs[i].Limit.Capacity(); !d.Allowed || d.Remaining != c-2 {
+				t.Fatalf("batch %d, take %d of 2 tokens from a bucket of %d: %+v", b, i, c, d)
+			}
+		}
 	}
 }
