@@ -18,7 +18,8 @@ import (
 // takes, multi-token takes and batches. The bucket starts full, so between
 // Redis TIME t0 before the first take and t1 after the last it may admit at
 // most capacity + (t1-t0)/interval tokens, and not one more; it must admit
-// at least 95 % of that.
+// at least 95 % of capacity + the refill from the first decision's return
+// to the deadline.
 func TestGlobalExactness(t *testing.T) {
 	t.Parallel() // its own redis-server and stores
 	if testing.Short() {
@@ -87,6 +88,17 @@ func TestGlobalExactness(t *testing.T) {
 			}()
 		}
 	}
+	// Redis TIME once the first decision is back: the lower bound counts
+	// the refill from then, not while a loaded machine starts eighteen
+	// goroutines and their first round trips (a full bucket loses that
+	// refill; at load 19 it was 5-8 % of the run).
+	for decisions.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	tFirst, err := admin.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Redis TIME at the deadline, while the takers still run: the lower
 	// bound counts the refill up to then, not the refill while they wind
 	// down after it (their last round trips, wg.Wait and this TIME, which
@@ -123,7 +135,7 @@ func TestGlobalExactness(t *testing.T) {
 	for _, s := range stores {
 		cached += s.Stats().Cached
 	}
-	lower := limit.Capacity() + int64(min(tEnd.Sub(t0), elapsed)/limit.Interval())
+	lower := limit.Capacity() + int64(max(0, min(tEnd.Sub(tFirst), t1.Sub(tFirst)))/limit.Interval())
 	t.Logf("admitted %d tokens in %v of Redis time (bound %d, %.2f%%; %d by the deadline, %.2f%%) over %d decisions, %d denied by deny caches",
 		got, elapsed, bound, 100*float64(got)/float64(bound), lower, 100*float64(got)/float64(lower), decisions.Load(), cached)
 	if got > bound {
