@@ -381,8 +381,16 @@ func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-wt.ch:
 		case <-ctx.Done():
 			rv.m.pendingWait.Observe(time.Since(start).Seconds())
-			if r.Context().Err() != nil {
+			if r.Context().Err() != nil && time.Now().Before(deadline) {
 				return // the client went away: finish drops it from the queue
+			}
+			// The read deadline at the request timeout also cut the
+			// server's watch on the client's connection, which cancels
+			// r's context: that is not the client leaving (without an
+			// answer here net/http sent an empty 200). The 504 closes
+			// the connection, as the proxy's does.
+			if r.ProtoMajor == 1 {
+				w.Header().Set("Connection", "close")
 			}
 			http.Error(w, fmt.Sprintf("service %s: no instance became available within the request timeout (%v)", rv.service, lim.requestTimeout), http.StatusGatewayTimeout)
 			return
