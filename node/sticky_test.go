@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,9 @@ func TestStickyByClientAddressThroughConfig(t *testing.T) {
 		var listed pool.TrafficStatus
 		if json.Unmarshal([]byte(body), &listed) == nil && len(listed.Revisions) == 2 &&
 			listed.Revisions[1].LatestReady && listed.Revisions[1].Percent == 50 {
+			if listed.Sticky == nil || !listed.Sticky.ClientAddress {
+				t.Fatalf("the revisions listing does not show the sticky key: %s", body)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -57,6 +61,9 @@ func TestStickyByClientAddressThroughConfig(t *testing.T) {
 	writeFile(t, dir, "tollgate.yaml", trafficConfig(bin, "two", split))
 	if status, a := adminReload(t, n); status != 200 {
 		t.Fatalf("reload without sticky: %d %+v", status, a)
+	}
+	if _, body := admin(t, n, "GET", "/v1/admin/pools/hello/revisions", ""); strings.Contains(body, `"sticky"`) {
+		t.Fatalf("the listing shows a sticky key after a reload without one: %s", body)
 	}
 	got := map[string]int{}
 	for range 40 {

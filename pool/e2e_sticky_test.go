@@ -62,6 +62,9 @@ func TestProcessStickySplitByHeader(t *testing.T) {
 		return err == nil && len(ts.Revisions) == 2 && ts.Revisions[1].LatestReady && ts.Revisions[1].Percent == 50
 	})
 
+	if ts, err := p.Revisions("sticky"); err != nil || ts.Sticky == nil || ts.Sticky.Header != "X-User-Id" {
+		t.Fatalf("Revisions: %+v %v, want sticky by X-User-Id", ts, err)
+	}
 	first := revisionOf(t, url, "X-User-Id", "alice")
 	for i := range 20 {
 		if got := revisionOf(t, url, "X-User-Id", "alice"); got != first {

@@ -20,13 +20,13 @@ import (
 // splits per request.
 type Sticky struct {
 	// Header names a request header whose value is the client key.
-	Header string
+	Header string `json:"header,omitempty"`
 	// Cookie names a cookie whose value is the client key.
-	Cookie string
+	Cookie string `json:"cookie,omitempty"`
 	// ClientAddress keys on the IP address of the connection the
 	// request came on (the address tollgate's listener saw, not
 	// X-Forwarded-For).
-	ClientAddress bool
+	ClientAddress bool `json:"client_address,omitempty"`
 }
 
 // httpToken is an HTTP token (RFC 9110 §5.6.2): a header's or a cookie's
