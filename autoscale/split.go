@@ -3,6 +3,8 @@ package autoscale
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"math/bits"
 )
 
 // SplitSlots is the number of slots of a Split: one per percent.
@@ -62,3 +64,35 @@ func (s *Split) Pick(n uint64) int { return int(s.slots[SplitSlot(n)]) }
 
 // Entries is the number of entries the split was made of.
 func (s *Split) Entries() int { return s.n }
+
+// StickyPoint is the point in [0, SplitSlots) a client's key hashes to:
+// the 64-bit FNV-1a of the key, mixed by MurmurHash3's 64-bit finalizer
+// (FNV-1a alone barely moves its top bits for keys that differ in their
+// last byte, such as user-1 and user-2), scaled to [0, 100) by its top
+// bits. It has no seed: the same key gives the same point in every
+// process, on every machine, in every run.
+func StickyPoint(key string) int {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	hi, _ := bits.Mul64(x, SplitSlots)
+	return int(hi)
+}
+
+// PickKey is the entry a client with key goes to when the split is
+// sticky: the one whose run of consecutive slots holds StickyPoint(key).
+// The same key lands on the same entry while the percents stay the
+// same, and the share of distinct keys per entry approaches its percent.
+// Entries hold their slots in the order of the percents, so when the
+// percents change with that order kept, a key moves only if a boundary
+// crossed its point: with two entries, only toward the one that grows
+// (a rollout 10 → 50 → 100 % moves 40 %, then the other 50 %, of the
+// keys, each once, never back). Callers keep the order stable (the pool
+// and the simulator lay revisions oldest first), whatever order a
+// traffic block lists them in.
+func (s *Split) PickKey(key string) int { return int(s.slots[StickyPoint(key)]) }

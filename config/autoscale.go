@@ -108,6 +108,9 @@ type Autoscale struct {
 	// revisions by percent and gives revisions tags (traffic); unset, the
 	// latest ready revision takes them all. Not with Kubernetes.
 	Traffic []TrafficTarget
+	// Sticky, when set, splits by client rather than per request
+	// (sticky); nil: per request. Not with Kubernetes.
+	Sticky *Sticky
 }
 
 // EnvVar is one environment variable of an instance.
@@ -249,7 +252,7 @@ func (p *parser) route(n *yaml.Node, path string) (*quota.Route, bool) {
 func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 	a := &Autoscale{}
 	ok := true
-	var commandNode, dirNode, minNode, kubeNode, gpuNode, idleNode, trafficNode, livenessNode *yaml.Node
+	var commandNode, dirNode, minNode, kubeNode, gpuNode, idleNode, trafficNode, stickyNode, livenessNode *yaml.Node
 	cfg := &a.Engine
 	num := func(dst *float64, lo, hi float64, loOpen bool) func(k, v *yaml.Node, f string) {
 		return func(_, v *yaml.Node, f string) {
@@ -303,6 +306,12 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 			t, good := p.traffic(v, f)
 			ok = ok && good
 			a.Traffic = t
+		},
+		"sticky": func(_, v *yaml.Node, f string) {
+			stickyNode = v
+			st, good := p.sticky(v, f)
+			ok = ok && good
+			a.Sticky = st
 		},
 		"kubernetes": func(_, v *yaml.Node, f string) {
 			kubeNode = v
@@ -430,6 +439,10 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 	}
 	if ok && a.Kubernetes != nil && trafficNode != nil {
 		p.errorf(trafficNode, joinField(path, "traffic"), "a traffic split needs local processes: with kubernetes (line %d), one Deployment runs every revision", kubeNode.Line)
+		ok = false
+	}
+	if ok && a.Kubernetes != nil && stickyNode != nil {
+		p.errorf(stickyNode, joinField(path, "sticky"), "a sticky split needs local processes: with kubernetes (line %d), one Deployment runs every revision", kubeNode.Line)
 		ok = false
 	}
 	if !ok {

@@ -90,6 +90,7 @@ var (
 //	      traffic:                   # optional: split over running revisions (percents sum to 100)
 //	        - {revision: hello-00001, percent: 90}     # a revision by name
 //	        - {latest_revision: true, percent: 10, tag: canary}  # canary---host reaches it
+//	      sticky: {header: X-User-Id}  # optional: split per client ({cookie: NAME}, {client_address: true}), not per request
 //	overrides:                       # quota increases
 //	  - service: ecs
 //	    account: "123456789012"

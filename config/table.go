@@ -65,7 +65,7 @@ func (c *Config) WriteTable(w io.Writer) error {
 				}
 				fmt.Fprintf(tw, "  instance limits (cgroup v2 or v1 where tollgate can): %g %s, memory %s\n", e.CPUsPerInstance, cpus, mem)
 			}
-			fmt.Fprintf(tw, "  traffic: %s\n", trafficText(a.Traffic))
+			fmt.Fprintf(tw, "  traffic: %s; %s\n", trafficText(a.Traffic), a.Sticky.text())
 		}
 		if len(s.Categories) == 0 {
 			continue

@@ -37,7 +37,7 @@ func TestParseTraffic(t *testing.T) {
 	if err := cfg.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	if want := "traffic: 90 % to hello-00001 (tag stable), 10 % to the latest ready revision, 0 % to hello-00003 (tag canary)\n"; !strings.Contains(table.String(), want) {
+	if want := "traffic: 90 % to hello-00001 (tag stable), 10 % to the latest ready revision, 0 % to hello-00003 (tag canary); per request\n"; !strings.Contains(table.String(), want) {
 		t.Errorf("table lacks %q:\n%s", want, table.String())
 	}
 	// Without a block: nil, all to the latest ready revision.
@@ -46,7 +46,7 @@ func TestParseTraffic(t *testing.T) {
 		t.Fatalf("no traffic block: %v %+v", err, cfg)
 	}
 	table.Reset()
-	if err := cfg.WriteTable(&table); err != nil || !strings.Contains(table.String(), "traffic: 100 % to the latest ready revision\n") {
+	if err := cfg.WriteTable(&table); err != nil || !strings.Contains(table.String(), "traffic: 100 % to the latest ready revision; per request\n") {
 		t.Errorf("table without a traffic block: %v\n%s", err, table.String())
 	}
 }

@@ -73,6 +73,15 @@ func traffic(a *config.Autoscale) []pool.TrafficTarget {
 	return out
 }
 
+// sticky is a's sticky block as the pool takes it: the zero value (per
+// request) when there is none.
+func sticky(a *config.Autoscale) pool.Sticky {
+	if a.Sticky == nil {
+		return pool.Sticky{}
+	}
+	return pool.Sticky{Header: a.Sticky.Header, Cookie: a.Sticky.Cookie, ClientAddress: a.Sticky.ClientAddress}
+}
+
 // specs turns the autoscale sections of cfg into the pool's specs, each
 // with a runner for its command.
 func (b pools) specs(cfg *config.Config) ([]pool.ServiceSpec, error) {
@@ -102,6 +111,7 @@ func (b pools) specs(cfg *config.Config) ([]pool.ServiceSpec, error) {
 			RequestTimeout: a.RequestTimeout,
 			MaxPending:     a.MaxPending,
 			Traffic:        traffic(a),
+			Sticky:         sticky(a),
 		}
 		if l := a.Liveness; l != nil {
 			spec.Liveness = &pool.Liveness{Path: l.Path, Period: l.Period, Timeout: l.Timeout,

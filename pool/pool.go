@@ -71,6 +71,10 @@ type ServiceSpec struct {
 	// reload that gives the same Traffic as the last keeps the split set
 	// since by SetTraffic.
 	Traffic []TrafficTarget
+	// Sticky, when set, splits by client rather than per request (see
+	// Sticky); the zero value splits per request. A reload applies it at
+	// once.
+	Sticky Sticky
 }
 
 // Request bounds (ServiceSpec.RequestTimeout and MaxPending).
@@ -128,16 +132,17 @@ type Pool struct {
 }
 
 // service is one named service: its running revisions, its traffic, and
-// the spec it was last given. Fields other than cur, route and reqs are
-// guarded by Pool.mu.
+// the spec it was last given. Fields other than cur, route, sticky and
+// reqs are guarded by Pool.mu.
 type service struct {
 	name     string
 	cur      atomic.Pointer[revision] // the latest ready revision
 	route    atomic.Pointer[routing]
-	reqs     atomic.Uint64 // untagged requests, for routing.pick
-	latest   *revision     // the newest revision: the spec's Template
-	revs     []*revision   // running revisions, oldest first
-	old      []*revision   // retired revisions, listed until they have stopped
+	sticky   atomic.Pointer[Sticky] // the client key, or nil: per request
+	reqs     atomic.Uint64          // untagged requests, for routing.pick
+	latest   *revision              // the newest revision: the spec's Template
+	revs     []*revision            // running revisions, oldest first
+	old      []*revision            // retired revisions, listed until they have stopped
 	traffic  []TrafficTarget
 	spec     ServiceSpec
 	number   int // revisions made so far
@@ -204,6 +209,9 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		if err := CheckTraffic(s.Name, s.Traffic); err != nil {
 			return err
 		}
+		if err := s.Sticky.check(s.Name); err != nil {
+			return err
+		}
 		if svc := p.services[s.Name]; svc != nil {
 			next := ""
 			if s.Template != svc.spec.Template {
@@ -229,6 +237,7 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		svc, ok := p.services[s.Name]
 		if !ok {
 			svc = &service{name: s.Name, spec: s, traffic: s.Traffic}
+			svc.sticky.Store(stickyOf(s.Sticky))
 			rv, err := p.newRevision(svc, s, s.Engine)
 			if err != nil {
 				return err
@@ -242,6 +251,7 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		}
 		old := svc.spec
 		svc.spec = s
+		svc.sticky.Store(stickyOf(s.Sticky))
 		moved := !slices.Equal(s.Traffic, old.Traffic)
 		if s.Template == old.Template {
 			if err := svc.latest.setConfig(s.Engine, s.limits()); err != nil {
@@ -455,7 +465,9 @@ func (p *Pool) Run(ctx context.Context) error {
 // Handler serves the requests of service name: a request naming a tag
 // (TagHeader, or a Host TAG---...) goes to the revision with that tag, or
 // gets 404 when none has it; the others are split over the revisions by
-// their percents. A service the pool does not run answers 503.
+// their percents, per client when the service is sticky and the request
+// has its client key, else per request. A service the pool does not run
+// answers 503.
 func (p *Pool) Handler(name string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.RLock()
@@ -474,6 +486,12 @@ func (p *Pool) Handler(name string) http.Handler {
 			}
 			rv.ServeHTTP(w, r)
 			return
+		}
+		if st := svc.sticky.Load(); st != nil {
+			if key, ok := st.key(r); ok {
+				rt.pickKey(key).ServeHTTP(w, r)
+				return
+			}
 		}
 		rt.pick(svc.reqs.Add(1)).ServeHTTP(w, r)
 	})

@@ -41,7 +41,10 @@ type TrafficStatus struct {
 	Service string `json:"service"`
 	// Traffic is the block in force (the config's, or the last
 	// SetTraffic's); empty means 100 % to the latest ready revision.
-	Traffic   []TrafficTarget  `json:"traffic"`
+	Traffic []TrafficTarget `json:"traffic"`
+	// Sticky is the client key untagged requests are split by; nil: per
+	// request.
+	Sticky    *Sticky          `json:"sticky,omitempty"`
 	Revisions []RevisionStatus `json:"revisions"`
 }
 
@@ -55,7 +58,7 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 		return TrafficStatus{}, fmt.Errorf("%w: %q", ErrNoService, service)
 	}
 	revs, latest, ready := slices.Clone(svc.revs), svc.latest, svc.cur.Load()
-	ts := TrafficStatus{Service: service, Traffic: append([]TrafficTarget{}, svc.traffic...)}
+	ts := TrafficStatus{Service: service, Traffic: append([]TrafficTarget{}, svc.traffic...), Sticky: svc.sticky.Load()}
 	rt := svc.route.Load()
 	p.mu.RUnlock()
 	for _, rv := range revs {

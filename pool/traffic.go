@@ -113,6 +113,9 @@ type routing struct {
 	// autoscale.SplitSlot(n) (n·37 mod 100), so every 100 requests in a
 	// row give each revision exactly its percent, interleaved.
 	slots [100]*revision
+	// keyed are the slots of sticky requests (pickKey): the same shares
+	// laid oldest revision first (keyedSlots).
+	keyed [100]*revision
 	tags  map[string]*revision
 }
 
@@ -207,10 +210,14 @@ func (p *Pool) reroute(svc *service) {
 	// The slots as autoscale.Split lays them out (t was checked: its
 	// percents sum to 100), the simulator's arithmetic.
 	split, err := autoscale.NewSplit(percents)
+	keyed, kerr := keyedSlots(svc.revs, targets, percents)
 	for s := range rt.slots {
-		rt.slots[s] = ready
+		rt.slots[s], rt.keyed[s] = ready, ready
 		if err == nil {
 			rt.slots[s] = targets[split.Entry(s)]
+		}
+		if kerr == nil {
+			rt.keyed[s] = keyed[s]
 		}
 	}
 	svc.route.Store(rt)

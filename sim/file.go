@@ -137,6 +137,7 @@ type fileRun struct {
 		BurstAt          time.Duration `yaml:"burst_at"`
 		Action           string        `yaml:"action"`
 		Tag              string        `yaml:"tag"`
+		StickyKey        string        `yaml:"sticky_key"`
 		Count            int           `yaml:"count"`
 		LaunchType       string        `yaml:"launch_type"`
 		CapacityProvider string        `yaml:"capacity_provider"`
@@ -419,7 +420,7 @@ func (f fileRun) scenario() (Scenario, error) {
 	}
 	for _, c := range f.Clients {
 		cl := Clients{Name: c.Name, Process: Process(c.Process), Rate: c.Rate, Burst: c.Burst, BurstAt: c.BurstAt, Action: c.Action,
-			Tag: c.Tag, Count: c.Count, LaunchType: c.LaunchType, CapacityProvider: c.CapacityProvider}
+			Tag: c.Tag, StickyKey: c.StickyKey, Count: c.Count, LaunchType: c.LaunchType, CapacityProvider: c.CapacityProvider}
 		for _, s := range c.Steps {
 			cl.Steps = append(cl.Steps, Step{At: s.At, Rate: s.Rate})
 		}

@@ -178,7 +178,7 @@ limit: {capacity: 1.5, refill_per_second: 2}
 		t.Fatalf("error %v does not wrap ErrInvalidScenario", err)
 	}
 	want := []string{
-		"typos.yaml:4:5: clients[0].rat: unknown field, did you mean \"rate\"? (known: action, burst, burst_at, capacity_provider, count, launch_type, name, process, rate, steps, tag)",
+		"typos.yaml:4:5: clients[0].rat: unknown field, did you mean \"rate\"? (known: action, burst, burst_at, capacity_provider, count, launch_type, name, process, rate, steps, sticky_key, tag)",
 		`typos.yaml:6:24: clients[0].steps[0].rate: want a number, got "fast"`,
 		`typos.yaml:9:11: retry.jitter: want true or false, got "maybe"`,
 		"typos.yaml:12:3: backend.max_instance: unknown field, did you mean \"max_instances\"? (known: ",

@@ -131,6 +131,9 @@ func addRunTask(g ymap, c Clients) {
 	if c.Tag != "" {
 		g.add("tag", c.Tag, "its calls reach the revision with this tag")
 	}
+	if c.StickyKey != "" {
+		g.add("sticky_key", c.StickyKey, "its calls carry this client key: split sticky per client")
+	}
 	if c.Count != 0 {
 		g.add("count", c.Count, "RunTask: tasks per call")
 	}

@@ -27,6 +27,9 @@ func WriteSummary(w io.Writer, results []*Result) error {
 			break
 		}
 	}
+	if err := writeSticky(w, results); err != nil {
+		return err
+	}
 	if err := writeTrafficLog(w, results); err != nil {
 		return err
 	}

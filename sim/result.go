@@ -79,6 +79,9 @@ type GroupSummary struct {
 	// MeanLatency and P99Latency describe the end-to-end latency of the
 	// group's calls that succeeded.
 	MeanLatency, P99Latency time.Duration
+	// Revisions counts the group's attempts routed to each revision, by
+	// name; nil for a backend without revisions.
+	Revisions map[string]int
 }
 
 // RetryRecord is one retry decision, kept when Scenario.RecordRetries is set.

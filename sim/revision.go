@@ -191,6 +191,9 @@ func (s Scenario) validRevisions() error {
 		}
 	}
 	for i, c := range s.Clients {
+		if c.StickyKey != "" && c.Tag != "" {
+			return invalid([]any{"clients", i, "sticky_key"}, "give sticky_key or tag, not both: a tagged call goes to its tag's revision whatever its key")
+		}
 		if c.Tag == "" {
 			continue
 		}

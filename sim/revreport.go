@@ -1,15 +1,21 @@
 package sim
 
 // This file reports the steps of a run's rollouts and traffic changes
-// (Result.TrafficLog) in the summary and the HTML report.
+// (Result.TrafficLog) in the summary and the HTML report, and where the
+// sticky client groups' calls went.
 
 import (
 	"bufio"
 	"fmt"
 	"html"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
+
+	"github.com/tollgate/tollgate/autoscale"
 )
 
 // writeTrafficLog writes the traffic log of each run that has one.
@@ -90,4 +96,35 @@ func appendExtra(row []string, r *Result, k int) []string {
 		row = append(row, strconv.FormatInt(b.Tokens[k], 10), strconv.Itoa(b.Throttled[k]))
 	}
 	return row
+}
+
+// writeSticky lists, when a client group carries a sticky key, the
+// revisions each such group's calls reached: one while the split stays,
+// the growing one after a rollout moved the key's point.
+func writeSticky(w io.Writer, results []*Result) error {
+	var rows []string
+	for _, r := range results {
+		for i, g := range r.Groups {
+			if i >= len(r.Scenario.Clients) || r.Scenario.Clients[i].StickyKey == "" {
+				continue
+			}
+			names := slices.Sorted(maps.Keys(g.Revisions))
+			parts := make([]string, 0, len(names))
+			for _, n := range names {
+				parts = append(parts, fmt.Sprintf("%s %d", n, g.Revisions[n]))
+			}
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t\n", r.Scenario.Name, g.Name, r.Scenario.Clients[i].StickyKey,
+				autoscale.StickyPoint(r.Scenario.Clients[i].StickyKey), strings.Join(parts, ", ")))
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "run\tsticky clients\tkey\tpoint\tcalls per revision\t")
+	for _, row := range rows {
+		fmt.Fprint(tw, row)
+	}
+	return tw.Flush()
 }

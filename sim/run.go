@@ -350,6 +350,12 @@ func (r *runner) attempt(ci int32) {
 		r.giveUp(ci)
 		return
 	}
+	if rv.series != nil {
+		if g.sum.Revisions == nil {
+			g.sum.Revisions = map[string]int{}
+		}
+		g.sum.Revisions[rv.series.Name]++
+	}
 	r.route(ci, rv)
 }
 

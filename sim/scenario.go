@@ -192,6 +192,13 @@ type Clients struct {
 	// with that tag (a Cloud Run tagged URL), whatever its percent; a tag
 	// no revision has at the time fails the call (HTTP 404).
 	Tag string
+	// StickyKey, when set, is the client key every call of the group
+	// carries (a user id header, a cookie, a client address): the backend
+	// splits them as a sticky service (pool.Sticky) does, by
+	// autoscale.Split.PickKey over its revisions laid oldest first, so
+	// they all reach one revision while the split stays. Groups without
+	// it are split per request. Not with Tag, which would win.
+	StickyKey string
 	// Count, LaunchType and CapacityProvider are the group's RunTask
 	// parameters (count, launchType, a capacityProviderStrategy of one
 	// provider) for an action whose cost depends on its request body

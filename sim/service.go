@@ -41,6 +41,8 @@ type svcState struct {
 	traffic       []TrafficTarget
 	split         autoscale.Split
 	targets       []int32 // the revision of each entry of the split
+	keyed         autoscale.Split
+	keyedTargets  []int32 // the revision of each entry of keyed: oldest first
 	tags          map[string]int32
 	reqs          uint64 // untagged requests, numbered from 1 as the pool's
 	shift         []receiver
@@ -110,6 +112,9 @@ func (r *runner) pick(g *group) *backendRev {
 			return nil
 		}
 		return r.revs[i]
+	}
+	if g.StickyKey != "" {
+		return r.revs[s.keyedTargets[s.keyed.PickKey(g.StickyKey)]]
 	}
 	s.reqs++
 	return r.revs[s.targets[s.split.Pick(s.reqs)]]
@@ -237,6 +242,23 @@ func (r *runner) reroute() {
 		return
 	}
 	s.split = split
+	// The sticky calls' split: the same shares, oldest revision first
+	// whatever the block's order, as the pool's keyedSlots.
+	order := make([]int, len(percents))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return int(s.targets[a]) - int(s.targets[b]) })
+	sorted := make([]int, len(order))
+	s.keyedTargets = s.keyedTargets[:0]
+	for i, e := range order {
+		sorted[i] = percents[e]
+		s.keyedTargets = append(s.keyedTargets, s.targets[e])
+	}
+	if s.keyed, err = autoscale.NewSplit(sorted); err != nil {
+		r.err = fmt.Errorf("sim: traffic: %w", err)
+		return
+	}
 	for _, rv := range r.revs {
 		if keep[rv.idx] || rv.retired || rv.stopped {
 			continue
