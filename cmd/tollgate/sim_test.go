@@ -91,7 +91,7 @@ func TestSimBadInput(t *testing.T) {
 		{[]string{"sim", "--preset", "ecs-burst", "--format", "gif"}, 2, `unknown --format "gif"`},
 		{[]string{"sim", "--seed", "-1", "--preset", "ecs-burst"}, 2, "invalid value"},
 		{[]string{"sim", "--preset", "ecs-burst", "extra"}, 2, "usage: tollgate sim"},
-		{[]string{"sim", "--scenario", "testdata/sim-bad.yaml"}, 1, "testdata/sim-bad.yaml:4:5: clients[0].burts: unknown field, did you mean \"burst\"? (known: action, burst, burst_at, capacity_provider, count, launch_type, name, process, rate, steps, tag)"},
+		{[]string{"sim", "--scenario", "testdata/sim-bad.yaml"}, 1, "testdata/sim-bad.yaml:4:5: clients[0].burts: unknown field, did you mean \"burst\"? (known: action, burst, burst_at, capacity_provider, count, launch_type, name, process, rate, steps, sticky_key, tag)"},
 		{[]string{"sim", "--scenario", "testdata/missing.yaml"}, 1, "tollgate sim: "},
 		{[]string{"sim", "--scenario", "testdata/missing.yaml"}, 1, "no such file"},
 	} {
