@@ -134,3 +134,46 @@ current-context: ctx
 		t.Fatalf("no traffic with leader election: %v", err)
 	}
 }
+
+// At start, a split on Kubernetes that names revisions is logged as a
+// warning: the names began again at 00001 on the config's Deployment.
+// One with only latest_revision is not.
+func TestKubeSplitNamingRevisionsWarnsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: ctx, context: {cluster: c, user: u, namespace: apps}}]
+current-context: ctx
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		traffic string
+		warned  bool
+	}{
+		{"[{revision: k-00001, percent: 90}, {latest_revision: true, percent: 10}]", true},
+		{"[{latest_revision: true, percent: 100, tag: current}]", false},
+	} {
+		cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte("services:\n  - name: k\n    route: {path_prefix: /k/}\n    autoscale:\n"+
+			"      kubernetes: {deployment: hello-v2}\n      traffic: "+c.traffic+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs strings.Builder
+		log := slog.New(slog.NewTextHandler(&logs, nil))
+		kr := newKubeRunners(KubeOptions{Kubeconfig: kc}, log, prometheus.NewRegistry())
+		b := pools{log: log, kube: kr}
+		if _, err := b.newPool(cfg, prometheus.NewRegistry()); err != nil {
+			t.Fatal(err)
+		}
+		kr.Close()
+		warned := strings.Contains(logs.String(), `level=WARN msg="traffic names revisions, but revision names begin again at start`) &&
+			strings.Contains(logs.String(), "deployment=hello-v2 named=[k-00001]")
+		if warned != c.warned {
+			t.Errorf("traffic %s: warned %v, want %v; log:\n%s", c.traffic, warned, c.warned, logs.String())
+		}
+	}
+}
