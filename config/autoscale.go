@@ -106,10 +106,11 @@ type Autoscale struct {
 	CloudMap *CloudMap
 	// Traffic, when set, splits the service's requests over its running
 	// revisions by percent and gives revisions tags (traffic); unset, the
-	// latest ready revision takes them all. Not with Kubernetes.
+	// latest ready revision takes them all. With Kubernetes each revision
+	// is the Deployment its template named, scaled on its own.
 	Traffic []TrafficTarget
 	// Sticky, when set, splits by client rather than per request
-	// (sticky); nil: per request. Not with Kubernetes.
+	// (sticky); nil: per request.
 	Sticky *Sticky
 }
 
@@ -252,7 +253,7 @@ func (p *parser) route(n *yaml.Node, path string) (*quota.Route, bool) {
 func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 	a := &Autoscale{}
 	ok := true
-	var commandNode, dirNode, minNode, kubeNode, gpuNode, idleNode, trafficNode, stickyNode, livenessNode *yaml.Node
+	var commandNode, dirNode, minNode, kubeNode, gpuNode, idleNode, livenessNode *yaml.Node
 	cfg := &a.Engine
 	num := func(dst *float64, lo, hi float64, loOpen bool) func(k, v *yaml.Node, f string) {
 		return func(_, v *yaml.Node, f string) {
@@ -302,13 +303,11 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 			a.Command = cmd
 		},
 		"traffic": func(_, v *yaml.Node, f string) {
-			trafficNode = v
 			t, good := p.traffic(v, f)
 			ok = ok && good
 			a.Traffic = t
 		},
 		"sticky": func(_, v *yaml.Node, f string) {
-			stickyNode = v
 			st, good := p.sticky(v, f)
 			ok = ok && good
 			a.Sticky = st
@@ -435,14 +434,6 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 	}
 	if ok && cfg.GPUs > 0 && cfg.IdleTimeout > autoscale.DefaultGPUIdleTimeout {
 		p.errorf(idleNode, joinField(path, "idle_timeout"), "%v is over %v: with gpu (line %d), instances are kept idle 10 minutes at most, as Cloud Run keeps GPU instances", cfg.IdleTimeout, autoscale.DefaultGPUIdleTimeout, gpuNode.Line)
-		ok = false
-	}
-	if ok && a.Kubernetes != nil && trafficNode != nil {
-		p.errorf(trafficNode, joinField(path, "traffic"), "a traffic split needs local processes: with kubernetes (line %d), one Deployment runs every revision", kubeNode.Line)
-		ok = false
-	}
-	if ok && a.Kubernetes != nil && stickyNode != nil {
-		p.errorf(stickyNode, joinField(path, "sticky"), "a sticky split needs local processes: with kubernetes (line %d), one Deployment runs every revision", kubeNode.Line)
 		ok = false
 	}
 	if !ok {

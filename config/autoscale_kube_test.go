@@ -87,8 +87,12 @@ func TestParseAutoscaleKubernetesErrors(t *testing.T) {
 			"c.yaml:4:29: services[0].autoscale.env: not used with kubernetes"},
 		{"{kubernetes: [n, d]}",
 			"services[0].autoscale.kubernetes"},
-		{"{kubernetes: {namespace: n, deployment: d}, traffic: [{latest_revision: true, percent: 100}]}",
-			"c.yaml:4:69: services[0].autoscale.traffic: a traffic split needs local processes: with kubernetes (line 4)"},
+		{"{kubernetes: {namespace: n, deployment: d}, traffic: [{latest_revision: true, percent: 90}]}",
+			"c.yaml:4:69: services[0].autoscale.traffic: percents sum to 90, not 100"},
+		{"{kubernetes: {namespace: n, deployment: d}, traffic: [{revision: b-00001, percent: 100}]}",
+			"c.yaml:4:81: services[0].autoscale.traffic[0].revision: \"b-00001\" is not a revision of service a"},
+		{"{kubernetes: {namespace: n, deployment: d}, traffic: [{latest_revision: true, percent: 100, tag: Bad}]}",
+			"c.yaml:4:113: services[0].autoscale.traffic[0].tag: \"Bad\" is not a tag"},
 	}
 	for _, c := range cases {
 		_, err := Parse(filepath.Join(dir, "c.yaml"), []byte(head+c.yaml+"\n"))
@@ -100,5 +104,40 @@ func TestParseAutoscaleKubernetesErrors(t *testing.T) {
 		if !strings.Contains(got, c.want) {
 			t.Errorf("%q:\n got %s\nwant %s", c.yaml, got, c.want)
 		}
+	}
+}
+
+// On Kubernetes a traffic block splits a service over the revisions its
+// Deployments made: the latest revision's Deployment is the one the
+// section names, the others are named by revision as for processes.
+func TestParseAutoscaleKubernetesTraffic(t *testing.T) {
+	cfg, err := Parse(filepath.Join(t.TempDir(), "c.yaml"), []byte(`services:
+  - name: hello
+    route: {path_prefix: /hello/}
+    autoscale:
+      kubernetes: {namespace: apps, deployment: hello-v2}
+      traffic:
+        - {revision: hello-00001, percent: 90}
+        - {latest_revision: true, percent: 10, tag: canary}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Autoscale["hello"]
+	want := []TrafficTarget{
+		{Revision: "hello-00001", Percent: 90, At: FieldError{Line: 7, Column: 22, Field: "services[0].autoscale.traffic[0].revision"}},
+		{LatestRevision: true, Percent: 10, Tag: "canary", At: FieldError{Line: 8, Column: 11, Field: "services[0].autoscale.traffic[1]"}},
+	}
+	if len(a.Traffic) != len(want) {
+		t.Fatalf("Traffic = %+v, want %+v", a.Traffic, want)
+	}
+	for i, e := range a.Traffic {
+		e.At.File = ""
+		if e != want[i] {
+			t.Errorf("Traffic[%d] = %+v, want %+v", i, e, want[i])
+		}
+	}
+	if a.Kubernetes == nil || a.Kubernetes.Deployment != "hello-v2" || a.Kubernetes.Service != "hello-v2" {
+		t.Errorf("Kubernetes = %+v, want Deployment and Service hello-v2", a.Kubernetes)
 	}
 }

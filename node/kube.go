@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,6 +78,12 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 		}
 		t.Namespace = ns
 	}
+	if t.Service == "" {
+		t.Service = t.Deployment // kube.Options' default, for checkTraffic
+	}
+	if err := k.checkTraffic(a, t); err != nil {
+		return nil, err
+	}
 	key := fmt.Sprintf("%s/%s/%d", t, t.Service, t.Port)
 	if r, ok := k.runners[key]; ok {
 		return r, nil
@@ -129,6 +136,37 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 		}
 	}()
 	return r, nil
+}
+
+// checkTraffic refuses a traffic block a's revisions on Kubernetes
+// cannot run: with leader election (several tollgate replicas sharing
+// each Deployment, not yet supported for a split), or with t's Service
+// also selecting the pods of another Deployment a runner scales, which
+// would let one revision's instances hold the other's pods. The error is
+// a *config.FieldError at the traffic block. k.mu is held.
+func (k *kubeRunners) checkTraffic(a *config.Autoscale, t kube.Target) error {
+	if len(a.Traffic) == 0 {
+		return nil
+	}
+	msg := ""
+	if k.flags.LeaderElect {
+		msg = "a traffic split on Kubernetes needs a single tollgate replica: with --kube-leader-elect, leave traffic out (a changed deployment still rolls out as a new revision)"
+	}
+	for _, r := range k.runners {
+		if o := r.Target(); msg == "" && o.Namespace == t.Namespace && o.Service == t.Service && o.Deployment != t.Deployment {
+			msg = fmt.Sprintf("Service %s/%s also selects the pods of Deployment %s, an earlier revision's: with traffic, give each revision's Deployment its own Service (kubernetes.service; by default the Deployment's name)",
+				t.Namespace, t.Service, o.Deployment)
+		}
+	}
+	if msg == "" {
+		return nil
+	}
+	at := a.Traffic[0].At
+	if i := strings.LastIndex(at.Field, "traffic"); i >= 0 {
+		at.Field = at.Field[:i+len("traffic")]
+	}
+	at.Msg = msg
+	return &at
 }
 
 // ownNamespace is tollgate's namespace, for a target naming none: found

@@ -74,3 +74,106 @@ current-context: ctx
 		t.Fatalf("err = %v, want kube.ErrNoNamespace for service k", err)
 	}
 }
+
+// A traffic block on Kubernetes is refused at the block, file:line:col,
+// when tollgate runs as several replicas (--kube-leader-elect) or when
+// the new revision's Service also selects an earlier revision's
+// Deployment's pods; with a Service per Deployment it is taken.
+func TestKubeRunnersTrafficNeedsOneReplicaAndAServicePerDeployment(t *testing.T) {
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: ctx, context: {cluster: c, user: u, namespace: apps}}]
+current-context: ctx
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	parse := func(yaml string) *config.Config {
+		t.Helper()
+		cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	const v1 = "services:\n  - name: k\n    route: {path_prefix: /k/}\n    autoscale:\n      kubernetes: {deployment: hello-v1, service: hello}\n"
+	split := func(kube string) string {
+		return "services:\n  - name: k\n    route: {path_prefix: /k/}\n    autoscale:\n      kubernetes: " + kube + "\n" +
+			"      traffic: [{revision: k-00001, percent: 90}, {latest_revision: true, percent: 10}]\n"
+	}
+	wantRefused := func(err error, msg string) {
+		t.Helper()
+		var fe *config.FieldError
+		if !errors.As(err, &fe) || fe.Line != 6 || fe.Column != 28 || fe.Field != "services[0].autoscale.traffic" || !strings.Contains(fe.Msg, msg) {
+			t.Fatalf("err = %v, want c.yaml:6:28: services[0].autoscale.traffic: ...%s...", err, msg)
+		}
+	}
+	log := slog.New(slog.DiscardHandler)
+
+	kr := newKubeRunners(KubeOptions{Kubeconfig: kc}, log, prometheus.NewRegistry())
+	defer kr.Close()
+	b := pools{log: log, kube: kr}
+	if _, err := b.specs(parse(v1)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.specs(parse(split("{deployment: hello-v2, service: hello}")))
+	wantRefused(err, "Service apps/hello also selects the pods of Deployment hello-v1")
+	if _, err := b.specs(parse(split("{deployment: hello-v2}"))); err != nil {
+		t.Fatalf("a split onto Deployment hello-v2 behind its own Service: %v", err)
+	}
+
+	shared := newKubeRunners(KubeOptions{Kubeconfig: kc, LeaderElect: true, Identity: "a"}, log, prometheus.NewRegistry())
+	defer shared.Close()
+	b = pools{log: log, kube: shared}
+	_, err = b.specs(parse(split("{deployment: hello-v2}")))
+	wantRefused(err, "needs a single tollgate replica")
+	if _, err := b.specs(parse(v1)); err != nil {
+		t.Fatalf("no traffic with leader election: %v", err)
+	}
+}
+
+// At start, a split on Kubernetes that names revisions is logged as a
+// warning: the names began again at 00001 on the config's Deployment.
+// One with only latest_revision is not.
+func TestKubeSplitNamingRevisionsWarnsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: ctx, context: {cluster: c, user: u, namespace: apps}}]
+current-context: ctx
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		traffic string
+		warned  bool
+	}{
+		{"[{revision: k-00001, percent: 90}, {latest_revision: true, percent: 10}]", true},
+		{"[{latest_revision: true, percent: 100, tag: current}]", false},
+	} {
+		cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte("services:\n  - name: k\n    route: {path_prefix: /k/}\n    autoscale:\n"+
+			"      kubernetes: {deployment: hello-v2}\n      traffic: "+c.traffic+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs strings.Builder
+		log := slog.New(slog.NewTextHandler(&logs, nil))
+		kr := newKubeRunners(KubeOptions{Kubeconfig: kc}, log, prometheus.NewRegistry())
+		b := pools{log: log, kube: kr}
+		if _, err := b.newPool(cfg, prometheus.NewRegistry()); err != nil {
+			t.Fatal(err)
+		}
+		kr.Close()
+		warned := strings.Contains(logs.String(), `level=WARN msg="traffic names revisions, but revision names begin again at start`) &&
+			strings.Contains(logs.String(), "deployment=hello-v2 named=[k-00001]")
+		if warned != c.warned {
+			t.Errorf("traffic %s: warned %v, want %v; log:\n%s", c.traffic, warned, c.warned, logs.String())
+		}
+	}
+}

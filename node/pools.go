@@ -34,7 +34,33 @@ func (b pools) newPool(cfg *config.Config, reg prometheus.Registerer) (*pool.Poo
 	if err := b.apply(p, cfg); err != nil {
 		return nil, err
 	}
+	b.warnRenumbered(cfg)
 	return p, nil
+}
+
+// warnRenumbered warns, at start, of each service on Kubernetes whose
+// traffic names revisions: revision names live in the process, so the
+// config's Deployment is revision 1 again and the Deployments of the
+// revisions the block meant before the restart are neither routed to
+// nor scaled.
+func (b pools) warnRenumbered(cfg *config.Config) {
+	for _, s := range cfg.Quota.Services() {
+		a := cfg.Autoscale[s.Name]
+		if a == nil || a.Kubernetes == nil {
+			continue
+		}
+		var named []string
+		for _, e := range a.Traffic {
+			if e.Revision != "" {
+				named = append(named, e.Revision)
+			}
+		}
+		if len(named) > 0 {
+			b.log.Warn("traffic names revisions, but revision names begin again at start: "+
+				"the Deployment the config names is revision "+s.Name+"-00001, and Deployments of revisions from before the restart are neither routed to nor scaled",
+				"service", s.Name, "deployment", a.Kubernetes.Deployment, "named", named)
+		}
+	}
 }
 
 // apply makes p run the autoscaled services of cfg (on a reload: new
