@@ -284,6 +284,17 @@ type liveService struct {
 	Rejected    []uint64         `json:"rejected"` // 429s of each point
 	Driver      string           `json:"driver"`
 	Scales      []liveScale      `json:"scale_decisions"`
+	// Revisions has the instances per revision, by name.
+	Revisions []liveRevision `json:"revisions"`
+}
+
+// liveRevision is one revision's instances of each point, with the
+// newest share of traffic and tags it was seen with.
+type liveRevision struct {
+	Name      string   `json:"name"`
+	Percent   int      `json:"percent"`
+	Tags      []string `json:"tags"`
+	Instances []int    `json:"instances"`
 }
 
 type liveScale struct {
@@ -313,6 +324,11 @@ func (g *Gateway) serveLiveAutoscaled(w http.ResponseWriter, r *http.Request) {
 			Rejected: s.Rejected, Driver: s.Driver, Scales: []liveScale{}}
 		for _, d := range s.Scales {
 			ls.Scales = append(ls.Scales, liveScale{d.Time.UnixMilli(), d.From, d.To, d.Driver, d.Reason})
+		}
+		ls.Revisions = make([]liveRevision, 0, len(s.Revisions))
+		for _, rv := range s.Revisions {
+			ls.Revisions = append(ls.Revisions, liveRevision{Name: rv.Name, Percent: rv.Percent,
+				Tags: append([]string{}, rv.Tags...), Instances: rv.Instances})
 		}
 		out.Services = append(out.Services, ls)
 	}

@@ -1,7 +1,9 @@
 package liveview
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -28,6 +30,39 @@ type ServiceSample struct {
 	// Scales are the last scale decisions, oldest first; only the newest
 	// sample's are served.
 	Scales []ScaleDecision
+	// Revisions has the service's instances per revision, with the share
+	// of traffic and the tags each takes; the recorder keeps at most
+	// MaxRevisions of a sample (the last ones given).
+	Revisions []RevisionSample
+}
+
+// MaxRevisions bounds the revisions a service's sample and history keep,
+// as the pool bounds the revisions a service runs.
+const MaxRevisions = 10
+
+// RevisionSample is one revision of a service at one instant.
+type RevisionSample struct {
+	// Name is the revision's, such as hello-00002.
+	Name string
+	// Percent of the service's untagged requests it takes, and Tags that
+	// reach it directly.
+	Percent int
+	Tags    []string
+	// Instances counts its instances, in any state.
+	Instances int
+}
+
+// RevisionHistory is one revision's instance counts, aligned with
+// Services.Times; a point where the revision was not sampled is 0.
+type RevisionHistory struct {
+	Name string
+	// Percent and Tags are those of the newest sample that has the
+	// revision.
+	Percent   int
+	Tags      []string
+	Instances []int
+	// lastSeen is the index of the newest point that has the revision.
+	lastSeen int
 }
 
 // ScaleDecision is one change of a service's recommended instance count.
@@ -53,6 +88,9 @@ type ServiceHistory struct {
 	// Driver and Scales are the newest sample's.
 	Driver string
 	Scales []ScaleDecision
+	// Revisions holds a series per revision, by name; at most
+	// MaxRevisions, those seen last.
+	Revisions []RevisionHistory
 }
 
 // Services is a view of the autoscaled services' history, in columns like
@@ -68,6 +106,15 @@ type Services struct {
 func (r *Recorder) sampleServices(i int, samples []ServiceSample) {
 	if r.svc == nil {
 		return
+	}
+	cloned := false
+	for k, s := range samples {
+		if len(s.Revisions) > MaxRevisions {
+			if !cloned { // the caller's slice stays as given
+				samples, cloned = slices.Clone(samples), true
+			}
+			samples[k].Revisions = s.Revisions[len(s.Revisions)-MaxRevisions:]
+		}
 	}
 	r.svc[i] = samples
 }
@@ -87,6 +134,7 @@ func (r *Recorder) Services(since time.Time) Services {
 	}
 	n := r.n - first
 	byName := map[string]*ServiceHistory{}
+	revs := map[string]map[string]*RevisionHistory{} // service → revision → series
 	for j := first; j < r.n; j++ {
 		tk := r.ticks[j%r.history]
 		out.Times = append(out.Times, tk.end)
@@ -115,6 +163,7 @@ func (r *Recorder) Services(since time.Time) Services {
 				h.Rejected[k] = s.Rejected // new, or started over
 			}
 			h.Driver, h.Scales = s.Driver, s.Scales
+			addRevisions(revs, s, k, n)
 		}
 	}
 	names := make([]string, 0, len(byName))
@@ -123,7 +172,52 @@ func (r *Recorder) Services(since time.Time) Services {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		out.Services = append(out.Services, *byName[name])
+		h := byName[name]
+		h.Revisions = lastRevisions(revs[name])
+		out.Services = append(out.Services, *h)
+	}
+	return out
+}
+
+// addRevisions adds sample s's revisions to point k of the series in
+// revs (of n points each).
+func addRevisions(revs map[string]map[string]*RevisionHistory, s ServiceSample, k, n int) {
+	if len(s.Revisions) == 0 {
+		return
+	}
+	m := revs[s.Name]
+	if m == nil {
+		m = map[string]*RevisionHistory{}
+		revs[s.Name] = m
+	}
+	for _, rv := range s.Revisions {
+		h := m[rv.Name]
+		if h == nil {
+			h = &RevisionHistory{Name: rv.Name, Instances: make([]int, n)}
+			m[rv.Name] = h
+		}
+		h.Instances[k] = rv.Instances
+		h.Percent, h.Tags, h.lastSeen = rv.Percent, rv.Tags, k
+	}
+}
+
+// lastRevisions returns the series of m by name: the MaxRevisions seen
+// last when there are more.
+func lastRevisions(m map[string]*RevisionHistory) []RevisionHistory {
+	all := make([]*RevisionHistory, 0, len(m))
+	for _, h := range m {
+		all = append(all, h)
+	}
+	if len(all) > MaxRevisions {
+		slices.SortFunc(all, func(a, b *RevisionHistory) int {
+			return cmp.Or(cmp.Compare(b.lastSeen, a.lastSeen), strings.Compare(b.Name, a.Name))
+		})
+		all = all[:MaxRevisions]
+	}
+	slices.SortFunc(all, func(a, b *RevisionHistory) int { return strings.Compare(a.Name, b.Name) })
+	out := make([]RevisionHistory, len(all))
+	for i, h := range all {
+		out[i] = *h
 	}
 	return out
 }

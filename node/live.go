@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/tollgate/tollgate/liveview"
@@ -22,6 +24,7 @@ func poolSamples(p *pool.Pool) func() []liveview.ServiceSample {
 			for _, in := range s.Instances {
 				ls.Instances[in.State]++
 			}
+			ls.Revisions = revisionSamples(p, s)
 			for _, e := range s.Scales {
 				ls.Scales = append(ls.Scales, liveview.ScaleDecision{Time: e.Time, From: e.From, To: e.To, Driver: e.Driver,
 					Reason: scaleWhy(e)})
@@ -30,6 +33,36 @@ func poolSamples(p *pool.Pool) func() []liveview.ServiceSample {
 		}
 		return out
 	}
+}
+
+// revisionSamples counts s's instances per revision, with each running
+// revision's share of traffic and tags from p's revisions listing; a
+// retired revision still draining takes 0 %. By name, oldest first.
+func revisionSamples(p *pool.Pool, s pool.ServiceStatus) []liveview.RevisionSample {
+	byName := map[string]*liveview.RevisionSample{}
+	add := func(name string) *liveview.RevisionSample {
+		rs := byName[name]
+		if rs == nil {
+			rs = &liveview.RevisionSample{Name: name}
+			byName[name] = rs
+		}
+		return rs
+	}
+	if ts, err := p.Revisions(s.Name); err == nil { // else removed since Status
+		for _, rv := range ts.Revisions {
+			rs := add(rv.Name)
+			rs.Percent, rs.Tags = rv.Percent, rv.Tags
+		}
+	}
+	for _, in := range s.Instances {
+		add(in.Revision).Instances++
+	}
+	out := make([]liveview.RevisionSample, 0, len(byName))
+	for _, rs := range byName {
+		out = append(out, *rs)
+	}
+	slices.SortFunc(out, func(a, b liveview.RevisionSample) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // scaleWhy says, for the live page, why a scale decision was taken: the
