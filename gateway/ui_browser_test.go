@@ -40,6 +40,10 @@ type pageView struct {
 		Service string
 		Facts   map[string]string
 		Scales  [][]string
+		// Revisions are the revisions legend's names; Lines the
+		// revisions each chart line is drawn for.
+		Revisions []string
+		Lines     []string
 	} `json:"pools"`
 }
 
@@ -62,6 +66,8 @@ const readPage = `(() => ({
     Service: div.dataset.service,
     Facts: Object.fromEntries([...div.querySelectorAll(".facts span")].map((s) => [s.dataset.field, s.textContent])),
     Scales: [...div.querySelectorAll("table.scales tbody tr")].map((tr) => [...tr.cells].map((td) => td.textContent)),
+    Revisions: [...div.querySelectorAll(".legend.revisions .revision")].map((s) => s.textContent),
+    Lines: [...div.querySelectorAll("svg.revisions polyline")].map((l) => l.dataset.revision),
   })),
 }))()`
 
@@ -269,6 +275,18 @@ func checkPage(t *testing.T, url string, view pageView) {
 	if len(p.Scales) != len(s.Scales) || len(s.Scales) == 0 {
 		t.Fatalf("page lists %d scale decisions, endpoint %d", len(p.Scales), len(s.Scales))
 	}
+	// The revisions' legend names each with its percent and tags, and
+	// each has a line: both revisions of the split.
+	var names []string
+	for _, rv := range s.Revisions {
+		names = append(names, strings.Join(append([]string{rv.Name, strconv.Itoa(rv.Percent) + " %"}, rv.Tags...), " "))
+		if !slices.Contains(p.Lines, rv.Name) {
+			t.Errorf("the revisions chart has no line for %s (lines %q)", rv.Name, p.Lines)
+		}
+	}
+	if want := []string{"orders-api-00001 90 %", "orders-api-00002 10 % canary"}; !slices.Equal(names, want) || !slices.Equal(p.Revisions, want) {
+		t.Errorf("revisions: page shows %q, endpoint %q, want %q", p.Revisions, names, want)
+	}
 	for i, d := range s.Scales { // the page lists the newest first
 		row := p.Scales[len(p.Scales)-1-i]
 		if row[1] != fmt.Sprintf("%d → %d", d.From, d.To) || row[2] != d.Driver || row[3] != d.Reason {
@@ -281,7 +299,8 @@ func checkPage(t *testing.T, url string, view pageView) {
 // second by second (the recorder's input; the pool's own adapter is tested
 // with real instances in cmd/tollgate): one instance, three from second
 // 200 (two starting for 3 s, requests pending and a few 429s meanwhile),
-// two from second 450 (one draining for 5 s).
+// two from second 450 (one draining for 5 s), when a canary revision
+// orders-api-00002 takes 10 % and one of them.
 type fakeScaler struct {
 	mu     sync.Mutex
 	now    liveview.ServiceSample
@@ -314,6 +333,11 @@ func (f *fakeScaler) step(at time.Time, s int) {
 		x.Recommended, x.Driver = 2, "cpu"
 	}
 	x.Scales = slices.Clone(f.scales)
+	x.Revisions = []liveview.RevisionSample{{Name: "orders-api-00001", Percent: 100, Instances: x.Instances["ready"] + x.Instances["starting"]}}
+	if s >= 450 { // a canary takes 10 %, from one of the instances
+		x.Revisions = []liveview.RevisionSample{{Name: "orders-api-00001", Percent: 90, Instances: 1 + x.Instances["draining"]},
+			{Name: "orders-api-00002", Percent: 10, Tags: []string{"canary"}, Instances: 1}}
+	}
 	f.now = x
 }
 

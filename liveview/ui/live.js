@@ -356,6 +356,7 @@ function drawAutoscaled(sc) {
       ? "no instance in the " + spanText(ms) + ": the service scales from zero, its first request starts one"
       : "instances by state (peak " + peak + "); dashed: recommended";
     div.append(label, chart);
+    if (s.revisions && s.revisions.length > 0) div.append(...revisionsChart(s.revisions, sc.times_ms, ms));
     const table = document.createElement("table");
     table.className = "scales";
     const head = table.createTHead().insertRow();
@@ -411,6 +412,59 @@ function instancesChart(s, times, spanMs) {
   }
   line(s.recommended, "recommended");
   return [svg, peak, false];
+}
+
+// REVISION_COLORS are the revisions' lines, by the revision's place in
+// the service's list (at most 10 revisions, as the pool keeps).
+const REVISION_COLORS = ["#3182ce", "#2f855a", "#b7791f", "#805ad5", "#c53030", "#319795", "#d53f8c", "#718096", "#dd6b20", "#1d2329"];
+
+// revisionText names a revision as its legend does: name, share of
+// traffic and tags ("hello-00002 10 % canary").
+function revisionText(r) { return [r.name, r.percent + " %", ...(r.tags || [])].join(" "); }
+
+// revisionsChart draws a service's instances per revision over the last
+// spanMs, a line each, and a legend naming each with its percent and
+// tags; it returns the label, the chart and the legend.
+function revisionsChart(revs, times, spanMs) {
+  const w = 600, h = 60, pad = 2, top = 2;
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "spark instances revisions");
+  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  svg.setAttribute("preserveAspectRatio", "none");
+  const axis = document.createElementNS(SVG, "line");
+  axis.setAttribute("class", "axis");
+  axis.setAttribute("x1", 0); axis.setAttribute("x2", w);
+  axis.setAttribute("y1", h - pad); axis.setAttribute("y2", h - pad);
+  svg.appendChild(axis);
+  let peak = 0;
+  for (const r of revs) for (const v of r.instances) peak = Math.max(peak, v);
+  const newest = times[times.length - 1];
+  const legend = document.createElement("p");
+  legend.className = "legend revisions";
+  revs.forEach((r, i) => {
+    const color = REVISION_COLORS[i % REVISION_COLORS.length];
+    if (newest && peak > 0) {
+      const before = svg.childNodes.length;
+      polylines(svg, r.instances, (j) => w - (newest - times[j]) / spanMs * w,
+        (v) => (h - pad) - v / peak * (h - pad - top), "revision");
+      for (const pl of [...svg.childNodes].slice(before)) {
+        pl.style.stroke = color;
+        pl.dataset.revision = r.name;
+      }
+    }
+    const key = document.createElement("span");
+    key.className = "key";
+    key.style.background = color;
+    const name = document.createElement("span");
+    name.className = "revision";
+    name.dataset.revision = r.name;
+    name.textContent = revisionText(r);
+    legend.append(key, " ", name, " ");
+  });
+  const label = document.createElement("div");
+  label.className = "peak";
+  label.textContent = "instances by revision (peak " + peak + "), with each revision's share of traffic and tags";
+  return [label, svg, legend];
 }
 
 document.addEventListener("DOMContentLoaded", () => {
