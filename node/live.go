@@ -93,6 +93,10 @@ func scaleWhy(e pool.ScaleEvent) string {
 	default:
 		head = fmt.Sprintf("%s (the %s metric asked for %d)", e.Reason, e.Driver, e.DriverCount)
 	}
+	if e.DecidedOn == "every replica's load" {
+		return fmt.Sprintf("%s; %d in flight through every replica on %d ready (instances needed by cpu %.2f, concurrency %.2f, act %.2f)",
+			head, e.InFlight, e.Ready, e.NeedCPU, e.NeedConcurrency, e.NeedACT)
+	}
 	return fmt.Sprintf("%s; %d in flight on %d ready (instances needed by cpu %.2f, concurrency %.2f, act %.2f)",
 		head, e.InFlight, e.Ready, e.NeedCPU, e.NeedConcurrency, e.NeedACT)
 }

@@ -1,9 +1,13 @@
 package pool
 
 import (
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/autoscale"
 )
@@ -61,6 +65,8 @@ type loadSharer struct {
 	share, count int
 	keys         []string
 	full         []int // the max concurrency SharedPolicy was given
+	// basis, when set, is what the policy says it decided on (BasisPolicy).
+	basis *Basis
 }
 
 func (r *loadSharer) Share(int) int { return r.share }
@@ -68,8 +74,19 @@ func (r *loadSharer) Share(int) int { return r.share }
 func (r *loadSharer) SharedPolicy(key string, cfg autoscale.Config, share int, local autoscale.Policy) autoscale.Policy {
 	r.keys = append(r.keys, key)
 	r.full = append(r.full, cfg.WithDefaults().MaxConcurrency)
+	if r.basis != nil {
+		return basisPolicy{fixedPolicy(r.count), *r.basis}
+	}
 	return fixedPolicy(r.count)
 }
+
+// basisPolicy is a fixedPolicy that says what it decided on.
+type basisPolicy struct {
+	fixedPolicy
+	b Basis
+}
+
+func (p basisPolicy) Basis() Basis { return p.b }
 
 type fixedPolicy int
 
@@ -101,5 +118,48 @@ func TestLoadSharerSetsShareAndPolicy(t *testing.T) {
 	}
 	if len(r.keys) == 0 || r.keys[len(r.keys)-1] != "s/s-1" || r.full[len(r.full)-1] != 6 {
 		t.Errorf("SharedPolicy given keys %v and max concurrency %v, want s/s-1 and 6", r.keys, r.full)
+	}
+}
+
+// With several replicas the scale log shows what the count was decided
+// on: the service's needs over every replica's load, as the shared
+// policy gives them, not what this replica's one request asks of its
+// share of an instance (1 / 3 / 0.6 = 0.56, which would read as "requests
+// waiting" beside a count of 3).
+func TestScaleLogShowsTheServiceNeedsOfASharedPolicy(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	basis := Basis{Service: true, NeedConcurrency: 2.222, NeedCPU: 0.5, NeedACT: 2.1, InFlight: 8}
+	r := &loadSharer{sharedRunner: &sharedRunner{serverRunner: &serverRunner{tag: "v1"}}, share: 3, count: 3, basis: &basis}
+	r.n.Store(3)
+	p := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Registry: prometheus.NewRegistry()})
+	if err := p.Apply([]ServiceSpec{{Name: "s", Runner: r, Engine: autoscale.Config{MaxConcurrency: 6, MaxInstances: 10}}}); err != nil {
+		t.Fatal(err)
+	}
+	runPool(t, p)
+	if code, body, _ := get(t, p.Handler("s"), "/"); code != 200 {
+		t.Fatalf("request: %d %s", code, body)
+	}
+	var e ScaleEvent
+	eventually(t, 10*time.Second, "a scale decision", func() bool {
+		sc := p.Status()[0].Scales
+		if len(sc) > 0 {
+			e = sc[len(sc)-1]
+		}
+		return len(sc) > 0
+	})
+	if e.To != 3 || e.Reason != "metrics" || e.DriverCount != 3 || e.NeedConcurrency != 2.222 || e.InFlight != 8 || e.DecidedOn != "every replica's load" {
+		t.Errorf("scale decision %+v: want 0 → 3 for metrics, driver count 3, need_concurrency 2.222 and 8 in flight on every replica's load", e)
+	}
+	line := ""
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "msg=scale ") {
+			line = l
+		}
+	}
+	for _, want := range []string{"to=3", "reason=metrics", "need_concurrency=2.222", "in_flight=8", `decided_on="every replica's load"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("scale log line %q lacks %s", line, want)
+		}
 	}
 }

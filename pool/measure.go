@@ -99,6 +99,16 @@ func (rv *revision) tick(now time.Time) {
 	if dec.Count != before.Count {
 		m := rv.eng.Metrics(now)
 		cpu, conc, act := needs(rv.eng.Config(), m)
+		decidedOn := "this replica's load"
+		if bp, ok := rv.eng.Config().Policy.(BasisPolicy); ok {
+			// Several replicas: the count is the service's, decided on
+			// every replica's load; the needs shown are those, not what
+			// this replica's load asks of its share of each instance.
+			if b := bp.Basis(); b.Service {
+				cpu, conc, act, decidedOn = b.NeedCPU, b.NeedConcurrency, b.NeedACT, "every replica's load"
+				m.Active = b.InFlight
+			}
+		}
 		// The driver's own count before the engine's bounds (min and max
 		// instances, one while requests wait, zero once idle).
 		policy := int(math.Ceil(max(cpu, conc, act) - 1e-9))
@@ -112,9 +122,10 @@ func (rv *revision) tick(now time.Time) {
 		scaled = []any{"from", before.Count, "to", dec.Count, "reason", reason, "driver", dec.Driver.String(), "driver_count", policy,
 			"cpu_1m", round3(m.CPU1m), "concurrency_1m", round3(m.Concurrency1m), "concurrency_10m", round3(m.Concurrency10m),
 			"act_capacity", round3(m.ACTCapacity), "need_cpu", round3(cpu), "need_concurrency", round3(conc), "need_act", round3(act),
-			"in_flight", m.Active, "ready", m.Ready, "live", m.Live}
+			"in_flight", m.Active, "ready", m.Ready, "live", m.Live, "decided_on", decidedOn}
 		rv.noteScale(ScaleEvent{Time: now, From: before.Count, To: dec.Count, Driver: dec.Driver.String(), Reason: reason, DriverCount: policy,
-			NeedCPU: round3(cpu), NeedConcurrency: round3(conc), NeedACT: round3(act), InFlight: m.Active, Ready: m.Ready})
+			NeedCPU: round3(cpu), NeedConcurrency: round3(conc), NeedACT: round3(act), InFlight: m.Active, Ready: m.Ready,
+			DecidedOn: decidedOn})
 	}
 	rv.apply(now, dec.Events)
 	rv.replaced()

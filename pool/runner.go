@@ -76,6 +76,29 @@ type LoadSharer interface {
 	SharedPolicy(key string, cfg autoscale.Config, share int, local autoscale.Policy) autoscale.Policy
 }
 
+// Basis is what a shared policy's last count was decided on, for the
+// scale log and the live view: a LoadSharer's policy says it through
+// BasisPolicy.
+type Basis struct {
+	// Service is true when the count was decided on every replica's load
+	// (the service's total), false when on this replica's alone (no
+	// leader's decision known yet).
+	Service bool
+	// NeedCPU, NeedConcurrency and NeedACT are the instances each driver
+	// asked for on that load, before rounding; InFlight its requests in
+	// flight. All zero when unknown (a leader of an earlier release).
+	NeedCPU, NeedConcurrency, NeedACT float64
+	InFlight                          int
+}
+
+// BasisPolicy is implemented by a LoadSharer's policy that can say what
+// its last Recommend decided on. The pool asks after each decision, with
+// the lock it calls Recommend with held.
+type BasisPolicy interface {
+	autoscale.Policy
+	Basis() Basis
+}
+
 // GPURunner is implemented by a Runner that learns from what it runs how
 // many GPUs each instance has (a Deployment's pod template asking for
 // nvidia.com/gpu). The pool reads GPUs once a second; when it is above the

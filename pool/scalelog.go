@@ -29,6 +29,10 @@ type ScaleEvent struct {
 	// when it was decided.
 	InFlight int `json:"in_flight"`
 	Ready    int `json:"ready"`
+	// DecidedOn says whose load the needs and InFlight are: "this
+	// replica's load", or with several replicas sharing the instances
+	// (LoadSharer) "every replica's load", the service's total.
+	DecidedOn string `json:"decided_on"`
 }
 
 // noteScale keeps a scale decision, dropping the oldest beyond

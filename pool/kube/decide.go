@@ -41,7 +41,10 @@ type sharedPolicy struct {
 	cfg   autoscale.Config
 	share int
 	local autoscale.Policy
+	basis pool.Basis // the last Recommend's; the pool's lock guards both
 }
+
+var _ pool.BasisPolicy = (*sharedPolicy)(nil)
 
 // Recommend records this replica's metrics for its report and returns the
 // service's count: the leader's decision on every replica's load (made
@@ -49,11 +52,17 @@ type sharedPolicy struct {
 // replica needs on its own share (local).
 func (p *sharedPolicy) Recommend(m autoscale.Metrics) autoscale.Recommendation {
 	own := p.local.Recommend(m)
-	if rec, ok := p.r.recommend(p.key, p.cfg, loadOf(m, p.share), m.Now); ok {
-		return rec
+	if d, ok := p.r.recommend(p.key, p.cfg, loadOf(m, p.share), m.Now); ok {
+		p.basis = pool.Basis{Service: true, NeedCPU: d.NeedCPU, NeedConcurrency: d.NeedConcurrency, NeedACT: d.NeedACT, InFlight: d.InFlight}
+		return autoscale.Recommendation{Count: d.Count, Driver: d.Driver, Held: d.Held}
 	}
+	p.basis = pool.Basis{}
 	return own
 }
+
+// Basis implements pool.BasisPolicy: whether the last count was the
+// service's, and the needs it was decided on.
+func (p *sharedPolicy) Basis() pool.Basis { return p.basis }
 
 // SharedPolicy implements pool.LoadSharer.
 func (r *Runner) SharedPolicy(key string, cfg autoscale.Config, share int, local autoscale.Policy) autoscale.Policy {
@@ -88,35 +97,33 @@ func (r *Runner) Share(maxConcurrency int) int {
 	return capacityShare(maxConcurrency, 1+len(fresh), own, total)
 }
 
-// recommend records one engine's load and returns the leader's count:
-// decided now when this replica leads, else the leader's fresh report's;
+// recommend records one engine's load and returns the leader's decision:
+// made now when this replica leads, else the leader's fresh report's;
 // false when neither is known. r.mu is taken.
-func (r *Runner) recommend(key string, cfg autoscale.Config, l replicaLoad, now time.Time) (autoscale.Recommendation, bool) {
+func (r *Runner) recommend(key string, cfg autoscale.Config, l replicaLoad, now time.Time) (decision, bool) {
 	if !r.shared() {
-		return autoscale.Recommendation{}, false
+		return decision{}, false
 	}
 	r.mu.Lock()
 	r.locals[key] = localLoad{load: l, cfg: cfg, at: now}
-	var rec autoscale.Recommendation
+	var d decision
 	ok := false
 	changed := false
 	if r.leading.Load() {
-		var d decision
 		d, changed = r.decideLocked(now, cfg)
-		rec, ok = autoscale.Recommendation{Count: d.Count, Driver: d.Driver, Held: d.Held}, true
+		ok = true
 	} else if p, fresh := r.leaderPeerLocked(now); fresh && p.rep.Decision != nil {
-		d := p.rep.Decision
-		rec, ok = autoscale.Recommendation{Count: min(max(d.Count, 0), autoscale.MaxInstancesLimit), Driver: d.Driver, Held: d.Held}, true
+		d, ok = p.rep.Decision.clean(), true
 		// Should this replica lead next, it holds the count from there
 		// (the recommender keeps a count within tolerance of the need).
-		r.total.current = rec.Count
+		r.total.current = d.Count
 	}
 	r.mu.Unlock()
 	r.reportNow()
 	if changed {
 		r.poke() // the scale loop writes the new count
 	}
-	return rec, ok
+	return d, ok
 }
 
 // decideLocked makes the leader's decision at now on its own load and
@@ -132,7 +139,9 @@ func (r *Runner) decideLocked(now time.Time, cfg autoscale.Config) (decision, bo
 	}
 	before := r.decided
 	rec, m := r.total.decide(now, cfg, loads, r.o.Election.LeaseDuration)
-	d := decision{Count: rec.Count, Driver: rec.Driver, Held: rec.Held}
+	cpu, conc, act := autoscale.NewCloudRun(cfg.WithDefaults()).Needs(m)
+	d := decision{Count: rec.Count, Driver: rec.Driver, Held: rec.Held,
+		NeedCPU: round3(cpu), NeedConcurrency: round3(conc), NeedACT: round3(act), InFlight: m.Active}
 	r.decided, r.decidedAt = &d, now
 	r.m.decided.Set(float64(d.Count))
 	changed := before == nil || before.Count != d.Count

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool"
 )
 
 // engineMetrics is what an engine's metrics read with c requests in
@@ -37,6 +38,9 @@ func TestSharedLeaderDecidesOnEveryReplicasLoad(t *testing.T) {
 	if rec := fp.Recommend(engineMetrics(8, 3, 3)); rec.Count != 5 {
 		t.Fatalf("follower before any decision: count %d, want its own ceil(8 / 3 / 0.6) = 5", rec.Count)
 	}
+	if b := fp.(pool.BasisPolicy).Basis(); b.Service {
+		t.Errorf("follower before any decision says it decided on the service's load: %+v", b)
+	}
 	eventually(t, "the leader reads the follower's load", func() bool {
 		leader.mu.Lock()
 		defer leader.mu.Unlock()
@@ -55,6 +59,12 @@ func TestSharedLeaderDecidesOnEveryReplicasLoad(t *testing.T) {
 	eventually(t, "the follower follows the leader's count", func() bool {
 		return fp.Recommend(engineMetrics(8, 3, 3)).Count == 3
 	})
+	// Both scale logs show the service's needs: 8 in flight of 6 per pod.
+	for name, p := range map[string]autoscale.Policy{"leader": lp, "follower": fp} {
+		if b := p.(pool.BasisPolicy).Basis(); !b.Service || b.InFlight != 8 || b.NeedConcurrency != 2.222 {
+			t.Errorf("%s's basis %+v, want the service's: 8 in flight, need_concurrency 8 / 6 / 0.6 = 2.222", name, b)
+		}
+	}
 	follower.mu.Lock()
 	primed := follower.total.current
 	follower.mu.Unlock()

@@ -51,6 +51,29 @@ type decision struct {
 	Count  int              `json:"count"`
 	Driver autoscale.Driver `json:"driver"`
 	Held   bool             `json:"held,omitempty"`
+	// The drivers' needs and the requests in flight the count was
+	// decided on, every replica's: the followers' scale logs show them.
+	// Absent from a leader of an earlier release.
+	NeedCPU         float64 `json:"need_cpu,omitempty"`
+	NeedConcurrency float64 `json:"need_concurrency,omitempty"`
+	NeedACT         float64 `json:"need_act,omitempty"`
+	InFlight        int     `json:"in_flight,omitempty"`
+}
+
+// clean returns d with its count in [0, autoscale.MaxInstancesLimit] and
+// its needs finite and in [0, maxLoadValue]: a leader's decision read
+// from its report is not trusted to be either.
+func (d decision) clean() decision {
+	c := func(v float64) float64 {
+		if !(v >= 0) { // NaN too
+			return 0
+		}
+		return min(v, maxLoadValue)
+	}
+	d.Count = min(max(d.Count, 0), autoscale.MaxInstancesLimit)
+	d.NeedCPU, d.NeedConcurrency, d.NeedACT = c(d.NeedCPU), c(d.NeedConcurrency), c(d.NeedACT)
+	d.InFlight = min(max(d.InFlight, 0), maxLoadValue)
+	return d
 }
 
 // clean returns l with every figure finite and in [0, maxLoadValue], ACT
