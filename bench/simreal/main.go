@@ -6,6 +6,11 @@
 // figure and prints how far apart they are at steady state.
 //
 //	go run ./bench/simreal -out /tmp/simreal
+//	go run ./bench/simreal -scenario rollout -out /tmp/simreal
+//
+// The second runs a split and a rollout instead (rollout.go): a second
+// revision deployed with a tag only, then given 10 %, 50 % and 100 % of
+// the traffic through SetTraffic, as a script of the admin API would.
 //
 // The trace: 5 requests/s for 60 s, 16/s until 240 s, then 5/s until 300 s
 // (constant spacing), each request held 400 ms by the service; instances
@@ -19,21 +24,15 @@
 package main
 
 import (
-	"context"
 	"encoding/csv"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -63,15 +62,27 @@ var (
 )
 
 func main() {
-	out := flag.String("out", "", "`DIR` for simreal.svg and simreal.csv (default: a new temporary directory)")
+	out := flag.String("out", "", "`DIR` for the figure and the CSV (default: a new temporary directory)")
+	scenario := flag.String("scenario", "step", "`NAME`: step (a step load on one revision) or rollout (a split and a rollout over two)")
 	flag.Parse()
-	if err := run(*out); err != nil {
+	var err error
+	switch *scenario {
+	case "step":
+		err = run(*out, runStep)
+	case "rollout":
+		err = run(*out, runRollout)
+	default:
+		err = fmt.Errorf("-scenario %q: want step or rollout", *scenario)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "simreal:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out string) error {
+// run runs scenario with its output directory: out, made if missing, or
+// a new temporary one.
+func run(out string, scenario func(out string) error) error {
 	if out == "" {
 		d, err := os.MkdirTemp("", "simreal-")
 		if err != nil {
@@ -82,6 +93,11 @@ func run(out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
+	return scenario(out)
+}
+
+// runStep runs the step load against a real pool and the simulator.
+func runStep(out string) error {
 	bin, err := testservice.Path()
 	if err != nil {
 		return err
@@ -163,70 +179,24 @@ func runReal(bin string) (series, time.Duration, error) {
 	if err != nil {
 		return series{}, 0, err
 	}
-	p := pool.New(pool.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	err = p.Apply([]pool.ServiceSpec{{Name: "svc", Runner: runner, Engine: autoscale.Config{
+	p, stop, err := runPool([]pool.ServiceSpec{{Name: "svc", Runner: runner, Engine: autoscale.Config{
 		MaxConcurrency: maxConcurrency, MaxInstances: maxInstances,
 	}}})
 	if err != nil {
 		return series{}, 0, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	srv := httptest.NewServer(p.Handler("svc"))
-	defer srv.Close()
-	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 1000}}
-
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	slots := make(chan struct{}, 1000) // bound on requests in flight
-	start := time.Now()
+	defer stop()
 	var out series
-	nextSample := start.Add(time.Second)
-	next := start
-	for {
-		now := time.Now()
-		if !now.Before(nextSample) {
-			st := p.Status()[0]
-			conc := 0.0
-			for _, in := range st.Instances {
-				conc += in.Concurrency
-			}
-			out.add(readyCount(p), st.Recommended, conc)
-			nextSample = nextSample.Add(time.Second)
-			if len(out.ready) == int(duration/time.Second) {
-				break
-			}
+	failed := trace{seconds: int(duration / time.Second), rate: rateAt, sample: func() {
+		st := p.Status()[0]
+		conc := 0.0
+		for _, in := range st.Instances {
+			conc += in.Concurrency
 		}
-		if !now.Before(next) {
-			select {
-			case slots <- struct{}{}:
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer func() { <-slots }()
-					resp, err := client.Get(srv.URL + "/")
-					if err != nil {
-						failed.Add(1)
-						return
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						failed.Add(1)
-					}
-				}()
-			default:
-				failed.Add(1) // over the in-flight bound: counted, not sent
-			}
-			next = next.Add(time.Duration(float64(time.Second) / rateAt(next.Sub(start))))
-		}
-		time.Sleep(min(time.Until(next), time.Until(nextSample), 10*time.Millisecond))
-	}
-	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		fmt.Fprintf(os.Stderr, "simreal: %d requests of the real run failed\n", n)
+		out.add(readyCount(p), st.Recommended, conc)
+	}}.play(p, "svc")
+	if failed > 0 {
+		fmt.Fprintf(os.Stderr, "simreal: %d requests of the real run failed\n", failed)
 	}
 	cs := time.Duration(p.Status()[0].ColdStart * float64(time.Second))
 	return out, cs, nil
@@ -315,18 +285,11 @@ func writePlot(path string, realS, simS series) error {
 	pl.Title.Text = "Ready instances: real pool vs simulator (same trace)"
 	pl.X.Label.Text = "time (s)"
 	pl.Y.Label.Text = "ready instances"
-	line := func(ys []int) plotter.XYs {
-		xy := make(plotter.XYs, len(ys))
-		for i, y := range ys {
-			xy[i].X, xy[i].Y = float64(i+1), float64(y)
-		}
-		return xy
-	}
-	realLine, err := plotter.NewLine(line(real))
+	realLine, err := plotter.NewLine(intLine(real))
 	if err != nil {
 		return err
 	}
-	simLine, err := plotter.NewLine(line(simulated))
+	simLine, err := plotter.NewLine(intLine(simulated))
 	if err != nil {
 		return err
 	}
