@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/klog/v2"
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/pool"
@@ -189,11 +188,4 @@ func (k *kubeRunners) ownNamespace() (string, error) {
 func (k *kubeRunners) Close() {
 	k.cancel()
 	k.wg.Wait()
-}
-
-// routeClientGoLogs sends client-go's klog lines (leader election,
-// informers) into log, with component=client-go, rather than as plain
-// "I1201 …" lines beside tollgate's own.
-func routeClientGoLogs(log *slog.Logger) {
-	klog.SetSlogLogger(log.With("component", "client-go"))
 }
