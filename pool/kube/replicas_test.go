@@ -378,14 +378,15 @@ func TestSharedScaleDownTrustsPodStatusOverSliceLag(t *testing.T) {
 	}
 	setPodReady("p1", true)
 	setPodReady("p2", true) // Ready, not yet in the slice
-	// The scale writes conflict until i1 has started: on a loaded machine
-	// the test could otherwise be descheduled past retireSettle between
-	// seeing p1 retiring and starting i1, and the leader would lower
-	// replicas first (Ready then timed out under four CPU burners).
+	// The scale writes conflict until i1 holds p1, so that replicas are
+	// not lowered first; a conflict leaves p1 a victim not yet lowered
+	// for, which an instance started meanwhile may still have (before,
+	// the pod stayed committed to go for a lease duration).
 	e.scale.mu.Lock()
 	e.scale.conflicts = 1 << 30
 	e.scale.mu.Unlock()
-	// With no instance p1 is free, and goes: published as retiring.
+	// With no instance p1 is free, and goes: published as retiring, then
+	// marked, and replicas lowered, which conflicts.
 	eventually(t, "p1 published as retiring", func() bool {
 		r.poke()
 		r.mu.Lock()
@@ -393,12 +394,22 @@ func TestSharedScaleDownTrustsPodStatusOverSliceLag(t *testing.T) {
 		_, ok := r.victims["p1"]
 		return ok
 	})
-	// An instance started now is owed a pod: p1 is kept for it.
+	eventually(t, "a refused write of the lowered replicas", func() bool {
+		r.poke()
+		return testutil.ToFloat64(r.m.apiErrors.WithLabelValues("update_scale_conflict")) >= 1
+	})
+	// An instance started now is owed a pod: p1, not lowered for after
+	// all, is kept for it; well before the lease duration (15 s), after
+	// which a pod lowered for and still ready would be free again anyway.
 	in := start(t, r, "i1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := in.Ready(ctx); err != nil { // holds p1: want 1, replicas 2
+		t.Fatalf("i1 not given p1, the pod whose lowering conflicted: %v", err)
+	}
 	e.scale.mu.Lock()
 	e.scale.conflicts = 0
 	e.scale.mu.Unlock()
-	ready(t, in) // holds p1: want 1, replicas 2
 	time.Sleep(3 * retireSettle)
 	if n, _ := e.scale.get(); n != 2 {
 		t.Fatalf("replicas = %d while the only pod not listed ready is Ready by its status, want 2", n)

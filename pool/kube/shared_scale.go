@@ -12,6 +12,7 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -136,15 +137,31 @@ func (r *Runner) syncShared(ctx context.Context, s *autoscalingv1.Scale) error {
 			return err // not lowered: the ReplicaSet would choose the pod
 		}
 	}
+	r.commitVictims(victims, now)
+	if err := r.writeReplicas(ctx, s, int32(to)); err != nil {
+		if apierrors.IsConflict(err) {
+			// Surely not written: the pods are victims still, not gone,
+			// and one may yet be kept for an instance started meanwhile.
+			// (Another error may hide a write that took effect: they stay
+			// committed, neither bound nor chosen again.)
+			r.commitVictims(victims, time.Time{})
+		}
+		return err
+	}
+	return nil
+}
+
+// commitVictims sets the time replicas were lowered for victims (zero:
+// not lowered after all).
+func (r *Runner) commitVictims(victims []string, at time.Time) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, key := range victims {
 		if v, ok := r.victims[key]; ok {
-			v.committed = now
+			v.committed = at
 			r.victims[key] = v
 		}
 	}
-	r.mu.Unlock()
-	return r.writeReplicas(ctx, s, int32(to))
 }
 
 // sharedVictims chooses the ready pods to let go when replicas go from
