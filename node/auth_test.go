@@ -69,7 +69,11 @@ func TestSignaturesAreVerified(t *testing.T) {
 	dir := t.TempDir()
 	var logs logtest.Buffer
 	n := newTestNode(t, &logs, Options{
-		ConfigPath:  writeFile(t, dir, "tollgate.yaml", "services:\n  - preset: ecs\n  - preset: cloudmap\n  - preset: servicequotas\n"),
+		// The signed key's cluster-read bucket refills one token in 1,000
+		// s: its tokens count the takes, not the time between two reads
+		// (at ECS's 20 a second a loaded -race run refilled one).
+		ConfigPath: writeFile(t, dir, "tollgate.yaml", "services:\n  - preset: ecs\n  - preset: cloudmap\n  - preset: servicequotas\n"+
+			"overrides:\n  - {service: ecs, account: AKIDSIGNED, category: cluster-read, capacity: 50, refill_per_second: 0.001}\n"),
 		Credentials: writeFile(t, dir, "credentials", nodeCredentials),
 		AdminToken:  "tok",
 	})
@@ -212,7 +216,11 @@ func TestAWSCLIAndBoto3AreVerified(t *testing.T) {
 	dir := t.TempDir()
 	var logs logtest.Buffer
 	n := newTestNode(t, &logs, Options{
-		ConfigPath:  writeFile(t, dir, "tollgate.yaml", "services:\n  - preset: ecs\n  - preset: cloudmap\n  - preset: servicequotas\n"),
+		// The signed key's cluster-read bucket refills one token in 1,000
+		// s: its tokens count the takes, not the time between two reads
+		// (at ECS's 20 a second a loaded -race run refilled one).
+		ConfigPath: writeFile(t, dir, "tollgate.yaml", "services:\n  - preset: ecs\n  - preset: cloudmap\n  - preset: servicequotas\n"+
+			"overrides:\n  - {service: ecs, account: AKIDSIGNED, category: cluster-read, capacity: 50, refill_per_second: 0.001}\n"),
 		Credentials: writeFile(t, dir, "credentials", nodeCredentials),
 	})
 	run(t, n, &logs)
