@@ -138,6 +138,9 @@ func trafficText(t []TrafficTarget) string {
 	parts := make([]string, 0, len(t))
 	for _, e := range t {
 		to := e.Revision
+		if e.Deployment != "" {
+			to += " (deployment " + e.Deployment + ")"
+		}
 		if e.LatestRevision {
 			to = "the latest ready revision"
 		}
