@@ -75,6 +75,13 @@ type ServiceSpec struct {
 	// Sticky); the zero value splits per request. A reload applies it at
 	// once.
 	Sticky Sticky
+	// Bound are revisions run under a given name on their own runner,
+	// such as a traffic entry's revision bound to a Kubernetes
+	// Deployment (see BoundRevision).
+	Bound []BoundRevision
+	// TrafficFixed, when not "", says why only the spec sets the traffic:
+	// SetTraffic then refuses with an error wrapping ErrTrafficFixed.
+	TrafficFixed string
 }
 
 // Request bounds (ServiceSpec.RequestTimeout and MaxPending).
@@ -145,7 +152,7 @@ type service struct {
 	old      []*revision            // retired revisions, listed until they have stopped
 	traffic  []TrafficTarget
 	spec     ServiceSpec
-	number   int // revisions made so far
+	number   int // the highest revision number made so far
 	shiftGen int // traffic changes begun (shift): a pending one moves only if still the last
 }
 
@@ -212,15 +219,21 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		if err := s.Sticky.check(s.Name); err != nil {
 			return err
 		}
-		if svc := p.services[s.Name]; svc != nil {
-			next := ""
-			if s.Template != svc.spec.Template {
-				next = revisionName(s.Name, svc.number+1)
-			}
-			if err := svc.checkNames(s.Traffic, next); err != nil {
-				return err
-			}
-		} else if err := (&service{name: s.Name}).checkNames(s.Traffic, revisionName(s.Name, 1)); err != nil {
+		if err := checkBoundSpec(s); err != nil {
+			return err
+		}
+		svc := p.services[s.Name]
+		if svc == nil {
+			svc = &service{name: s.Name}
+		}
+		next := ""
+		if svc.latest == nil || s.Template != svc.spec.Template {
+			next = svc.nextName(s)
+		}
+		if err := svc.checkBound(s, next); err != nil {
+			return err
+		}
+		if err := svc.checkNames(s.Traffic, next, boundNames(s)); err != nil {
 			return err
 		}
 	}
@@ -238,16 +251,22 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		if !ok {
 			svc = &service{name: s.Name, spec: s, traffic: s.Traffic}
 			svc.sticky.Store(stickyOf(s.Sticky))
-			rv, err := p.newRevision(svc, s, s.Engine)
+			rv, err := p.newRevision(svc, s, s.Engine, svc.nextName(s))
 			if err != nil {
 				return err
 			}
 			svc.cur.Store(rv)
 			svc.latest, svc.revs = rv, []*revision{rv}
+			if err := p.addBound(svc, s); err != nil {
+				return err
+			}
 			p.services[s.Name] = svc
 			p.reroute(svc)
 			p.start(rv)
 			continue
+		}
+		if err := p.addBound(svc, s); err != nil {
+			return err
 		}
 		old := svc.spec
 		svc.spec = s
@@ -285,11 +304,17 @@ func revisionName(service string, n int) string {
 	return fmt.Sprintf("%s-%05d", service, n)
 }
 
-func (p *Pool) newRevision(svc *service, s ServiceSpec, cfg autoscale.Config) (*revision, error) {
-	svc.number++
-	name := revisionName(svc.name, svc.number)
+// newRevision makes svc's revision name on s's runner with cfg, and
+// counts its number as made (svc.number); p.mu is held.
+func (p *Pool) newRevision(svc *service, s ServiceSpec, cfg autoscale.Config, name string) (*revision, error) {
+	svc.number = max(svc.number, revisionNumber(svc.name, name))
 	rv, err := newRevision(svc.name, name, cfg, s.Runner, s.limits(), p.log, p.m.revision(svc.name, name))
 	if err == nil {
+		for _, b := range s.Bound {
+			if b.Name == name {
+				rv.where = b.Where
+			}
+		}
 		rv.reg = s.Registrar
 		rv.overMaxGrace = p.overMaxGrace
 		if s.Liveness != nil {

@@ -19,9 +19,10 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 		}
 	}
 	// Its share: the latest's, and any entry naming it.
+	name := svc.nextName(s)
 	named := 0
 	for _, e := range svc.traffic {
-		if e.RevisionName == revisionName(svc.name, svc.number+1) {
+		if e.RevisionName == name {
 			named += e.Percent
 		}
 	}
@@ -32,7 +33,7 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 	cfg := s.Engine
 	boot := cfg
 	boot.MinInstances = max(cfg.MinInstances, min(warm, maxInstances(cfg)))
-	rv, err := p.newRevision(svc, s, boot)
+	rv, err := p.newRevision(svc, s, boot, name)
 	if err != nil {
 		return err
 	}
