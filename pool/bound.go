@@ -161,7 +161,13 @@ func boundNames(s ServiceSpec) []string {
 // keeps svc.revs ordered by number; p.mu is held and s was checked.
 func (p *Pool) addBound(svc *service, s ServiceSpec) error {
 	for _, b := range s.Bound {
-		if b.Latest || svc.revisionByName(b.Name) != nil {
+		if rv := svc.revisionByName(b.Name); rv != nil {
+			if rv.where == "" {
+				rv.where = b.Where // made before it was bound
+			}
+			continue
+		}
+		if b.Latest {
 			continue
 		}
 		bs := s
