@@ -34,6 +34,12 @@ type KubeOptions struct {
 	// leader is replaced about this long after its last renewal), with the
 	// renew deadline 2/3 of it and the retry period 2/15; 0 means 15 s.
 	LeaseDuration time.Duration
+
+	// testClients, when set, are the clients instead of a kubeconfig's,
+	// and testOptions changes each runner's options (tests: fake clients
+	// and their pods' addresses).
+	testClients *kube.Clients
+	testOptions func(*kube.Options)
 }
 
 // kubeRunners keeps one pool/kube runner per Deployment target across
@@ -56,9 +62,6 @@ type kubeRunners struct {
 
 	// namespace is tollgate's own, once a target without one needed it.
 	namespace string
-	// testOptions, when set, changes each runner's options (tests: fake
-	// clients' pod addresses).
-	testOptions func(*kube.Options)
 }
 
 func newKubeRunners(f KubeOptions, log *slog.Logger, reg prometheus.Registerer) *kubeRunners {
@@ -91,6 +94,9 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 	if r, ok := k.runners[key]; ok {
 		return r, nil
 	}
+	if k.clients == nil && k.flags.testClients != nil {
+		k.clients = k.flags.testClients
+	}
 	if k.clients == nil {
 		routeClientGoLogs(k.log)
 		cfg, err := kube.LoadConfig(k.flags.Kubeconfig)
@@ -113,8 +119,8 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 		Logger:       k.log,
 		Registry:     k.reg,
 	}
-	if k.testOptions != nil {
-		k.testOptions(&opts)
+	if k.flags.testOptions != nil {
+		k.flags.testOptions(&opts)
 	}
 	if k.flags.LeaderElect {
 		id := k.flags.Identity
