@@ -235,9 +235,15 @@ func (k *kubeRunners) Close() {
 	k.wg.Wait()
 }
 
+// klogRouted makes routeClientGoLogs set klog's logger once a process.
+var klogRouted sync.Once
+
 // routeClientGoLogs sends client-go's klog lines (leader election,
 // informers) into log, with component=client-go, rather than as plain
-// "I1201 …" lines beside tollgate's own.
+// "I1201 …" lines beside tollgate's own. klog's logger is the process's:
+// it is set once, by the first node that reaches an API server, since
+// client-go reads it unsynchronised from the informers of runners
+// already running (tests run several nodes in one process).
 func routeClientGoLogs(log *slog.Logger) {
-	klog.SetSlogLogger(log.With("component", "client-go"))
+	klogRouted.Do(func() { klog.SetSlogLogger(log.With("component", "client-go")) })
 }
