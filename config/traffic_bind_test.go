@@ -34,7 +34,7 @@ func TestParseTrafficDeployment(t *testing.T) {
 	if err := cfg.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	if want := "traffic: 90 % to hello-00001 (deployment hello-v1), 0 % to hello-00001 (tag stable),"; !strings.Contains(table.String(), want) {
+	if want := "traffic: 90 % to hello-00001 (deployment hello-v1), 0 % to hello-00001 (tag stable), 0 % to hello-00002 (deployment hello-v2, tag next),"; !strings.Contains(table.String(), want) {
 		t.Errorf("table lacks %q:\n%s", want, table.String())
 	}
 }
