@@ -148,6 +148,9 @@ func splitThrough(t *testing.T, n *Node, logs *logtest.Buffer) map[string]int {
 			}
 		}
 		if err == nil && slices.Equal(names, []string{"hello-00001", "hello-00002"}) && ready == 2 {
+			if runs := ts.Revisions[0].Runs; runs != "Deployment apps/hello-v1" {
+				t.Errorf("hello-00001 runs %q, want Deployment apps/hello-v1", runs)
+			}
 			break
 		}
 		if time.Now().After(deadline) {

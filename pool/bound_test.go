@@ -74,6 +74,9 @@ func TestBoundRevisionsKeepNamesAndSplitAcrossRestarts(t *testing.T) {
 		if got := splitOf(t, p); got["v1 s-00001"] != 90 || got["v2 s-00002"] != 10 {
 			t.Fatalf("run %d: split %v, want 90 to v1 s-00001, 10 to v2 s-00002", i, got)
 		}
+		if ts, _ := p.Revisions("s"); ts.Revisions[0].Runs != "r1" || ts.Revisions[1].Runs != "" {
+			t.Errorf("run %d: runs %q and %q, want r1 for the bound revision only", i, ts.Revisions[0].Runs, ts.Revisions[1].Runs)
+		}
 		stop()
 	}
 }

@@ -29,6 +29,10 @@ type RevisionStatus struct {
 	Tags []string `json:"tags"`
 	// Ready counts its ready instances.
 	Ready int `json:"ready_instances"`
+	// Runs says what its runner runs when a spec bound it
+	// (BoundRevision.Where), such as "Deployment apps/hello-v1"; else
+	// empty.
+	Runs string `json:"runs,omitempty"`
 	// MinInstances and MaxInstances are its own bounds, as its template
 	// was last configured: max instances bounds each revision.
 	MinInstances int `json:"min_instances"`
@@ -60,9 +64,13 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 	revs, latest, ready := slices.Clone(svc.revs), svc.latest, svc.cur.Load()
 	ts := TrafficStatus{Service: service, Traffic: append([]TrafficTarget{}, svc.traffic...), Sticky: svc.sticky.Load()}
 	rt := svc.route.Load()
+	runs := make([]string, len(revs))
+	for i, rv := range revs {
+		runs[i] = rv.where
+	}
 	p.mu.RUnlock()
-	for _, rv := range revs {
-		rs := RevisionStatus{Name: rv.name, Latest: rv == latest, LatestReady: rv == ready, Tags: []string{}}
+	for i, rv := range revs {
+		rs := RevisionStatus{Name: rv.name, Latest: rv == latest, LatestReady: rv == ready, Tags: []string{}, Runs: runs[i]}
 		for _, s := range rt.slots {
 			if s == rv {
 				rs.Percent++
