@@ -142,8 +142,15 @@ func trafficText(t []TrafficTarget) string {
 			to = "the latest ready revision"
 		}
 		part := fmt.Sprintf("%d %% to %s", e.Percent, to)
+		var notes []string
+		if e.Deployment != "" {
+			notes = append(notes, "deployment "+e.Deployment)
+		}
 		if e.Tag != "" {
-			part += " (tag " + e.Tag + ")"
+			notes = append(notes, "tag "+e.Tag)
+		}
+		if len(notes) > 0 {
+			part += " (" + strings.Join(notes, ", ") + ")"
 		}
 		parts = append(parts, part)
 	}

@@ -33,6 +33,12 @@ type KubeOptions struct {
 	// leader is replaced about this long after its last renewal), with the
 	// renew deadline 2/3 of it and the retry period 2/15; 0 means 15 s.
 	LeaseDuration time.Duration
+
+	// testClients, when set, are the clients instead of a kubeconfig's,
+	// and testOptions changes each runner's options (tests: fake clients
+	// and their pods' addresses).
+	testClients *kube.Clients
+	testOptions func(*kube.Options)
 }
 
 // kubeRunners keeps one pool/kube runner per Deployment target across
@@ -87,6 +93,9 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 	if r, ok := k.runners[key]; ok {
 		return r, nil
 	}
+	if k.clients == nil && k.flags.testClients != nil {
+		k.clients = k.flags.testClients
+	}
 	if k.clients == nil {
 		routeClientGoLogs(k.log)
 		cfg, err := kube.LoadConfig(k.flags.Kubeconfig)
@@ -108,6 +117,9 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 		ReadyTimeout: a.Readiness.Timeout,
 		Logger:       k.log,
 		Registry:     k.reg,
+	}
+	if k.flags.testOptions != nil {
+		k.flags.testOptions(&opts)
 	}
 	if k.flags.LeaderElect {
 		id := k.flags.Identity
@@ -139,18 +151,27 @@ func (k *kubeRunners) runner(a *config.Autoscale) (pool.Runner, error) {
 
 // checkTraffic refuses a traffic block a's revisions on Kubernetes
 // cannot run: with leader election (several tollgate replicas sharing
-// each Deployment, not yet supported for a split), or with t's Service
-// also selecting the pods of another Deployment a runner scales, which
-// would let one revision's instances hold the other's pods. The error is
-// a *config.FieldError at the traffic block. k.mu is held.
+// each Deployment), an entry whose revision no entry binds to a
+// Deployment (each replica would name revisions on its own, and after
+// its own restarts); or with t's Service also selecting the pods of
+// another Deployment a runner scales, which would let one revision's
+// instances hold the other's pods. The error is a *config.FieldError at
+// the entry, or at the traffic block. k.mu is held.
 func (k *kubeRunners) checkTraffic(a *config.Autoscale, t kube.Target) error {
 	if len(a.Traffic) == 0 {
 		return nil
 	}
-	msg := ""
 	if k.flags.LeaderElect {
-		msg = "a traffic split on Kubernetes needs a single tollgate replica: with --kube-leader-elect, leave traffic out (a changed deployment still rolls out as a new revision)"
+		for _, e := range a.Traffic {
+			if e.Revision != "" && boundDeployment(a, e.Revision) == "" {
+				at := e.At
+				at.Msg = fmt.Sprintf("with --kube-leader-elect (several tollgate replicas), revision %s needs deployment: DEPLOYMENT, the Deployment it runs on, "+
+					"so that every replica runs it under that name and splits the same way: add deployment: to this entry", e.Revision)
+				return &at
+			}
+		}
 	}
+	msg := ""
 	for _, r := range k.runners {
 		if o := r.Target(); msg == "" && o.Namespace == t.Namespace && o.Service == t.Service && o.Deployment != t.Deployment {
 			msg = fmt.Sprintf("Service %s/%s also selects the pods of Deployment %s, an earlier revision's: with traffic, give each revision's Deployment its own Service (kubernetes.service; by default the Deployment's name)",
@@ -166,6 +187,29 @@ func (k *kubeRunners) checkTraffic(a *config.Autoscale, t kube.Target) error {
 	}
 	at.Msg = msg
 	return &at
+}
+
+// boundDeployment is the Deployment a's traffic binds revision to, or ""
+// when no entry binds it.
+func boundDeployment(a *config.Autoscale, revision string) string {
+	for _, e := range a.Traffic {
+		if e.Revision == revision && e.Deployment != "" {
+			return e.Deployment
+		}
+	}
+	return ""
+}
+
+// boundSection is a's section as it would read with kubernetes.deployment
+// deployment: the same namespace and port, the Service of the
+// Deployment's name; for the runner of a revision the traffic binds to
+// deployment.
+func boundSection(a *config.Autoscale, deployment string) *config.Autoscale {
+	b := *a
+	k := *a.Kubernetes
+	k.Deployment, k.Service = deployment, deployment
+	b.Kubernetes = &k
+	return &b
 }
 
 // ownNamespace is tollgate's namespace, for a target naming none: found

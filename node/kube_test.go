@@ -75,11 +75,13 @@ current-context: ctx
 	}
 }
 
-// A traffic block on Kubernetes is refused at the block, file:line:col,
-// when tollgate runs as several replicas (--kube-leader-elect) or when
-// the new revision's Service also selects an earlier revision's
-// Deployment's pods; with a Service per Deployment it is taken.
-func TestKubeRunnersTrafficNeedsOneReplicaAndAServicePerDeployment(t *testing.T) {
+// A traffic block on Kubernetes is refused at file:line:col when
+// tollgate runs as several replicas (--kube-leader-elect) and an entry's
+// revision is bound to no Deployment (at the entry), or when the new
+// revision's Service also selects an earlier revision's Deployment's
+// pods (at the block); with a Service per Deployment, and with every
+// revision bound under election, it is taken.
+func TestKubeRunnersTrafficNeedsBindingsAndAServicePerDeployment(t *testing.T) {
 	dir := t.TempDir()
 	kc := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kc, []byte(`apiVersion: v1
@@ -129,15 +131,31 @@ current-context: ctx
 	defer shared.Close()
 	b = pools{log: log, kube: shared}
 	_, err = b.specs(parse(split("{deployment: hello-v2}")))
-	wantRefused(err, "needs a single tollgate replica")
+	var fe *config.FieldError
+	if !errors.As(err, &fe) || fe.Line != 6 || fe.Column != 28 || fe.Field != "services[0].autoscale.traffic[0].revision" ||
+		!strings.Contains(fe.Msg, "with --kube-leader-elect (several tollgate replicas), revision k-00001 needs deployment:") {
+		t.Fatalf("err = %v, want c.yaml:6:28: services[0].autoscale.traffic[0].revision: ...needs deployment:...", err)
+	}
 	if _, err := b.specs(parse(v1)); err != nil {
 		t.Fatalf("no traffic with leader election: %v", err)
 	}
+	specs, err := b.specs(parse("services:\n  - name: k\n    route: {path_prefix: /k/}\n    autoscale:\n      kubernetes: {deployment: hello-v2}\n" +
+		"      traffic: [{revision: k-00001, deployment: hello-v1, percent: 90}, {latest_revision: true, percent: 10}]\n"))
+	if err != nil {
+		t.Fatalf("bound traffic with leader election: %v", err)
+	}
+	if bd := specs[0].Bound; len(bd) != 1 || bd[0].Name != "k-00001" || bd[0].Latest || bd[0].Where != "Deployment apps/hello-v1" || bd[0].Runner == specs[0].Runner {
+		t.Errorf("Bound = %+v, want k-00001 on its own runner, Deployment apps/hello-v1", bd)
+	}
+	if !strings.Contains(specs[0].TrafficFixed, "traffic is set in the config") {
+		t.Errorf("TrafficFixed = %q", specs[0].TrafficFixed)
+	}
 }
 
-// At start, a split on Kubernetes that names revisions is logged as a
-// warning: the names began again at 00001 on the config's Deployment.
-// One with only latest_revision is not.
+// At start, a split on Kubernetes that names revisions without
+// deployment: is logged as a warning saying to add it: the names began
+// again at 00001 on the config's Deployment. One with only
+// latest_revision, or binding its revisions, is not.
 func TestKubeSplitNamingRevisionsWarnsAtStart(t *testing.T) {
 	dir := t.TempDir()
 	kc := filepath.Join(dir, "kubeconfig")
@@ -156,6 +174,7 @@ current-context: ctx
 	}{
 		{"[{revision: k-00001, percent: 90}, {latest_revision: true, percent: 10}]", true},
 		{"[{latest_revision: true, percent: 100, tag: current}]", false},
+		{"[{revision: k-00001, deployment: hello-v1, percent: 90}, {latest_revision: true, percent: 10}]", false},
 	} {
 		cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte("services:\n  - name: k\n    route: {path_prefix: /k/}\n    autoscale:\n"+
 			"      kubernetes: {deployment: hello-v2}\n      traffic: "+c.traffic+"\n"))
@@ -170,7 +189,8 @@ current-context: ctx
 			t.Fatal(err)
 		}
 		kr.Close()
-		warned := strings.Contains(logs.String(), `level=WARN msg="traffic names revisions, but revision names begin again at start`) &&
+		warned := strings.Contains(logs.String(), `level=WARN msg="traffic names revisions without deployment:, but revision names begin again at start`) &&
+			strings.Contains(logs.String(), "add deployment: DEPLOYMENT to each such entry") &&
 			strings.Contains(logs.String(), "deployment=hello-v2 named=[k-00001]")
 		if warned != c.warned {
 			t.Errorf("traffic %s: warned %v, want %v; log:\n%s", c.traffic, warned, c.warned, logs.String())

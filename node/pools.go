@@ -12,6 +12,7 @@ import (
 	"github.com/tollgate/tollgate/cloudmap"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/kube"
 	"github.com/tollgate/tollgate/pool/process"
 )
 
@@ -39,10 +40,11 @@ func (b pools) newPool(cfg *config.Config, reg prometheus.Registerer) (*pool.Poo
 }
 
 // warnRenumbered warns, at start, of each service on Kubernetes whose
-// traffic names revisions: revision names live in the process, so the
-// config's Deployment is revision 1 again and the Deployments of the
-// revisions the block meant before the restart are neither routed to
-// nor scaled.
+// traffic names revisions no entry binds to a Deployment (deployment:):
+// revision names live in the process, so the config's Deployment is
+// revision 1 again (or the one after the highest bound) and the
+// Deployments those revisions ran on before the restart are neither
+// routed to nor scaled.
 func (b pools) warnRenumbered(cfg *config.Config) {
 	for _, s := range cfg.Quota.Services() {
 		a := cfg.Autoscale[s.Name]
@@ -51,13 +53,14 @@ func (b pools) warnRenumbered(cfg *config.Config) {
 		}
 		var named []string
 		for _, e := range a.Traffic {
-			if e.Revision != "" {
+			if e.Revision != "" && boundDeployment(a, e.Revision) == "" && !slices.Contains(named, e.Revision) {
 				named = append(named, e.Revision)
 			}
 		}
 		if len(named) > 0 {
-			b.log.Warn("traffic names revisions, but revision names begin again at start: "+
-				"the Deployment the config names is revision "+s.Name+"-00001, and Deployments of revisions from before the restart are neither routed to nor scaled",
+			b.log.Warn("traffic names revisions without deployment:, but revision names begin again at start: "+
+				"the Deployment the config names is the first revision not bound, and Deployments of revisions from before the restart are neither routed to nor scaled; "+
+				"add deployment: DEPLOYMENT to each such entry to run the revision under its name on that Deployment",
 				"service", s.Name, "deployment", a.Kubernetes.Deployment, "named", named)
 		}
 	}
@@ -127,6 +130,10 @@ func (b pools) specs(cfg *config.Config) ([]pool.ServiceSpec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("service %s: %w", s.Name, err)
 		}
+		bound, err := b.bound(a, r)
+		if err != nil {
+			return nil, fmt.Errorf("service %s: %w", s.Name, err)
+		}
 		spec := pool.ServiceSpec{
 			Name:      s.Name,
 			Engine:    a.Engine,
@@ -138,6 +145,10 @@ func (b pools) specs(cfg *config.Config) ([]pool.ServiceSpec, error) {
 			MaxPending:     a.MaxPending,
 			Traffic:        traffic(a),
 			Sticky:         sticky(a),
+			Bound:          bound,
+		}
+		if a.Kubernetes != nil && b.kube != nil && b.kube.flags.LeaderElect {
+			spec.TrafficFixed = "with several tollgate replicas (--kube-leader-elect), traffic is set in the config's traffic: block, which every replica reloads, not per replica through the admin API"
 		}
 		if l := a.Liveness; l != nil {
 			spec.Liveness = &pool.Liveness{Path: l.Path, Period: l.Period, Timeout: l.Timeout,
@@ -178,4 +189,29 @@ func (b pools) runner(a *config.Autoscale) (pool.Runner, error) {
 		Supervisor: b.supervisor,
 		Ports:      b.ports,
 	})
+}
+
+// bound is the revisions a's traffic binds to Deployments, each with the
+// runner of its Deployment (the section's own, r, marked the latest).
+func (b pools) bound(a *config.Autoscale, r pool.Runner) ([]pool.BoundRevision, error) {
+	var out []pool.BoundRevision
+	seen := map[string]bool{}
+	for i, e := range a.Traffic {
+		if e.Deployment == "" || seen[e.Revision] || a.Kubernetes == nil {
+			continue
+		}
+		seen[e.Revision] = true
+		br := pool.BoundRevision{Name: e.Revision, Runner: r, Latest: e.Deployment == a.Kubernetes.Deployment, Entry: i}
+		if !br.Latest {
+			var err error
+			if br.Runner, err = b.kube.runner(boundSection(a, e.Deployment)); err != nil {
+				return nil, err
+			}
+		}
+		if kr, ok := br.Runner.(interface{ Target() kube.Target }); ok {
+			br.Where = "Deployment " + kr.Target().String()
+		}
+		out = append(out, br)
+	}
+	return out, nil
 }

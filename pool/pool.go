@@ -75,6 +75,13 @@ type ServiceSpec struct {
 	// Sticky); the zero value splits per request. A reload applies it at
 	// once.
 	Sticky Sticky
+	// Bound are revisions run under a given name on their own runner,
+	// such as a traffic entry's revision bound to a Kubernetes
+	// Deployment (see BoundRevision).
+	Bound []BoundRevision
+	// TrafficFixed, when not "", says why only the spec sets the traffic:
+	// SetTraffic then refuses with an error wrapping ErrTrafficFixed.
+	TrafficFixed string
 }
 
 // Request bounds (ServiceSpec.RequestTimeout and MaxPending).
@@ -145,7 +152,7 @@ type service struct {
 	old      []*revision            // retired revisions, listed until they have stopped
 	traffic  []TrafficTarget
 	spec     ServiceSpec
-	number   int // revisions made so far
+	number   int // the highest revision number made so far
 	shiftGen int // traffic changes begun (shift): a pending one moves only if still the last
 }
 
@@ -212,15 +219,21 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		if err := s.Sticky.check(s.Name); err != nil {
 			return err
 		}
-		if svc := p.services[s.Name]; svc != nil {
-			next := ""
-			if s.Template != svc.spec.Template {
-				next = revisionName(s.Name, svc.number+1)
-			}
-			if err := svc.checkNames(s.Traffic, next); err != nil {
-				return err
-			}
-		} else if err := (&service{name: s.Name}).checkNames(s.Traffic, revisionName(s.Name, 1)); err != nil {
+		if err := checkBoundSpec(s); err != nil {
+			return err
+		}
+		svc := p.services[s.Name]
+		if svc == nil {
+			svc = &service{name: s.Name}
+		}
+		next := ""
+		if svc.latest == nil || s.Template != svc.spec.Template {
+			next = svc.nextName(s)
+		}
+		if err := svc.checkBound(s, next); err != nil {
+			return err
+		}
+		if err := svc.checkNames(s.Traffic, next, boundNames(s)); err != nil {
 			return err
 		}
 	}
@@ -238,16 +251,22 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		if !ok {
 			svc = &service{name: s.Name, spec: s, traffic: s.Traffic}
 			svc.sticky.Store(stickyOf(s.Sticky))
-			rv, err := p.newRevision(svc, s, s.Engine)
+			rv, err := p.newRevision(svc, s, s.Engine, svc.nextName(s))
 			if err != nil {
 				return err
 			}
 			svc.cur.Store(rv)
 			svc.latest, svc.revs = rv, []*revision{rv}
+			if err := p.addBound(svc, s); err != nil {
+				return err
+			}
 			p.services[s.Name] = svc
 			p.reroute(svc)
 			p.start(rv)
 			continue
+		}
+		if err := p.addBound(svc, s); err != nil {
+			return err
 		}
 		old := svc.spec
 		svc.spec = s
@@ -285,11 +304,17 @@ func revisionName(service string, n int) string {
 	return fmt.Sprintf("%s-%05d", service, n)
 }
 
-func (p *Pool) newRevision(svc *service, s ServiceSpec, cfg autoscale.Config) (*revision, error) {
-	svc.number++
-	name := revisionName(svc.name, svc.number)
+// newRevision makes svc's revision name on s's runner with cfg, and
+// counts its number as made (svc.number); p.mu is held.
+func (p *Pool) newRevision(svc *service, s ServiceSpec, cfg autoscale.Config, name string) (*revision, error) {
+	svc.number = max(svc.number, revisionNumber(svc.name, name))
 	rv, err := newRevision(svc.name, name, cfg, s.Runner, s.limits(), p.log, p.m.revision(svc.name, name))
 	if err == nil {
+		for _, b := range s.Bound {
+			if b.Name == name {
+				rv.where = b.Where
+			}
+		}
 		rv.reg = s.Registrar
 		rv.overMaxGrace = p.overMaxGrace
 		if s.Liveness != nil {
@@ -322,117 +347,6 @@ func (p *Pool) start(rv *revision) {
 			rv.m.remove()
 		}
 	}()
-}
-
-// rollout starts a new revision for svc, the latest, with as many
-// instances as the serving revisions' load calls for (their
-// recommendations) times the share that follows the latest revision, at
-// least one when that share is not 0; once they are ready (or after
-// RolloutTimeout) it becomes the latest ready revision, traffic is
-// rerouted and the revisions left without traffic drain. A traffic block
-// naming the new revision with a share moves then too, not before its
-// instances are ready; p.mu is held.
-func (p *Pool) rollout(svc *service, s ServiceSpec) error {
-	old := svc.cur.Load()
-	load := 0 // instances serving the untagged requests now
-	for rv, pct := range svc.routedShares() {
-		if pct > 0 {
-			load += rv.serving()
-		}
-	}
-	// Its share: the latest's, and any entry naming it.
-	named := 0
-	for _, e := range svc.traffic {
-		if e.RevisionName == revisionName(svc.name, svc.number+1) {
-			named += e.Percent
-		}
-	}
-	warm := 0
-	if share := latestShare(svc.traffic) + named; share > 0 {
-		warm = max(1, (load*share+99)/100)
-	}
-	cfg := s.Engine
-	boot := cfg
-	boot.MinInstances = max(cfg.MinInstances, min(warm, maxInstances(cfg)))
-	rv, err := p.newRevision(svc, s, boot)
-	if err != nil {
-		return err
-	}
-	svc.latest = rv
-	svc.revs = append(svc.revs, rv)
-	if p.ctx == nil { // not running yet: nothing to warm up
-		svc.cur.Store(rv)
-		p.reroute(svc)
-		return nil
-	}
-	p.log.Info("new revision: starting instances before moving traffic", "service", svc.name, "revision", rv.name, "instances", boot.MinInstances, "previous", old.name)
-	p.start(rv)
-	if named == 0 {
-		p.reroute(svc) // its tags reach it at once
-	}
-	ctx := p.ctx
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		deadline := time.Now().Add(p.rolloutTimeout)
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for rv.readyCount() < boot.MinInstances && time.Now().Before(deadline) {
-			select {
-			case <-ctx.Done():
-				return
-			case <-rv.finished: // retired: replaced again, or removed
-				return
-			case <-t.C:
-			}
-		}
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.services[svc.name] != svc || svc.latest != rv {
-			return // replaced again meanwhile, or removed: reroute retires it
-		}
-		prev := svc.cur.Load()
-		svc.cur.Store(rv)
-		if latestShare(svc.traffic) == 100 {
-			// The new revision takes all the load: it decides from the
-			// load it takes over, not from windows that saw none (its
-			// count fell to 1 once its boot minimum was lifted, then
-			// climbed back).
-			now := time.Now()
-			prev.mu.Lock()
-			hist := prev.eng.History(now)
-			prev.mu.Unlock()
-			rv.mu.Lock()
-			rv.eng.Seed(now, hist)
-			rv.mu.Unlock()
-		}
-		p.reroute(svc)
-		if ready := rv.readyCount(); ready < boot.MinInstances {
-			p.log.Warn("the new revision takes its traffic before it has the instances its share needs: they were not ready within the rollout timeout",
-				"service", svc.name, "revision", rv.name, "needed", boot.MinInstances, "ready", ready, "rollout_timeout", p.rolloutTimeout, "previous", prev.name)
-		} else {
-			p.log.Info("the new revision is the latest ready; traffic rerouted", "service", svc.name, "revision", rv.name, "needed", boot.MinInstances, "ready", ready, "previous", prev.name)
-		}
-		if err := rv.setConfig(svc.spec.Engine, svc.spec.limits()); err != nil {
-			p.log.Error("new revision refused its config", "service", svc.name, "error", err)
-		}
-	}()
-	return nil
-}
-
-// latestShare is the percent of untagged requests that follows the latest
-// ready revision under traffic t.
-func latestShare(t []TrafficTarget) int {
-	if len(t) == 0 {
-		return 100
-	}
-	n := 0
-	for _, e := range t {
-		if e.LatestRevision {
-			n += e.Percent
-		}
-	}
-	return n
 }
 
 func maxInstances(c autoscale.Config) int {

@@ -29,6 +29,10 @@ type RevisionStatus struct {
 	Tags []string `json:"tags"`
 	// Ready counts its ready instances.
 	Ready int `json:"ready_instances"`
+	// Runs says what its runner runs when a spec bound it
+	// (BoundRevision.Where), such as "Deployment apps/hello-v1"; else
+	// empty.
+	Runs string `json:"runs,omitempty"`
 	// MinInstances and MaxInstances are its own bounds, as its template
 	// was last configured: max instances bounds each revision.
 	MinInstances int `json:"min_instances"`
@@ -60,9 +64,13 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 	revs, latest, ready := slices.Clone(svc.revs), svc.latest, svc.cur.Load()
 	ts := TrafficStatus{Service: service, Traffic: append([]TrafficTarget{}, svc.traffic...), Sticky: svc.sticky.Load()}
 	rt := svc.route.Load()
+	runs := make([]string, len(revs))
+	for i, rv := range revs {
+		runs[i] = rv.where
+	}
 	p.mu.RUnlock()
-	for _, rv := range revs {
-		rs := RevisionStatus{Name: rv.name, Latest: rv == latest, LatestReady: rv == ready, Tags: []string{}}
+	for i, rv := range revs {
+		rs := RevisionStatus{Name: rv.name, Latest: rv == latest, LatestReady: rv == ready, Tags: []string{}, Runs: runs[i]}
 		for _, s := range rt.slots {
 			if s == rv {
 				rs.Percent++
@@ -90,7 +98,8 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 // its share needs (see shift): SetTraffic returns once the traffic has
 // moved, within the rollout timeout, or once a later change took over. A block CheckTraffic refuses, or one naming a revision
 // the pool does not run, changes nothing: the error is a *TrafficError,
-// or wraps ErrNoService.
+// or wraps ErrNoService; for a service whose spec fixes its traffic
+// (ServiceSpec.TrafficFixed) it wraps ErrTrafficFixed.
 func (p *Pool) SetTraffic(service string, t []TrafficTarget) error {
 	done, err := p.setTraffic(service, t)
 	if err != nil {
@@ -108,10 +117,13 @@ func (p *Pool) setTraffic(service string, t []TrafficTarget) (<-chan struct{}, e
 	if svc == nil {
 		return nil, fmt.Errorf("%w: %q", ErrNoService, service)
 	}
+	if why := svc.spec.TrafficFixed; why != "" {
+		return nil, fmt.Errorf("%w: service %s: %s", ErrTrafficFixed, service, why)
+	}
 	if err := CheckTraffic(service, t); err != nil {
 		return nil, err
 	}
-	if err := svc.checkNames(t, ""); err != nil {
+	if err := svc.checkNames(t, "", nil); err != nil {
 		return nil, err
 	}
 	return p.shift(svc, t, "admin API"), nil
@@ -123,7 +135,8 @@ const maxTrafficBody = 1 << 20
 // RevisionsHandler serves one service's revisions, for patterns ending
 // in /{service}/NAME (the wildcard, or the segment before the last): GET lists them (TrafficStatus as JSON); PUT or POST
 // with {"traffic": [...]} sets the traffic (SetTraffic) and answers the
-// new listing once it has moved (the write deadline extended for it), 400 for a refused block, 404 for an unknown service. Mount
+// new listing once it has moved (the write deadline extended for it), 400 for a refused block, 404 for an unknown service, 409
+// for a service whose traffic only its spec sets (ErrTrafficFixed). Mount
 // it behind authentication; its Help method gives its line of help.
 func (p *Pool) RevisionsHandler() http.Handler {
 	return revisionsHandler(func(w http.ResponseWriter, r *http.Request) {
@@ -153,8 +166,11 @@ func (p *Pool) RevisionsHandler() http.Handler {
 			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.rolloutTimeout + requestTimeoutGrace))
 			if err := p.SetTraffic(service, body.Traffic); err != nil {
 				code := http.StatusBadRequest
-				if errors.Is(err, ErrNoService) {
+				switch {
+				case errors.Is(err, ErrNoService):
 					code = http.StatusNotFound
+				case errors.Is(err, ErrTrafficFixed):
+					code = http.StatusConflict
 				}
 				http.Error(w, err.Error(), code)
 				return

@@ -23,6 +23,7 @@ const DefaultStopGrace = 10 * time.Second
 type revision struct {
 	service  string
 	name     string // the revision's name: K_REVISION
+	where    string // what its runner runs, when bound (BoundRevision.Where); else ""
 	runner   Runner
 	log      *slog.Logger
 	m        *serviceMetrics

@@ -15,6 +15,24 @@ import (
 // split moves once those are ready, or after the rollout timeout (said
 // in the log). A revision left without a share or a tag drains by its
 // requests (reroute).
+//
+// The warm-up is asked of the runner only by starting instances: the
+// floor raises the engine's minimum (setFloor), and the engine starts
+// instances up to it. On Kubernetes with leader election (pool/kube's
+// Options.Election: several tollgate replicas, each given the same
+// config and so the same traffic change) only the leader writes
+// replicas: a follower's started instances raise its runner's ask,
+// which its report on the Deployment's replicas Lease carries, and the
+// leader sets replicas to the largest fresh ask when that is more than
+// its own decision; the leader's decision also takes the floor as its
+// minimum, since engineConfig hands the shared policy the configured
+// config with the floor in it. A replica's floor comes from its serving
+// revisions' recommended counts, which under election are the leader's
+// counts for the whole service, so every replica asks for the new
+// share's whole need and the Deployment gets it once; each replica
+// moves its split once its own instances are bound to ready pods, so
+// the replicas' splits move within about a report's round trip of one
+// another.
 
 // receiver is a revision whose share grows in a pending traffic change.
 type receiver struct {

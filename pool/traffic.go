@@ -149,9 +149,9 @@ func (svc *service) revisionByName(name string) *revision {
 
 // checkNames reports the first entry of t that names a revision svc does
 // not run (next, when not "", is the revision about to be made, then the
-// latest), or that t would keep more than MaxRevisions running; p.mu is
-// held.
-func (svc *service) checkNames(t []TrafficTarget, next string) error {
+// latest; bound are revisions about to run, BoundRevision), or that t
+// would keep more than MaxRevisions running; p.mu is held.
+func (svc *service) checkNames(t []TrafficTarget, next string, bound []string) error {
 	keep := map[string]bool{}
 	if next != "" {
 		keep[next] = true
@@ -171,7 +171,7 @@ func (svc *service) checkNames(t []TrafficTarget, next string) error {
 			Msg: fmt.Sprintf("would keep %d revisions running (the latest, the latest ready and those named); at most %d", len(keep), MaxRevisions)}
 	}
 	for i, e := range t {
-		if e.RevisionName != "" && e.RevisionName != next && svc.revisionByName(e.RevisionName) == nil {
+		if e.RevisionName != "" && e.RevisionName != next && !slices.Contains(bound, e.RevisionName) && svc.revisionByName(e.RevisionName) == nil {
 			have := make([]string, 0, len(svc.revs))
 			for _, rv := range svc.revs {
 				have = append(have, rv.name)

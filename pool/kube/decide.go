@@ -64,7 +64,14 @@ func (p *sharedPolicy) Recommend(m autoscale.Metrics) autoscale.Recommendation {
 // service's, and the needs it was decided on.
 func (p *sharedPolicy) Basis() pool.Basis { return p.basis }
 
-// SharedPolicy implements pool.LoadSharer.
+// SharedPolicy implements pool.LoadSharer. key names the engine within
+// this replica only (the pool's service/revision): what replicas
+// exchange is per Deployment, one report per replica on this runner's
+// report Lease (tollgate-<deployment>-replicas), with the loads of every
+// engine of this replica on the Deployment merged; so the leader of each
+// Deployment sums that Deployment's load over the replicas whatever the
+// revisions are named, and with bound revisions (pool.BoundRevision) the
+// names agree on every replica too.
 func (r *Runner) SharedPolicy(key string, cfg autoscale.Config, share int, local autoscale.Policy) autoscale.Policy {
 	if !r.shared() {
 		return local
