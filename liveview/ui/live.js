@@ -212,12 +212,11 @@ function drawRates() {
   $("quiet").textContent = quiet && rows.length ? what + " of the config without a decision in the " + spanText(ms) + " are not shown." : "";
 }
 
-// spark draws one series over the last span ms: one polyline per result,
-// on a time axis ending at the newest point.
-function spark(s, newest, spanMs) {
-  const w = 600, h = 34, pad = 2, top = 2;
+// chartSVG makes a w × h chart of class cls, stretched to its box, with
+// its time axis pad above the bottom.
+function chartSVG(cls, w, h, pad) {
   const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("class", "spark");
+  svg.setAttribute("class", cls);
   svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
   svg.setAttribute("preserveAspectRatio", "none");
   const axis = document.createElementNS(SVG, "line");
@@ -225,6 +224,14 @@ function spark(s, newest, spanMs) {
   axis.setAttribute("x1", 0); axis.setAttribute("x2", w);
   axis.setAttribute("y1", h - pad); axis.setAttribute("y2", h - pad);
   svg.appendChild(axis);
+  return svg;
+}
+
+// spark draws one series over the last span ms: one polyline per result,
+// on a time axis ending at the newest point.
+function spark(s, newest, spanMs) {
+  const w = 600, h = 34, pad = 2, top = 2;
+  const svg = chartSVG("spark", w, h, pad);
   let peak = 0;
   const rates = {};
   for (const k of ["allowed", "throttled", "errors"]) {
@@ -390,16 +397,8 @@ function driverText(d) { return d && d !== "none" ? d : "–"; }
 // there was nothing to draw.
 function instancesChart(s, times, spanMs) {
   const w = 600, h = 80, pad = 2, top = 2;
-  const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("class", "spark instances");
-  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
-  svg.setAttribute("preserveAspectRatio", "none");
+  const svg = chartSVG("spark instances", w, h, pad);
   const newest = times[times.length - 1];
-  const axis = document.createElementNS(SVG, "line");
-  axis.setAttribute("class", "axis");
-  axis.setAttribute("x1", 0); axis.setAttribute("x2", w);
-  axis.setAttribute("y1", h - pad); axis.setAttribute("y2", h - pad);
-  svg.appendChild(axis);
   let peak = 0;
   for (const v of s.recommended) peak = Math.max(peak, v);
   for (const k of Object.keys(s.instances)) for (const v of s.instances[k]) peak = Math.max(peak, v);
@@ -427,15 +426,7 @@ function revisionText(r) { return [r.name, r.percent + " %", ...(r.tags || [])].
 // tags; it returns the label, the chart and the legend.
 function revisionsChart(revs, times, spanMs) {
   const w = 600, h = 60, pad = 2, top = 2;
-  const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("class", "spark instances revisions");
-  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
-  svg.setAttribute("preserveAspectRatio", "none");
-  const axis = document.createElementNS(SVG, "line");
-  axis.setAttribute("class", "axis");
-  axis.setAttribute("x1", 0); axis.setAttribute("x2", w);
-  axis.setAttribute("y1", h - pad); axis.setAttribute("y2", h - pad);
-  svg.appendChild(axis);
+  const svg = chartSVG("spark instances revisions", w, h, pad);
   let peak = 0;
   for (const r of revs) for (const v of r.instances) peak = Math.max(peak, v);
   const newest = times[times.length - 1];
