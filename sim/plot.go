@@ -355,8 +355,15 @@ func drawFigure(w io.Writer, panels []panel, f Format) error {
 		p.Y.Tick.Marker = niceTicks{integer: pn.counts}
 		plots[i] = []*plot.Plot{p}
 	}
-	width, height := figureWidth, vg.Length(len(panels))*panelHeight
-	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: vg.Centimeter / 2, PadBottom: vg.Centimeter / 4,
+	return writeStacked(w, f, plots, legends)
+}
+
+// writeStacked writes plots, one panel a row, each with its legend in a
+// column of its own at the right, beside its panel, never over a line,
+// as an SVG or a PNG (f).
+func writeStacked(w io.Writer, f Format, plots [][]*plot.Plot, legends []plot.Legend) error {
+	width, height := figureWidth, vg.Length(len(plots))*panelHeight
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadTop: vg.Centimeter / 2, PadBottom: vg.Centimeter / 4,
 		PadLeft: vg.Centimeter / 4, PadRight: vg.Centimeter / 2, PadY: vg.Centimeter / 2}
 	var (
 		canvas vg.CanvasWriterTo
@@ -369,8 +376,6 @@ func drawFigure(w io.Writer, panels []panel, f Format) error {
 		c := vgimg.New(width, height)
 		canvas, dc = vgimg.PngCanvas{Canvas: c}, draw.New(c)
 	}
-	// The legends go in a column of their own at the right, beside their
-	// panels, never over a line.
 	cs := plot.Align(plots, tiles, draw.Crop(dc, 0, -legendWidth, 0, 0))
 	for i := range plots {
 		plots[i][0].Draw(cs[i][0])

@@ -12,10 +12,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // maxFigurePanels and maxFigurePoints bound what WriteTimeFigure draws.
@@ -130,32 +127,7 @@ func WriteTimeFigure(w io.Writer, fig TimeFigure, f Format) error {
 		p.Y.Tick.Marker = niceTicks{integer: pn.Counts}
 		plots[i] = []*plot.Plot{p}
 	}
-	width, height := figureWidth, vg.Length(len(fig.Panels))*panelHeight
-	tiles := draw.Tiles{Rows: len(fig.Panels), Cols: 1, PadTop: vg.Centimeter / 2, PadBottom: vg.Centimeter / 4,
-		PadLeft: vg.Centimeter / 4, PadRight: vg.Centimeter / 2, PadY: vg.Centimeter / 2}
-	var (
-		canvas vg.CanvasWriterTo
-		dc     draw.Canvas
-	)
-	if f == SVG {
-		c := vgsvg.New(width, height)
-		canvas, dc = c, draw.New(c)
-	} else {
-		c := vgimg.New(width, height)
-		canvas, dc = vgimg.PngCanvas{Canvas: c}, draw.New(c)
-	}
-	cs := plot.Align(plots, tiles, draw.Crop(dc, 0, -legendWidth, 0, 0))
-	for i := range plots {
-		plots[i][0].Draw(cs[i][0])
-		lc := cs[i][0]
-		lc.Min.X, lc.Max.X = dc.Max.X-legendWidth+vg.Centimeter/4, dc.Max.X
-		lc.Max.Y -= vg.Centimeter
-		legends[i].Draw(lc)
-	}
-	if _, err := canvas.WriteTo(w); err != nil {
-		return fmt.Errorf("sim: write plot: %w", err)
-	}
-	return nil
+	return writeStacked(w, f, plots, legends)
 }
 
 // InlineSVG returns the SVG a plot function writes without what precedes
