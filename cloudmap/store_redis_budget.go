@@ -24,10 +24,12 @@ func accountField(scope string) string { return "@" + accountOf(scope) }
 // reserveScript sets a scope's size in the budget hash, and the sums of
 // the budget and of the scope's account with it. KEYS: the budget hash.
 // ARGV: the scope, its new size (0 removes it), the budget's max, "1"
-// when the change grew the scope, the account's field and the account's
-// max. A change that grew the scope is refused when the sum would pass
-// max, answering -1, or the account's sum its max, answering -2; else it
-// answers 0.
+// when the change grew the scope, the account's field, the account's max
+// and what the change was checked against as the account's other scopes'
+// sum. A change that grew the scope is refused when the sum would pass
+// max, answering -1, or, when the account's other scopes grew since the
+// check (a change in another region, on another node), the account's sum
+// its max, answering -2; else it answers 0.
 var reserveScript = goredis.NewScript(`
 local old = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 local sum = tonumber(redis.call('HGET', KEYS[1], '` + budgetTotal + `') or '0')
@@ -36,7 +38,7 @@ local new = tonumber(ARGV[2])
 local after = sum - old + new
 local acctAfter = acct - old + new
 if ARGV[4] == '1' and new > old then
-  if acctAfter > tonumber(ARGV[6]) then return -2 end
+  if acct - old > tonumber(ARGV[7]) and acctAfter > tonumber(ARGV[6]) then return -2 end
   if after > tonumber(ARGV[3]) then return -1 end
 end
 if new == 0 then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], new) end
@@ -53,7 +55,11 @@ func (r *redisStore) reserve(ctx context.Context, scope string, size int64, grew
 	if grew {
 		g = "1"
 	}
-	n, err := reserveScript.Run(ctx, r.client, []string{r.budgetKey()}, scope, size, r.budget.max, g, accountField(scope), r.budget.perAccount).Int()
+	other := int64(0)
+	if b != nil {
+		other = b.other
+	}
+	n, err := reserveScript.Run(ctx, r.client, []string{r.budgetKey()}, scope, size, r.budget.max, g, accountField(scope), r.budget.perAccount, other).Int()
 	if err != nil {
 		return storeError("reserve", err)
 	}
