@@ -366,7 +366,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 			p.checkRegion(regions, at.node, at.path)
 		}
 		for _, at := range p.cloudMaps {
-			p.checkRegion(regions, at.n, at.field)
+			p.checkCloudMapRegion(regions, at.n, at.field)
 		}
 	}
 	if len(p.w.Errs) > 0 {

@@ -60,6 +60,25 @@ func (p *parser) regions(v *yaml.Node, f string) *awsjson.Regions {
 	return r
 }
 
+// defaultCloudMapRegion is the region of cloudmap.DefaultScope, where a
+// cloud_map section without a region registers (a test keeps the two
+// equal; config does not import the registry).
+const defaultCloudMapRegion = "us-east-1"
+
+// checkCloudMapRegion is checkRegion for a cloud_map section, whose
+// instances are registered in the registry's default region when it names
+// none: a client can discover them only if that region is served.
+func (p *parser) checkCloudMapRegion(r *awsjson.Regions, section *yaml.Node, path string) {
+	if section == nil || section.Kind != yaml.MappingNode {
+		return
+	}
+	if valueOf(section, "region") == nil && !r.Serves(defaultCloudMapRegion) {
+		p.errorf(section, joinField(path, "region"), "missing, and the registry's default region %s is not in the regions list, so no client could discover these instances: name a served region", defaultCloudMapRegion)
+		return
+	}
+	p.checkRegion(r, section, path)
+}
+
 // checkRegion reports a region the config names elsewhere (an override's,
 // a cloud_map's) that it does not serve: requests for it would all be
 // refused, so the setting could never apply.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tollgate/tollgate/cloudmap"
 )
 
 func TestParseRegions(t *testing.T) {
@@ -48,6 +50,7 @@ func TestParseRegionsErrors(t *testing.T) {
 			`c.yaml:5:40: overrides[0].region: "eu-west-2" is not in the regions list, so no request for it is served (did you mean "eu-west-1"?)`},
 		{svc + cm + "mars-north-1}\n", `c.yaml:7:55: services[1].autoscale.cloud_map.region: "mars-north-1" is not a region of AWS's partitions`},
 		{svc + cm + "us-east-1}\nregions: [onprem-1]\n", `c.yaml:7:55: services[1].autoscale.cloud_map.region: "us-east-1" is not in the regions list`},
+		{svc + strings.TrimSuffix(cm, ", region: ") + "}\nregions: [eu-west-1]\n", `c.yaml:7:18: services[1].autoscale.cloud_map.region: missing, and the registry's default region us-east-1 is not in the regions list`},
 	}
 	for _, c := range cases {
 		_, err := Parse(filepath.Join(dir, "c.yaml"), []byte(c.yaml))
@@ -59,6 +62,9 @@ func TestParseRegionsErrors(t *testing.T) {
 		if !strings.Contains(got, c.want) {
 			t.Errorf("%q:\n got %s\nwant %s", c.yaml, got, c.want)
 		}
+	}
+	if defaultCloudMapRegion != cloudmap.DefaultScope.Region {
+		t.Errorf("config takes %s for the registry's default region, the registry %s", defaultCloudMapRegion, cloudmap.DefaultScope.Region)
 	}
 	// A private region named in the list may be used everywhere.
 	if _, err := Parse(filepath.Join(dir, "c.yaml"), []byte(svc+cm+"onprem-1}\nregions: [aws, onprem-1]\n")); err != nil {
