@@ -107,3 +107,31 @@ func valueOf(n *yaml.Node, key string) *yaml.Node {
 	}
 	return nil
 }
+
+// regionsLine says which regions are served, for WriteTable: the count
+// by partition, and the private regions by name (the first 10).
+func regionsLine(r *awsjson.Regions) string {
+	count := map[string]int{}
+	var private []string
+	for _, name := range r.Names() {
+		if p := r.Partition(name); p != "" {
+			count[p]++
+		} else {
+			private = append(private, name)
+		}
+	}
+	var parts []string
+	for _, id := range awsjson.PartitionIDs() {
+		if count[id] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", id, count[id]))
+		}
+	}
+	if len(private) > 0 {
+		more := ""
+		if len(private) > 10 {
+			private, more = private[:10], fmt.Sprintf(" and %d more", len(private)-10)
+		}
+		parts = append(parts, "private "+strings.Join(private, " ")+more)
+	}
+	return fmt.Sprintf("regions served: %d (%s)", r.Len(), strings.Join(parts, ", "))
+}

@@ -21,6 +21,10 @@ func TestParseRegions(t *testing.T) {
 	if c.Quota.ServesRegion("us-west-2") || !c.Quota.ServesRegion("onprem-east-1") {
 		t.Error("serves the wrong regions")
 	}
+	var table strings.Builder
+	if err := c.WriteTable(&table); err != nil || !strings.Contains(table.String(), "regions served: 4 (aws 1, aws-cn 2, private onprem-east-1)\n") {
+		t.Errorf("table (%v):\n%s", err, table.String())
+	}
 	// Without the list: every region of AWS's partitions, and no other.
 	c, err = Parse("c.yaml", []byte("services:\n  - preset: ecs\n"))
 	if err != nil {
