@@ -110,3 +110,18 @@ func FuzzNewRegions(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkServes: the check every AWS request and take makes.
+func BenchmarkServes(b *testing.B) {
+	r := AWSRegions()
+	for _, region := range []string{"us-east-1", "zz-evade-1"} {
+		b.Run(region, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if r.Serves(region) == (region == "zz-evade-1") {
+					b.Fatal("wrong answer")
+				}
+			}
+		})
+	}
+}
