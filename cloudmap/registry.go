@@ -52,7 +52,9 @@ func (s Scope) normal() Scope {
 // or used by the autoscaler's registrations, or DefaultScope's) is bound
 // by nothing else, so no other caller can take its room. Accounts of
 // access keys nobody named can be made up at will, so they share one
-// bounded budget of memory, of which each may hold a part.
+// bounded budget of memory, of which each may hold a part in all its
+// regions together (UnknownAccountBytes): one key cannot fill it, however
+// many regions it signs for, and refuse the next.
 type Limits struct {
 	// Namespaces per scope; default 50 (AWS: "Namespaces per Region").
 	Namespaces int
