@@ -105,6 +105,7 @@ func (c *Config) WriteTable(w io.Writer) error {
 	if n := c.Quota.AccessKeys(); n > 0 {
 		fmt.Fprintf(tw, "\n%d access keys mapped to accounts\n", n)
 	}
+	fmt.Fprintf(tw, "\n%s\n", regionsLine(c.Quota.Regions()))
 	return tw.Flush()
 }
 

@@ -83,6 +83,14 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			"credential scope service "+clip(cred.Service)+" does not match "+strconv.Quote(svc.SigningName))
 		return
 	}
+	if !pol.cfg.ServesRegion(cred.Region) {
+		// Before the body is read or the signature checked: a region
+		// nobody serves opens no bucket and reaches no API.
+		e := awsjson.RegionError(cred.Region)
+		g.metrics.authFails.WithLabelValues(e.Code).Inc()
+		e.Write(w)
+		return
+	}
 	cost := g.bodyCost(r)
 	if !g.inFlight.acquire(cost) {
 		g.shed(w, r)

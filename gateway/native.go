@@ -260,6 +260,9 @@ func (g *Gateway) resolve(cfg *quota.Config, req *TakeRequest) (resolved, error)
 	if !awsjson.ValidRegion(req.Region) {
 		return r, &fieldError{"region", "missing or not 1-64 lowercase letters, digits or '-'"}
 	}
+	if !cfg.ServesRegion(req.Region) {
+		return r, &fieldError{"region", "region " + clip(req.Region) + " is not served: not one of AWS's regions or the config's regions list" + suggest.DidYouMean(req.Region, cfg.Regions().Names())}
+	}
 	switch {
 	case req.Action != "" && req.Category != "":
 		return r, &fieldError{"action", "give action or category, not both"}

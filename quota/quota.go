@@ -19,6 +19,7 @@ package quota
 import (
 	"fmt"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/bucket"
 )
 
@@ -187,6 +188,7 @@ type Config struct {
 	overrides map[overrideKey]bucket.Limit
 	overList  []Override
 	accounts  map[string]string
+	regions   *awsjson.Regions // nil: every AWS region
 }
 
 // NewConfig builds a config from services, overrides and an access-key →
