@@ -115,7 +115,7 @@ func TestRateQuotaPresets(t *testing.T) {
 		}
 	}
 	// Unpublished operations are not guessed at.
-	if _, _, err := c.ResolveSeen("ssm", "1", "r", "DescribeParameters"); err == nil {
+	if _, _, err := c.Resolve("ssm", "1", "r", "DescribeParameters"); err == nil {
 		t.Error("ssm DescribeParameters resolved, but AWS publishes no rate for it")
 	}
 	// A rate under one call a second still admits a call.

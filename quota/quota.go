@@ -99,10 +99,11 @@ type Service struct {
 	Source string
 	// DefaultCategory names the category of an operation the table does
 	// not list ([Service.CategoryOrDefault]): with an Upstream, serve
-	// passes such an operation through under it, and replay charges a
-	// logged call of it there, so tables stay forward compatible as AWS
-	// adds operations. Empty: such operations are refused (serve) or
-	// counted as unknown (replay).
+	// passes such an operation through under it, so a table stays
+	// forward compatible as AWS adds operations. Empty, or without an
+	// upstream, such an operation is refused (UnknownOperationException);
+	// replay counts it as an unknown action, so a report shows what the
+	// table lacks.
 	DefaultCategory string
 	// Prefixes sort operations the table does not list by the start of
 	// their name, first match wins: EC2's "Describe*, List*, Search*,
@@ -454,22 +455,6 @@ func (c *Config) Resolve(service, account, region, action string) (Key, bucket.L
 		return Key{}, bucket.Limit{}, fmt.Errorf("%w: %q", ErrUnknownService, service)
 	}
 	cat, ok := s.CategoryOf(action)
-	if !ok {
-		return Key{}, bucket.Limit{}, fmt.Errorf("%w: %q is not an action of %s", ErrUnknownAction, action, service)
-	}
-	k := Key{Service: service, Account: account, Region: region, Category: s.BucketName(cat, action)}
-	return k, c.limitOf(cat, k), nil
-}
-
-// ResolveSeen is [Config.Resolve] for a call a log shows was made: an
-// operation the service's table does not know is charged to the
-// service's DefaultCategory, when it has one, rather than refused.
-func (c *Config) ResolveSeen(service, account, region, action string) (Key, bucket.Limit, error) {
-	s, ok := c.byName[service]
-	if !ok {
-		return Key{}, bucket.Limit{}, fmt.Errorf("%w: %q", ErrUnknownService, service)
-	}
-	cat, ok := s.CategoryOrDefault(action)
 	if !ok {
 		return Key{}, bucket.Limit{}, fmt.Errorf("%w: %q is not an action of %s", ErrUnknownAction, action, service)
 	}
