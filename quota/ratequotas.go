@@ -29,8 +29,13 @@ func rateLimit(rate float64) bucket.Limit {
 	return bucket.MustLimit(max(1, int64(math.Ceil(rate))), rate)
 }
 
+// rateModel is what a rate service's Source adds: how its quotas became
+// buckets.
+const rateModel = "; each published rate R is a bucket of capacity R (at least 1), refilled R per second"
+
 // rateService builds a preset from rate quotas.
 func rateService(s *Service, quotas []rateQuota) *Service {
+	s.Source += rateModel
 	for _, q := range quotas {
 		s.Categories = append(s.Categories, &Category{Name: q.name, Actions: append([]string(nil), q.actions...),
 			Limit: rateLimit(q.rate), Source: q.source})
