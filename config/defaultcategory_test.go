@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -31,5 +32,21 @@ func TestDefaultCategory(t *testing.T) {
 		if s.DefaultCategory != tc.want {
 			t.Errorf("%q: default category %q, want %q", tc.yaml, s.DefaultCategory, tc.want)
 		}
+	}
+}
+
+// EC2 throttles with HTTP 503 RequestLimitExceeded: a service of one's
+// own may too; other 5xx are not throttles.
+func TestThrottleStatus503(t *testing.T) {
+	const svc = "services:\n  - name: mine\n    throttle: {code: RequestLimitExceeded, status: %d}\n    categories:\n      - {name: all, actions: [Get], capacity: 5, refill_per_second: 1}\n"
+	c, err := Parse("cfg.yaml", []byte(fmt.Sprintf(svc, 503)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Quota.Services()[0].Throttle.HTTPStatus; got != 503 {
+		t.Errorf("status %d, want 503", got)
+	}
+	if _, err := Parse("cfg.yaml", []byte(fmt.Sprintf(svc, 500))); err == nil || !strings.Contains(err.Error(), "status 500 must be a 4xx, or 503") {
+		t.Errorf("status 500: %v", err)
 	}
 }

@@ -131,8 +131,8 @@ func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale)
 				},
 				"status": func(_, v *yaml.Node, f string) {
 					st, good := p.integer(v, f)
-					if good && (st < 400 || st > 499) {
-						p.errorf(v, f, "status %d must be a 4xx", st)
+					if good && (st < 400 || st > 499) && st != 503 {
+						p.errorf(v, f, "status %d must be a 4xx, or 503 (as EC2 answers RequestLimitExceeded)", st)
 						good = false
 					}
 					if !good {
