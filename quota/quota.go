@@ -9,7 +9,9 @@
 // raise a category's limits ("quota increases"), and the access keys that
 // belong to one account.
 //
-// Configs come from the built-in presets ([Preset]: "ecs", "cloudmap"),
+// Configs come from the built-in presets ([Preset]: "ecs", "cloudmap",
+// "servicequotas", and "ec2", "sts", "ssm", "kms", "secretsmanager" from
+// AWS's published throttling tables, each naming its page in Source),
 // from [NewConfig], or from a YAML file through package config, which
 // owns the file format and names the file, line and field of every
 // problem. quota owns the policy model only: it reads no file and knows
