@@ -137,3 +137,17 @@ func TestKebab(t *testing.T) {
 		}
 	}
 }
+
+// FuzzInstancesIn: any requestParameters give 1 to 1,000 tokens, and
+// nothing panics.
+func FuzzInstancesIn(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"instancesSet":{"items":[{"maxCount":3}]}}`,
+		`{"instancesSet":{"items":[{"instanceId":"i-1"},{"instanceId":"i-2"}]}}`, `{"instancesSet":{"items":[{"maxCount":-4}]}}`, `[`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if n := instancesIn(body); n < 1 || n > maxInstancesCharged {
+			t.Fatalf("instancesIn(%q) = %d", body, n)
+		}
+	})
+}

@@ -156,7 +156,7 @@ func instancesIn(body []byte) int64 {
 	n := int64(0)
 	for _, it := range p.InstancesSet.Items {
 		if it.MaxCount != nil && *it.MaxCount > 0 {
-			n += *it.MaxCount
+			n += min(*it.MaxCount, maxInstancesCharged) // no overflow
 		} else {
 			n++
 		}
