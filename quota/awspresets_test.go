@@ -2,6 +2,8 @@ package quota
 
 import (
 	"testing"
+
+	"github.com/tollgate/tollgate/bucket"
 )
 
 func TestEC2PresetIsAWSsTable(t *testing.T) {
@@ -150,4 +152,27 @@ func FuzzInstancesIn(f *testing.F) {
 			t.Fatalf("instancesIn(%q) = %d", body, n)
 		}
 	})
+}
+
+// An override of a per-action category applies to each of its buckets;
+// one naming category/action to that bucket alone.
+func TestOverridesOfPerActionBuckets(t *testing.T) {
+	c, err := NewConfig([]*Service{ec2Preset()}, []Override{
+		{Service: "ec2", Account: "1", Category: "non-mutating", Limit: bucket.MustLimit(200, 40)},
+		{Service: "ec2", Account: "1", Category: "non-mutating/DescribeHosts", Limit: bucket.MustLimit(300, 60)},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for action, want := range map[string]int64{"DescribeHosts": 300, "DescribeVpcs": 200} {
+		if _, l, _ := c.Resolve("ec2", "1", "r", action); l.Capacity() != want {
+			t.Errorf("%s: capacity %d, want %d", action, l.Capacity(), want)
+		}
+		if _, l, _ := c.Resolve("ec2", "2", "r", action); l.Capacity() != 100 {
+			t.Errorf("%s of another account: capacity %d, want the default 100", action, l.Capacity())
+		}
+	}
+	if _, err := NewConfig([]*Service{ec2Preset()}, []Override{{Service: "ec2", Account: "1", Category: "non-mutating/RunInstances", Limit: bucket.MustLimit(1, 1)}}, nil); err == nil {
+		t.Error("an override of non-mutating/RunInstances, which is not non-mutating, was accepted")
+	}
 }
