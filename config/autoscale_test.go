@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/quota"
 )
 
 func TestParseAutoscaleService(t *testing.T) {
@@ -59,7 +61,8 @@ func TestParseAutoscaleService(t *testing.T) {
 		t.Fatalf("request bounds: %v %d", a.RequestTimeout, a.MaxPending)
 	}
 	ecs, _ := cfg.Quota.Service("ecs")
-	if !ecs.Autoscaled || cfg.Autoscale["ecs"] == nil || ecs.Route != nil || len(ecs.Categories) != 23 { // 20 and Fargate's 3
+	preset, _ := quota.Preset("ecs")
+	if !ecs.Autoscaled || cfg.Autoscale["ecs"] == nil || ecs.Route != nil || len(ecs.Categories) != len(preset.Categories) {
 		t.Fatalf("ecs preset with a pool: %+v", ecs)
 	}
 	if got, ok := s.Route.Match("x", "/hello/a/b"); !ok || got != "/a/b" {

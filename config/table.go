@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,7 +71,21 @@ func (c *Config) WriteTable(w io.Writer) error {
 		if len(s.Categories) == 0 {
 			continue
 		}
+		if s.Source != "" {
+			fmt.Fprintf(tw, "  source: %s\n", s.Source)
+		}
 		fmt.Fprintf(tw, "  throttled: HTTP %d %s %q\n", s.Throttle.HTTPStatus, s.Throttle.Code, s.Throttle.Message)
+		if len(s.ThrottleCodes) > 0 {
+			fmt.Fprintf(tw, "  also logged as: %s\n", strings.Join(s.ThrottleCodes, ", "))
+		}
+		if s.DefaultCategory != "" {
+			fmt.Fprintf(tw, "  operations not listed: %s (with an upstream)\n", s.DefaultCategory)
+		}
+		if aliases := s.Aliases(); len(aliases) > 0 {
+			for _, a := range slices.Sorted(maps.Keys(aliases)) {
+				fmt.Fprintf(tw, "  alias: %s = %s\n", a, aliases[a])
+			}
+		}
 		if s.Upstream != "" {
 			fmt.Fprintf(tw, "  upstream: %s\n", s.Upstream)
 		}
@@ -80,8 +95,16 @@ func (c *Config) WriteTable(w io.Writer) error {
 			if len(cat.Actions) == 0 && cat.DrawnBy != "" {
 				actions = "(" + cat.DrawnBy + ")"
 			}
+			if cat.PerAction {
+				actions += " [each action its own bucket]"
+			}
 			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", cat.Name, cat.Limit.Capacity(),
 				strconv.FormatFloat(cat.Limit.RefillPerSecond(), 'f', -1, 64), actions)
+		}
+		for _, cat := range s.Categories {
+			if cat.Source != "" {
+				fmt.Fprintf(tw, "  %s: %s\n", cat.Name, cat.Source)
+			}
 		}
 		for _, cat := range s.Categories {
 			if t := cat.Throttle; t != nil {

@@ -289,7 +289,13 @@ func (g *Gateway) resolve(cfg *quota.Config, req *TakeRequest) (resolved, error)
 // region and category are valid: its bucket, limit and tokens.
 func (g *Gateway) resolveBucket(cfg *quota.Config, req *TakeRequest, svc *quota.Service, cat *quota.Category) (resolved, error) {
 	r := resolved{svc: svc, cat: cat}
-	r.key = quota.Key{Service: svc.Name, Account: req.Account, Region: req.Region, Category: r.cat.Name}
+	name := cat.Name
+	if cat.PerAction { // each action its own bucket: EC2's
+		if name = req.Category; req.Action != "" {
+			name = svc.BucketName(cat, req.Action)
+		}
+	}
+	r.key = quota.Key{Service: svc.Name, Account: req.Account, Region: req.Region, Category: name}
 	r.limit, _ = g.limitOf(cfg, r.key)
 	r.tokens = 1
 	if req.Tokens != nil {
