@@ -199,6 +199,7 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 	in.cpuLast, in.cpuOK = run.CPUTime()
 	in.cpuAt = now
 	rv.startErr = ""
+	rv.becameReady = true
 	ev, err := rv.eng.InstanceReady(now, in.id)
 	if err == nil {
 		if !rv.retiring {

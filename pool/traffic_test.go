@@ -128,7 +128,8 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 		}
 	}
 
-	// Promote the latest: the old revision drains and is no longer kept.
+	// Promote the latest: the old revision drains and stops; it is kept
+	// retired.
 	if err := p.SetTraffic("s", []TrafficTarget{{LatestRevision: true, Percent: 100}}); err != nil {
 		t.Fatal(err)
 	}
@@ -158,8 +159,21 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 	if err != nil || len(ts.Revisions) != 1 || ts.Revisions[0].Name != "s-00002" || ts.Revisions[0].Percent != 100 {
 		t.Fatalf("revisions after promotion: %+v, %v", ts, err)
 	}
-	if err := p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00001", Percent: 100}}); !errors.Is(err, ErrInvalidSpec) {
-		t.Fatalf("traffic to the drained s-00001: %v, want refused", err)
+	if len(ts.Retired) != 1 || ts.Retired[0].Name != "s-00001" {
+		t.Fatalf("retired revisions after promotion: %+v; want s-00001 kept", ts.Retired)
+	}
+	// A rollback is a traffic change: the retired s-00001 runs again on
+	// its own runner and takes the traffic once its instance is ready.
+	if err := p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00001", Percent: 100}}); err != nil {
+		t.Fatalf("traffic back to the retired s-00001: %v", err)
+	}
+	for i := range 20 {
+		if c, b := getHost(h, "s.example.com"); c != 200 || !strings.HasPrefix(b, "v1 s-00001") {
+			t.Fatalf("request %d after the rollback: %d %q, want s-00001", i, c, b)
+		}
+	}
+	if err := p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00009", Percent: 100}}); !errors.Is(err, ErrInvalidSpec) {
+		t.Fatalf("traffic to s-00009, never made: %v, want refused", err)
 	}
 }
 
