@@ -65,6 +65,13 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 		if c, b := getHost(h, "canary---s.example.com"); c != 200 || !strings.HasPrefix(b, "v2 s-00002") {
 			t.Fatalf("request %d tagged by host: %d %q, want s-00002", i, c, b)
 		}
+		// DNS is case-insensitive, and so are tags.
+		if c, b := getHost(h, "CANARY---s.example.com"); c != 200 || !strings.HasPrefix(b, "v2 s-00002") {
+			t.Fatalf("request %d tagged by an upper-case host: %d %q, want s-00002", i, c, b)
+		}
+		if c, b := getHost(h, "s.example.com", TagHeader, "Canary"); c != 200 || !strings.HasPrefix(b, "v2 s-00002") {
+			t.Fatalf("request %d tagged by a capitalised header: %d %q, want s-00002", i, c, b)
+		}
 	}
 	if c, _ := getHost(h, "nope---s.example.com"); c != http.StatusNotFound {
 		t.Fatalf("unknown tag: %d, want 404", c)
@@ -245,6 +252,18 @@ func TestCheckTraffic(t *testing.T) {
 	many[0].Percent = 100
 	if err := CheckTraffic("s", many); err == nil {
 		t.Errorf("%d revisions accepted", len(many))
+	}
+	// 10,000 tags on one revision: refused whole, before any is looked at.
+	tags := []TrafficTarget{latest(100, "")}
+	for i := range 10_000 {
+		tags = append(tags, rev("s-00001", 0, "t"+itoa(i)))
+	}
+	var te *TrafficError
+	if err := CheckTraffic("s", tags); !errors.As(err, &te) || te.Entry != -1 || !strings.Contains(te.Msg, "at most 100") {
+		t.Errorf("10,001 entries: %v; want refused as a whole, at most %d", err, MaxTrafficEntries)
+	}
+	if err := CheckTraffic("s", tags[:MaxTrafficEntries]); err != nil {
+		t.Errorf("%d entries: %v", MaxTrafficEntries, err)
 	}
 }
 
