@@ -25,6 +25,7 @@ const (
 	DefaultMaxPending       = 1000
 	DefaultReadinessTimeout = 240 * time.Second
 	DefaultStopGrace        = 10 * time.Second
+	DefaultRolloutTimeout   = 5 * time.Minute
 )
 
 // Memory limits accepted by ParseBytes.
@@ -97,6 +98,12 @@ type Autoscale struct {
 	// MaxPending bounds the requests waiting for an instance
 	// (max_pending); 0 means the pool's default (1,000).
 	MaxPending int
+	// RolloutTimeout bounds how long a revision whose share grows (a new
+	// command, or a traffic change) may take to get its instances ready
+	// (rollout_timeout, 1s to 1h); with none ready by then the traffic
+	// stays where it was, as on Cloud Run. 0 means the pool's default
+	// (5 min).
+	RolloutTimeout time.Duration
 	// Memory limits each instance's memory in bytes (memory: 512Mi);
 	// 0 means no limit. With Engine.CPUsPerInstance set (cpus), both are
 	// enforced through a cgroup v2 per instance where tollgate can.
@@ -386,6 +393,11 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 			a.RequestTimeout = d
 		},
 		"max_pending": whole(&a.MaxPending, 1, 1_000_000),
+		"rollout_timeout": func(_, v *yaml.Node, f string) {
+			d, good := p.duration(v, f, time.Second, time.Hour)
+			ok = ok && good
+			a.RolloutTimeout = d
+		},
 		"memory": func(_, v *yaml.Node, f string) {
 			str, good := p.str(v, f)
 			if good {
