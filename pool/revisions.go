@@ -261,5 +261,19 @@ func (h revisionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h(
 
 // Help says what the endpoint does.
 func (revisionsHandler) Help() string {
-	return "an autoscaled service's running revisions with their percent and tags; PUT {\"traffic\": [...]} splits its traffic, as a reload with that traffic block"
+	return "an autoscaled service's revisions: the running ones with their percent, tags and state, and the retired ones a traffic change may run again"
+}
+
+// TrafficHandler is RevisionsHandler with the line of help of its PUT
+// and POST routes, for an index that lists each route once.
+func (p *Pool) TrafficHandler() http.Handler {
+	return trafficHandler{p.RevisionsHandler()}
+}
+
+// trafficHandler is the pool's traffic endpoint, with its line of help.
+type trafficHandler struct{ http.Handler }
+
+// Help says what the endpoint does.
+func (trafficHandler) Help() string {
+	return "body {\"traffic\": [...]} splits an autoscaled service's traffic, as a reload with that traffic block; answers once it has moved, or 409 when its revision had no instance ready within the rollout timeout"
 }
