@@ -1,9 +1,11 @@
 package pool
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,5 +98,27 @@ func TestPutToAllCarriesTheLoadHistory(t *testing.T) {
 	}
 	if low < 3 {
 		t.Fatalf("s-00002's count fell to %d after it took the traffic of 4 busy instances; want it kept at the load's (3 or more)", low)
+	}
+}
+
+// TestKeptRevisionOnARunnerInUseIsNotRunAgain: two revisions made on one
+// runner (on Kubernetes, the section's one Deployment): the retired one
+// cannot run again beside the other, and the refusal says how to roll
+// back instead.
+func TestKeptRevisionOnARunnerInUseIsNotRunAgain(t *testing.T) {
+	t.Parallel()
+	r := &serverRunner{tag: "deployment"}
+	p, _ := newTestPool(t, ServiceSpec{Name: "s", Runner: r, Template: "a"})
+	if err := p.Apply([]ServiceSpec{{Name: "s", Runner: r, Template: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := p.Revisions("s")
+	if err != nil || len(ts.Retired) != 1 || ts.Retired[0].Name != "s-00001" {
+		t.Fatalf("retired: %+v %v; want s-00001", ts.Retired, err)
+	}
+	err = p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00001", Percent: 100}})
+	var te *TrafficError
+	if !errors.As(err, &te) || te.Entry != 0 || !strings.Contains(te.Msg, "now runs revision s-00002") {
+		t.Fatalf("rollback onto a runner in use: %v; want refused at entry 0", err)
 	}
 }

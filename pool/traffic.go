@@ -192,6 +192,17 @@ func (svc *service) checkNames(t []TrafficTarget, next string, bound []string) e
 			return &TrafficError{Service: svc.name, Entry: i,
 				Msg: fmt.Sprintf("revision %q is neither running nor kept (have: %s)", e.RevisionName, strings.Join(have, ", "))}
 		}
+		if k := svc.keptByName(e.RevisionName); k != nil && svc.revisionByName(e.RevisionName) == nil && !slices.Contains(bound, e.RevisionName) {
+			// On Kubernetes every unbound revision ran on the section's
+			// one Deployment: running an old one again would scale it
+			// beside the revision it runs now.
+			for _, rv := range svc.revs {
+				if rv.runner == k.spec.Runner {
+					return &TrafficError{Service: svc.name, Entry: i,
+						Msg: fmt.Sprintf("retired revision %s ran on %s, which now runs revision %s: bind each revision to its own Deployment (deployment:) to roll back", k.name, orRunner(k.where), rv.name)}
+				}
+			}
+		}
 	}
 	return nil
 }
