@@ -24,10 +24,10 @@ type RevisionStatus struct {
 	// LatestReady is the revision latest_revision follows: the newest
 	// that became ready.
 	LatestReady bool `json:"latest_ready"`
-	// State is "ready" (it has had a ready instance, or it is the
-	// latest ready), "deploying" (its first instances are starting,
-	// within the rollout timeout) or "failed" (no instance was ready
-	// within the rollout timeout: traffic did not move to it).
+	// State is "deploying" (a new revision whose first instances are
+	// starting, within the rollout timeout), "failed" (no instance was
+	// ready within the rollout timeout: traffic did not move to it) or
+	// "ready" (any other: it serves, or scales from zero to serve).
 	State string `json:"state"`
 	// Message says why it failed; empty otherwise.
 	Message string `json:"message,omitempty"`
@@ -112,10 +112,10 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 		switch {
 		case rv.failed != "":
 			rs.State, rs.Message = "failed", rv.failed
-		case rv.becameReady || rv == ready:
-			rs.State = "ready"
-		default:
+		case rv.deploying && !rv.becameReady:
 			rs.State = "deploying"
+		default:
+			rs.State = "ready"
 		}
 		rs.MinInstances, rs.MaxInstances = rv.cfg.MinInstances, maxInstances(rv.cfg)
 		rv.mu.Unlock()

@@ -49,6 +49,7 @@ func (p *Pool) rollout(svc *service, s ServiceSpec, prev []TrafficTarget) error 
 	}
 	svc.latest = rv
 	svc.revs = append(svc.revs, rv)
+	rv.deploying = p.ctx != nil // not yet run: no lock needed
 	if p.ctx == nil { // not running yet: nothing to warm up
 		svc.cur.Store(rv)
 		p.reroute(svc)
@@ -79,6 +80,9 @@ func (p *Pool) rollout(svc *service, s ServiceSpec, prev []TrafficTarget) error 
 		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		rv.mu.Lock()
+		rv.deploying = false
+		rv.mu.Unlock()
 		if p.services[svc.name] != svc || svc.latest != rv {
 			return // replaced again meanwhile, or removed: reroute retires it
 		}
