@@ -168,4 +168,3 @@ func TestOneAccountIDAcrossAWSAPIs(t *testing.T) {
 		t.Errorf("the key's bucket after the increase: %+v %v; want capacity 100", take, err)
 	}
 }
-

@@ -49,7 +49,8 @@ func (p *Pool) rollout(svc *service, s ServiceSpec, prev []TrafficTarget) error 
 	}
 	svc.latest = rv
 	svc.revs = append(svc.revs, rv)
-	rv.deploying = p.ctx != nil // not yet run: no lock needed
+	// Not yet run: no lock needed.
+	rv.deploying = p.ctx != nil
 	if p.ctx == nil { // not running yet: nothing to warm up
 		svc.cur.Store(rv)
 		p.reroute(svc)
