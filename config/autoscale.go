@@ -7,14 +7,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate/tollgate/autoscale"
-	"github.com/tollgate/tollgate/quota"
 )
 
 // The defaults of the autoscale settings that the runtime applies (package
@@ -27,39 +25,6 @@ const (
 	DefaultStopGrace        = 10 * time.Second
 	DefaultRolloutTimeout   = 5 * time.Minute
 )
-
-// Memory limits accepted by ParseBytes.
-const (
-	MinMemory = 4 << 20
-	MaxMemory = 1 << 40
-)
-
-// ParseBytes parses a memory size as Kubernetes and Cloud Run write it: a
-// whole number of bytes, or one with a suffix Ki, Mi, Gi, Ti (powers of
-// 1024) or k, M, G, T (powers of 1000): 512Mi, 1Gi, 256M. It must be
-// within [MinMemory, MaxMemory].
-func ParseBytes(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}}
-	num, mult := s, int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
-			break
-		}
-	}
-	bad := fmt.Errorf("%q is not a memory size in [4Mi, 1Ti] such as 512Mi", s)
-	if num == "" || len(num) > 13 || strings.TrimLeft(num, "0123456789") != "" {
-		return 0, bad
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n > MaxMemory/mult || n*mult < MinMemory {
-		return 0, bad
-	}
-	return n * mult, nil
-}
 
 // Autoscale is how a service's instances are run and scaled (SPEC §3): the
 // process contract of a Cloud Run container, run on this machine.
@@ -199,62 +164,6 @@ func (p *parser) strings(n *yaml.Node, field string) ([]string, bool) {
 		out = append(out, s)
 	}
 	return out, ok
-}
-
-func (p *parser) route(n *yaml.Node, path string) (*quota.Route, bool) {
-	r := &quota.Route{}
-	ok := true
-	p.fields(n, path, map[string]func(k, v *yaml.Node, f string){
-		"path_prefix": func(_, v *yaml.Node, f string) {
-			s, good := p.str(v, f)
-			if !good {
-				ok = false
-				return
-			}
-			trimmed := strings.TrimSuffix(s, "/")
-			switch {
-			case !strings.HasPrefix(s, "/") || strings.ContainsAny(s, "?#% \t") || strings.Contains(s, "//"):
-				p.errorf(v, f, "%q is not a path such as /hello/", s)
-				ok = false
-			case slices.ContainsFunc(reservedPaths, func(r string) bool {
-				return trimmed == r || strings.HasPrefix(trimmed, r+"/") || (trimmed != "" && strings.HasPrefix(r, trimmed+"/"))
-			}):
-				p.errorf(v, f, "%q overlaps tollgate's own endpoints (%s)", s, strings.Join(reservedPaths, ", "))
-				ok = false
-			default:
-				r.PathPrefix = s
-			}
-		},
-		"strip_prefix": func(_, v *yaml.Node, f string) {
-			var b bool
-			if v.Kind != yaml.ScalarNode || v.Decode(&b) != nil {
-				p.errorf(v, f, "want true or false, got %s", kindName(v))
-				ok = false
-				return
-			}
-			r.StripPrefix = b
-		},
-		"host": func(_, v *yaml.Node, f string) {
-			s, good := p.str(v, f)
-			if good && !hostName.MatchString(s) {
-				p.errorf(v, f, "%q is not a host name such as hello.example.com (no port)", s)
-				good = false
-			}
-			if !good {
-				ok = false
-				return
-			}
-			r.Host = strings.ToLower(s)
-		},
-	})
-	if n.Kind != yaml.MappingNode || !ok {
-		return nil, false
-	}
-	if strings.TrimSuffix(r.PathPrefix, "/") == "" && r.Host == "" {
-		p.errorf(n, path, "give a path_prefix other than / or a host: a route for every request would shadow the AWS endpoint")
-		return nil, false
-	}
-	return r, true
 }
 
 func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
