@@ -391,3 +391,32 @@ func TestReportsShowRevisionsAndBuckets(t *testing.T) {
 		}
 	}
 }
+
+// A rollback to a drained revision is a traffic change, as the pool's:
+// hello-00001, retired once hello-00002 took all the traffic and
+// stopped, runs again when a change names it, and takes the traffic once
+// its instance is ready.
+func TestTrafficChangeRunsARetiredRevisionAgain(t *testing.T) {
+	sc := splitScenario(nil)
+	sc.Duration = 40 * time.Second
+	sc.Backend.Revisions = []Revision{{}, {At: 2 * time.Second}}
+	sc.Backend.TrafficChanges = []TrafficChange{{At: 20 * time.Second, Traffic: []TrafficTarget{{Revision: "hello-00001", Percent: 100}}}}
+	res, err := Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := res.Revisions[0], res.Revisions[1]
+	if a.StoppedAt == 0 || a.StoppedAt >= 20*time.Second {
+		t.Fatalf("hello-00001 stopped at %v, want before the rollback at 20 s: %+v", a.StoppedAt, res.TrafficLog)
+	}
+	last := len(res.Seconds) - 1
+	if a.Percent[last] != 100 || b.Percent[last] != 0 || a.Ready[last] < 1 {
+		t.Fatalf("at the end: hello-00001 %d %% with %d ready, hello-00002 %d %%; want the rollback in force: %+v",
+			a.Percent[last], a.Ready[last], b.Percent[last], res.TrafficLog)
+	}
+	for _, e := range res.TrafficLog {
+		if strings.Contains(e.Msg, "refused") {
+			t.Fatalf("the rollback was refused: %+v", e)
+		}
+	}
+}

@@ -318,21 +318,48 @@ func (r *runner) deploy(i int32) {
 }
 
 // trafficChange begins change i: a shift that waits for the receiving
-// revisions' instances.
+// revisions' instances. A retired revision it names runs again, as the
+// pool runs a kept revision again (a rollback).
 func (r *runner) trafficChange(i int32) {
 	c := r.sc.Backend.TrafficChanges[i]
 	for _, e := range c.Traffic {
 		if e.Revision == "" {
 			continue
 		}
-		if j := r.revisionNamed(e.Revision); j < 0 || r.revs[j].retired || r.revs[j].stopped {
-			// The server refuses a block naming a revision it no longer
-			// runs (the admin API answers 400): the traffic stays.
+		j := r.revisionNamed(e.Revision)
+		if j < 0 || (r.revs[j].stopped && !r.revs[j].retired) {
+			// Not deployed yet: the server refuses the block (the admin
+			// API answers 400) and the traffic stays.
 			r.svc.logf(r, j, 0, 0, "traffic change %d refused: revision %s is not running", i+1, e.Revision)
 			return
 		}
 	}
+	for _, e := range c.Traffic {
+		if j := r.revisionNamed(e.Revision); e.Revision != "" && r.revs[j].retired {
+			r.revive(r.revs[j])
+		}
+	}
 	r.shiftTraffic(c.Traffic)
+}
+
+// revive runs a retired revision again: a drained one on a new engine
+// with its config, scaled from zero; one still draining takes requests
+// again.
+func (r *runner) revive(rv *backendRev) {
+	if rv.stopped {
+		cfg := rv.cfg
+		cfg.Policy = r.sc.Backend.policy(cfg)
+		eng, err := autoscale.New(cfg)
+		if err != nil {
+			r.err = fmt.Errorf("sim: run %s again: %w", rv.series.Name, err)
+			return
+		}
+		rv.eng, rv.stopped = eng, false
+	}
+	rv.retired = false
+	r.svc.logf(r, rv.idx, 0, 0, "retired revision named by the traffic: running it again")
+	d := rv.eng.Tick(r.time())
+	r.handle(rv, d.Events)
 }
 
 // shiftTraffic gives the service traffic t, at once when no revision's
