@@ -50,9 +50,10 @@ func (c *Config) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "  autoscaled: %s; %d–%d instances, max concurrency %d, %g %s per instance, targets CPU %g concurrency %g, idle timeout %v\n",
 				runs, e.MinInstances, e.MaxInstances, e.MaxConcurrency,
 				e.CPUsPerInstance, cpus, e.CPUTarget, e.ConcurrencyTarget, e.IdleTimeout)
-			fmt.Fprintf(tw, "  limits: request timeout %v (pending wait included), max pending %d, readiness timeout %v, termination grace %v\n",
+			fmt.Fprintf(tw, "  limits: request timeout %v (pending wait included), max pending %d, readiness timeout %v, termination grace %v, rollout timeout %v (traffic stays where it was if no instance of a new revision is ready by then)\n",
 				orDuration(a.RequestTimeout, DefaultRequestTimeout), orInt(a.MaxPending, DefaultMaxPending),
-				orDuration(a.Readiness.Timeout, DefaultReadinessTimeout), orDuration(a.StopGrace, DefaultStopGrace))
+				orDuration(a.Readiness.Timeout, DefaultReadinessTimeout), orDuration(a.StopGrace, DefaultStopGrace),
+				orDuration(a.RolloutTimeout, DefaultRolloutTimeout))
 			if l := a.Liveness; l != nil {
 				fmt.Fprintf(tw, "  liveness: GET %s every %v (first %v after ready), timeout %v, unhealthy after %d failures in a row: replaced, over max instances if need be, and stopped once its requests finish (at most the request timeout or %v)\n",
 					l.Path, l.Period, l.InitialDelay+l.Period, l.Timeout, l.FailureThreshold, MaxOverMaxGrace)
