@@ -1,19 +1,17 @@
 package awsjson
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
+	"io"
 	"net/http"
-	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
 // AWS's error codes and messages for a request that fails authentication,
@@ -21,6 +19,9 @@ import (
 const (
 	CodeUnrecognizedClient = "UnrecognizedClientException"
 	CodeInvalidSignature   = "InvalidSignatureException"
+	// CodeAccessDenied answers (with 403) an X-Amz-* header the
+	// signature does not cover.
+	CodeAccessDenied = "AccessDeniedException"
 
 	msgUnrecognizedClient = "The security token included in the request is invalid."
 	msgInvalidSignature   = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details."
@@ -44,10 +45,17 @@ const (
 
 // Verifier verifies AWS Signature Version 4 on requests, in the
 // Authorization header or in a presigned URL's query, against the access
-// keys of a [Credentials]. The canonical request and the signature are
-// computed by aws-sdk-go-v2's signer, one per access key, so a key's
-// signing key is derived once per day, region and service. Signatures are
-// compared in constant time.
+// keys of a [Credentials]. The signature is computed over exactly the
+// headers the client listed in SignedHeaders (User-Agent included), by
+// the canonicalisation of canonical.go, which follows aws-sdk-go-v2's
+// signer byte for byte (FuzzCanonicalMatchesTheSDK) and botocore's
+// (TestBotocoreVectors); a signing key is derived once per access key,
+// day, region and service. Signatures are compared in constant time.
+//
+// AWS's rules apply: every X-Amz-* header of the request must be signed,
+// a long-term key (no session token in the credentials file) must come
+// without X-Amz-Security-Token and a temporary one with its own, and the
+// signing time must be within [MaxSkew] of the server's clock.
 //
 // A Verifier is safe for concurrent use; [Verifier.SetCredentials]
 // replaces the keys while requests are verified.
@@ -57,10 +65,11 @@ type Verifier struct {
 	failures *FailureBound
 }
 
-// verifierKeys are one Credentials with a signer per access key.
+// verifierKeys are one Credentials with the signing keys derived from
+// them.
 type verifierKeys struct {
 	creds   *Credentials
-	signers map[string]*v4.Signer
+	signing *signingKeyCache
 }
 
 // VerifierOptions tune a [Verifier]. The zero value is AWS's behaviour.
@@ -82,12 +91,11 @@ func NewVerifier(c *Credentials, opts VerifierOptions) *Verifier {
 }
 
 // SetCredentials replaces the accepted keys (a re-read credentials file).
+// The signing keys derived from the old ones are forgotten.
 func (v *Verifier) SetCredentials(c *Credentials) {
-	k := &verifierKeys{creds: c, signers: make(map[string]*v4.Signer, len(c.keys))}
-	for id := range c.keys {
-		k.signers[id] = v4.NewSigner(func(o *v4.SignerOptions) { o.DisableHeaderHoisting = true })
-	}
-	v.keys.Store(k)
+	// Room for every key signing in a few regions and services on two
+	// days (around midnight UTC) before the cache is emptied.
+	v.keys.Store(&verifierKeys{creds: c, signing: newSigningKeyCache(max(4096, 8*len(c.keys)))})
 }
 
 // Credentials returns the keys in use.
@@ -105,63 +113,258 @@ func (v *Verifier) Refused(remote string) *Error {
 }
 
 // Verify checks r's signature over body and returns the credential scope
-// it verified. The error is the one AWS answers with: a missing signature
+// it verified: [Verifier.VerifyHeaders] then [Verifier.VerifyBody]. The
+// error is the one AWS answers with: a missing signature
 // MissingAuthenticationTokenException, a malformed one
-// IncompleteSignatureException, an unknown key UnrecognizedClientException,
-// a wrong signature, a body changed after signing or a time out of
-// [MaxSkew] InvalidSignatureException. A failure is counted against
-// remote, the client's address.
+// IncompleteSignatureException, an unknown key or a wrong session token
+// UnrecognizedClientException, a wrong signature, a body changed after
+// signing or a time out of [MaxSkew] InvalidSignatureException, an
+// unsigned X-Amz-* header AccessDeniedException. A failure is counted
+// against remote, the client's address.
 func (v *Verifier) Verify(r *http.Request, body []byte, remote string) (Credential, *Error) {
-	cred, e := v.verify(r, body)
-	if e != nil && v.failures != nil {
-		v.failures.Fail(remote, v.now())
+	p, e := v.VerifyHeaders(r, remote)
+	if e != nil {
+		return Credential{}, e
 	}
-	return cred, e
+	return v.VerifyBody(r, p, body, remote)
 }
 
-func (v *Verifier) verify(r *http.Request, body []byte) (Credential, *Error) {
+// Pending is a request whose signature [Verifier.VerifyHeaders] checked
+// as far as its headers allow; [Verifier.VerifyBody] finishes it.
+type Pending struct {
+	// Cred is the credential scope of the signature.
+	Cred   Credential
+	auth   requestAuth
+	key    *verifierKeys
+	secret string
+	// payload is set when the signature is verified already, over the
+	// payload hash the request declared (X-Amz-Content-Sha256): the body
+	// only has to hash to it.
+	payload *payloadCheck
+}
+
+// VerifyHeaders checks what of r's signature can be checked before its
+// body is read: its shape, its access key and session token, its time,
+// that every X-Amz-* header is signed and, when the request declares its
+// payload's hash (X-Amz-Content-Sha256), the signature itself; then only
+// the body's hash is left, which [Pending.Body] checks as the body is
+// read. Errors are [Verifier.Verify]'s, and counted against remote.
+func (v *Verifier) VerifyHeaders(r *http.Request, remote string) (Pending, *Error) {
+	p, e := v.verifyHeaders(r)
+	if e != nil {
+		v.fail(remote)
+	}
+	return p, e
+}
+
+// VerifyBody finishes the verification VerifyHeaders began, with the
+// body: its hash must be the one signed. Errors are [Verifier.Verify]'s,
+// and counted against remote.
+func (v *Verifier) VerifyBody(r *http.Request, p Pending, body []byte, remote string) (Credential, *Error) {
+	e := v.verifyBody(r, &p, body)
+	if e != nil {
+		v.fail(remote)
+		return Credential{}, e
+	}
+	return p.Cred, nil
+}
+
+func (v *Verifier) fail(remote string) {
+	if v.failures != nil {
+		v.failures.Fail(remote, v.now())
+	}
+}
+
+// Errors of verification, as AWS words them.
+func errUnrecognizedClient() *Error {
+	return &Error{http.StatusBadRequest, CodeUnrecognizedClient, msgUnrecognizedClient}
+}
+
+func errInvalidSignature() *Error {
+	return &Error{http.StatusBadRequest, CodeInvalidSignature, msgInvalidSignature}
+}
+
+func errPayloadHash() *Error {
+	return &Error{http.StatusBadRequest, CodeInvalidSignature,
+		"The provided 'x-amz-content-sha256' header does not match what was computed."}
+}
+
+func (v *Verifier) verifyHeaders(r *http.Request) (Pending, *Error) {
 	a, err := parseRequestAuth(r)
 	if err != nil {
-		e := AuthError(err)
-		if e.Code == CodeMissingAuthToken {
-			e.Message = msgMissingAuth
-		}
-		return Credential{}, e
+		return Pending{}, AuthError(err)
 	}
 	keys := v.keys.Load()
 	secret, ok := keys.creds.keys[a.cred.AccessKeyID]
 	if !ok {
-		return Credential{}, &Error{http.StatusBadRequest, CodeUnrecognizedClient, msgUnrecognizedClient}
+		return Pending{}, errUnrecognizedClient()
 	}
-	if secret.SessionToken != "" && !hmac.Equal([]byte(a.token), []byte(secret.SessionToken)) {
-		return Credential{}, &Error{http.StatusBadRequest, CodeUnrecognizedClient, msgUnrecognizedClient}
+	// A temporary key must come with its own token; a long-term key
+	// with none: AWS refuses a token it did not issue to the key.
+	if !hmac.Equal([]byte(a.token), []byte(secret.SessionToken)) {
+		return Pending{}, errUnrecognizedClient()
 	}
 	if a.date[:8] != a.cred.Date {
-		return Credential{}, &Error{http.StatusBadRequest, CodeInvalidSignature,
+		return Pending{}, &Error{http.StatusBadRequest, CodeInvalidSignature,
 			"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '" + a.cred.Date + "' != '" + a.date[:8] + "', from '" + a.date + "'."}
 	}
 	signed, _ := time.Parse(amzDateFormat, a.date) // parseRequestAuth checked it
-	now := v.now().UTC()
-	if e := checkTime(signed, now, a.expires); e != nil {
-		return Credential{}, e
+	if e := checkTime(signed, v.now().UTC(), a.expires); e != nil {
+		return Pending{}, e
 	}
-	payload := r.Header.Get(headerContentSHA)
-	sum := sha256.Sum256(body)
-	bodyHash := hex.EncodeToString(sum[:])
-	if payload == "" {
-		payload = bodyHash
-	} else if payload != bodyHash {
+	if e := checkAmzHeadersSigned(r.Header, a.signedHeaders); e != nil {
+		return Pending{}, e
+	}
+	p := Pending{Cred: a.cred, auth: a, key: keys, secret: secret.SecretAccessKey}
+	if declared := r.Header[headerContentSHA]; len(declared) > 0 {
 		// UNSIGNED-PAYLOAD too: an AWS JSON body is always signed.
-		return Credential{}, &Error{http.StatusBadRequest, CodeInvalidSignature,
-			"The provided 'x-amz-content-sha256' header does not match what was computed."}
+		var sum [sha256.Size]byte
+		if len(declared) > 1 || len(declared[0]) != 2*sha256.Size || !isLowerHex(declared[0]) {
+			return Pending{}, errPayloadHash()
+		}
+		hex.Decode(sum[:], []byte(declared[0]))
+		if !v.signatureMatches(r, &p, declared[0]) {
+			return Pending{}, errInvalidSignature()
+		}
+		p.payload = &payloadCheck{want: sum}
 	}
-	want, err := expectedSignature(keys.signers[a.cred.AccessKeyID], r, a, aws.Credentials{
-		AccessKeyID: a.cred.AccessKeyID, SecretAccessKey: secret.SecretAccessKey, SessionToken: a.token,
-	}, payload, signed)
-	if err != nil || !hmac.Equal([]byte(want), []byte(a.signature)) {
-		return Credential{}, &Error{http.StatusBadRequest, CodeInvalidSignature, msgInvalidSignature}
+	return p, nil
+}
+
+func (v *Verifier) verifyBody(r *http.Request, p *Pending, body []byte) *Error {
+	if p.payload != nil {
+		if !p.payload.matched(body) {
+			return errPayloadHash()
+		}
+		return nil
 	}
-	return a.cred, nil
+	var sum [sha256.Size]byte
+	var payload [2 * sha256.Size]byte
+	s := signers.Get().(*signer)
+	s.h.Reset()
+	s.h.Write(body)
+	s.h.Sum(sum[:0])
+	signers.Put(s)
+	hex.Encode(payload[:], sum[:])
+	if !v.signatureMatches(r, p, string(payload[:])) {
+		return errInvalidSignature()
+	}
+	return nil
+}
+
+// signatureMatches reports whether the request's signature is the one
+// its key's secret gives over the payload hash payload. A key derived
+// for a signature that matched is kept for the next ones.
+func (v *Verifier) signatureMatches(r *http.Request, p *Pending, payload string) bool {
+	key, cached := p.key.signing.get(p.Cred)
+	if !cached {
+		key = deriveSigningKey(p.secret, p.Cred)
+	}
+	var want [2 * sha256.Size]byte
+	s := signers.Get().(*signer)
+	s.signature(&want, key, r, &p.auth, payload)
+	signers.Put(s)
+	ok := equalHex(&want, p.auth.signature)
+	if ok && !cached {
+		p.key.signing.put(p.Cred, key)
+	}
+	return ok
+}
+
+// checkAmzHeadersSigned refuses a request with an X-Amz-* header its
+// signature does not cover, as AWS does (S3 words it; the rule is
+// SigV4's): an unsigned header could be added or changed by anyone on
+// the way, X-Amz-Target (the operation) among them.
+func checkAmzHeadersSigned(h http.Header, signedHeaders string) *Error {
+	var missing []string
+	for name := range h {
+		if len(name) < 6 || !strings.EqualFold(name[:6], "x-amz-") {
+			continue
+		}
+		lower := strings.ToLower(name)
+		if !listed(signedHeaders, lower) {
+			missing = append(missing, lower)
+		}
+	}
+	if missing == nil {
+		return nil
+	}
+	slices.Sort(missing)
+	msg := "There were headers present in the request which were not signed: " + strings.Join(missing, ", ")
+	return &Error{http.StatusForbidden, CodeAccessDenied, ClipMessage(msg)}
+}
+
+// listed reports whether name is one of the ';'-separated names.
+func listed(names, name string) bool {
+	for n := range strings.SplitSeq(names, ";") {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// payloadCheck is the body hash a signature verified from the headers
+// covers (X-Amz-Content-Sha256), and what the body read so far hashes to.
+type payloadCheck struct {
+	want sha256sum
+	h    hash.Hash // nil until the body is read through Pending.Body
+	done bool      // the body was read to its end through Pending.Body
+	ok   bool      // and hashed to want
+}
+
+type sha256sum = [sha256.Size]byte
+
+// matched reports whether the body hashed to the declared hash: as it was
+// read through [Pending.Body], or else now.
+func (c *payloadCheck) matched(body []byte) bool {
+	if c.done {
+		return c.ok
+	}
+	return sha256.Sum256(body) == c.want
+}
+
+// Body returns the reader to read the request's body through. When the
+// signature is verified already (the request declared its payload hash),
+// it hashes the body as it arrives, and at its end answers an
+// InvalidSignatureException (an *[Error]) instead of io.EOF if the body is
+// not the one signed, so that a caller stops at once; otherwise it is
+// body itself and [Verifier.VerifyBody] hashes the body once read.
+func (p Pending) Body(body io.ReadCloser) io.ReadCloser {
+	if p.payload == nil {
+		return body
+	}
+	p.payload.h = sha256.New()
+	return &payloadReader{ReadCloser: body, c: p.payload}
+}
+
+// payloadReader hashes a body as it is read (see [Pending.Body]).
+type payloadReader struct {
+	io.ReadCloser
+	c *payloadCheck
+}
+
+func (r *payloadReader) Read(b []byte) (int, error) {
+	n, err := r.ReadCloser.Read(b)
+	r.c.h.Write(b[:n])
+	if err == io.EOF && !r.c.done {
+		var sum sha256sum
+		r.c.h.Sum(sum[:0])
+		r.c.done, r.c.ok = true, sum == r.c.want
+		if !r.c.ok {
+			return n, errPayloadHash()
+		}
+	}
+	return n, err
 }
 
 // checkTime refuses a signing time further than MaxSkew from now, or a
@@ -184,52 +387,11 @@ func checkTime(signed, now time.Time, expires time.Duration) *Error {
 	return nil
 }
 
-// expectedSignature re-signs the parts of r that the client signed, as it
-// listed them, and returns the signature.
-func expectedSignature(s *v4.Signer, r *http.Request, a requestAuth, creds aws.Credentials, payload string, signed time.Time) (string, error) {
-	u := &url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath}
-	if r.TLS != nil {
-		u.Scheme = "https"
-	}
-	q := r.URL.Query()
-	q.Del(querySignature)
-	u.RawQuery = q.Encode()
-	c := &http.Request{Method: r.Method, URL: u, Host: r.Host, Header: make(http.Header, len(a.signedHeaders))}
-	for _, name := range a.signedHeaders {
-		switch name {
-		case "host":
-		case "content-length":
-			c.ContentLength = r.ContentLength
-		default:
-			if vs := r.Header.Values(name); len(vs) > 0 {
-				c.Header[http.CanonicalHeaderKey(name)] = vs
-			}
-		}
-	}
-	ctx := context.Background()
-	if a.presigned {
-		signedURL, _, err := s.PresignHTTP(ctx, creds, c, payload, a.cred.Service, a.cred.Region, signed)
-		if err != nil {
-			return "", err
-		}
-		pu, err := url.Parse(signedURL)
-		if err != nil {
-			return "", err
-		}
-		return pu.Query().Get(querySignature), nil
-	}
-	if err := s.SignHTTP(ctx, creds, c, payload, a.cred.Service, a.cred.Region, signed); err != nil {
-		return "", err
-	}
-	_, sig, _ := strings.Cut(c.Header.Get("Authorization"), "Signature=")
-	return sig, nil
-}
-
 // requestAuth is what a request says of its signature, in its
 // Authorization header or its presigned query.
 type requestAuth struct {
 	cred          Credential
-	signedHeaders []string // lower case, as listed
+	signedHeaders string // lower case, sorted, joined by ';'
 	signature     string
 	date          string        // X-Amz-Date, yyyymmddThhmmssZ
 	token         string        // X-Amz-Security-Token
@@ -247,9 +409,9 @@ func parseRequestAuth(r *http.Request) (requestAuth, error) {
 			return a, err
 		}
 		a.cred, a.signature, a.date, a.token = p.cred, p.signature, r.Header.Get(headerAmzDate), r.Header.Get(headerToken)
-		a.signedHeaders = strings.Split(p.signedHeaders, ";")
+		a.signedHeaders = p.signedHeaders
 		if a.date == "" {
-			return a, wrapBadAuth("Authorization header requires existence of a 'X-Amz-Date' header")
+			return a, wrapBadAuth("Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.")
 		}
 	} else {
 		q := r.URL.Query()
@@ -264,34 +426,65 @@ func parseRequestAuth(r *http.Request) (requestAuth, error) {
 			return a, err
 		}
 		a.cred, a.signature, a.date, a.token, a.presigned = cred, q.Get(querySignature), q.Get(headerAmzDate), q.Get(headerToken), true
-		a.signedHeaders = strings.Split(q.Get("X-Amz-SignedHeaders"), ";")
+		a.signedHeaders = q.Get("X-Amz-SignedHeaders")
 		n, err := strconv.Atoi(q.Get("X-Amz-Expires"))
 		if err != nil || n <= 0 || time.Duration(n)*time.Second > maxPresignExpiry {
 			return a, wrapBadAuth("X-Amz-Expires must be a number of seconds from 1 to 604800")
 		}
 		a.expires = time.Duration(n) * time.Second
-		if a.signature == "" || a.date == "" || len(a.signedHeaders) == 0 || a.signedHeaders[0] == "" {
+		if a.signature == "" || a.date == "" || a.signedHeaders == "" {
 			return a, wrapBadAuth("a presigned URL needs X-Amz-Signature, X-Amz-Date and X-Amz-SignedHeaders")
 		}
+	}
+	if len(a.date) != len(amzDateFormat) {
+		return a, wrapBadAuth("X-Amz-Date " + Clip(a.date) + " is not yyyymmddThhmmssZ")
 	}
 	if _, err := time.Parse(amzDateFormat, a.date); err != nil {
 		return a, wrapBadAuth("X-Amz-Date " + Clip(a.date) + " is not yyyymmddThhmmssZ")
 	}
-	if len(a.signedHeaders) > 64 {
-		return a, wrapBadAuth("more than 64 signed headers")
-	}
-	host := false
-	for _, h := range a.signedHeaders {
-		if h != strings.ToLower(h) || h == "" || strings.ContainsAny(h, " \t") {
-			return a, wrapBadAuth("SignedHeaders " + Clip(strings.Join(a.signedHeaders, ";")) + " is not lower-case names joined by ';'")
-		}
-		host = host || h == "host"
-	}
-	if !host {
-		return a, wrapBadAuth("'Host' must be a signed header")
+	if err := checkSignedHeaders(a.signedHeaders); err != nil {
+		return a, err
 	}
 	if len(a.signature) != 64 {
 		return a, wrapBadAuth("Signature is not 64 hexadecimal digits")
 	}
 	return a, nil
+}
+
+// maxSignedHeaders bounds the headers a signature may list.
+const maxSignedHeaders = 64
+
+// checkSignedHeaders checks a SignedHeaders list: lower-case header
+// names, sorted, each once, host among them, as every signer writes it.
+func checkSignedHeaders(list string) error {
+	n, host, prev := 0, false, ""
+	for name := range strings.SplitSeq(list, ";") {
+		if n++; n > maxSignedHeaders {
+			return wrapBadAuth("more than 64 signed headers")
+		}
+		if !isHeaderName(name) || name <= prev {
+			return wrapBadAuth("SignedHeaders " + Clip(list) + " is not lower-case header names, sorted, joined by ';'")
+		}
+		host = host || name == "host"
+		prev = name
+	}
+	if !host {
+		return wrapBadAuth("'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.")
+	}
+	return nil
+}
+
+// isHeaderName reports whether s is a lower-case HTTP header name (an RFC
+// 9110 token without upper-case letters).
+func isHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' || c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -42,11 +42,23 @@ func newVerifier(t testing.TB, now time.Time) *awsjson.Verifier {
 // signed is a DescribeClusters call signed by aws-sdk-go-v2's signer, as
 // the SDK sends it.
 func signed(t testing.TB, key, secret, token string, body []byte, at time.Time) *http.Request {
+	return signedWith(t, key, secret, token, body, at, "", "")
+}
+
+// signedWith is signed with the header name set to value before signing
+// (value "": the header left out of the signature, and of the request).
+func signedWith(t testing.TB, key, secret, token string, body []byte, at time.Time, name, value string) *http.Request {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, "http://ecs.us-east-1.amazonaws.com:8080/", bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/x-amz-json-1.1")
 	r.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.DescribeClusters")
 	r.Header.Set("User-Agent", "aws-sdk-go-v2/1.0") // not signed by the SDK
+	if name != "" {
+		r.Header.Set(name, value)
+		if value == "" {
+			r.Header.Del(name)
+		}
+	}
 	sum := sha256.Sum256(body)
 	err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: key, SecretAccessKey: secret, SessionToken: token},
 		r, hex.EncodeToString(sum[:]), "ecs", "us-east-1", at)
@@ -116,10 +128,28 @@ func TestVerifyRefusesAsAWSDoes(t *testing.T) {
 		{"session token missing", func() *http.Request { return signed(t, "AKIDTENANTB", "secret-b", "", body, signedAt) }, body, signedAt,
 			"UnrecognizedClientException", "invalid"},
 		{"payload hash header that is not the body's", func() *http.Request {
-			r := good()
-			r.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-			return r
+			return signedWith(t, "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", "", body, signedAt, "X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
 		}, body, signedAt, "InvalidSignatureException", "x-amz-content-sha256"},
+		{"declared payload hash, another body", func() *http.Request {
+			sum := sha256.Sum256(body)
+			return signedWith(t, "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", "", body, signedAt, "X-Amz-Content-Sha256", hex.EncodeToString(sum[:]))
+		}, []byte(`{"clusters":["other"]}`), signedAt, "InvalidSignatureException", "x-amz-content-sha256"},
+		{"X-Amz-Target swapped when it was not signed", func() *http.Request {
+			r := signedWith(t, "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", "", body, signedAt, "X-Amz-Target", "")
+			r.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.DeleteCluster")
+			return r
+		}, body, signedAt, "AccessDeniedException", "There were headers present in the request which were not signed: x-amz-target"},
+		{"an x-amz-* header added after signing", func() *http.Request {
+			r := good()
+			r.Header.Set("X-Amz-Meta-Evil", "1")
+			return r
+		}, body, signedAt, "AccessDeniedException", "x-amz-meta-evil"},
+		{"long-term key with a security token", func() *http.Request {
+			return signed(t, "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", "any-token", body, signedAt)
+		}, body, signedAt, "UnrecognizedClientException", "The security token included in the request is invalid."},
+		{"temporary key with another key's token", func() *http.Request {
+			return signed(t, "AKIDTENANTB", "secret-b", "token-a", body, signedAt)
+		}, body, signedAt, "UnrecognizedClientException", "The security token included in the request is invalid."},
 		{"signature of the wrong length", func() *http.Request {
 			r := good()
 			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), "Signature=", "Signature=00", 1))
@@ -132,8 +162,12 @@ func TestVerifyRefusesAsAWSDoes(t *testing.T) {
 			t.Errorf("%s: verified", tc.name)
 			continue
 		}
-		if e.Code != tc.code || e.Status != http.StatusBadRequest || !strings.Contains(e.Message, tc.inMsg) {
-			t.Errorf("%s: %d %s %q, want 400 %s containing %q", tc.name, e.Status, e.Code, e.Message, tc.code, tc.inMsg)
+		status := http.StatusBadRequest
+		if tc.code == "AccessDeniedException" {
+			status = http.StatusForbidden
+		}
+		if e.Code != tc.code || e.Status != status || !strings.Contains(e.Message, tc.inMsg) {
+			t.Errorf("%s: %d %s %q, want %d %s containing %q", tc.name, e.Status, e.Code, e.Message, status, tc.code, tc.inMsg)
 		}
 	}
 }
@@ -224,7 +258,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add("AWS4-HMAC-SHA256 Credential=A/20261205/r/s/aws4_request, SignedHeaders=host, Signature=00", "20261205T031500Z", "", []byte{})
 	f.Add("", "", "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=A%2F20261205%2Fr%2Fs%2Faws4_request&X-Amz-Date=20261205T031500Z&X-Amz-Expires=60&X-Amz-SignedHeaders=host&X-Amz-Signature=ab", []byte{})
 	v := newVerifier(f, signedAt)
-	codes := map[string]bool{"InvalidSignatureException": true, "UnrecognizedClientException": true,
+	codes := map[string]bool{"InvalidSignatureException": true, "UnrecognizedClientException": true, "AccessDeniedException": true,
 		"IncompleteSignatureException": true, "MissingAuthenticationTokenException": true}
 	f.Fuzz(func(t *testing.T, auth, date, query string, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "http://localhost:8080/", bytes.NewReader(body))

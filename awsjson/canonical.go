@@ -1,0 +1,350 @@
+package awsjson
+
+// This file computes a request's SigV4 signature as the client computed
+// it: the canonical request over exactly the headers its SignedHeaders
+// lists, the string to sign and the HMAC under a cached signing key. Each
+// step follows aws-sdk-go-v2's signer (aws/signer/v4: httpSigner.Build and
+// its helpers) byte for byte, which FuzzCanonicalMatchesTheSDK checks on
+// random requests; it differs only in which headers it signs: the SDK
+// leaves out User-Agent, X-Amzn-Trace-Id, Expect and Transfer-Encoding
+// even when asked to sign them, and this signs what the client listed, as
+// AWS does (AWS SDK for Java v1 signs User-Agent).
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding"
+	"encoding/hex"
+	"hash"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// canonicalRequest appends the canonical request of r, signed over the
+// headers a lists and the payload hash payload, to dst. The headers must
+// be sorted and unique (parseRequestAuth checks it), as every signer
+// lists them.
+func canonicalRequest(dst []byte, r *http.Request, a *requestAuth, payload string) []byte {
+	dst = append(dst, r.Method...)
+	dst = append(dst, '\n')
+	dst = appendCanonicalPath(dst, r.URL.EscapedPath())
+	dst = append(dst, '\n')
+	dst = appendCanonicalQuery(dst, r.URL.RawQuery, a.presigned)
+	dst = append(dst, '\n')
+	for name := range strings.SplitSeq(a.signedHeaders, ";") {
+		dst = append(dst, name...)
+		dst = append(dst, ':')
+		switch name {
+		case "host":
+			dst = append(dst, stripExcessSpaces(hostOf(r))...)
+		case "content-length":
+			if r.ContentLength >= 0 {
+				dst = strconv.AppendInt(dst, r.ContentLength, 10)
+			} else {
+				dst = appendHeaderValues(dst, r.Header[http.CanonicalHeaderKey(name)])
+			}
+		default:
+			dst = appendHeaderValues(dst, headerValues(r.Header, name))
+		}
+		dst = append(dst, '\n')
+	}
+	dst = append(dst, '\n')
+	dst = append(dst, a.signedHeaders...)
+	dst = append(dst, '\n')
+	return append(dst, payload...)
+}
+
+// headerValues are the values of the header named (in lower case) name.
+// The common names are looked up without building their canonical form.
+func headerValues(h http.Header, name string) []string {
+	switch name {
+	case "content-type":
+		return h["Content-Type"]
+	case "x-amz-date":
+		return h["X-Amz-Date"]
+	case "x-amz-target":
+		return h["X-Amz-Target"]
+	case "x-amz-security-token":
+		return h["X-Amz-Security-Token"]
+	case "x-amz-content-sha256":
+		return h["X-Amz-Content-Sha256"]
+	case "user-agent":
+		return h["User-Agent"]
+	case "amz-sdk-invocation-id":
+		return h["Amz-Sdk-Invocation-Id"]
+	case "amz-sdk-request":
+		return h["Amz-Sdk-Request"]
+	case "x-amzn-trace-id":
+		return h["X-Amzn-Trace-Id"]
+	}
+	return h[http.CanonicalHeaderKey(name)]
+}
+
+// appendHeaderValues appends a header's values as the SDK signs them:
+// each with its runs of spaces made one and trimmed, joined by commas.
+func appendHeaderValues(dst []byte, values []string) []byte {
+	for i, v := range values {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendStripped(dst, strings.TrimSpace(v))
+	}
+	return dst
+}
+
+// appendStripped appends s with each run of spaces made one space (the
+// SDK's StripExcessSpaces; s is already trimmed).
+func appendStripped(dst []byte, s string) []byte {
+	for {
+		i := strings.Index(s, "  ")
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst = append(dst, s[:i+1]...)
+		s = strings.TrimLeft(s[i:], " ")
+	}
+}
+
+// stripExcessSpaces is the SDK's StripExcessSpaces: s without its leading
+// and trailing spaces and with each inner run of spaces made one.
+func stripExcessSpaces(s string) string {
+	s = strings.Trim(s, " ")
+	if !strings.Contains(s, "  ") {
+		return s
+	}
+	return string(appendStripped(nil, s))
+}
+
+// hostOf is the host the SDK signs: the Host header, without the port
+// when it is the scheme's default.
+func hostOf(r *http.Request) string {
+	host := r.Host
+	if host == "" {
+		host = r.URL.Host
+	}
+	colon := strings.IndexByte(host, ':')
+	if colon < 0 {
+		return host
+	}
+	var port string
+	if i := strings.Index(host, "]:"); i >= 0 {
+		port = host[i+2:]
+	} else if !strings.Contains(host, "]") {
+		port = host[colon+1:]
+	}
+	if (r.TLS == nil && port == "80") || (r.TLS != nil && port == "443") {
+		// The SDK's stripPort.
+		if i := strings.IndexByte(host, ']'); i >= 0 {
+			return strings.TrimPrefix(host[:i], "[")
+		}
+		return host[:colon]
+	}
+	return host
+}
+
+// appendCanonicalPath appends the path as the SDK signs it for every
+// service but S3: the escaped path ("/" if empty), escaped once more.
+func appendCanonicalPath(dst []byte, escaped string) []byte {
+	if escaped == "" {
+		return append(dst, '/')
+	}
+	for i := 0; i < len(escaped); i++ {
+		if c := escaped[i]; isUnreserved(c) || c == '/' {
+			dst = append(dst, c)
+		} else {
+			dst = appendEscaped(dst, c)
+		}
+	}
+	return dst
+}
+
+func isUnreserved(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+func appendEscaped(dst []byte, c byte) []byte {
+	const upperHex = "0123456789ABCDEF"
+	return append(dst, '%', upperHex[c>>4], upperHex[c&15])
+}
+
+// appendQueryComponent appends s URI-encoded as SigV4 wants a query name
+// or value: everything but the unreserved characters escaped.
+func appendQueryComponent(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; isUnreserved(c) {
+			dst = append(dst, c)
+		} else {
+			dst = appendEscaped(dst, c)
+		}
+	}
+	return dst
+}
+
+// appendCanonicalQuery appends the canonical query string: the query's
+// parameters (as url.ParseQuery reads them, those it cannot read left
+// out), each name and value encoded, sorted by name then value, joined
+// with '&'; a presigned URL's without its X-Amz-Signature.
+func appendCanonicalQuery(dst []byte, raw string, presigned bool) []byte {
+	if raw == "" {
+		return dst
+	}
+	q, _ := url.ParseQuery(raw)
+	if presigned {
+		delete(q, querySignature)
+	}
+	type param struct{ name, value string }
+	var params []param
+	var enc []byte
+	for name, values := range q {
+		n := string(appendQueryComponent(enc[:0], name))
+		for _, v := range values {
+			params = append(params, param{n, string(appendQueryComponent(enc[:0], v))})
+		}
+	}
+	slices.SortFunc(params, func(a, b param) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.value, b.value)
+	})
+	for i, p := range params {
+		if i > 0 {
+			dst = append(dst, '&')
+		}
+		dst = append(dst, p.name...)
+		dst = append(dst, '=')
+		dst = append(dst, p.value...)
+	}
+	return dst
+}
+
+// appendStringToSign appends the string to sign of a canonical request
+// whose SHA-256 is sum.
+func appendStringToSign(dst []byte, amzDate string, c Credential, sum *[sha256.Size]byte) []byte {
+	dst = append(dst, sigv4Algorithm+"\n"...)
+	dst = append(dst, amzDate...)
+	dst = append(dst, '\n')
+	dst = appendScope(dst, c)
+	dst = append(dst, '\n')
+	return hex.AppendEncode(dst, sum[:])
+}
+
+// appendScope appends the credential scope date/region/service/aws4_request.
+func appendScope(dst []byte, c Credential) []byte {
+	dst = append(dst, c.Date...)
+	dst = append(dst, '/')
+	dst = append(dst, c.Region...)
+	dst = append(dst, '/')
+	dst = append(dst, c.Service...)
+	return append(dst, "/aws4_request"...)
+}
+
+// signingKey is a derived SigV4 signing key, kept as the SHA-256 states
+// after HMAC's inner and outer pads, so that a signature costs two hashes
+// of its message and nothing to set up.
+type signingKey struct {
+	inner, outer []byte // marshalled sha256 states
+}
+
+// deriveSigningKey derives the signing key of a secret for a credential
+// scope: HMAC chained over "AWS4"+secret, date, region, service and
+// "aws4_request".
+func deriveSigningKey(secret string, c Credential) signingKey {
+	mac := func(key []byte, msg string) []byte {
+		h := hmac.New(sha256.New, key)
+		h.Write([]byte(msg))
+		return h.Sum(nil)
+	}
+	k := mac([]byte("AWS4"+secret), c.Date)
+	k = mac(k, c.Region)
+	k = mac(k, c.Service)
+	k = mac(k, "aws4_request")
+	pad := func(x byte) []byte {
+		var block [sha256.BlockSize]byte
+		copy(block[:], k)
+		for i := range block {
+			block[i] ^= x
+		}
+		h := sha256.New()
+		h.Write(block[:])
+		state, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
+		return state
+	}
+	return signingKey{inner: pad(0x36), outer: pad(0x5c)}
+}
+
+// signingKeyCache holds the signing keys of recent good signatures, per
+// access key and scope. It is bounded: when full it is emptied, and only
+// a signature that verified adds to it, so failures cannot fill it.
+type signingKeyCache struct {
+	max  int
+	mu   sync.RWMutex
+	keys map[Credential]signingKey // Credential: key id, date, region, service
+}
+
+func newSigningKeyCache(max int) *signingKeyCache {
+	return &signingKeyCache{max: max, keys: make(map[Credential]signingKey)}
+}
+
+func (c *signingKeyCache) get(cred Credential) (signingKey, bool) {
+	c.mu.RLock()
+	k, ok := c.keys[cred]
+	c.mu.RUnlock()
+	return k, ok
+}
+
+func (c *signingKeyCache) put(cred Credential, k signingKey) {
+	c.mu.Lock()
+	if len(c.keys) >= c.max {
+		clear(c.keys)
+	}
+	c.keys[cred] = k
+	c.mu.Unlock()
+}
+
+// signer is the per-call scratch of a signature: a canonical request and
+// a string to sign are built in buf, hashed by h, and signed by the HMAC
+// states inner and outer. Pooled: a verification allocates nothing.
+type signer struct {
+	buf          []byte
+	h            hash.Hash
+	inner, outer hash.Hash
+}
+
+var signers = sync.Pool{New: func() any {
+	return &signer{buf: make([]byte, 0, 1024), h: sha256.New(), inner: sha256.New(), outer: sha256.New()}
+}}
+
+// signature computes the hex signature of r as the client computed it.
+func (s *signer) signature(out *[2 * sha256.Size]byte, key signingKey, r *http.Request, a *requestAuth, payload string) {
+	var sum [sha256.Size]byte
+	s.buf = canonicalRequest(s.buf[:0], r, a, payload)
+	s.h.Reset()
+	s.h.Write(s.buf)
+	s.h.Sum(sum[:0])
+	s.buf = appendStringToSign(s.buf[:0], a.date, a.cred, &sum)
+	s.inner.(encoding.BinaryUnmarshaler).UnmarshalBinary(key.inner)
+	s.inner.Write(s.buf)
+	s.inner.Sum(sum[:0])
+	s.outer.(encoding.BinaryUnmarshaler).UnmarshalBinary(key.outer)
+	s.outer.Write(sum[:])
+	s.outer.Sum(sum[:0])
+	hex.Encode(out[:], sum[:])
+}
+
+// equalHex compares a computed signature with the client's in constant
+// time.
+func equalHex(want *[2 * sha256.Size]byte, got string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	var d byte
+	for i := range want {
+		d |= want[i] ^ got[i]
+	}
+	return d == 0
+}
