@@ -28,7 +28,7 @@ import (
 // headers a lists and the payload hash payload, to dst. The headers must
 // be sorted and unique (parseRequestAuth checks it), as every signer
 // lists them.
-func canonicalRequest(dst []byte, r *http.Request, a *requestAuth, payload string) []byte {
+func canonicalRequest(dst []byte, r *http.Request, a *requestAuth, payload []byte) []byte {
 	dst = append(dst, r.Method...)
 	dst = append(dst, '\n')
 	dst = appendCanonicalPath(dst, r.URL.EscapedPath())
@@ -313,27 +313,39 @@ type signer struct {
 	buf          []byte
 	h            hash.Hash
 	inner, outer hash.Hash
+	sum          [sha256.Size]byte
+	payload      [2 * sha256.Size]byte // a body's hash, hex
+	sig          [2 * sha256.Size]byte // the signature, hex
 }
 
 var signers = sync.Pool{New: func() any {
 	return &signer{buf: make([]byte, 0, 1024), h: sha256.New(), inner: sha256.New(), outer: sha256.New()}
 }}
 
-// signature computes the hex signature of r as the client computed it.
-func (s *signer) signature(out *[2 * sha256.Size]byte, key signingKey, r *http.Request, a *requestAuth, payload string) {
-	var sum [sha256.Size]byte
+// payloadHash returns the hex SHA-256 of body, valid until s is reused.
+func (s *signer) payloadHash(body []byte) []byte {
+	s.h.Reset()
+	s.h.Write(body)
+	hex.Encode(s.payload[:], s.h.Sum(s.sum[:0]))
+	return s.payload[:]
+}
+
+// signature computes the hex signature of r as the client computed it,
+// valid until s is reused.
+func (s *signer) signature(key signingKey, r *http.Request, a *requestAuth, payload []byte) *[2 * sha256.Size]byte {
 	s.buf = canonicalRequest(s.buf[:0], r, a, payload)
 	s.h.Reset()
 	s.h.Write(s.buf)
-	s.h.Sum(sum[:0])
-	s.buf = appendStringToSign(s.buf[:0], a.date, a.cred, &sum)
+	s.h.Sum(s.sum[:0])
+	s.buf = appendStringToSign(s.buf[:0], a.date, a.cred, &s.sum)
 	s.inner.(encoding.BinaryUnmarshaler).UnmarshalBinary(key.inner)
 	s.inner.Write(s.buf)
-	s.inner.Sum(sum[:0])
+	s.inner.Sum(s.sum[:0])
 	s.outer.(encoding.BinaryUnmarshaler).UnmarshalBinary(key.outer)
-	s.outer.Write(sum[:])
-	s.outer.Sum(sum[:0])
-	hex.Encode(out[:], sum[:])
+	s.outer.Write(s.sum[:])
+	s.outer.Sum(s.sum[:0])
+	hex.Encode(s.sig[:], s.sum[:])
+	return &s.sig
 }
 
 // equalHex compares a computed signature with the client's in constant

@@ -208,8 +208,7 @@ func (v *Verifier) verifyHeaders(r *http.Request) (Pending, *Error) {
 		return Pending{}, &Error{http.StatusBadRequest, CodeInvalidSignature,
 			"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '" + a.cred.Date + "' != '" + a.date[:8] + "', from '" + a.date + "'."}
 	}
-	signed, _ := time.Parse(amzDateFormat, a.date) // parseRequestAuth checked it
-	if e := checkTime(signed, v.now().UTC(), a.expires); e != nil {
+	if e := checkTime(a.signed, v.now().UTC(), a.expires); e != nil {
 		return Pending{}, e
 	}
 	if e := checkAmzHeadersSigned(r.Header, a.signedHeaders); e != nil {
@@ -222,8 +221,9 @@ func (v *Verifier) verifyHeaders(r *http.Request) (Pending, *Error) {
 		if len(declared) > 1 || len(declared[0]) != 2*sha256.Size || !isLowerHex(declared[0]) {
 			return Pending{}, errPayloadHash()
 		}
-		hex.Decode(sum[:], []byte(declared[0]))
-		if !v.signatureMatches(r, &p, declared[0]) {
+		payload := []byte(declared[0])
+		hex.Decode(sum[:], payload)
+		if !v.signatureMatches(r, &p, payload) {
 			return Pending{}, errInvalidSignature()
 		}
 		p.payload = &payloadCheck{want: sum}
@@ -238,15 +238,9 @@ func (v *Verifier) verifyBody(r *http.Request, p *Pending, body []byte) *Error {
 		}
 		return nil
 	}
-	var sum [sha256.Size]byte
-	var payload [2 * sha256.Size]byte
 	s := signers.Get().(*signer)
-	s.h.Reset()
-	s.h.Write(body)
-	s.h.Sum(sum[:0])
-	signers.Put(s)
-	hex.Encode(payload[:], sum[:])
-	if !v.signatureMatches(r, p, string(payload[:])) {
+	defer signers.Put(s)
+	if !v.signatureMatches(r, p, s.payloadHash(body)) {
 		return errInvalidSignature()
 	}
 	return nil
@@ -255,16 +249,15 @@ func (v *Verifier) verifyBody(r *http.Request, p *Pending, body []byte) *Error {
 // signatureMatches reports whether the request's signature is the one
 // its key's secret gives over the payload hash payload. A key derived
 // for a signature that matched is kept for the next ones.
-func (v *Verifier) signatureMatches(r *http.Request, p *Pending, payload string) bool {
+func (v *Verifier) signatureMatches(r *http.Request, p *Pending, payload []byte) bool {
 	key, cached := p.key.signing.get(p.Cred)
 	if !cached {
 		key = deriveSigningKey(p.secret, p.Cred)
 	}
-	var want [2 * sha256.Size]byte
 	s := signers.Get().(*signer)
-	s.signature(&want, key, r, &p.auth, payload)
+	want := s.signature(key, r, &p.auth, payload)
+	ok := equalHex(want, p.auth.signature)
 	signers.Put(s)
-	ok := equalHex(&want, p.auth.signature)
 	if ok && !cached {
 		p.key.signing.put(p.Cred, key)
 	}
@@ -278,12 +271,8 @@ func (v *Verifier) signatureMatches(r *http.Request, p *Pending, payload string)
 func checkAmzHeadersSigned(h http.Header, signedHeaders string) *Error {
 	var missing []string
 	for name := range h {
-		if len(name) < 6 || !strings.EqualFold(name[:6], "x-amz-") {
-			continue
-		}
-		lower := strings.ToLower(name)
-		if !listed(signedHeaders, lower) {
-			missing = append(missing, lower)
+		if len(name) >= 6 && strings.EqualFold(name[:6], "x-amz-") && !listed(signedHeaders, name) {
+			missing = append(missing, strings.ToLower(name))
 		}
 	}
 	if missing == nil {
@@ -294,10 +283,13 @@ func checkAmzHeadersSigned(h http.Header, signedHeaders string) *Error {
 	return &Error{http.StatusForbidden, CodeAccessDenied, ClipMessage(msg)}
 }
 
-// listed reports whether name is one of the ';'-separated names.
+// listed reports whether name, in any case, is one of the ';'-separated
+// names.
 func listed(names, name string) bool {
-	for n := range strings.SplitSeq(names, ";") {
-		if n == name {
+	for names != "" {
+		var n string
+		n, names, _ = strings.Cut(names, ";")
+		if strings.EqualFold(n, name) {
 			return true
 		}
 	}
@@ -394,6 +386,7 @@ type requestAuth struct {
 	signedHeaders string // lower case, sorted, joined by ';'
 	signature     string
 	date          string        // X-Amz-Date, yyyymmddThhmmssZ
+	signed        time.Time     // date
 	token         string        // X-Amz-Security-Token
 	expires       time.Duration // a presigned URL's X-Amz-Expires; 0 for a header
 	presigned     bool
@@ -403,12 +396,12 @@ type requestAuth struct {
 // header, or else the X-Amz-* query parameters of a presigned URL.
 func parseRequestAuth(r *http.Request) (requestAuth, error) {
 	var a requestAuth
-	if h := r.Header.Get("Authorization"); h != "" || r.URL.RawQuery == "" {
+	if h := first(r.Header["Authorization"]); h != "" || r.URL.RawQuery == "" {
 		p, err := parseAuthorization(h)
 		if err != nil {
 			return a, err
 		}
-		a.cred, a.signature, a.date, a.token = p.cred, p.signature, r.Header.Get(headerAmzDate), r.Header.Get(headerToken)
+		a.cred, a.signature, a.date, a.token = p.cred, p.signature, first(r.Header[headerAmzDate]), first(r.Header[headerToken])
 		a.signedHeaders = p.signedHeaders
 		if a.date == "" {
 			return a, wrapBadAuth("Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.")
@@ -436,10 +429,8 @@ func parseRequestAuth(r *http.Request) (requestAuth, error) {
 			return a, wrapBadAuth("a presigned URL needs X-Amz-Signature, X-Amz-Date and X-Amz-SignedHeaders")
 		}
 	}
-	if len(a.date) != len(amzDateFormat) {
-		return a, wrapBadAuth("X-Amz-Date " + Clip(a.date) + " is not yyyymmddThhmmssZ")
-	}
-	if _, err := time.Parse(amzDateFormat, a.date); err != nil {
+	var ok bool
+	if a.signed, ok = parseAmzDate(a.date); !ok {
 		return a, wrapBadAuth("X-Amz-Date " + Clip(a.date) + " is not yyyymmddThhmmssZ")
 	}
 	if err := checkSignedHeaders(a.signedHeaders); err != nil {
@@ -449,6 +440,14 @@ func parseRequestAuth(r *http.Request) (requestAuth, error) {
 		return a, wrapBadAuth("Signature is not 64 hexadecimal digits")
 	}
 	return a, nil
+}
+
+// first is a header's first value, as http.Header.Get gives it.
+func first(values []string) string {
+	if len(values) == 0 {
+		return ""
+	}
+	return values[0]
 }
 
 // maxSignedHeaders bounds the headers a signature may list.
@@ -481,10 +480,38 @@ func isHeaderName(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' || c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+		if !headerNameByte[s[i]] {
 			return false
 		}
 	}
 	return true
+}
+
+// headerNameByte: the bytes of a lower-case RFC 9110 token.
+var headerNameByte = func() (t [256]bool) {
+	for c := '!'; c <= '~'; c++ {
+		t[c] = !('A' <= c && c <= 'Z') && !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c)
+	}
+	return t
+}()
+
+// parseAmzDate reads an X-Amz-Date, yyyymmddThhmmssZ, as time.Parse with
+// amzDateFormat would, without its general machinery.
+func parseAmzDate(s string) (time.Time, bool) {
+	if len(s) != len(amzDateFormat) || s[8] != 'T' || s[15] != 'Z' || !isDigits(s[:8]) || !isDigits(s[9:15]) {
+		return time.Time{}, false
+	}
+	n := func(i, j int) int {
+		v := 0
+		for _, c := range []byte(s[i:j]) {
+			v = 10*v + int(c-'0')
+		}
+		return v
+	}
+	year, month, day, hour, minute, sec := n(0, 4), n(4, 6), n(6, 8), n(9, 11), n(11, 13), n(13, 15)
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, 0, time.UTC)
+	if month < 1 || month > 12 || t.Day() != day || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false // as time.Parse: out of range
+	}
+	return t, true
 }
