@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // canonicalRequest appends the canonical request of r, signed over the
@@ -277,33 +278,41 @@ func deriveSigningKey(secret string, c Credential) signingKey {
 	return signingKey{inner: pad(0x36), outer: pad(0x5c)}
 }
 
-// signingKeyCache holds the signing keys of recent good signatures, per
-// access key and scope. It is bounded: when full it is emptied, and only
-// a signature that verified adds to it, so failures cannot fill it.
-type signingKeyCache struct {
-	max  int
-	mu   sync.RWMutex
-	keys map[Credential]signingKey // Credential: key id, date, region, service
+// signingKeys are the signing keys of an access key's recent good
+// signatures, by scope: at most maxScopesPerKey (a few regions and
+// services, across midnight UTC), the oldest forgotten first. Only a
+// signature that verified adds to them, so failures cannot fill them.
+// Reads take no lock: the list is replaced, never changed.
+type signingKeys struct {
+	scopes atomic.Pointer[[]scopedKey]
 }
 
-func newSigningKeyCache(max int) *signingKeyCache {
-	return &signingKeyCache{max: max, keys: make(map[Credential]signingKey)}
+// maxScopesPerKey bounds the signing keys kept per access key.
+const maxScopesPerKey = 4
+
+// scopedKey is a signing key and the scope it signs for.
+type scopedKey struct {
+	date, region, service string
+	key                   signingKey
 }
 
-func (c *signingKeyCache) get(cred Credential) (signingKey, bool) {
-	c.mu.RLock()
-	k, ok := c.keys[cred]
-	c.mu.RUnlock()
-	return k, ok
-}
-
-func (c *signingKeyCache) put(cred Credential, k signingKey) {
-	c.mu.Lock()
-	if len(c.keys) >= c.max {
-		clear(c.keys)
+func (k *signingKeys) get(c Credential) (signingKey, bool) {
+	if p := k.scopes.Load(); p != nil {
+		for i := range *p {
+			if s := &(*p)[i]; s.date == c.Date && s.region == c.Region && s.service == c.Service {
+				return s.key, true
+			}
+		}
 	}
-	c.keys[cred] = k
-	c.mu.Unlock()
+	return signingKey{}, false
+}
+
+func (k *signingKeys) put(c Credential, key signingKey) {
+	next := []scopedKey{{c.Date, c.Region, c.Service, key}}
+	if p := k.scopes.Load(); p != nil {
+		next = append(next, (*p)[:min(len(*p), maxScopesPerKey-1)]...)
+	}
+	k.scopes.Store(&next)
 }
 
 // signer is the per-call scratch of a signature: a canonical request and

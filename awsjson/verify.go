@@ -1,7 +1,6 @@
 package awsjson
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
@@ -68,8 +67,14 @@ type Verifier struct {
 // verifierKeys are one Credentials with the signing keys derived from
 // them.
 type verifierKeys struct {
-	creds   *Credentials
-	signing *signingKeyCache
+	creds *Credentials
+	keys  map[string]*keyState // by access key id
+}
+
+// keyState is an access key's secret and its recent signing keys.
+type keyState struct {
+	secret  Secret
+	signing signingKeys
 }
 
 // VerifierOptions tune a [Verifier]. The zero value is AWS's behaviour.
@@ -93,9 +98,11 @@ func NewVerifier(c *Credentials, opts VerifierOptions) *Verifier {
 // SetCredentials replaces the accepted keys (a re-read credentials file).
 // The signing keys derived from the old ones are forgotten.
 func (v *Verifier) SetCredentials(c *Credentials) {
-	// Room for every key signing in a few regions and services on two
-	// days (around midnight UTC) before the cache is emptied.
-	v.keys.Store(&verifierKeys{creds: c, signing: newSigningKeyCache(max(4096, 8*len(c.keys)))})
+	k := &verifierKeys{creds: c, keys: make(map[string]*keyState, len(c.keys))}
+	for id, secret := range c.keys {
+		k.keys[id] = &keyState{secret: secret}
+	}
+	v.keys.Store(k)
 }
 
 // Credentials returns the keys in use.
@@ -133,10 +140,9 @@ func (v *Verifier) Verify(r *http.Request, body []byte, remote string) (Credenti
 // as far as its headers allow; [Verifier.VerifyBody] finishes it.
 type Pending struct {
 	// Cred is the credential scope of the signature.
-	Cred   Credential
-	auth   requestAuth
-	key    *verifierKeys
-	secret string
+	Cred Credential
+	auth requestAuth
+	key  *keyState
 	// payload is set when the signature is verified already, over the
 	// payload hash the request declared (X-Amz-Content-Sha256): the body
 	// only has to hash to it.
@@ -194,14 +200,13 @@ func (v *Verifier) verifyHeaders(r *http.Request) (Pending, *Error) {
 	if err != nil {
 		return Pending{}, AuthError(err)
 	}
-	keys := v.keys.Load()
-	secret, ok := keys.creds.keys[a.cred.AccessKeyID]
+	key, ok := v.keys.Load().keys[a.cred.AccessKeyID]
 	if !ok {
 		return Pending{}, errUnrecognizedClient()
 	}
 	// A temporary key must come with its own token; a long-term key
 	// with none: AWS refuses a token it did not issue to the key.
-	if !hmac.Equal([]byte(a.token), []byte(secret.SessionToken)) {
+	if !equalString(a.token, key.secret.SessionToken) {
 		return Pending{}, errUnrecognizedClient()
 	}
 	if a.date[:8] != a.cred.Date {
@@ -214,7 +219,7 @@ func (v *Verifier) verifyHeaders(r *http.Request) (Pending, *Error) {
 	if e := checkAmzHeadersSigned(r.Header, a.signedHeaders); e != nil {
 		return Pending{}, e
 	}
-	p := Pending{Cred: a.cred, auth: a, key: keys, secret: secret.SecretAccessKey}
+	p := Pending{Cred: a.cred, auth: a, key: key}
 	if declared := r.Header[headerContentSHA]; len(declared) > 0 {
 		// UNSIGNED-PAYLOAD too: an AWS JSON body is always signed.
 		var sum [sha256.Size]byte
@@ -252,7 +257,7 @@ func (v *Verifier) verifyBody(r *http.Request, p *Pending, body []byte) *Error {
 func (v *Verifier) signatureMatches(r *http.Request, p *Pending, payload []byte) bool {
 	key, cached := p.key.signing.get(p.Cred)
 	if !cached {
-		key = deriveSigningKey(p.secret, p.Cred)
+		key = deriveSigningKey(p.key.secret.SecretAccessKey, p.Cred)
 	}
 	s := signers.Get().(*signer)
 	want := s.signature(key, r, &p.auth, payload)
@@ -294,6 +299,19 @@ func listed(names, name string) bool {
 		}
 	}
 	return false
+}
+
+// equalString compares two strings in time that depends on their
+// lengths only.
+func equalString(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	var d byte
+	for i := 0; i < len(a); i++ {
+		d |= a[i] ^ b[i]
+	}
+	return d == 0
 }
 
 func isLowerHex(s string) bool {

@@ -71,8 +71,23 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	cred, err := awsjson.CredentialOf(r)
-	if err != nil {
+	var (
+		cred    awsjson.Credential
+		pending awsjson.Pending
+	)
+	if g.verifier != nil {
+		// Before the body is read, as far as the headers allow: with
+		// X-Amz-Content-Sha256 the signature itself, so that a client
+		// that cannot sign holds no body budget, and the body is then
+		// hashed as it arrives.
+		var e *awsjson.Error
+		if pending, e = g.verifier.VerifyHeaders(r, r.RemoteAddr); e != nil {
+			cred, _ = awsjson.CredentialOf(r)
+			g.refuseSignature(w, r, id, cred, e)
+			return
+		}
+		cred, r.Body = pending.Cred, pending.Body(r.Body)
+	} else if cred, err = awsjson.CredentialOf(r); err != nil {
 		e := awsjson.AuthError(err)
 		g.metrics.authFails.WithLabelValues(e.Code).Inc()
 		e.Write(w)
@@ -82,19 +97,6 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		awsjson.WriteError(w, http.StatusBadRequest, "IncompleteSignatureException",
 			"credential scope service "+clip(cred.Service)+" does not match "+strconv.Quote(svc.SigningName))
 		return
-	}
-	var pending awsjson.Pending
-	if g.verifier != nil {
-		// Before the body is read, as far as the headers allow: with
-		// X-Amz-Content-Sha256 the signature itself, so that a client
-		// that cannot sign holds no body budget, and the body is then
-		// hashed as it arrives.
-		var e *awsjson.Error
-		if pending, e = g.verifier.VerifyHeaders(r, r.RemoteAddr); e != nil {
-			g.refuseSignature(w, r, id, cred, e)
-			return
-		}
-		r.Body = pending.Body(r.Body)
 	}
 	cost := g.bodyCost(r)
 	if !g.inFlight.acquire(cost) {
