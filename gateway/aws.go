@@ -82,6 +82,10 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		// hashed as it arrives.
 		var e *awsjson.Error
 		if pending, e = g.verifier.VerifyHeaders(r, r.RemoteAddr); e != nil {
+			// Refused before its body is read, and answered at once:
+			// net/http would otherwise read up to 256 KiB of it before
+			// answering, at the client's pace.
+			w.Header().Set("Connection", "close")
 			cred, _ = awsjson.CredentialOf(r)
 			g.refuseSignature(w, r, id, cred, e)
 			return
