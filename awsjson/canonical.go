@@ -264,7 +264,9 @@ func deriveSigningKey(secret string, c Credential) signingKey {
 	k = mac(k, c.Region)
 	k = mac(k, c.Service)
 	k = mac(k, "aws4_request")
-	pad := func(x byte) []byte {
+	// Both states in one allocation, side by side in memory.
+	var states []byte
+	for _, x := range [...]byte{0x36, 0x5c} {
 		var block [sha256.BlockSize]byte
 		copy(block[:], k)
 		for i := range block {
@@ -272,10 +274,10 @@ func deriveSigningKey(secret string, c Credential) signingKey {
 		}
 		h := sha256.New()
 		h.Write(block[:])
-		state, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
-		return state
+		states, _ = h.(encoding.BinaryAppender).AppendBinary(states)
 	}
-	return signingKey{inner: pad(0x36), outer: pad(0x5c)}
+	n := len(states) / 2
+	return signingKey{inner: states[:n:n], outer: states[n:]}
 }
 
 // signingKeys are the signing keys of an access key's recent good
@@ -292,14 +294,20 @@ const maxScopesPerKey = 4
 
 // scopedKey is a signing key and the scope it signs for.
 type scopedKey struct {
-	date, region, service string
-	key                   signingKey
+	scope string // date/region/service, in one string: one cache line to compare
+	key   signingKey
+}
+
+// matches reports whether k signs for c's scope.
+func (k *scopedKey) matches(c Credential) bool {
+	s, d, r := k.scope, len(c.Date), len(c.Region)
+	return len(s) == d+r+len(c.Service)+2 && s[:d] == c.Date && s[d+1:d+1+r] == c.Region && s[d+r+2:] == c.Service
 }
 
 func (k *signingKeys) get(c Credential) (signingKey, bool) {
 	if p := k.scopes.Load(); p != nil {
 		for i := range *p {
-			if s := &(*p)[i]; s.date == c.Date && s.region == c.Region && s.service == c.Service {
+			if s := &(*p)[i]; s.matches(c) {
 				return s.key, true
 			}
 		}
@@ -308,7 +316,7 @@ func (k *signingKeys) get(c Credential) (signingKey, bool) {
 }
 
 func (k *signingKeys) put(c Credential, key signingKey) {
-	next := []scopedKey{{c.Date, c.Region, c.Service, key}}
+	next := []scopedKey{{c.Date + "/" + c.Region + "/" + c.Service, key}}
 	if p := k.scopes.Load(); p != nil {
 		next = append(next, (*p)[:min(len(*p), maxScopesPerKey-1)]...)
 	}

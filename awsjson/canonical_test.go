@@ -255,3 +255,34 @@ func mustCredentials(t *testing.T, file string) *Credentials {
 	}
 	return c
 }
+
+// TestSigningKeysPerScope: an access key keeps the signing keys of its
+// last maxScopesPerKey scopes, each found only for its own scope.
+func TestSigningKeysPerScope(t *testing.T) {
+	var k signingKeys
+	scope := func(i int) Credential {
+		return Credential{AccessKeyID: "AKID", Date: "20261207", Region: fmt.Sprintf("r-%d", i), Service: "ecs"}
+	}
+	for i := range maxScopesPerKey + 1 {
+		k.put(scope(i), deriveSigningKey("s", scope(i)))
+	}
+	if _, ok := k.get(scope(0)); ok {
+		t.Error("the oldest scope is still kept")
+	}
+	for i := 1; i <= maxScopesPerKey; i++ {
+		got, ok := k.get(scope(i))
+		if want := deriveSigningKey("s", scope(i)); !ok || !bytes.Equal(got.inner, want.inner) || !bytes.Equal(got.outer, want.outer) {
+			t.Errorf("scope %d: %v", i, ok)
+		}
+	}
+	for _, c := range []Credential{
+		{Date: "20261208", Region: "r-1", Service: "ecs"},
+		{Date: "20261207", Region: "r-1", Service: "ecs2"},
+		{Date: "20261207", Region: "r-1/ecs", Service: ""},
+		{Date: "20261207/r-1", Region: "", Service: "ecs"},
+	} {
+		if _, ok := k.get(c); ok {
+			t.Errorf("found for %+v", c)
+		}
+	}
+}

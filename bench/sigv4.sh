@@ -21,7 +21,10 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 go build -tags grpcnotrace -o "$dir/tollgate" ./cmd/tollgate
 go build -o "$dir/load" ./bench/load
-"$dir/load" -write-credentials "$dir/credentials" -keys 10000
+# In a directory of its own: the server re-reads the file when its
+# directory changes, and the reports are written next to it.
+mkdir "$dir/creds"
+"$dir/load" -write-credentials "$dir/creds/credentials" -keys 10000
 servers=(unverified verified)
 if [ -n "${BEFORE:-}" ]; then
   mkdir "$dir/before"
@@ -34,15 +37,15 @@ for round in $(seq "$ROUNDS"); do
   for s in "${servers[@]}"; do
     bin=$dir/tollgate args=""
     case $s in
-    verified) args="--credentials $dir/credentials" ;;
-    before) bin=$dir/tollgate-before args="--credentials $dir/credentials" ;;
+    verified) args="--credentials $dir/creds/credentials" ;;
+    before) bin=$dir/tollgate-before args="--credentials $dir/creds/credentials" ;;
     esac
     spawn=(-spawn "$bin")
     [ "$PIN" = 1 ] && spawn+=(-spawn-cpus "$SERVER_CPUS")
     if [ -n "${PORT_BASE:-}" ]; then port lport; args="$args --listen 127.0.0.1:$lport"; fi
     [ -n "$args" ] && spawn+=(-serve-args "$args")
     echo "## round $round: $s"
-    "${pin_client[@]}" "$dir/load" "${spawn[@]}" -d "$D" -mode aws -sign -keys 10000 -c "$C" | grep -v '^first error' | tee "$dir/out"
+    "${pin_client[@]}" "$dir/load" "${spawn[@]}" -d "$D" -warmup 3s -mode aws -sign -keys 10000 -c "$C" | grep -v '^first error' | tee "$dir/out"
     cps=$(sed -n 's/.*decisions_per_server_cpu_second=\([0-9.]*\).*/\1/p' "$dir/out")
     echo "$round $s ${cps:-0}" >>"$dir/cps"
   done
