@@ -159,6 +159,8 @@ func (v *Verifier) VerifyHeaders(r *http.Request, remote string) (Pending, *Erro
 	p, e := v.verifyHeaders(r)
 	if e != nil {
 		v.fail(remote)
+	} else if p.payload != nil {
+		p.payload.v, p.payload.remote = v, remote
 	}
 	return p, e
 }
@@ -169,7 +171,9 @@ func (v *Verifier) VerifyHeaders(r *http.Request, remote string) (Pending, *Erro
 func (v *Verifier) VerifyBody(r *http.Request, p Pending, body []byte, remote string) (Credential, *Error) {
 	e := v.verifyBody(r, &p, body)
 	if e != nil {
-		v.fail(remote)
+		if p.payload == nil || !p.payload.done { // else counted as read
+			v.fail(remote)
+		}
 		return Credential{}, e
 	}
 	return p.Cred, nil
@@ -326,10 +330,12 @@ func isLowerHex(s string) bool {
 // payloadCheck is the body hash a signature verified from the headers
 // covers (X-Amz-Content-Sha256), and what the body read so far hashes to.
 type payloadCheck struct {
-	want sha256sum
-	h    hash.Hash // nil until the body is read through Pending.Body
-	done bool      // the body was read to its end through Pending.Body
-	ok   bool      // and hashed to want
+	want   sha256sum
+	h      hash.Hash // nil until the body is read through Pending.Body
+	done   bool      // the body was read to its end through Pending.Body
+	ok     bool      // and hashed to want
+	v      *Verifier // counts a mismatch against remote
+	remote string
 }
 
 type sha256sum = [sha256.Size]byte
@@ -347,7 +353,8 @@ func (c *payloadCheck) matched(body []byte) bool {
 // signature is verified already (the request declared its payload hash),
 // it hashes the body as it arrives, and at its end answers an
 // InvalidSignatureException (an *[Error]) instead of io.EOF if the body is
-// not the one signed, so that a caller stops at once; otherwise it is
+// not the one signed (counted as a failure, as VerifyBody counts one), so
+// that a caller stops at once; otherwise it is
 // body itself and [Verifier.VerifyBody] hashes the body once read.
 func (p Pending) Body(body io.ReadCloser) io.ReadCloser {
 	if p.payload == nil {
@@ -371,6 +378,7 @@ func (r *payloadReader) Read(b []byte) (int, error) {
 		r.c.h.Sum(sum[:0])
 		r.c.done, r.c.ok = true, sum == r.c.want
 		if !r.c.ok {
+			r.c.v.fail(r.c.remote)
 			return n, errPayloadHash()
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -282,4 +284,53 @@ func FuzzParseCredentials(f *testing.F) {
 			t.Error("no error and no key")
 		}
 	})
+}
+
+// TestVerifyHeadersBeforeTheBody: with X-Amz-Content-Sha256 the signature
+// is verified from the headers alone; the body read through Pending.Body
+// is hashed as it arrives, and a body that is not the declared one ends
+// in InvalidSignatureException, counted as a failure of its client.
+func TestVerifyHeadersBeforeTheBody(t *testing.T) {
+	body := []byte(`{"clusters":["default"]}`)
+	sum := sha256.Sum256(body)
+	declared := func(secret string) *http.Request {
+		return signedWith(t, "AKIDTENANTA", secret, "", body, signedAt, "X-Amz-Content-Sha256", hex.EncodeToString(sum[:]))
+	}
+	c, _ := awsjson.ParseCredentials([]byte(testCredentials))
+	v := awsjson.NewVerifier(c, awsjson.VerifierOptions{Now: func() time.Time { return signedAt }, Failures: awsjson.NewFailureBound(1, 0.001, 0)})
+
+	if _, e := v.VerifyHeaders(declared("not-the-secret"), "192.0.2.9:1"); e == nil || e.Code != "InvalidSignatureException" {
+		t.Fatalf("wrong secret, from the headers: %v", e)
+	}
+	r := declared("secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY")
+	p, e := v.VerifyHeaders(r, "192.0.2.1:1")
+	if e != nil {
+		t.Fatal(e)
+	}
+	got, err := io.ReadAll(p.Body(io.NopCloser(bytes.NewReader(body))))
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("reading the declared body: %q %v", got, err)
+	}
+	if cred, e := v.VerifyBody(r, p, got, "192.0.2.1:1"); e != nil || cred.AccessKeyID != "AKIDTENANTA" {
+		t.Fatalf("VerifyBody: %+v %v", cred, e)
+	}
+
+	r = declared("secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY")
+	if p, e = v.VerifyHeaders(r, "192.0.2.2:1"); e != nil {
+		t.Fatal(e)
+	}
+	_, err = io.ReadAll(p.Body(io.NopCloser(strings.NewReader(`{"clusters":["other"]}`))))
+	var ae *awsjson.Error
+	if !errors.As(err, &ae) || ae.Code != "InvalidSignatureException" {
+		t.Fatalf("another body: %v", err)
+	}
+	if _, e := v.VerifyBody(r, p, []byte(`{"clusters":["other"]}`), "192.0.2.2:1"); e == nil {
+		t.Fatal("another body verified")
+	}
+	if e := v.Refused("192.0.2.2:1"); e == nil {
+		t.Error("the failed body was not counted against its client (a burst of 1)")
+	}
+	if e := v.Refused("192.0.2.1:1"); e != nil {
+		t.Errorf("the good client is refused: %v", e)
+	}
 }
