@@ -13,7 +13,6 @@ package awsjson
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding"
 	"encoding/hex"
 	"hash"
 	"net/http"
@@ -244,12 +243,8 @@ func appendScope(dst []byte, c Credential) []byte {
 	return append(dst, "/aws4_request"...)
 }
 
-// signingKey is a derived SigV4 signing key, kept as the SHA-256 states
-// after HMAC's inner and outer pads, so that a signature costs two hashes
-// of its message and nothing to set up.
-type signingKey struct {
-	inner, outer []byte // marshalled sha256 states
-}
+// signingKey is a derived SigV4 signing key.
+type signingKey [sha256.Size]byte
 
 // deriveSigningKey derives the signing key of a secret for a credential
 // scope: HMAC chained over "AWS4"+secret, date, region, service and
@@ -263,21 +258,7 @@ func deriveSigningKey(secret string, c Credential) signingKey {
 	k := mac([]byte("AWS4"+secret), c.Date)
 	k = mac(k, c.Region)
 	k = mac(k, c.Service)
-	k = mac(k, "aws4_request")
-	// Both states in one allocation, side by side in memory.
-	var states []byte
-	for _, x := range [...]byte{0x36, 0x5c} {
-		var block [sha256.BlockSize]byte
-		copy(block[:], k)
-		for i := range block {
-			block[i] ^= x
-		}
-		h := sha256.New()
-		h.Write(block[:])
-		states, _ = h.(encoding.BinaryAppender).AppendBinary(states)
-	}
-	n := len(states) / 2
-	return signingKey{inner: states[:n:n], outer: states[n:]}
+	return signingKey(mac(k, "aws4_request"))
 }
 
 // signingKeys are the signing keys of an access key's recent good
@@ -286,28 +267,40 @@ func deriveSigningKey(secret string, c Credential) signingKey {
 // signature that verified adds to them, so failures cannot fill them.
 // Reads take no lock: the list is replaced, never changed.
 type signingKeys struct {
-	scopes atomic.Pointer[[]scopedKey]
+	scopes atomic.Pointer[scopeList]
 }
 
 // maxScopesPerKey bounds the signing keys kept per access key.
 const maxScopesPerKey = 4
 
+// scopeList is a key's signing keys, their scopes inline: finding one
+// reads one allocation, which matters among thousands of keys.
+type scopeList struct {
+	n    int
+	keys [maxScopesPerKey]scopedKey
+}
+
+// maxScopeLen is the longest date/region/service parseCredential lets
+// through.
+const maxScopeLen = 8 + 1 + 64 + 1 + 64
+
 // scopedKey is a signing key and the scope it signs for.
 type scopedKey struct {
-	scope string // date/region/service, in one string: one cache line to compare
-	key   signingKey
+	scopeLen int
+	scope    [maxScopeLen]byte // date/region/service
+	key      signingKey
 }
 
 // matches reports whether k signs for c's scope.
 func (k *scopedKey) matches(c Credential) bool {
-	s, d, r := k.scope, len(c.Date), len(c.Region)
-	return len(s) == d+r+len(c.Service)+2 && s[:d] == c.Date && s[d+1:d+1+r] == c.Region && s[d+r+2:] == c.Service
+	s, d, r := k.scope[:k.scopeLen], len(c.Date), len(c.Region)
+	return len(s) == d+r+len(c.Service)+2 && string(s[:d]) == c.Date && string(s[d+1:d+1+r]) == c.Region && string(s[d+r+2:]) == c.Service
 }
 
 func (k *signingKeys) get(c Credential) (signingKey, bool) {
-	if p := k.scopes.Load(); p != nil {
-		for i := range *p {
-			if s := &(*p)[i]; s.matches(c) {
+	if l := k.scopes.Load(); l != nil {
+		for i := range l.n {
+			if s := &l.keys[i]; s.matches(c) {
 				return s.key, true
 			}
 		}
@@ -316,21 +309,28 @@ func (k *signingKeys) get(c Credential) (signingKey, bool) {
 }
 
 func (k *signingKeys) put(c Credential, key signingKey) {
-	next := []scopedKey{{c.Date + "/" + c.Region + "/" + c.Service, key}}
-	if p := k.scopes.Load(); p != nil {
-		next = append(next, (*p)[:min(len(*p), maxScopesPerKey-1)]...)
+	scope := c.Date + "/" + c.Region + "/" + c.Service
+	if len(scope) > maxScopeLen {
+		return // parseCredential lets none through
 	}
-	k.scopes.Store(&next)
+	next := &scopeList{n: 1}
+	next.keys[0].scopeLen = copy(next.keys[0].scope[:], scope)
+	next.keys[0].key = key
+	if l := k.scopes.Load(); l != nil {
+		next.n += copy(next.keys[1:], l.keys[:l.n])
+	}
+	k.scopes.Store(next)
 }
 
 // signer is the per-call scratch of a signature: a canonical request and
-// a string to sign are built in buf, hashed by h, and signed by the HMAC
-// states inner and outer. Pooled: a verification allocates nothing.
+// a string to sign are built in buf, hashed by h, and signed by HMAC's
+// inner and outer hashes. Pooled: a verification allocates nothing.
 type signer struct {
 	buf          []byte
 	h            hash.Hash
 	inner, outer hash.Hash
 	sum          [sha256.Size]byte
+	pad          [sha256.BlockSize]byte
 	payload      [2 * sha256.Size]byte // a body's hash, hex
 	sig          [2 * sha256.Size]byte // the signature, hex
 }
@@ -355,14 +355,30 @@ func (s *signer) signature(key signingKey, r *http.Request, a *requestAuth, payl
 	s.h.Write(s.buf)
 	s.h.Sum(s.sum[:0])
 	s.buf = appendStringToSign(s.buf[:0], a.date, a.cred, &s.sum)
-	s.inner.(encoding.BinaryUnmarshaler).UnmarshalBinary(key.inner)
+	// HMAC-SHA256 (RFC 2104) under the signing key, as crypto/hmac
+	// computes it, with no allocation.
+	s.setPad(&key, 0x36)
+	s.inner.Reset()
+	s.inner.Write(s.pad[:])
 	s.inner.Write(s.buf)
 	s.inner.Sum(s.sum[:0])
-	s.outer.(encoding.BinaryUnmarshaler).UnmarshalBinary(key.outer)
+	s.setPad(&key, 0x5c)
+	s.outer.Reset()
+	s.outer.Write(s.pad[:])
 	s.outer.Write(s.sum[:])
 	s.outer.Sum(s.sum[:0])
 	hex.Encode(s.sig[:], s.sum[:])
 	return &s.sig
+}
+
+// setPad sets s.pad to the key, zero-padded to a block, XOR x.
+func (s *signer) setPad(key *signingKey, x byte) {
+	for i := range s.pad {
+		s.pad[i] = x
+	}
+	for i, b := range key {
+		s.pad[i] = b ^ x
+	}
 }
 
 // equalHex compares a computed signature with the client's in constant

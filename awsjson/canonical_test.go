@@ -271,7 +271,7 @@ func TestSigningKeysPerScope(t *testing.T) {
 	}
 	for i := 1; i <= maxScopesPerKey; i++ {
 		got, ok := k.get(scope(i))
-		if want := deriveSigningKey("s", scope(i)); !ok || !bytes.Equal(got.inner, want.inner) || !bytes.Equal(got.outer, want.outer) {
+		if want := deriveSigningKey("s", scope(i)); !ok || got != want {
 			t.Errorf("scope %d: %v", i, ok)
 		}
 	}
