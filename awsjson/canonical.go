@@ -276,7 +276,7 @@ const maxScopesPerKey = 4
 // scopeList is a key's signing keys, their scopes inline: finding one
 // reads one allocation, which matters among thousands of keys.
 type scopeList struct {
-	n    int
+	n    uint8
 	keys [maxScopesPerKey]scopedKey
 }
 
@@ -286,9 +286,11 @@ const maxScopeLen = 8 + 1 + 64 + 1 + 64
 
 // scopedKey is a signing key and the scope it signs for.
 type scopedKey struct {
-	scopeLen int
-	scope    [maxScopeLen]byte // date/region/service
+	// The key, then the scope: a list's first entry and a short scope
+	// ("20261207/us-east-1/ecs") share one cache line.
 	key      signingKey
+	scopeLen uint8
+	scope    [maxScopeLen]byte // date/region/service
 }
 
 // matches reports whether k signs for c's scope.
@@ -314,10 +316,10 @@ func (k *signingKeys) put(c Credential, key signingKey) {
 		return // parseCredential lets none through
 	}
 	next := &scopeList{n: 1}
-	next.keys[0].scopeLen = copy(next.keys[0].scope[:], scope)
+	next.keys[0].scopeLen = uint8(copy(next.keys[0].scope[:], scope))
 	next.keys[0].key = key
 	if l := k.scopes.Load(); l != nil {
-		next.n += copy(next.keys[1:], l.keys[:l.n])
+		next.n += uint8(copy(next.keys[1:], l.keys[:l.n]))
 	}
 	k.scopes.Store(next)
 }

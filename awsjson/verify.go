@@ -73,8 +73,8 @@ type verifierKeys struct {
 
 // keyState is an access key's secret and its recent signing keys.
 type keyState struct {
+	signing signingKeys // first: read on every request
 	secret  Secret
-	signing signingKeys
 }
 
 // VerifierOptions tune a [Verifier]. The zero value is AWS's behaviour.

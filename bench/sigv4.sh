@@ -7,14 +7,14 @@
 # CPU-second, per round and overall. With BEFORE=<git revision> a third
 # server, built from that revision, is measured verified in each round too.
 #
-#   PIN=1 bash bench/sigv4.sh            # ROUNDS=4 D=20s by default
+#   PIN=1 bash bench/sigv4.sh            # ROUNDS=6 D=20s by default
 #   PIN=1 BEFORE=6a20a84 bash bench/sigv4.sh
 #
 # PIN and PORT_BASE: see bench/lib.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=${D:-20s}
-ROUNDS=${ROUNDS:-4}
+ROUNDS=${ROUNDS:-6}
 C=${C:-16}
 . bench/lib.sh
 dir=$(mktemp -d)
