@@ -53,17 +53,24 @@ done
 echo "# decisions per server CPU-second, verified ÷ unverified"
 python3 - "$dir/cps" <<'PY'
 import sys, collections
-rows = [l.split() for l in open(sys.argv[1])]
 by = collections.defaultdict(dict)
-for r, s, v in rows:
-    by[r][s] = float(v)
+for line in open(sys.argv[1]):
+    r, s, v = line.split()
+    if float(v) > 0:  # 0: too little server CPU in the window for a figure
+        by[r][s] = float(v)
+servers = ["unverified", "verified", "before"]
+full = [r for r in sorted(by, key=int) if "unverified" in by[r] and "verified" in by[r]]
 for r in sorted(by, key=int):
     d = by[r]
+    if r not in full:
+        print("round %s: left out (a server got too little CPU for a figure)" % r)
+        continue
     line = "round %s: unverified %.0f, verified %.0f: %.3f" % (r, d["unverified"], d["verified"], d["verified"] / d["unverified"])
     if "before" in d:
         line += "; before (verified) %.0f: %.3f" % (d["before"], d["before"] / d["unverified"])
     print(line)
-tot = {s: sum(d[s] for d in by.values()) for s in by[next(iter(by))]}
-print("all rounds: verified ÷ unverified %.3f" % (tot["verified"] / tot["unverified"]) +
-      ("; before ÷ unverified %.3f" % (tot["before"] / tot["unverified"]) if "before" in tot else ""))
+if full:
+    tot = {s: sum(by[r][s] for r in full) for s in servers if all(s in by[r] for r in full)}
+    print("all rounds: verified ÷ unverified %.3f" % (tot["verified"] / tot["unverified"]) +
+          ("; before ÷ unverified %.3f" % (tot["before"] / tot["unverified"]) if "before" in tot else ""))
 PY
