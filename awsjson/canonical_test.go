@@ -286,3 +286,21 @@ func TestSigningKeysPerScope(t *testing.T) {
 		}
 	}
 }
+
+// TestAWSTestSuiteGetVanilla: get-vanilla of AWS's published SigV4 test
+// suite (aws-sig-v4-test-suite/get-vanilla), verified.
+func TestAWSTestSuiteGetVanilla(t *testing.T) {
+	r := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/"}, Host: "example.amazonaws.com", Header: http.Header{
+		"X-Amz-Date":    {"20150830T123600Z"},
+		"Authorization": {"AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, SignedHeaders=host;x-amz-date, Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"},
+	}}
+	at := time.Date(2015, 8, 30, 12, 36, 0, 0, time.UTC)
+	c := mustCredentials(t, "[suite]\naws_access_key_id = AKIDEXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY\n")
+	if _, e := NewVerifier(c, VerifierOptions{Now: func() time.Time { return at }}).Verify(r, nil, "192.0.2.1:1"); e != nil {
+		t.Fatal(e)
+	}
+	c = mustCredentials(t, "[suite]\naws_access_key_id = AKIDEXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEZ\n")
+	if _, e := NewVerifier(c, VerifierOptions{Now: func() time.Time { return at }}).Verify(r, nil, "192.0.2.1:1"); e == nil {
+		t.Fatal("verified with another secret")
+	}
+}
