@@ -8,8 +8,11 @@
 //
 // It is used by the front door (package gateway) and by each AWS API
 // behind it (cloudmap, servicequotas), so no API imports the gateway. It
-// parses and writes; it holds no state, starts no goroutine, does no I/O
-// beyond the ResponseWriter it is given, and checks no signatures.
+// parses, writes and verifies SigV4 signatures ([Verifier], by AWS's
+// rules, over a canonical request checked against aws-sdk-go-v2's signer
+// and botocore's); the only state it holds is a Verifier's keys, their
+// recent signing keys and the failures of its clients. It starts no
+// goroutine and does no I/O beyond the ResponseWriter it is given.
 //
 // # Parsers
 //

@@ -101,14 +101,13 @@ func CheckHeaders(h http.Header) *Error {
 }
 
 // AuthError is the 400 to answer for an error of [ParseAuthorization]:
-// MissingAuthenticationTokenException for [ErrMissingAuth], else
-// IncompleteSignatureException.
+// MissingAuthenticationTokenException with AWS's "Missing Authentication
+// Token" for [ErrMissingAuth], else IncompleteSignatureException.
 func AuthError(err error) *Error {
-	code := CodeIncompleteSignature
 	if errors.Is(err, ErrMissingAuth) {
-		code = CodeMissingAuthToken
+		return &Error{http.StatusBadRequest, CodeMissingAuthToken, msgMissingAuth}
 	}
-	return &Error{http.StatusBadRequest, code, err.Error()}
+	return &Error{http.StatusBadRequest, CodeIncompleteSignature, err.Error()}
 }
 
 // IsContentType reports whether a Content-Type is AWS JSON 1.1,

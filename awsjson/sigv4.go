@@ -117,11 +117,16 @@ func parseAuthorization(header string) (authorization, error) {
 
 // parseCredential reads AccessKeyID/Date/Region/Service/aws4_request.
 func parseCredential(cred string) (Credential, error) {
-	parts := strings.Split(cred, "/")
-	if len(parts) != 5 || parts[4] != "aws4_request" {
+	var c Credential
+	rest, ok := cred, true
+	for _, part := range [...]*string{&c.AccessKeyID, &c.Date, &c.Region, &c.Service} {
+		if ok {
+			*part, rest, ok = strings.Cut(rest, "/")
+		}
+	}
+	if !ok || rest != "aws4_request" {
 		return Credential{}, fmt.Errorf("%w: Credential %s is not AccessKeyID/Date/Region/Service/aws4_request", ErrBadAuth, Clip(cred))
 	}
-	c := Credential{AccessKeyID: parts[0], Date: parts[1], Region: parts[2], Service: parts[3]}
 	switch {
 	case !isWord(c.AccessKeyID, 128):
 		return Credential{}, fmt.Errorf("%w: access key id %s", ErrBadAuth, Clip(c.AccessKeyID))

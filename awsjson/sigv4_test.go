@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseAuthorization(t *testing.T) {
@@ -121,6 +122,21 @@ func FuzzParseTarget(f *testing.F) {
 		}
 		if prefix+"."+action != header || !isWord(prefix, 128) || !isWord(action, 128) {
 			t.Fatalf("ParseTarget(%q) = %q, %q", header, prefix, action)
+		}
+	})
+}
+
+// FuzzParseAmzDate: parseAmzDate reads exactly what time.Parse reads with
+// the X-Amz-Date layout, as the same instant.
+func FuzzParseAmzDate(f *testing.F) {
+	for _, s := range []string{"20261205T031500Z", "20260230T000000Z", "20261205T240000Z", "2026120XT031500Z", "20261205T031500", "00000101T000000Z", "20241229T235960Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseAmzDate(s)
+		want, err := time.Parse(amzDateFormat, s)
+		if ok != (err == nil) || ok && !got.Equal(want) {
+			t.Fatalf("parseAmzDate(%q) = %v, %v; time.Parse: %v, %v", s, got, ok, want, err)
 		}
 	})
 }

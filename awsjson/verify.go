@@ -1,19 +1,15 @@
 package awsjson
 
 import (
-	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
+	"io"
 	"net/http"
-	"net/url"
-	"strconv"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
 
 // AWS's error codes and messages for a request that fails authentication,
@@ -21,6 +17,9 @@ import (
 const (
 	CodeUnrecognizedClient = "UnrecognizedClientException"
 	CodeInvalidSignature   = "InvalidSignatureException"
+	// CodeAccessDenied answers (with 403) an X-Amz-* header the
+	// signature does not cover.
+	CodeAccessDenied = "AccessDeniedException"
 
 	msgUnrecognizedClient = "The security token included in the request is invalid."
 	msgInvalidSignature   = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details."
@@ -44,10 +43,17 @@ const (
 
 // Verifier verifies AWS Signature Version 4 on requests, in the
 // Authorization header or in a presigned URL's query, against the access
-// keys of a [Credentials]. The canonical request and the signature are
-// computed by aws-sdk-go-v2's signer, one per access key, so a key's
-// signing key is derived once per day, region and service. Signatures are
-// compared in constant time.
+// keys of a [Credentials]. The signature is computed over exactly the
+// headers the client listed in SignedHeaders (User-Agent included), by
+// the canonicalisation of canonical.go, which follows aws-sdk-go-v2's
+// signer byte for byte (FuzzCanonicalMatchesTheSDK) and botocore's
+// (TestBotocoreVectors); a signing key is derived once per access key,
+// day, region and service. Signatures are compared in constant time.
+//
+// AWS's rules apply: every X-Amz-* header of the request must be signed,
+// a long-term key (no session token in the credentials file) must come
+// without X-Amz-Security-Token and a temporary one with its own, and the
+// signing time must be within [MaxSkew] of the server's clock.
 //
 // A Verifier is safe for concurrent use; [Verifier.SetCredentials]
 // replaces the keys while requests are verified.
@@ -57,10 +63,17 @@ type Verifier struct {
 	failures *FailureBound
 }
 
-// verifierKeys are one Credentials with a signer per access key.
+// verifierKeys are one Credentials with the signing keys derived from
+// them.
 type verifierKeys struct {
-	creds   *Credentials
-	signers map[string]*v4.Signer
+	creds *Credentials
+	keys  map[string]*keyState // by access key id
+}
+
+// keyState is an access key's secret and its recent signing keys.
+type keyState struct {
+	signing signingKeys // first: read on every request
+	secret  Secret
 }
 
 // VerifierOptions tune a [Verifier]. The zero value is AWS's behaviour.
@@ -82,10 +95,11 @@ func NewVerifier(c *Credentials, opts VerifierOptions) *Verifier {
 }
 
 // SetCredentials replaces the accepted keys (a re-read credentials file).
+// The signing keys derived from the old ones are forgotten.
 func (v *Verifier) SetCredentials(c *Credentials) {
-	k := &verifierKeys{creds: c, signers: make(map[string]*v4.Signer, len(c.keys))}
-	for id := range c.keys {
-		k.signers[id] = v4.NewSigner(func(o *v4.SignerOptions) { o.DisableHeaderHoisting = true })
+	k := &verifierKeys{creds: c, keys: make(map[string]*keyState, len(c.keys))}
+	for id, secret := range c.keys {
+		k.keys[id] = &keyState{secret: secret}
 	}
 	v.keys.Store(k)
 }
@@ -105,63 +119,269 @@ func (v *Verifier) Refused(remote string) *Error {
 }
 
 // Verify checks r's signature over body and returns the credential scope
-// it verified. The error is the one AWS answers with: a missing signature
+// it verified: [Verifier.VerifyHeaders] then [Verifier.VerifyBody]. The
+// error is the one AWS answers with: a missing signature
 // MissingAuthenticationTokenException, a malformed one
-// IncompleteSignatureException, an unknown key UnrecognizedClientException,
-// a wrong signature, a body changed after signing or a time out of
-// [MaxSkew] InvalidSignatureException. A failure is counted against
-// remote, the client's address.
+// IncompleteSignatureException, an unknown key or a wrong session token
+// UnrecognizedClientException, a wrong signature, a body changed after
+// signing or a time out of [MaxSkew] InvalidSignatureException, an
+// unsigned X-Amz-* header AccessDeniedException. A failure is counted
+// against remote, the client's address.
 func (v *Verifier) Verify(r *http.Request, body []byte, remote string) (Credential, *Error) {
-	cred, e := v.verify(r, body)
-	if e != nil && v.failures != nil {
-		v.failures.Fail(remote, v.now())
+	p, e := v.VerifyHeaders(r, remote)
+	if e != nil {
+		return Credential{}, e
 	}
-	return cred, e
+	return v.VerifyBody(r, p, body, remote)
 }
 
-func (v *Verifier) verify(r *http.Request, body []byte) (Credential, *Error) {
-	a, err := parseRequestAuth(r)
-	if err != nil {
-		e := AuthError(err)
-		if e.Code == CodeMissingAuthToken {
-			e.Message = msgMissingAuth
+// Pending is a request whose signature [Verifier.VerifyHeaders] checked
+// as far as its headers allow; [Verifier.VerifyBody] finishes it.
+type Pending struct {
+	// Cred is the credential scope of the signature.
+	Cred Credential
+	auth requestAuth
+	key  *keyState
+	// payload is set when the signature is verified already, over the
+	// payload hash the request declared (X-Amz-Content-Sha256): the body
+	// only has to hash to it.
+	payload *payloadCheck
+}
+
+// VerifyHeaders checks what of r's signature can be checked before its
+// body is read: its shape, its access key and session token, its time,
+// that every X-Amz-* header is signed and, when the request declares its
+// payload's hash (X-Amz-Content-Sha256), the signature itself; then only
+// the body's hash is left, which [Pending.Body] checks as the body is
+// read. Errors are [Verifier.Verify]'s, and counted against remote.
+func (v *Verifier) VerifyHeaders(r *http.Request, remote string) (Pending, *Error) {
+	p, e := v.verifyHeaders(r)
+	if e != nil {
+		v.fail(remote)
+	} else if p.payload != nil {
+		p.payload.v, p.payload.remote = v, remote
+	}
+	return p, e
+}
+
+// VerifyBody finishes the verification VerifyHeaders began, with the
+// body: its hash must be the one signed. Errors are [Verifier.Verify]'s,
+// and counted against remote.
+func (v *Verifier) VerifyBody(r *http.Request, p Pending, body []byte, remote string) (Credential, *Error) {
+	e := v.verifyBody(r, &p, body)
+	if e != nil {
+		if p.payload == nil || !p.payload.done { // else counted as read
+			v.fail(remote)
 		}
 		return Credential{}, e
 	}
-	keys := v.keys.Load()
-	secret, ok := keys.creds.keys[a.cred.AccessKeyID]
-	if !ok {
-		return Credential{}, &Error{http.StatusBadRequest, CodeUnrecognizedClient, msgUnrecognizedClient}
+	return p.Cred, nil
+}
+
+func (v *Verifier) fail(remote string) {
+	if v.failures != nil {
+		v.failures.Fail(remote, v.now())
 	}
-	if secret.SessionToken != "" && !hmac.Equal([]byte(a.token), []byte(secret.SessionToken)) {
-		return Credential{}, &Error{http.StatusBadRequest, CodeUnrecognizedClient, msgUnrecognizedClient}
+}
+
+// Errors of verification, as AWS words them.
+func errUnrecognizedClient() *Error {
+	return &Error{http.StatusBadRequest, CodeUnrecognizedClient, msgUnrecognizedClient}
+}
+
+func errInvalidSignature() *Error {
+	return &Error{http.StatusBadRequest, CodeInvalidSignature, msgInvalidSignature}
+}
+
+func errPayloadHash() *Error {
+	return &Error{http.StatusBadRequest, CodeInvalidSignature,
+		"The provided 'x-amz-content-sha256' header does not match what was computed."}
+}
+
+func (v *Verifier) verifyHeaders(r *http.Request) (Pending, *Error) {
+	a, err := parseRequestAuth(r)
+	if err != nil {
+		return Pending{}, AuthError(err)
+	}
+	key, ok := v.keys.Load().keys[a.cred.AccessKeyID]
+	if !ok {
+		return Pending{}, errUnrecognizedClient()
+	}
+	// A temporary key must come with its own token; a long-term key
+	// with none: AWS refuses a token it did not issue to the key.
+	if !equalString(a.token, key.secret.SessionToken) {
+		return Pending{}, errUnrecognizedClient()
 	}
 	if a.date[:8] != a.cred.Date {
-		return Credential{}, &Error{http.StatusBadRequest, CodeInvalidSignature,
+		return Pending{}, &Error{http.StatusBadRequest, CodeInvalidSignature,
 			"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '" + a.cred.Date + "' != '" + a.date[:8] + "', from '" + a.date + "'."}
 	}
-	signed, _ := time.Parse(amzDateFormat, a.date) // parseRequestAuth checked it
-	now := v.now().UTC()
-	if e := checkTime(signed, now, a.expires); e != nil {
-		return Credential{}, e
+	if e := checkTime(a.signed, v.now().UTC(), a.expires); e != nil {
+		return Pending{}, e
 	}
-	payload := r.Header.Get(headerContentSHA)
-	sum := sha256.Sum256(body)
-	bodyHash := hex.EncodeToString(sum[:])
-	if payload == "" {
-		payload = bodyHash
-	} else if payload != bodyHash {
+	if e := checkAmzHeadersSigned(r.Header, a.signedHeaders); e != nil {
+		return Pending{}, e
+	}
+	p := Pending{Cred: a.cred, auth: a, key: key}
+	if declared := r.Header[headerContentSHA]; len(declared) > 0 {
 		// UNSIGNED-PAYLOAD too: an AWS JSON body is always signed.
-		return Credential{}, &Error{http.StatusBadRequest, CodeInvalidSignature,
-			"The provided 'x-amz-content-sha256' header does not match what was computed."}
+		var sum [sha256.Size]byte
+		if len(declared) > 1 || len(declared[0]) != 2*sha256.Size || !isLowerHex(declared[0]) {
+			return Pending{}, errPayloadHash()
+		}
+		payload := []byte(declared[0])
+		hex.Decode(sum[:], payload)
+		if !v.signatureMatches(r, &p, payload) {
+			return Pending{}, errInvalidSignature()
+		}
+		p.payload = &payloadCheck{want: sum}
 	}
-	want, err := expectedSignature(keys.signers[a.cred.AccessKeyID], r, a, aws.Credentials{
-		AccessKeyID: a.cred.AccessKeyID, SecretAccessKey: secret.SecretAccessKey, SessionToken: a.token,
-	}, payload, signed)
-	if err != nil || !hmac.Equal([]byte(want), []byte(a.signature)) {
-		return Credential{}, &Error{http.StatusBadRequest, CodeInvalidSignature, msgInvalidSignature}
+	return p, nil
+}
+
+func (v *Verifier) verifyBody(r *http.Request, p *Pending, body []byte) *Error {
+	if p.payload != nil {
+		if !p.payload.matched(body) {
+			return errPayloadHash()
+		}
+		return nil
 	}
-	return a.cred, nil
+	s := signers.Get().(*signer)
+	defer signers.Put(s)
+	if !v.signatureMatches(r, p, s.payloadHash(body)) {
+		return errInvalidSignature()
+	}
+	return nil
+}
+
+// signatureMatches reports whether the request's signature is the one
+// its key's secret gives over the payload hash payload. A key derived
+// for a signature that matched is kept for the next ones.
+func (v *Verifier) signatureMatches(r *http.Request, p *Pending, payload []byte) bool {
+	key, cached := p.key.signing.get(p.Cred)
+	if !cached {
+		key = deriveSigningKey(p.key.secret.SecretAccessKey, p.Cred)
+	}
+	s := signers.Get().(*signer)
+	want := s.signature(key, r, &p.auth, payload)
+	ok := equalHex(want, p.auth.signature)
+	signers.Put(s)
+	if ok && !cached {
+		p.key.signing.put(p.Cred, key)
+	}
+	return ok
+}
+
+// checkAmzHeadersSigned refuses a request with an X-Amz-* header its
+// signature does not cover, as AWS does (S3 words it; the rule is
+// SigV4's): an unsigned header could be added or changed by anyone on
+// the way, X-Amz-Target (the operation) among them.
+func checkAmzHeadersSigned(h http.Header, signedHeaders string) *Error {
+	var missing []string
+	for name := range h {
+		if len(name) >= 6 && strings.EqualFold(name[:6], "x-amz-") && !listed(signedHeaders, name) {
+			missing = append(missing, strings.ToLower(name))
+		}
+	}
+	if missing == nil {
+		return nil
+	}
+	slices.Sort(missing)
+	msg := "There were headers present in the request which were not signed: " + strings.Join(missing, ", ")
+	return &Error{http.StatusForbidden, CodeAccessDenied, ClipMessage(msg)}
+}
+
+// listed reports whether name, in any case, is one of the ';'-separated
+// names.
+func listed(names, name string) bool {
+	for names != "" {
+		var n string
+		n, names, _ = strings.Cut(names, ";")
+		if strings.EqualFold(n, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// equalString compares two strings in time that depends on their
+// lengths only.
+func equalString(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	var d byte
+	for i := 0; i < len(a); i++ {
+		d |= a[i] ^ b[i]
+	}
+	return d == 0
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// payloadCheck is the body hash a signature verified from the headers
+// covers (X-Amz-Content-Sha256), and what the body read so far hashes to.
+type payloadCheck struct {
+	want   sha256sum
+	h      hash.Hash // nil until the body is read through Pending.Body
+	done   bool      // the body was read to its end through Pending.Body
+	ok     bool      // and hashed to want
+	v      *Verifier // counts a mismatch against remote
+	remote string
+}
+
+type sha256sum = [sha256.Size]byte
+
+// matched reports whether the body hashed to the declared hash: as it was
+// read through [Pending.Body], or else now.
+func (c *payloadCheck) matched(body []byte) bool {
+	if c.done {
+		return c.ok
+	}
+	return sha256.Sum256(body) == c.want
+}
+
+// Body returns the reader to read the request's body through. When the
+// signature is verified already (the request declared its payload hash),
+// it hashes the body as it arrives, and at its end answers an
+// InvalidSignatureException (an *[Error]) instead of io.EOF if the body is
+// not the one signed (counted as a failure, as VerifyBody counts one), so
+// that a caller stops at once; otherwise it is
+// body itself and [Verifier.VerifyBody] hashes the body once read.
+func (p Pending) Body(body io.ReadCloser) io.ReadCloser {
+	if p.payload == nil {
+		return body
+	}
+	p.payload.h = sha256.New()
+	return &payloadReader{ReadCloser: body, c: p.payload}
+}
+
+// payloadReader hashes a body as it is read (see [Pending.Body]).
+type payloadReader struct {
+	io.ReadCloser
+	c *payloadCheck
+}
+
+func (r *payloadReader) Read(b []byte) (int, error) {
+	n, err := r.ReadCloser.Read(b)
+	r.c.h.Write(b[:n])
+	if err == io.EOF && !r.c.done {
+		var sum sha256sum
+		r.c.h.Sum(sum[:0])
+		r.c.done, r.c.ok = true, sum == r.c.want
+		if !r.c.ok {
+			r.c.v.fail(r.c.remote)
+			return n, errPayloadHash()
+		}
+	}
+	return n, err
 }
 
 // checkTime refuses a signing time further than MaxSkew from now, or a
@@ -182,116 +402,4 @@ func checkTime(signed, now time.Time, expires time.Duration) *Error {
 			"Signature not yet current: " + f(signed) + " is still later than " + f(latest) + " (" + f(now) + " + 5 min.)"}
 	}
 	return nil
-}
-
-// expectedSignature re-signs the parts of r that the client signed, as it
-// listed them, and returns the signature.
-func expectedSignature(s *v4.Signer, r *http.Request, a requestAuth, creds aws.Credentials, payload string, signed time.Time) (string, error) {
-	u := &url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath}
-	if r.TLS != nil {
-		u.Scheme = "https"
-	}
-	q := r.URL.Query()
-	q.Del(querySignature)
-	u.RawQuery = q.Encode()
-	c := &http.Request{Method: r.Method, URL: u, Host: r.Host, Header: make(http.Header, len(a.signedHeaders))}
-	for _, name := range a.signedHeaders {
-		switch name {
-		case "host":
-		case "content-length":
-			c.ContentLength = r.ContentLength
-		default:
-			if vs := r.Header.Values(name); len(vs) > 0 {
-				c.Header[http.CanonicalHeaderKey(name)] = vs
-			}
-		}
-	}
-	ctx := context.Background()
-	if a.presigned {
-		signedURL, _, err := s.PresignHTTP(ctx, creds, c, payload, a.cred.Service, a.cred.Region, signed)
-		if err != nil {
-			return "", err
-		}
-		pu, err := url.Parse(signedURL)
-		if err != nil {
-			return "", err
-		}
-		return pu.Query().Get(querySignature), nil
-	}
-	if err := s.SignHTTP(ctx, creds, c, payload, a.cred.Service, a.cred.Region, signed); err != nil {
-		return "", err
-	}
-	_, sig, _ := strings.Cut(c.Header.Get("Authorization"), "Signature=")
-	return sig, nil
-}
-
-// requestAuth is what a request says of its signature, in its
-// Authorization header or its presigned query.
-type requestAuth struct {
-	cred          Credential
-	signedHeaders []string // lower case, as listed
-	signature     string
-	date          string        // X-Amz-Date, yyyymmddThhmmssZ
-	token         string        // X-Amz-Security-Token
-	expires       time.Duration // a presigned URL's X-Amz-Expires; 0 for a header
-	presigned     bool
-}
-
-// parseRequestAuth reads a request's SigV4 parameters: the Authorization
-// header, or else the X-Amz-* query parameters of a presigned URL.
-func parseRequestAuth(r *http.Request) (requestAuth, error) {
-	var a requestAuth
-	if h := r.Header.Get("Authorization"); h != "" || r.URL.RawQuery == "" {
-		p, err := parseAuthorization(h)
-		if err != nil {
-			return a, err
-		}
-		a.cred, a.signature, a.date, a.token = p.cred, p.signature, r.Header.Get(headerAmzDate), r.Header.Get(headerToken)
-		a.signedHeaders = strings.Split(p.signedHeaders, ";")
-		if a.date == "" {
-			return a, wrapBadAuth("Authorization header requires existence of a 'X-Amz-Date' header")
-		}
-	} else {
-		q := r.URL.Query()
-		if q.Get("X-Amz-Algorithm") == "" && q.Get(querySignature) == "" {
-			return a, ErrMissingAuth
-		}
-		if alg := q.Get("X-Amz-Algorithm"); alg != sigv4Algorithm {
-			return a, wrapBadAuth("X-Amz-Algorithm must be " + sigv4Algorithm)
-		}
-		cred, err := parseCredential(q.Get("X-Amz-Credential"))
-		if err != nil {
-			return a, err
-		}
-		a.cred, a.signature, a.date, a.token, a.presigned = cred, q.Get(querySignature), q.Get(headerAmzDate), q.Get(headerToken), true
-		a.signedHeaders = strings.Split(q.Get("X-Amz-SignedHeaders"), ";")
-		n, err := strconv.Atoi(q.Get("X-Amz-Expires"))
-		if err != nil || n <= 0 || time.Duration(n)*time.Second > maxPresignExpiry {
-			return a, wrapBadAuth("X-Amz-Expires must be a number of seconds from 1 to 604800")
-		}
-		a.expires = time.Duration(n) * time.Second
-		if a.signature == "" || a.date == "" || len(a.signedHeaders) == 0 || a.signedHeaders[0] == "" {
-			return a, wrapBadAuth("a presigned URL needs X-Amz-Signature, X-Amz-Date and X-Amz-SignedHeaders")
-		}
-	}
-	if _, err := time.Parse(amzDateFormat, a.date); err != nil {
-		return a, wrapBadAuth("X-Amz-Date " + Clip(a.date) + " is not yyyymmddThhmmssZ")
-	}
-	if len(a.signedHeaders) > 64 {
-		return a, wrapBadAuth("more than 64 signed headers")
-	}
-	host := false
-	for _, h := range a.signedHeaders {
-		if h != strings.ToLower(h) || h == "" || strings.ContainsAny(h, " \t") {
-			return a, wrapBadAuth("SignedHeaders " + Clip(strings.Join(a.signedHeaders, ";")) + " is not lower-case names joined by ';'")
-		}
-		host = host || h == "host"
-	}
-	if !host {
-		return a, wrapBadAuth("'Host' must be a signed header")
-	}
-	if len(a.signature) != 64 {
-		return a, wrapBadAuth("Signature is not 64 hexadecimal digits")
-	}
-	return a, nil
 }

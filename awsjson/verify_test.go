@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -42,11 +44,23 @@ func newVerifier(t testing.TB, now time.Time) *awsjson.Verifier {
 // signed is a DescribeClusters call signed by aws-sdk-go-v2's signer, as
 // the SDK sends it.
 func signed(t testing.TB, key, secret, token string, body []byte, at time.Time) *http.Request {
+	return signedWith(t, key, secret, token, body, at, "", "")
+}
+
+// signedWith is signed with the header name set to value before signing
+// (value "": the header left out of the signature, and of the request).
+func signedWith(t testing.TB, key, secret, token string, body []byte, at time.Time, name, value string) *http.Request {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, "http://ecs.us-east-1.amazonaws.com:8080/", bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/x-amz-json-1.1")
 	r.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.DescribeClusters")
 	r.Header.Set("User-Agent", "aws-sdk-go-v2/1.0") // not signed by the SDK
+	if name != "" {
+		r.Header.Set(name, value)
+		if value == "" {
+			r.Header.Del(name)
+		}
+	}
 	sum := sha256.Sum256(body)
 	err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: key, SecretAccessKey: secret, SessionToken: token},
 		r, hex.EncodeToString(sum[:]), "ecs", "us-east-1", at)
@@ -116,10 +130,28 @@ func TestVerifyRefusesAsAWSDoes(t *testing.T) {
 		{"session token missing", func() *http.Request { return signed(t, "AKIDTENANTB", "secret-b", "", body, signedAt) }, body, signedAt,
 			"UnrecognizedClientException", "invalid"},
 		{"payload hash header that is not the body's", func() *http.Request {
-			r := good()
-			r.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-			return r
+			return signedWith(t, "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", "", body, signedAt, "X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
 		}, body, signedAt, "InvalidSignatureException", "x-amz-content-sha256"},
+		{"declared payload hash, another body", func() *http.Request {
+			sum := sha256.Sum256(body)
+			return signedWith(t, "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", "", body, signedAt, "X-Amz-Content-Sha256", hex.EncodeToString(sum[:]))
+		}, []byte(`{"clusters":["other"]}`), signedAt, "InvalidSignatureException", "x-amz-content-sha256"},
+		{"X-Amz-Target swapped when it was not signed", func() *http.Request {
+			r := signedWith(t, "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", "", body, signedAt, "X-Amz-Target", "")
+			r.Header.Set("X-Amz-Target", "AmazonEC2ContainerServiceV20141113.DeleteCluster")
+			return r
+		}, body, signedAt, "AccessDeniedException", "There were headers present in the request which were not signed: x-amz-target"},
+		{"an x-amz-* header added after signing", func() *http.Request {
+			r := good()
+			r.Header.Set("X-Amz-Meta-Evil", "1")
+			return r
+		}, body, signedAt, "AccessDeniedException", "x-amz-meta-evil"},
+		{"long-term key with a security token", func() *http.Request {
+			return signed(t, "AKIDTENANTA", "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY", "any-token", body, signedAt)
+		}, body, signedAt, "UnrecognizedClientException", "The security token included in the request is invalid."},
+		{"temporary key with another key's token", func() *http.Request {
+			return signed(t, "AKIDTENANTB", "secret-b", "token-a", body, signedAt)
+		}, body, signedAt, "UnrecognizedClientException", "The security token included in the request is invalid."},
 		{"signature of the wrong length", func() *http.Request {
 			r := good()
 			r.Header.Set("Authorization", strings.Replace(r.Header.Get("Authorization"), "Signature=", "Signature=00", 1))
@@ -132,8 +164,12 @@ func TestVerifyRefusesAsAWSDoes(t *testing.T) {
 			t.Errorf("%s: verified", tc.name)
 			continue
 		}
-		if e.Code != tc.code || e.Status != http.StatusBadRequest || !strings.Contains(e.Message, tc.inMsg) {
-			t.Errorf("%s: %d %s %q, want 400 %s containing %q", tc.name, e.Status, e.Code, e.Message, tc.code, tc.inMsg)
+		status := http.StatusBadRequest
+		if tc.code == "AccessDeniedException" {
+			status = http.StatusForbidden
+		}
+		if e.Code != tc.code || e.Status != status || !strings.Contains(e.Message, tc.inMsg) {
+			t.Errorf("%s: %d %s %q, want %d %s containing %q", tc.name, e.Status, e.Code, e.Message, status, tc.code, tc.inMsg)
 		}
 	}
 }
@@ -224,7 +260,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add("AWS4-HMAC-SHA256 Credential=A/20261205/r/s/aws4_request, SignedHeaders=host, Signature=00", "20261205T031500Z", "", []byte{})
 	f.Add("", "", "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=A%2F20261205%2Fr%2Fs%2Faws4_request&X-Amz-Date=20261205T031500Z&X-Amz-Expires=60&X-Amz-SignedHeaders=host&X-Amz-Signature=ab", []byte{})
 	v := newVerifier(f, signedAt)
-	codes := map[string]bool{"InvalidSignatureException": true, "UnrecognizedClientException": true,
+	codes := map[string]bool{"InvalidSignatureException": true, "UnrecognizedClientException": true, "AccessDeniedException": true,
 		"IncompleteSignatureException": true, "MissingAuthenticationTokenException": true}
 	f.Fuzz(func(t *testing.T, auth, date, query string, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "http://localhost:8080/", bytes.NewReader(body))
@@ -248,4 +284,53 @@ func FuzzParseCredentials(f *testing.F) {
 			t.Error("no error and no key")
 		}
 	})
+}
+
+// TestVerifyHeadersBeforeTheBody: with X-Amz-Content-Sha256 the signature
+// is verified from the headers alone; the body read through Pending.Body
+// is hashed as it arrives, and a body that is not the declared one ends
+// in InvalidSignatureException, counted as a failure of its client.
+func TestVerifyHeadersBeforeTheBody(t *testing.T) {
+	body := []byte(`{"clusters":["default"]}`)
+	sum := sha256.Sum256(body)
+	declared := func(secret string) *http.Request {
+		return signedWith(t, "AKIDTENANTA", secret, "", body, signedAt, "X-Amz-Content-Sha256", hex.EncodeToString(sum[:]))
+	}
+	c, _ := awsjson.ParseCredentials([]byte(testCredentials))
+	v := awsjson.NewVerifier(c, awsjson.VerifierOptions{Now: func() time.Time { return signedAt }, Failures: awsjson.NewFailureBound(1, 0.001, 0)})
+
+	if _, e := v.VerifyHeaders(declared("not-the-secret"), "192.0.2.9:1"); e == nil || e.Code != "InvalidSignatureException" {
+		t.Fatalf("wrong secret, from the headers: %v", e)
+	}
+	r := declared("secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY")
+	p, e := v.VerifyHeaders(r, "192.0.2.1:1")
+	if e != nil {
+		t.Fatal(e)
+	}
+	got, err := io.ReadAll(p.Body(io.NopCloser(bytes.NewReader(body))))
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("reading the declared body: %q %v", got, err)
+	}
+	if cred, e := v.VerifyBody(r, p, got, "192.0.2.1:1"); e != nil || cred.AccessKeyID != "AKIDTENANTA" {
+		t.Fatalf("VerifyBody: %+v %v", cred, e)
+	}
+
+	r = declared("secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY")
+	if p, e = v.VerifyHeaders(r, "192.0.2.2:1"); e != nil {
+		t.Fatal(e)
+	}
+	_, err = io.ReadAll(p.Body(io.NopCloser(strings.NewReader(`{"clusters":["other"]}`))))
+	var ae *awsjson.Error
+	if !errors.As(err, &ae) || ae.Code != "InvalidSignatureException" {
+		t.Fatalf("another body: %v", err)
+	}
+	if _, e := v.VerifyBody(r, p, []byte(`{"clusters":["other"]}`), "192.0.2.2:1"); e == nil {
+		t.Fatal("another body verified")
+	}
+	if e := v.Refused("192.0.2.2:1"); e == nil {
+		t.Error("the failed body was not counted against its client (a burst of 1)")
+	}
+	if e := v.Refused("192.0.2.1:1"); e != nil {
+		t.Errorf("the good client is refused: %v", e)
+	}
 }

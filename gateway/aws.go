@@ -78,8 +78,27 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	cred, err := awsjson.CredentialOf(r)
-	if err != nil {
+	var (
+		cred    awsjson.Credential
+		pending awsjson.Pending
+	)
+	if g.verifier != nil {
+		// Before the body is read, as far as the headers allow: with
+		// X-Amz-Content-Sha256 the signature itself, so that a client
+		// that cannot sign holds no body budget, and the body is then
+		// hashed as it arrives.
+		var e *awsjson.Error
+		if pending, e = g.verifier.VerifyHeaders(r, r.RemoteAddr); e != nil {
+			// Refused before its body is read, and answered at once:
+			// net/http would otherwise read up to 256 KiB of it before
+			// answering, at the client's pace.
+			w.Header().Set("Connection", "close")
+			cred, _ = awsjson.CredentialOf(r)
+			g.refuseSignature(w, r, id, cred, e)
+			return
+		}
+		cred, r.Body = pending.Cred, pending.Body(r.Body)
+	} else if cred, err = awsjson.CredentialOf(r); err != nil {
 		e := awsjson.AuthError(err)
 		g.metrics.authFails.WithLabelValues(e.Code).Inc()
 		e.Write(w)
@@ -108,18 +127,19 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	body, release, err := g.readBody(w, r)
 	defer release()
 	if err != nil {
+		if e := (*awsjson.Error)(nil); errors.As(err, &e) {
+			// The body is not the one the verified headers signed.
+			g.refuseSignature(w, r, id, cred, e)
+			return
+		}
 		awsjson.WriteError(w, bodyErrorStatus(err), "SerializationException", err.Error())
 		return
 	}
 	if g.verifier != nil {
 		// Before the body is judged: a client that cannot sign learns
 		// nothing about what tollgate would make of its request.
-		if _, e := g.verifier.Verify(r, body, r.RemoteAddr); e != nil {
-			g.metrics.authFails.WithLabelValues(e.Code).Inc()
-			if g.log.Enabled(r.Context(), slog.LevelDebug) {
-				g.log.Debug("signature refused", "request_id", id, "access_key", cred.AccessKeyID, "remote", r.RemoteAddr, "code", e.Code, "error", e.Message)
-			}
-			e.Write(w)
+		if _, e := g.verifier.VerifyBody(r, pending, body, r.RemoteAddr); e != nil {
+			g.refuseSignature(w, r, id, cred, e)
 			return
 		}
 	}
@@ -203,6 +223,15 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	h["Content-Length"] = contentLength2
 	w.WriteHeader(http.StatusOK)
 	w.Write(emptyJSON)
+}
+
+// refuseSignature answers a request whose signature failed verification.
+func (g *Gateway) refuseSignature(w http.ResponseWriter, r *http.Request, id string, cred awsjson.Credential, e *awsjson.Error) {
+	g.metrics.authFails.WithLabelValues(e.Code).Inc()
+	if g.log.Enabled(r.Context(), slog.LevelDebug) {
+		g.log.Debug("signature refused", "request_id", id, "access_key", cred.AccessKeyID, "remote", r.RemoteAddr, "code", e.Code, "error", e.Message)
+	}
+	e.Write(w)
 }
 
 // clip quotes client input for an error message (see [awsjson.Clip]).

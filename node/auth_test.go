@@ -108,6 +108,36 @@ func TestSignaturesAreVerified(t *testing.T) {
 		t.Errorf("Cloud Map with a wrong secret: %s", awsCode(err))
 	}
 
+	if _, err := sq.New(sq.Options{Region: "us-east-1", BaseEndpoint: endpoint, Credentials: creds("AKIDSIGNED", "nope"), Retryer: aws.NopRetryer{}}).
+		ListServices(ctx, &sq.ListServicesInput{}); !strings.HasPrefix(awsCode(err), "InvalidSignatureException") {
+		t.Errorf("Service Quotas with a wrong secret: %s", awsCode(err))
+	}
+	// A long-term key (no aws_session_token in the file) with a session
+	// token, signed with the right secret: refused as AWS refuses a token
+	// it did not issue.
+	withToken := credentials.NewStaticCredentialsProvider("AKIDSIGNED", "the-real-secret", "a-token-of-anyones")
+	for name, call := range map[string]func() error{
+		"ECS": func() error {
+			_, err := ecs.New(ecs.Options{Region: "us-east-1", BaseEndpoint: endpoint, Credentials: withToken, Retryer: aws.NopRetryer{}}).
+				DescribeClusters(ctx, &ecs.DescribeClustersInput{})
+			return err
+		},
+		"Cloud Map": func() error {
+			_, err := sd.New(sd.Options{Region: "us-east-1", BaseEndpoint: endpoint, Credentials: withToken, Retryer: aws.NopRetryer{}}).
+				ListNamespaces(ctx, &sd.ListNamespacesInput{})
+			return err
+		},
+		"Service Quotas": func() error {
+			_, err := sq.New(sq.Options{Region: "us-east-1", BaseEndpoint: endpoint, Credentials: withToken, Retryer: aws.NopRetryer{}}).
+				ListServices(ctx, &sq.ListServicesInput{})
+			return err
+		},
+	} {
+		if got := awsCode(call()); got != "UnrecognizedClientException: The security token included in the request is invalid." {
+			t.Errorf("%s, a long-term key with a session token: %s", name, got)
+		}
+	}
+
 	signedBefore := bucketTokens(t, n, bucket)
 	_, err := ecsClient("AKIDSIGNED", "a-wrong-secret").DescribeClusters(ctx, &ecs.DescribeClustersInput{})
 	if got := awsCode(err); !strings.HasPrefix(got, "InvalidSignatureException: The request signature we calculated does not match") {
@@ -203,7 +233,9 @@ func TestUnverifiedWritableAPIsAreWarnedOf(t *testing.T) {
 
 // TestAWSCLIAndBoto3AreVerified: the AWS CLI and boto3 (botocore's own
 // signer) with the right secret are served by ECS, Cloud Map and Service
-// Quotas; with a wrong secret they get InvalidSignatureException.
+// Quotas, boto3 also with User-Agent and X-Amzn-Trace-Id signed; with a
+// wrong secret they get InvalidSignatureException, and with an X-Amz-*
+// header added after signing AccessDeniedException.
 func TestAWSCLIAndBoto3AreVerified(t *testing.T) {
 	aws, err := exec.LookPath("aws")
 	python, perr := exec.LookPath("python3")
@@ -246,26 +278,47 @@ func TestAWSCLIAndBoto3AreVerified(t *testing.T) {
 	if out, err := cli("wrong", "ecs", "describe-clusters"); err == nil || !strings.Contains(out, "(InvalidSignatureException)") {
 		t.Errorf("aws ecs describe-clusters with a wrong secret: %v\n%s", err, out)
 	}
+	// boto3 as it is, and (ua) set to sign User-Agent and X-Amzn-Trace-Id
+	// as AWS SDK for Java v1 signs User-Agent (botocore leaves both out
+	// unless its SIGNED_HEADERS_BLACKLIST is emptied); (unsigned) with an
+	// X-Amz-* header added after signing.
 	script := `
-import sys, boto3, botocore
-secret = sys.argv[2]
+import sys, boto3, botocore, botocore.auth
+secret, mode = sys.argv[2], sys.argv[3]
+if mode == "ua":
+    botocore.auth.SIGNED_HEADERS_BLACKLIST[:] = ["expect"]
 for svc, call in (("ecs", "list_clusters"), ("servicediscovery", "list_namespaces"), ("service-quotas", "list_services")):
     c = boto3.client(svc, endpoint_url=sys.argv[1], region_name="us-east-1", aws_access_key_id="AKIDSIGNED", aws_secret_access_key=secret)
+    def before_sign(request, **kwargs):
+        request.headers["X-Amzn-Trace-Id"] = "Root=1-67891233-abcdef012345678912345678"
+    def before_send(request, **kwargs):
+        if mode == "ua":
+            auth = request.headers["Authorization"]
+            auth = auth.decode() if isinstance(auth, bytes) else auth
+            assert "user-agent;" in auth and "x-amzn-trace-id" in auth, auth
+        if mode == "unsigned":
+            request.headers["X-Amz-Evil"] = "1"
+    c.meta.events.register("before-sign", before_sign)
+    c.meta.events.register("before-send", before_send)
     try:
         getattr(c, call)()
         print(svc, "ok")
     except botocore.exceptions.ClientError as e:
         print(svc, e.response["Error"]["Code"])
 `
-	for secret, want := range map[string]string{
-		"the-real-secret": "ecs ok\nservicediscovery ok\nservice-quotas ok\n",
-		"wrong":           "ecs InvalidSignatureException\nservicediscovery InvalidSignatureException\nservice-quotas InvalidSignatureException\n",
+	for _, tc := range []struct{ secret, mode, want string }{
+		{"the-real-secret", "plain", "ecs ok\nservicediscovery ok\nservice-quotas ok\n"},
+		{"wrong", "plain", "ecs InvalidSignatureException\nservicediscovery InvalidSignatureException\nservice-quotas InvalidSignatureException\n"},
+		{"the-real-secret", "ua", "ecs ok\nservicediscovery ok\nservice-quotas ok\n"},
+		{"wrong", "ua", "ecs InvalidSignatureException\nservicediscovery InvalidSignatureException\nservice-quotas InvalidSignatureException\n"},
+		{"the-real-secret", "unsigned", "ecs AccessDeniedException\nservicediscovery AccessDeniedException\nservice-quotas AccessDeniedException\n"},
 	} {
-		cmd := exec.Command(python, "-c", script, endpoint, secret)
+		secret, want := tc.secret, tc.want
+		cmd := exec.Command(python, "-c", script, endpoint, secret, tc.mode)
 		cmd.Env = env(secret)
 		out, err := cmd.CombinedOutput()
 		if err != nil || string(out) != want {
-			t.Errorf("boto3 with secret %q: %v\n%s\nwant\n%s", secret, err, out, want)
+			t.Errorf("boto3 (%s) with secret %q: %v\n%s\nwant\n%s", tc.mode, secret, err, out, want)
 		}
 	}
 }
