@@ -94,6 +94,14 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			// answering, at the client's pace.
 			w.Header().Set("Connection", "close")
 			cred, _ = awsjson.CredentialOf(r)
+			if cred.Region != "" && !pol.cfg.ServesRegion(cred.Region) {
+				// AWS's answer to a region nobody serves comes first,
+				// whatever the signature.
+				e = awsjson.RegionError(cred.Region)
+				g.metrics.authFails.WithLabelValues(e.Code).Inc()
+				e.Write(w)
+				return
+			}
 			g.refuseSignature(w, r, id, cred, e)
 			return
 		}
