@@ -93,29 +93,16 @@ func (v *Verifier) SetCredentials(c *Credentials) {
 // Credentials returns the keys in use.
 func (v *Verifier) Credentials() *Credentials { return v.keys.Load().creds }
 
-// Refused returns the error to answer a client with, without looking at
-// its request, when it has failed verification too often lately (see
-// [FailureBound]); else nil. remote is the client's address.
-func (v *Verifier) Refused(remote string) *Error {
-	if v.failures == nil || v.failures.Allow(remote, v.now()) {
-		return nil
-	}
-	return &Error{http.StatusBadRequest, "ThrottlingException",
-		"Rate exceeded: too many requests that failed authentication from this address; retry later"}
-}
-
 // Verify checks r's signature over body and returns the credential scope
 // it verified. The error is the one AWS answers with: a missing signature
 // MissingAuthenticationTokenException, a malformed one
 // IncompleteSignatureException, an unknown key UnrecognizedClientException,
 // a wrong signature, a body changed after signing or a time out of
-// [MaxSkew] InvalidSignatureException. A failure is counted against
-// remote, the client's address.
+// [MaxSkew] InvalidSignatureException. The outcome is told to the
+// failure bound (see [Verifier.Admit]) under remote, the client's address.
 func (v *Verifier) Verify(r *http.Request, body []byte, remote string) (Credential, *Error) {
 	cred, e := v.verify(r, body)
-	if e != nil && v.failures != nil {
-		v.failures.Fail(remote, v.now())
-	}
+	v.noteOutcome(r, cred.AccessKeyID, remote, e == nil)
 	return cred, e
 }
 

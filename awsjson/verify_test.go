@@ -168,38 +168,6 @@ func TestVerifyPresignedURL(t *testing.T) {
 	}
 }
 
-// TestFailuresAreBoundedPerClient: a client that keeps failing is refused
-// before its requests are verified, once its burst of failures is spent;
-// another client, and the same one after the refill, are heard.
-func TestFailuresAreBoundedPerClient(t *testing.T) {
-	now := signedAt
-	c, _ := awsjson.ParseCredentials([]byte(testCredentials))
-	v := awsjson.NewVerifier(c, awsjson.VerifierOptions{
-		Now:      func() time.Time { return now },
-		Failures: awsjson.NewFailureBound(3, 1, 0),
-	})
-	body := []byte(`{}`)
-	bad := func() *http.Request { return signed(t, "AKIDMADEUP", "x", "", body, signedAt) }
-	for i := range 3 {
-		if e := v.Refused("198.51.100.7:1000"); e != nil {
-			t.Fatalf("failure %d: refused before the burst was spent: %v", i, e)
-		}
-		if _, e := v.Verify(bad(), body, "198.51.100.7:1000"); e == nil {
-			t.Fatal("a made-up key verified")
-		}
-	}
-	if e := v.Refused("198.51.100.7:2000"); e == nil || e.Code != "ThrottlingException" {
-		t.Fatalf("after 3 failures: %v, want ThrottlingException", e)
-	}
-	if e := v.Refused("198.51.100.8:1000"); e != nil {
-		t.Errorf("another address refused: %v", e)
-	}
-	now = now.Add(time.Second)
-	if e := v.Refused("198.51.100.7:1000"); e != nil {
-		t.Errorf("a second later (1 failure/s refilled): %v", e)
-	}
-}
-
 func TestParseCredentialsErrors(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{"", "no [section]"},

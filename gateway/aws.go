@@ -25,6 +25,12 @@ var (
 func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := w.Header().Get(awsjson.HeaderRequestID)
+	bodyRead := false
+	defer func() {
+		if !bodyRead {
+			g.cutBody(w)
+		}
+	}()
 	if r.Method != http.MethodPost && r.URL.Path != "/" {
 		// Not an AWS call (they are POSTs, to / in every SDK): a path
 		// nothing serves, as the native API answers one.
@@ -64,13 +70,6 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			"Content-Type must be "+awsjson.ContentType+", got "+clip(ct))
 		return
 	}
-	if g.verifier != nil {
-		if e := g.verifier.Refused(r.RemoteAddr); e != nil {
-			g.metrics.authFails.WithLabelValues(e.Code).Inc()
-			e.Write(w)
-			return
-		}
-	}
 	cred, err := awsjson.CredentialOf(r)
 	if err != nil {
 		e := awsjson.AuthError(err)
@@ -83,19 +82,30 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			"credential scope service "+clip(cred.Service)+" does not match "+strconv.Quote(svc.SigningName))
 		return
 	}
-	cost := g.bodyCost(r)
-	if !g.inFlight.acquire(cost) {
-		g.shed(w, r)
-		awsjson.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", g.overloadedMessage())
-		return
+	proven := false
+	if g.verifier != nil {
+		// Before the body is read: a key that keeps failing from this
+		// address, or a flood of unproven requests, costs no read and no
+		// verification.
+		var e *awsjson.Error
+		if proven, e = g.verifier.Admit(cred.AccessKeyID, r.RemoteAddr); e != nil {
+			g.metrics.authFails.WithLabelValues(e.Code).Inc()
+			if e.Status == http.StatusServiceUnavailable {
+				w.Header()["Retry-After"] = []string{"1"}
+			}
+			e.Write(w)
+			return
+		}
 	}
-	defer g.inFlight.release(cost)
-	body, release, err := g.readBody(w, r)
+	hold := bodyHold{f: g.inFlight, h: holderOf(r.RemoteAddr, cred.AccessKeyID, proven)}
+	defer hold.release()
+	body, release, err := g.readBody(w, r, g.awsBodyLimit(prefix, action), &hold)
 	defer release()
 	if err != nil {
-		awsjson.WriteError(w, bodyErrorStatus(err), "SerializationException", err.Error())
+		writeAWSBodyError(w, err, g)
 		return
 	}
+	bodyRead = true
 	if g.verifier != nil {
 		// Before the body is judged: a client that cannot sign learns
 		// nothing about what tollgate would make of its request.
@@ -195,3 +205,19 @@ var clip = awsjson.Clip
 
 // maxEcho is the most of a client's input an error message quotes.
 const maxEcho = awsjson.MaxEcho
+
+// writeAWSBodyError answers an AWS JSON request whose body could not be
+// read, in AWS's dialect: 503 ServiceUnavailableException when the
+// in-flight bound had no room for it, 408 RequestTimeoutException when
+// it stopped arriving, else 413 or 400 SerializationException.
+func writeAWSBodyError(w http.ResponseWriter, err error, g *Gateway) {
+	status := bodyErrorStatus(w, err)
+	switch status {
+	case http.StatusServiceUnavailable:
+		awsjson.WriteError(w, status, "ServiceUnavailableException", g.overloadedMessage())
+	case http.StatusRequestTimeout:
+		awsjson.WriteError(w, status, "RequestTimeoutException", g.slowMessage(err))
+	default:
+		awsjson.WriteError(w, status, "SerializationException", err.Error())
+	}
+}
