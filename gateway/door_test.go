@@ -54,11 +54,15 @@ func newDoor(t *testing.T, opts Options, fo awsjson.FailureOptions) *door {
 	opts.Verifier = awsjson.NewVerifier(creds, awsjson.VerifierOptions{Failures: awsjson.NewFailureBound(fo)})
 	// The tenant's own bucket never throttles it: what is measured is
 	// whether it is answered, not its quota.
-	ecs, err := quota.Preset("ecs")
-	if err != nil {
-		t.Fatal(err)
+	var services []*quota.Service
+	for _, name := range []string{"ecs", "cloudmap", "servicequotas"} {
+		s, err := quota.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		services = append(services, s)
 	}
-	opts.Config, err = quota.NewConfig([]*quota.Service{ecs}, []quota.Override{{
+	opts.Config, err = quota.NewConfig(services, []quota.Override{{
 		Service: "ecs", Account: doorTenant, Category: "cluster-read", Limit: bucket.MustLimit(1_000_000, 100_000),
 	}}, nil)
 	if err != nil {
@@ -377,5 +381,42 @@ func TestBadSignersFromThousandsOfAddressesLeaveTheTenantServed(t *testing.T) {
 	}
 	if got[awsjson.CodeInvalidSignature] == 0 || got["ServiceUnavailableException"] == 0 {
 		t.Errorf("attackers' answers %v: want some verified (and failed), and some shed by the budget", got)
+	}
+}
+
+// TestAWSBodiesAreBoundedPerAPI: each built-in API takes bodies up to
+// its largest real request, and no more, declared or chunked.
+func TestAWSBodiesAreBoundedPerAPI(t *testing.T) {
+	d := newDoor(t, Options{}, awsjson.FailureOptions{})
+	c := clientFrom("127.0.0.1")
+	for _, tc := range []struct {
+		target  string
+		size    int
+		chunked bool
+		want    int
+	}{
+		{"AmazonEC2ContainerServiceV20141113.RegisterTaskDefinition", ecsBodyBound + 1, false, http.StatusRequestEntityTooLarge},
+		{"AmazonEC2ContainerServiceV20141113.RegisterTaskDefinition", ecsBodyBound + 1, true, http.StatusRequestEntityTooLarge},
+		{"AmazonEC2ContainerServiceV20141113.RegisterTaskDefinition", ecsBodyBound, false, http.StatusBadRequest}, // read, then its signature refused
+		{"Route53AutoNaming_v20170314.RegisterInstance", smallBodyBound + 1, false, http.StatusRequestEntityTooLarge},
+		{"Route53AutoNaming_v20170314.TagResource", smallBodyBound + 1, false, http.StatusBadRequest},
+		{"ServiceQuotasV20190624.RequestServiceQuotaIncrease", smallBodyBound + 1, true, http.StatusRequestEntityTooLarge},
+	} {
+		body := bytes.Repeat([]byte{' '}, tc.size)
+		var rd io.Reader = bytes.NewReader(body)
+		if tc.chunked {
+			rd = io.MultiReader(rd) // no length: sent chunked
+		}
+		r, _ := http.NewRequest(http.MethodPost, d.url+"/", rd)
+		r.Header.Set("Content-Type", awsjson.ContentType)
+		r.Header.Set("X-Amz-Target", tc.target)
+		service := map[byte]string{'A': "ecs", 'R': "servicediscovery", 'S': "servicequotas"}[tc.target[0]]
+		r.Header.Set("X-Amz-Date", time.Now().UTC().Format("20060102T150405Z"))
+		r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+doorTenant+"/"+time.Now().UTC().Format("20060102")+"/us-east-1/"+service+
+			"/aws4_request, SignedHeaders=host;x-amz-date, Signature="+fmt.Sprintf("%064d", 0))
+		status, code := call(c, r)
+		if status != tc.want {
+			t.Errorf("%s, %d bytes (chunked %v): %d %s, want %d", tc.target, tc.size, tc.chunked, status, code, tc.want)
+		}
 	}
 }
