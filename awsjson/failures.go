@@ -51,10 +51,11 @@ type FailureBound struct {
 	provenFor   time.Duration
 	maxClients  int
 
-	mu     sync.Mutex
-	pairs  map[pairKey]pairState
-	keys   map[string]bucket.State // failures per access key id (the credentials' ids, and unknownKey)
-	verify bucket.State            // the global verification budget
+	mu         sync.Mutex
+	lastForget int64 // Unix ns of the last sweep for room
+	pairs      map[pairKey]pairState
+	keys       map[string]bucket.State // failures per access key id (the credentials' ids, and unknownKey)
+	verify     bucket.State            // the global verification budget
 }
 
 // pairKey is an access key id and a client address.
@@ -216,6 +217,12 @@ func (f *FailureBound) Note(key, remote string, ok bool, now time.Time) {
 		f.keys[key], _ = f.keyLimit.TakeAt(f.keys[key], ns, 1)
 	}
 	if !tracked && len(f.pairs) >= f.maxClients {
+		// A sweep for room at most once a second: a full table of live
+		// entries must not make every new failure a walk of the table.
+		if ns-f.lastForget < int64(time.Second) {
+			return
+		}
+		f.lastForget = ns
 		f.forget(ns)
 		if len(f.pairs) >= f.maxClients {
 			return

@@ -46,8 +46,9 @@ type adminFailures struct {
 	limit      bucket.Limit
 	maxClients int
 
-	mu      sync.Mutex
-	clients map[string]bucket.State
+	mu         sync.Mutex
+	lastForget time.Time // the last sweep for room
+	clients    map[string]bucket.State
 }
 
 func newAdminFailures(o AdminFailureOptions) *adminFailures {
@@ -90,6 +91,10 @@ func (a *adminFailures) fail(addr string, now time.Time) {
 	defer a.mu.Unlock()
 	s, ok := a.clients[addr]
 	if !ok && len(a.clients) >= a.maxClients {
+		if now.Sub(a.lastForget) < time.Second {
+			return // a sweep at most once a second, not a walk per failure
+		}
+		a.lastForget = now
 		for c, cs := range a.clients {
 			if cs.Full(now) {
 				delete(a.clients, c)

@@ -108,6 +108,9 @@ func (g *Gateway) readBodyInto(w http.ResponseWriter, r *http.Request, buf *byte
 		g.cutBody(w)
 		return fmt.Errorf("%w: %d bytes, limit %d", errBodyTooLarge, r.ContentLength, limit)
 	}
+	if r.ContentLength == 0 {
+		return nil // net/http's NoBody: nothing to wait for
+	}
 	want := limit + 1 // to see a chunked body pass the limit
 	if r.ContentLength >= 0 {
 		want = r.ContentLength
