@@ -11,6 +11,11 @@
 #   bash bench/door.sh                 # D=20s a phase, RATE=100
 #   D=10s PHASES=quiet,slow40 bash bench/door.sh
 #
+# SLOW_LENGTH: the Content-Length the slow bodies declare (500000; the
+# issue's attack declared 1048576, over the ECS bound of 512 KiB).
+# SRC=DIR builds the server from another tree (a checkout of the commit
+# before, to measure the attacks without the defences).
+# SERVE_ARGS: more flags for the server (e.g. "--cpuprofile /tmp/door.pprof").
 # PIN and PORT_BASE: see bench/lib.sh (the server on one half of the CPUs,
 # the tenant and the attackers on the other, by default).
 set -euo pipefail
@@ -20,7 +25,7 @@ RATE=${RATE:-100}
 PHASES=${PHASES:-quiet,slow40,slow1000,crowd1000,badsigner,rotating}
 . bench/lib.sh
 dir=$(mktemp -d)
-go build -tags grpcnotrace -o "$dir/tollgate" ./cmd/tollgate
+(cd "${SRC:-.}" && go build -tags grpcnotrace -o "$dir/tollgate" ./cmd/tollgate)
 go build -o "$dir/door" ./bench/door
 cat >"$dir/credentials" <<'CREDS'
 [tenant]
@@ -41,10 +46,10 @@ CONFIG
 port lport
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 "${pin_server[@]}" "$dir/tollgate" serve --listen "127.0.0.1:$lport" --config "$dir/config.yaml" \
-  --credentials "$dir/credentials" --log-level warn &
+  --credentials "$dir/credentials" --log-level warn ${SERVE_ARGS:-} &
 server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'kill -INT $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do curl -sf "127.0.0.1:$lport/healthz" >/dev/null && break; sleep 0.2; done
 echo "# D=$D a phase, tenant at $RATE calls/s"
 "${pin_client[@]}" "$dir/door" -url "http://127.0.0.1:$lport" -key AKIDDOORTENANT -secret tenant-secret \
-  -other AKIDDOOROTHER -d "$D" -rate "$RATE" -phases "$PHASES"
+  -other AKIDDOOROTHER -d "$D" -rate "$RATE" -phases "$PHASES" -slow-length "${SLOW_LENGTH:-500000}"

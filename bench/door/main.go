@@ -12,7 +12,7 @@
 //
 //   - slow40, slow1000: 40 or 1,000 connections from 127.0.0.2, each an
 //     AWS request with an Authorization header (a key the server does not
-//     hold) and a Content-Length of 500,000, then a byte a second,
+//     hold) and a Content-Length of -slow-length, then a byte a second,
 //     reconnecting as they are cut;
 //   - crowd1000: the same from 1,000 addresses, one connection each;
 //   - badsigner: 8 unthrottled workers on the tenant's own address,
@@ -51,6 +51,7 @@ type options struct {
 	d                       time.Duration
 	rate                    float64
 	phases                  string
+	slowLength              int
 }
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 	flag.DurationVar(&o.d, "d", 20*time.Second, "duration of each phase")
 	flag.Float64Var(&o.rate, "rate", 100, "the tenant's calls a second")
 	flag.StringVar(&o.phases, "phases", "quiet,slow40,slow1000,crowd1000,badsigner,rotating", "the phases, in order; p99/q is against the last quiet phase before (quiet runs first if not named first; name it again between attacks to interleave)")
+	flag.IntVar(&o.slowLength, "slow-length", 500000, "the Content-Length the slow bodies declare (tollgate's ECS bound is 512 KiB; the issue's attack declared 1048576)")
 	flag.Parse()
 	if o.key == "" || o.secret == "" {
 		fmt.Fprintln(os.Stderr, "door: give -key and -secret (a key of the server's credentials file)")
@@ -166,9 +168,9 @@ func attacks(o options) map[string]func(ctx context.Context) string {
 	one := func(int) string { return "127.0.0.2" }
 	return map[string]func(ctx context.Context) string{
 		"quiet":     func(ctx context.Context) string { <-ctx.Done(); return "" },
-		"slow40":    func(ctx context.Context) string { return slowBodies(ctx, o.url, 40, one) },
-		"slow1000":  func(ctx context.Context) string { return slowBodies(ctx, o.url, 1000, one) },
-		"crowd1000": func(ctx context.Context) string { return slowBodies(ctx, o.url, 1000, loopback(2)) },
+		"slow40":    func(ctx context.Context) string { return slowBodies(ctx, o.url, 40, o.slowLength, one) },
+		"slow1000":  func(ctx context.Context) string { return slowBodies(ctx, o.url, 1000, o.slowLength, one) },
+		"crowd1000": func(ctx context.Context) string { return slowBodies(ctx, o.url, 1000, o.slowLength, loopback(2)) },
 		"badsigner": func(ctx context.Context) string {
 			c := clientFrom("127.0.0.1", true)
 			return flood(ctx, 8, func(int) *http.Client { return c }, func(i int) *http.Request {
@@ -244,7 +246,7 @@ func flood(ctx context.Context, workers int, client func(int) *http.Client, req 
 
 // slowBodies keeps conns slow-body connections from the addresses
 // local(i), each reconnecting 100 ms after it is answered or cut.
-func slowBodies(ctx context.Context, url string, conns int, local func(int) string) string {
+func slowBodies(ctx context.Context, url string, conns, length int, local func(int) string) string {
 	var cut, sent atomic.Int64
 	var wg sync.WaitGroup
 	host := strings.TrimPrefix(url, "http://")
@@ -254,7 +256,7 @@ func slowBodies(ctx context.Context, url string, conns int, local func(int) stri
 		"\r\nX-Amz-Date: " + now.Format("20060102T150405Z") +
 		"\r\nAuthorization: AWS4-HMAC-SHA256 Credential=AKIDSLOWLORIS/" + now.Format("20060102") +
 		"/us-east-1/ecs/aws4_request, SignedHeaders=host;x-amz-date, Signature=" + strings.Repeat("0", 64) +
-		"\r\nContent-Length: 500000\r\n\r\n"
+		"\r\nContent-Length: " + fmt.Sprint(length) + "\r\n\r\n"
 	for i := range conns {
 		wg.Add(1)
 		go func() {
