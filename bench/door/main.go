@@ -35,6 +35,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"slices"
 	"strings"
@@ -103,8 +104,9 @@ func run(o options) error {
 		if phase == "quiet" {
 			quietP99 = p99
 		}
-		fmt.Printf("%-10s %4d/%-4d %7.2f%% %9v %9v %9v %7.2fx  %v %s\n", phase, res.ok, res.total, 100*float64(res.ok)/float64(max(res.total, 1)),
-			p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), worst.Round(10*time.Microsecond), float64(p99)/float64(max(quietP99, 1)), res.others, note)
+		fmt.Printf("%-10s %4d/%-4d %7.2f%% %9v %9v %9v %7.2fx  %v; %d calls on new connections, longest connect %v; %s\n", phase, res.ok, res.total, 100*float64(res.ok)/float64(max(res.total, 1)),
+			p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), worst.Round(10*time.Microsecond), float64(p99)/float64(max(quietP99, 1)), res.others,
+			res.fresh, res.dial.Round(time.Millisecond), note)
 		time.Sleep(2 * time.Second) // the server settles
 	}
 	return nil
@@ -118,6 +120,8 @@ type result struct {
 	total   int
 	others  map[string]int
 	started time.Time
+	fresh   int           // calls on a new connection
+	dial    time.Duration // the longest connection set-up of those
 }
 
 func (r *result) pct(q float64) time.Duration {
@@ -146,10 +150,20 @@ func measure(o options, c *http.Client) *result {
 			go func() {
 				defer wg.Done()
 				start := time.Now()
-				status, code := call(c, signedCall(o.url, o.key, o.secret))
+				var connStart, connDone time.Time
+				trace := &httptrace.ClientTrace{
+					ConnectStart: func(string, string) { connStart = time.Now() },
+					ConnectDone:  func(string, string, error) { connDone = time.Now() },
+				}
+				r := signedCall(o.url, o.key, o.secret)
+				status, code := call(c, r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
 				d := time.Since(start)
 				res.mu.Lock()
 				defer res.mu.Unlock()
+				if !connStart.IsZero() {
+					res.fresh++
+					res.dial = max(res.dial, connDone.Sub(connStart))
+				}
 				res.total++
 				res.lat = append(res.lat, d)
 				if status == http.StatusOK {
