@@ -2,48 +2,158 @@ package awsjson
 
 import (
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/bucket"
 )
 
-// FailureBound bounds the requests that fail authentication per client
-// address: each address has a token bucket of failures (Burst, refilled at
-// Rate a second), and an address whose bucket is empty is refused before
-// its request is read. An address that never fails is never held, and
-// the table is bounded (MaxClients): past it, new addresses are not
-// tracked, each failure still costing only a bounded verification.
+// FailureBound bounds the work that requests failing authentication can
+// cost, so that nobody can turn it against a tenant that signs correctly.
+//
+// Failures are counted per (access key id, client address): a pair that
+// has spent its burst of failures (PairBurst, refilled at PairRate a
+// second) is refused before its request is read or verified, and only
+// that pair is: another key from the same address (a neighbour behind the
+// same NAT, proxy or load balancer) and the same key from another address
+// are heard as before. Access key ids the credentials do not hold count
+// as one key, so made-up ids neither grow the table nor dodge the bound
+// (and cost no HMAC to refuse).
+//
+// Verification itself is bounded by a global budget (VerifyRate a second,
+// as a token bucket): a flood of failing requests from many addresses
+// costs at most that much CPU. What the budget has is given out in this
+// order, the request the bound knows least good of shed first:
+//
+//   - a proven pair (its key verified from its address within ProvenFor,
+//     and it has not spent its burst of failures since) is verified
+//     without drawing on the budget: a tenant that signs correctly is
+//     served through any flood of others' failures;
+//   - a pair whose key is clean (it has not spent its KeyBurst of failures
+//     across all addresses) may draw the budget down to empty;
+//   - a pair whose key is failing from many addresses may draw it only
+//     down to half, so a key under attack from rotating addresses cannot
+//     take the verifications of new, clean tenants.
+//
+// Memory is bounded: at most MaxClients pairs are tracked (pairs whose
+// failures have refilled, and proofs that expired, are forgotten to make
+// room; past the bound a new pair is simply not tracked, and its requests
+// draw on the budget like any unknown pair's), and keys are those of the
+// credentials.
+//
+// A FailureBound is safe for concurrent use. Its methods take the time,
+// so it is tested on a fake clock.
 type FailureBound struct {
-	limit      bucket.Limit
-	maxClients int
+	pairLimit   bucket.Limit
+	keyLimit    bucket.Limit
+	verifyLimit bucket.Limit
+	provenFor   time.Duration
+	maxClients  int
 
-	mu      sync.Mutex
-	clients map[string]bucket.State // addresses that failed lately
+	mu         sync.Mutex
+	lastForget int64 // Unix ns of the last sweep for room
+	pairs      map[pairKey]pairState
+	keys       map[string]bucket.State // failures per access key id (the credentials' ids, and unknownKey)
+	verify     bucket.State            // the global verification budget
 }
 
-// Defaults of [NewFailureBound].
+// pairKey is an access key id and a client address.
+type pairKey struct{ key, addr string }
+
+// pairState is what the bound remembers of a pair.
+type pairState struct {
+	failures    bucket.State // its failures' bucket
+	provenUntil int64        // Unix ns until which it counts as proven; 0: never proven
+}
+
+// unknownKey stands for every access key id the credentials do not hold.
+const unknownKey = "\x00unknown"
+
+// FailureOptions configure a [FailureBound]; the zero value takes every
+// default.
+type FailureOptions struct {
+	// PairBurst and PairRate are the failures one access key id may have
+	// from one address: PairBurst at once, refilled at PairRate a second.
+	// 0 means DefaultPairBurst and DefaultPairRate.
+	PairBurst int64
+	PairRate  float64
+	// KeyBurst and KeyRate are the failures of one access key id across
+	// all addresses past which its unproven pairs are verified only from
+	// the upper half of the budget. 0 means DefaultKeyBurst and
+	// DefaultKeyRate.
+	KeyBurst int64
+	KeyRate  float64
+	// VerifyRate is the verifications of unproven pairs a second, all
+	// clients together (and the budget's burst). 0 means
+	// DefaultVerifyRate.
+	VerifyRate float64
+	// ProvenFor is how long a pair stays proven after it verified. 0
+	// means DefaultProvenFor.
+	ProvenFor time.Duration
+	// MaxClients bounds the pairs tracked. 0 means DefaultFailureMaxClients.
+	MaxClients int
+}
+
+// Defaults of [FailureOptions].
 const (
-	DefaultFailureBurst      = 20
-	DefaultFailureRate       = 1
+	DefaultPairBurst         = 20
+	DefaultPairRate          = 1
+	DefaultKeyBurst          = 200
+	DefaultKeyRate           = 20
+	DefaultVerifyRate        = 10000
+	DefaultProvenFor         = 10 * time.Minute
 	DefaultFailureMaxClients = 65536
 )
 
-// NewFailureBound returns a bound of burst failures per address, refilled
-// at rate a second, tracking at most maxClients addresses. Zero values
-// take the defaults.
-func NewFailureBound(burst int64, rate float64, maxClients int) *FailureBound {
-	if burst <= 0 {
-		burst = DefaultFailureBurst
+// NewFailureBound returns a bound with the options' settings.
+func NewFailureBound(o FailureOptions) *FailureBound {
+	pos := func(v, def float64) float64 {
+		if v <= 0 {
+			return def
+		}
+		return v
 	}
-	if rate <= 0 {
-		rate = DefaultFailureRate
+	burst := func(v, def int64) int64 {
+		if v <= 0 {
+			return def
+		}
+		return v
 	}
-	if maxClients <= 0 {
-		maxClients = DefaultFailureMaxClients
+	if o.ProvenFor <= 0 {
+		o.ProvenFor = DefaultProvenFor
 	}
-	return &FailureBound{limit: bucket.MustLimit(burst, rate), maxClients: maxClients, clients: map[string]bucket.State{}}
+	if o.MaxClients <= 0 {
+		o.MaxClients = DefaultFailureMaxClients
+	}
+	verifyRate := pos(o.VerifyRate, DefaultVerifyRate)
+	return &FailureBound{
+		pairLimit:   bucket.MustLimit(burst(o.PairBurst, DefaultPairBurst), pos(o.PairRate, DefaultPairRate)),
+		keyLimit:    bucket.MustLimit(burst(o.KeyBurst, DefaultKeyBurst), pos(o.KeyRate, DefaultKeyRate)),
+		verifyLimit: bucket.MustLimit(max(int64(verifyRate), 2), verifyRate),
+		provenFor:   o.ProvenFor,
+		maxClients:  o.MaxClients,
+		pairs:       map[pairKey]pairState{},
+		keys:        map[string]bucket.State{},
+	}
 }
+
+// Admission is what the bound decides of a request before it is read.
+type Admission int
+
+// The admissions, from the most trusted.
+const (
+	// AdmitProven: the pair verified lately; verify it, budget or not.
+	AdmitProven Admission = iota
+	// AdmitBudget: verify it; it drew on the verification budget.
+	AdmitBudget
+	// RefuseFailing: the pair spent its failures; answer without
+	// reading the request.
+	RefuseFailing
+	// RefuseBusy: the verification budget is spent for requests of its
+	// standing; answer without reading the request.
+	RefuseBusy
+)
 
 // clientOf is the address part of a RemoteAddr ("ip:port").
 func clientOf(remote string) string {
@@ -53,40 +163,145 @@ func clientOf(remote string) string {
 	return remote
 }
 
-// Allow reports whether the address may still be heard: it has a failure
-// left to spend.
-func (f *FailureBound) Allow(remote string, now time.Time) bool {
+// Admit decides a request of access key id key (as [Verifier.keyOf] maps
+// it) from remote, at now.
+func (f *FailureBound) Admit(key, remote string, now time.Time) Admission {
+	p := pairKey{key, clientOf(remote)}
+	ns := now.UnixNano()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.clients[clientOf(remote)]
-	if !ok {
-		return true
+	s, tracked := f.pairs[p]
+	if tracked {
+		if _, d := f.pairLimit.TakeAt(s.failures, ns, 1); !d.Allowed { // a look: the state is not kept
+			return RefuseFailing
+		}
+		if s.provenUntil > ns {
+			return AdmitProven
+		}
 	}
-	_, d := f.limit.Take(s, now, 1) // a look: the state is not kept
-	return d.Allowed
+	if key == unknownKey {
+		return AdmitBudget // refused on a map lookup, no HMAC: nothing to budget
+	}
+	need := int64(1)
+	if _, d := f.keyLimit.TakeAt(f.keys[key], ns, 1); !d.Allowed {
+		// A failing key may use only the upper half: take what would
+		// leave half, give back all but one.
+		need = f.verifyLimit.Capacity()/2 + 1
+	}
+	next, d := f.verifyLimit.TakeAt(f.verify, ns, need)
+	if !d.Allowed {
+		return RefuseBusy
+	}
+	if need > 1 {
+		next, _ = f.verifyLimit.TakeAt(f.verify, ns, 1)
+	}
+	f.verify = next
+	return AdmitBudget
 }
 
-// Fail counts one failed request against the address.
-func (f *FailureBound) Fail(remote string, now time.Time) {
-	c := clientOf(remote)
+// Note records the outcome of a verification of key's from remote: a
+// success proves the pair, a failure counts against the pair and the key.
+func (f *FailureBound) Note(key, remote string, ok bool, now time.Time) {
+	p := pairKey{key, clientOf(remote)}
+	ns := now.UnixNano()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s, ok := f.clients[c]
-	if !ok && len(f.clients) >= f.maxClients {
-		f.forgetRefilled(now)
-		if len(f.clients) >= f.maxClients {
+	s, tracked := f.pairs[p]
+	if ok {
+		s.provenUntil = ns + int64(f.provenFor)
+	} else {
+		s.failures, _ = f.pairLimit.TakeAt(s.failures, ns, 1)
+		if _, d := f.pairLimit.TakeAt(s.failures, ns, 1); !d.Allowed {
+			s.provenUntil = 0 // spent: proven again only by a success
+		}
+		f.keys[key], _ = f.keyLimit.TakeAt(f.keys[key], ns, 1)
+	}
+	if !tracked && len(f.pairs) >= f.maxClients {
+		// A sweep for room at most once a second: a full table of live
+		// entries must not make every new failure a walk of the table.
+		if ns-f.lastForget < int64(time.Second) {
+			return
+		}
+		f.lastForget = ns
+		f.forget(ns)
+		if len(f.pairs) >= f.maxClients {
 			return
 		}
 	}
-	f.clients[c], _ = f.limit.Take(s, now, 1)
+	f.pairs[p] = s
 }
 
-// forgetRefilled drops the addresses whose buckets are full again: they
-// say nothing a fresh entry would not.
-func (f *FailureBound) forgetRefilled(now time.Time) {
-	for c, s := range f.clients {
-		if s.Full(now) {
-			delete(f.clients, c)
+// forget drops the pairs that say nothing a fresh entry would not:
+// failures refilled and no proof in force.
+func (f *FailureBound) forget(ns int64) {
+	for p, s := range f.pairs {
+		if int64(s.failures) <= ns && s.provenUntil <= ns {
+			delete(f.pairs, p)
 		}
+	}
+	for k, s := range f.keys {
+		if int64(s) <= ns {
+			delete(f.keys, k)
+		}
+	}
+}
+
+// Tracked is the number of pairs the bound holds (for tests and metrics).
+func (f *FailureBound) Tracked() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.pairs)
+}
+
+// keyOf is the key a FailureBound counts an access key id under: the id
+// when the credentials hold it, else unknownKey.
+func (v *Verifier) keyOf(accessKeyID string) string {
+	if _, ok := v.keys.Load().creds.keys[accessKeyID]; ok {
+		return accessKeyID
+	}
+	return unknownKey
+}
+
+// Admit decides, before a request is read, whether to hear it: nil, with
+// proven reporting that its access key id verified from its address
+// lately; or the error to answer with (ThrottlingException for a key and
+// address that spent their failures, ServiceUnavailableException while
+// the verification budget is spent for requests like it).
+func (v *Verifier) Admit(accessKeyID, remote string) (proven bool, e *Error) {
+	if v.failures == nil {
+		return false, nil
+	}
+	switch v.failures.Admit(v.keyOf(accessKeyID), remote, v.now()) {
+	case AdmitProven:
+		return true, nil
+	case RefuseFailing:
+		return false, &Error{http.StatusBadRequest, "ThrottlingException",
+			"Rate exceeded: too many requests with this access key id failed authentication from this address; retry later"}
+	case RefuseBusy:
+		return false, &Error{http.StatusServiceUnavailable, "ServiceUnavailableException",
+			"too many requests are being verified; retry later"}
+	}
+	return false, nil
+}
+
+// noteOutcome tells the failure bound how r's verification went; id is
+// the access key id it verified as (read from r again when it failed).
+func (v *Verifier) noteOutcome(r *http.Request, id, remote string, ok bool) {
+	if v.failures == nil {
+		return
+	}
+	if !ok {
+		if cred, err := CredentialOf(r); err == nil {
+			id = cred.AccessKeyID
+		}
+	}
+	v.note(id, remote, ok)
+}
+
+// note tells the failure bound how a verification of access key id from
+// remote went.
+func (v *Verifier) note(id, remote string, ok bool) {
+	if v.failures != nil {
+		v.failures.Note(v.keyOf(id), remote, ok, v.now())
 	}
 }

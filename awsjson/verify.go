@@ -107,17 +107,6 @@ func (v *Verifier) SetCredentials(c *Credentials) {
 // Credentials returns the keys in use.
 func (v *Verifier) Credentials() *Credentials { return v.keys.Load().creds }
 
-// Refused returns the error to answer a client with, without looking at
-// its request, when it has failed verification too often lately (see
-// [FailureBound]); else nil. remote is the client's address.
-func (v *Verifier) Refused(remote string) *Error {
-	if v.failures == nil || v.failures.Allow(remote, v.now()) {
-		return nil
-	}
-	return &Error{http.StatusBadRequest, "ThrottlingException",
-		"Rate exceeded: too many requests that failed authentication from this address; retry later"}
-}
-
 // Verify checks r's signature over body and returns the credential scope
 // it verified: [Verifier.VerifyHeaders] then [Verifier.VerifyBody]. The
 // error is the one AWS answers with: a missing signature
@@ -125,8 +114,9 @@ func (v *Verifier) Refused(remote string) *Error {
 // IncompleteSignatureException, an unknown key or a wrong session token
 // UnrecognizedClientException, a wrong signature, a body changed after
 // signing or a time out of [MaxSkew] InvalidSignatureException, an
-// unsigned X-Amz-* header AccessDeniedException. A failure is counted
-// against remote, the client's address.
+// unsigned X-Amz-* header AccessDeniedException. The outcome is told to
+// the failure bound (see [Verifier.Admit]) under the request's access key
+// id and remote, the client's address.
 func (v *Verifier) Verify(r *http.Request, body []byte, remote string) (Credential, *Error) {
 	p, e := v.VerifyHeaders(r, remote)
 	if e != nil {
@@ -157,9 +147,9 @@ type Pending struct {
 func (v *Verifier) VerifyHeaders(r *http.Request, remote string) (Pending, *Error) {
 	p, e := v.verifyHeaders(r)
 	if e != nil {
-		v.fail(remote)
+		v.noteOutcome(r, "", remote, false)
 	} else if p.payload != nil {
-		p.payload.v, p.payload.remote = v, remote
+		p.payload.v, p.payload.id, p.payload.remote = v, p.Cred.AccessKeyID, remote
 	}
 	return p, e
 }
@@ -171,18 +161,18 @@ func (v *Verifier) VerifyBody(r *http.Request, p Pending, body []byte, remote st
 	e := v.verifyBody(r, &p, body)
 	if e != nil {
 		if p.payload == nil || !p.payload.done { // else counted as read
-			v.fail(remote)
+			v.noteOutcome(r, p.Cred.AccessKeyID, remote, false)
 		}
 		return Credential{}, e
 	}
+	v.noteOutcome(r, p.Cred.AccessKeyID, remote, true)
 	return p.Cred, nil
 }
 
-func (v *Verifier) fail(remote string) {
-	if v.failures != nil {
-		v.failures.Fail(remote, v.now())
-	}
-}
+// SignatureVerified reports whether the signature itself was verified from
+// the headers (the request declared its payload's hash): the request is
+// then its key's, and only its body's hash is left to check.
+func (p Pending) SignatureVerified() bool { return p.payload != nil }
 
 // Errors of verification, as AWS words them.
 func errUnrecognizedClient() *Error {
@@ -333,7 +323,8 @@ type payloadCheck struct {
 	h      hash.Hash // nil until the body is read through Pending.Body
 	done   bool      // the body was read to its end through Pending.Body
 	ok     bool      // and hashed to want
-	v      *Verifier // counts a mismatch against remote
+	v      *Verifier // counts a mismatch against id and remote
+	id     string
 	remote string
 }
 
@@ -377,7 +368,7 @@ func (r *payloadReader) Read(b []byte) (int, error) {
 		r.c.h.Sum(sum[:0])
 		r.c.done, r.c.ok = true, sum == r.c.want
 		if !r.c.ok {
-			r.c.v.fail(r.c.remote)
+			r.c.v.note(r.c.id, r.c.remote, false)
 			return n, errPayloadHash()
 		}
 	}

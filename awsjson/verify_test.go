@@ -204,38 +204,6 @@ func TestVerifyPresignedURL(t *testing.T) {
 	}
 }
 
-// TestFailuresAreBoundedPerClient: a client that keeps failing is refused
-// before its requests are verified, once its burst of failures is spent;
-// another client, and the same one after the refill, are heard.
-func TestFailuresAreBoundedPerClient(t *testing.T) {
-	now := signedAt
-	c, _ := awsjson.ParseCredentials([]byte(testCredentials))
-	v := awsjson.NewVerifier(c, awsjson.VerifierOptions{
-		Now:      func() time.Time { return now },
-		Failures: awsjson.NewFailureBound(3, 1, 0),
-	})
-	body := []byte(`{}`)
-	bad := func() *http.Request { return signed(t, "AKIDMADEUP", "x", "", body, signedAt) }
-	for i := range 3 {
-		if e := v.Refused("198.51.100.7:1000"); e != nil {
-			t.Fatalf("failure %d: refused before the burst was spent: %v", i, e)
-		}
-		if _, e := v.Verify(bad(), body, "198.51.100.7:1000"); e == nil {
-			t.Fatal("a made-up key verified")
-		}
-	}
-	if e := v.Refused("198.51.100.7:2000"); e == nil || e.Code != "ThrottlingException" {
-		t.Fatalf("after 3 failures: %v, want ThrottlingException", e)
-	}
-	if e := v.Refused("198.51.100.8:1000"); e != nil {
-		t.Errorf("another address refused: %v", e)
-	}
-	now = now.Add(time.Second)
-	if e := v.Refused("198.51.100.7:1000"); e != nil {
-		t.Errorf("a second later (1 failure/s refilled): %v", e)
-	}
-}
-
 func TestParseCredentialsErrors(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{"", "no [section]"},
@@ -297,7 +265,7 @@ func TestVerifyHeadersBeforeTheBody(t *testing.T) {
 		return signedWith(t, "AKIDTENANTA", secret, "", body, signedAt, "X-Amz-Content-Sha256", hex.EncodeToString(sum[:]))
 	}
 	c, _ := awsjson.ParseCredentials([]byte(testCredentials))
-	v := awsjson.NewVerifier(c, awsjson.VerifierOptions{Now: func() time.Time { return signedAt }, Failures: awsjson.NewFailureBound(1, 0.001, 0)})
+	v := awsjson.NewVerifier(c, awsjson.VerifierOptions{Now: func() time.Time { return signedAt }, Failures: awsjson.NewFailureBound(awsjson.FailureOptions{PairBurst: 1, PairRate: 0.001})})
 
 	if _, e := v.VerifyHeaders(declared("not-the-secret"), "192.0.2.9:1"); e == nil || e.Code != "InvalidSignatureException" {
 		t.Fatalf("wrong secret, from the headers: %v", e)
@@ -327,10 +295,10 @@ func TestVerifyHeadersBeforeTheBody(t *testing.T) {
 	if _, e := v.VerifyBody(r, p, []byte(`{"clusters":["other"]}`), "192.0.2.2:1"); e == nil {
 		t.Fatal("another body verified")
 	}
-	if e := v.Refused("192.0.2.2:1"); e == nil {
-		t.Error("the failed body was not counted against its client (a burst of 1)")
+	if _, e := v.Admit("AKIDTENANTA", "192.0.2.2:1"); e == nil {
+		t.Error("the failed body was not counted against its key and client (a burst of 1)")
 	}
-	if e := v.Refused("192.0.2.1:1"); e != nil {
-		t.Errorf("the good client is refused: %v", e)
+	if _, e := v.Admit("AKIDTENANTA", "192.0.2.1:1"); e != nil {
+		t.Errorf("a key that verified from another address is refused there: %v", e)
 	}
 }

@@ -25,6 +25,12 @@ var (
 func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := w.Header().Get(awsjson.HeaderRequestID)
+	bodyRead := false
+	defer func() {
+		if !bodyRead {
+			g.cutBody(w)
+		}
+	}()
 	if r.Method != http.MethodPost && r.URL.Path != "/" {
 		// Not an AWS call (they are POSTs, to / in every SDK): a path
 		// nothing serves, as the native API answers one.
@@ -71,42 +77,8 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			"Content-Type must be "+awsjson.ContentType+", got "+clip(ct))
 		return
 	}
-	if g.verifier != nil {
-		if e := g.verifier.Refused(r.RemoteAddr); e != nil {
-			g.metrics.authFails.WithLabelValues(e.Code).Inc()
-			e.Write(w)
-			return
-		}
-	}
-	var (
-		cred    awsjson.Credential
-		pending awsjson.Pending
-	)
-	if g.verifier != nil {
-		// Before the body is read, as far as the headers allow: with
-		// X-Amz-Content-Sha256 the signature itself, so that a client
-		// that cannot sign holds no body budget, and the body is then
-		// hashed as it arrives.
-		var e *awsjson.Error
-		if pending, e = g.verifier.VerifyHeaders(r, r.RemoteAddr); e != nil {
-			// Refused before its body is read, and answered at once:
-			// net/http would otherwise read up to 256 KiB of it before
-			// answering, at the client's pace.
-			w.Header().Set("Connection", "close")
-			cred, _ = awsjson.CredentialOf(r)
-			if cred.Region != "" && !pol.cfg.ServesRegion(cred.Region) {
-				// AWS's answer to a region nobody serves comes first,
-				// whatever the signature.
-				e = awsjson.RegionError(cred.Region)
-				g.metrics.authFails.WithLabelValues(e.Code).Inc()
-				e.Write(w)
-				return
-			}
-			g.refuseSignature(w, r, id, cred, e)
-			return
-		}
-		cred, r.Body = pending.Cred, pending.Body(r.Body)
-	} else if cred, err = awsjson.CredentialOf(r); err != nil {
+	cred, err := awsjson.CredentialOf(r)
+	if err != nil {
 		e := awsjson.AuthError(err)
 		g.metrics.authFails.WithLabelValues(e.Code).Inc()
 		e.Write(w)
@@ -125,14 +97,40 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		e.Write(w)
 		return
 	}
-	cost := g.bodyCost(r)
-	if !g.inFlight.acquire(cost) {
-		g.shed(w, r)
-		awsjson.WriteError(w, http.StatusServiceUnavailable, "ServiceUnavailableException", g.overloadedMessage())
-		return
+	proven := false
+	var pending awsjson.Pending
+	if g.verifier != nil {
+		// Before the body is read: a key that keeps failing from this
+		// address, or a flood of unproven requests, costs no read and no
+		// verification.
+		var e *awsjson.Error
+		if proven, e = g.verifier.Admit(cred.AccessKeyID, r.RemoteAddr); e != nil {
+			g.metrics.authFails.WithLabelValues(e.Code).Inc()
+			if e.Status == http.StatusServiceUnavailable {
+				w.Header()["Retry-After"] = []string{"1"}
+			}
+			e.Write(w)
+			return
+		}
+		// Then as far as the headers allow: with X-Amz-Content-Sha256 the
+		// signature itself, so that a client that cannot sign holds no
+		// body budget, and the body is hashed as it arrives.
+		if pending, e = g.verifier.VerifyHeaders(r, r.RemoteAddr); e != nil {
+			// Refused before its body is read, and answered at once:
+			// net/http would otherwise read up to 256 KiB of it before
+			// answering, at the client's pace.
+			w.Header().Set("Connection", "close")
+			g.refuseSignature(w, r, id, cred, e)
+			return
+		}
+		// A signature verified from the headers may use the in-flight
+		// reserve kept for keys that proved themselves.
+		proven = proven || pending.SignatureVerified()
+		cred, r.Body = pending.Cred, pending.Body(r.Body)
 	}
-	defer g.inFlight.release(cost)
-	body, release, err := g.readBody(w, r)
+	hold := bodyHold{f: g.inFlight, h: holderOf(r.RemoteAddr, cred.AccessKeyID, proven)}
+	defer hold.release()
+	body, release, err := g.readBody(w, r, g.awsBodyLimit(prefix, action), &hold)
 	defer release()
 	if err != nil {
 		if e := (*awsjson.Error)(nil); errors.As(err, &e) {
@@ -140,9 +138,10 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			g.refuseSignature(w, r, id, cred, e)
 			return
 		}
-		awsjson.WriteError(w, bodyErrorStatus(err), "SerializationException", err.Error())
+		writeAWSBodyError(w, err, g)
 		return
 	}
+	bodyRead = true
 	if g.verifier != nil {
 		// Before the body is judged: a client that cannot sign learns
 		// nothing about what tollgate would make of its request.
@@ -259,4 +258,20 @@ func unknownOperationMessage(svc *quota.Service, action string, proxied bool) st
 		return msg + " (set the service's default_category to pass it through to the upstream)"
 	}
 	return msg
+}
+
+// writeAWSBodyError answers an AWS JSON request whose body could not be
+// read, in AWS's dialect: 503 ServiceUnavailableException when the
+// in-flight bound had no room for it, 408 RequestTimeoutException when
+// it stopped arriving, else 413 or 400 SerializationException.
+func writeAWSBodyError(w http.ResponseWriter, err error, g *Gateway) {
+	status := bodyErrorStatus(w, err)
+	switch status {
+	case http.StatusServiceUnavailable:
+		awsjson.WriteError(w, status, "ServiceUnavailableException", g.overloadedMessage())
+	case http.StatusRequestTimeout:
+		awsjson.WriteError(w, status, "RequestTimeoutException", g.slowMessage(err))
+	default:
+		awsjson.WriteError(w, status, "SerializationException", err.Error())
+	}
 }

@@ -20,7 +20,6 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"io"
 	"log/slog"
@@ -95,13 +94,35 @@ type Options struct {
 	// DefaultMaxBatch.
 	MaxBatch int
 	// MaxInFlightBytes bounds the memory that requests being served may
-	// hold at once. A request counts its body (its Content-Length, or
-	// MaxBodyBytes when it declares none) and a batch 640 bytes more per
-	// take. A request that would go over the bound is answered at once
-	// with 503 and Retry-After: 1, never queued; one request larger than
-	// the bound is served when it is alone. 0 means
-	// DefaultMaxInFlightBytes; negative means no bound.
+	// hold at once. A request counts its body as the bytes arrive (in
+	// steps that double from 4 KiB, so never more than about twice what
+	// it sent) and a batch 640 bytes more per take. A request whose next
+	// bytes would go over the bound is answered at once with 503 and
+	// Retry-After: 1, never queued. The bound is shared: a request
+	// nobody vouches for yet counts against its client address's share
+	// (an eighth of the bound, at least MaxBodyBytes) and may not use the
+	// last quarter, which with a Verifier is kept for clients whose key
+	// verified from their address lately (they count against their key's
+	// share instead). 0 means DefaultMaxInFlightBytes; negative means no
+	// bound.
 	MaxInFlightBytes int64
+	// BodyIdleTimeout, BodyMinRate and BodyTimeout cut a request body
+	// that stops arriving (as nginx's client_body_timeout and Apache's
+	// mod_reqtimeout do): no gap between two reads may pass
+	// BodyIdleTimeout, after the first BodyIdleTimeout the body must
+	// have arrived at BodyMinRate bytes a second on average, and all of
+	// it within BodyTimeout. A body cut is answered 408 and its
+	// connection closed. 0 means DefaultBodyIdleTimeout (5 s),
+	// DefaultBodyMinRate (1 KiB/s) and DefaultBodyTimeout (30 s).
+	BodyIdleTimeout time.Duration
+	BodyMinRate     float64
+	BodyTimeout     time.Duration
+	// AdminFailures bounds wrong admin tokens per client address: a burst
+	// of AdminFailures.Burst, refilled at AdminFailures.Rate a second;
+	// past it an address is answered 429 without its token being
+	// compared. The zero value takes DefaultAdminFailureBurst and
+	// DefaultAdminFailureRate.
+	AdminFailures AdminFailureOptions
 	// Handlers are in-process upstreams by service name: an allowed AWS
 	// JSON request of such a service is answered by its handler (the
 	// cloudmap service by package cloudmap's registry, say), with
@@ -168,7 +189,11 @@ type Gateway struct {
 	reloadMu    sync.Mutex // one reload at a time, so the newest file wins
 	maxBody     int64
 	maxBatch    int
-	inFlight    inFlight
+	inFlight    *inFlight
+	bodyIdle    time.Duration
+	bodyMinRate float64
+	bodyTimeout time.Duration
+	adminFails  *adminFailures
 	policy      atomic.Pointer[policy]
 	ready       atomic.Bool
 	metrics     *metrics
@@ -214,7 +239,10 @@ func New(opts Options) (*Gateway, error) {
 		adminReload: opts.AdminReload,
 		maxBody:     opts.MaxBodyBytes,
 		maxBatch:    opts.MaxBatch,
-		inFlight:    inFlight{max: opts.MaxInFlightBytes},
+		bodyIdle:    opts.BodyIdleTimeout,
+		bodyMinRate: opts.BodyMinRate,
+		bodyTimeout: opts.BodyTimeout,
+		adminFails:  newAdminFailures(opts.AdminFailures),
 		handlers:    opts.Handlers,
 		limits:      opts.Limits,
 		live:        opts.Live,
@@ -224,8 +252,14 @@ func New(opts Options) (*Gateway, error) {
 	if g.maxBatch <= 0 {
 		g.maxBatch = DefaultMaxBatch
 	}
-	if g.inFlight.max == 0 {
-		g.inFlight.max = DefaultMaxInFlightBytes
+	if g.bodyIdle <= 0 {
+		g.bodyIdle = DefaultBodyIdleTimeout
+	}
+	if g.bodyMinRate <= 0 {
+		g.bodyMinRate = DefaultBodyMinRate
+	}
+	if g.bodyTimeout <= 0 {
+		g.bodyTimeout = DefaultBodyTimeout
 	}
 	if g.limiter == nil {
 		g.limiter = memory.New(memory.Options{})
@@ -236,6 +270,14 @@ func New(opts Options) (*Gateway, error) {
 	if g.maxBody <= 0 {
 		g.maxBody = DefaultMaxBodyBytes
 	}
+	maxInFlight := opts.MaxInFlightBytes
+	if maxInFlight == 0 {
+		maxInFlight = DefaultMaxInFlightBytes
+	}
+	g.inFlight = newInFlight(maxInFlight, g.maxBody)
+	if g.verifier == nil {
+		g.inFlight.reserve = 0 // nobody is proven: the whole bound is open
+	}
 	reg := opts.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -243,7 +285,7 @@ func New(opts Options) (*Gateway, error) {
 	g.metrics = newMetrics(reg, g.limiter, g.live)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tollgate_in_flight_bytes",
-		Help: "Request bytes counted against --max-in-flight-bytes now (bodies, plus 640 per batch take).",
+		Help: "Request bytes counted against --max-in-flight-bytes now (bodies as they arrive, plus 640 per batch take).",
 	}, func() float64 { return float64(g.inFlight.n.Load()) }))
 	cfg := opts.Config
 	if cfg == nil {
@@ -406,28 +448,6 @@ func (g *Gateway) setConfig(cfg *quota.Config) error {
 	g.setPools(p, cfg)
 	g.policy.Store(p)
 	return nil
-}
-
-// admin guards an admin handler with the bearer token; with no token
-// configured the admin endpoints do not exist.
-func (g *Gateway) admin(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !g.adminOn {
-			http.NotFound(w, r)
-			return
-		}
-		auth := r.Header.Get("Authorization")
-		ok := len(auth) > len("Bearer ") && strings.EqualFold(auth[:len("Bearer ")], "Bearer ")
-		// Digests of equal length, compared in constant time: neither the
-		// token nor its length leaks through timing.
-		got := sha256.Sum256([]byte(strings.TrimSpace(auth[min(len(auth), len("Bearer ")):])))
-		if !ok || subtle.ConstantTimeCompare(got[:], g.adminDigest[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="tollgate-admin"`)
-			writeNativeError(w, http.StatusUnauthorized, "", "missing or wrong admin bearer token")
-			return
-		}
-		h(w, r)
-	}
 }
 
 func methodNotAllowed(allow string) http.HandlerFunc {

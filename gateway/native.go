@@ -344,17 +344,12 @@ func setRateLimitHeaders(h http.Header, r resolved, d bucket.Decision) {
 // serveTake handles POST /v1/take.
 func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	cost := g.bodyCost(r)
-	if !g.inFlight.acquire(cost) {
-		g.shed(w, r)
-		writeNativeError(w, http.StatusServiceUnavailable, "", g.overloadedMessage())
-		return
-	}
-	defer g.inFlight.release(cost)
-	body, release, err := g.readBody(w, r)
+	hold := bodyHold{f: g.inFlight, h: holderOf(r.RemoteAddr, "", false)}
+	defer hold.release()
+	body, release, err := g.readBody(w, r, g.maxBody, &hold)
 	defer release()
 	if err != nil {
-		writeNativeError(w, bodyErrorStatus(err), "", err.Error())
+		g.writeNativeBodyError(w, err)
 		return
 	}
 	var req TakeRequest
@@ -395,23 +390,18 @@ func (g *Gateway) serveTake(w http.ResponseWriter, r *http.Request) {
 // whole, before any take, if any request is invalid or there are more
 // than the gateway's MaxBatch.
 //
-// Memory: the body counts against the in-flight bound before it is read,
-// and its takes (batchItemCost each) once they are counted; the decoder
+// Memory: the body counts against the in-flight bound as it arrives, and
+// its takes (batchItemCost each) once they are counted; the decoder
 // stops at the first take over MaxBatch.
 func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	cost := g.bodyCost(r)
-	if !g.inFlight.acquire(cost) {
-		g.shed(w, r)
-		writeNativeError(w, http.StatusServiceUnavailable, "", g.overloadedMessage())
-		return
-	}
-	defer func() { g.inFlight.release(cost) }()
+	hold := bodyHold{f: g.inFlight, h: holderOf(r.RemoteAddr, "", false)}
+	defer hold.release()
 	bd := batchDecoders.Get().(*batchDecoder)
 	defer putBatchDecoder(bd)
 	bd.body.Reset()
-	if err := g.readBodyInto(w, r, &bd.body); err != nil {
-		writeNativeError(w, bodyErrorStatus(err), "", err.Error())
+	if err := g.readBodyInto(w, r, &bd.body, g.maxBody, &hold); err != nil {
+		g.writeNativeBodyError(w, err)
 		return
 	}
 	if err := bd.decode(bd.body.Bytes(), g.maxBatch); err != nil {
@@ -424,12 +414,11 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	n := len(bd.items)
 	itemsCost := int64(n) * batchItemCost
-	if !g.inFlight.acquire(itemsCost) {
-		g.shed(w, r)
+	if !hold.grow(itemsCost) { // released with the body's
+		w.Header()["Retry-After"] = []string{"1"}
 		writeNativeError(w, http.StatusServiceUnavailable, "", g.overloadedMessage())
 		return
 	}
-	cost += itemsCost // released with the body's share
 	pol := g.policy.Load()
 	all := string(bd.arena) // every string of the batch, in one allocation
 	items := slices.Grow(bd.resolved[:0], n)[:n]
@@ -492,6 +481,20 @@ func (g *Gateway) serveBatch(w http.ResponseWriter, r *http.Request) {
 	bd.answer = answer
 	g.metrics.latency.Observe(elapsed.Seconds())
 	writeBody(w, http.StatusOK, answer)
+}
+
+// writeNativeBodyError answers a native request whose body could not be
+// read (see bodyErrorStatus).
+func (g *Gateway) writeNativeBodyError(w http.ResponseWriter, err error) {
+	status := bodyErrorStatus(w, err)
+	msg := err.Error()
+	switch status {
+	case http.StatusServiceUnavailable:
+		msg = g.overloadedMessage()
+	case http.StatusRequestTimeout:
+		msg = g.slowMessage(err)
+	}
+	writeNativeError(w, status, "", msg)
 }
 
 func writeFieldError(w http.ResponseWriter, err error) {

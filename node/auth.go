@@ -36,7 +36,7 @@ func loadCredentials(flag string, cfg *config.Config, configName string, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.source, err)
 	}
-	c.v = awsjson.NewVerifier(creds, awsjson.VerifierOptions{Failures: awsjson.NewFailureBound(0, 0, 0)})
+	c.v = awsjson.NewVerifier(creds, awsjson.VerifierOptions{Failures: awsjson.NewFailureBound(awsjson.FailureOptions{})})
 	log.Info("AWS requests must be signed (SigV4) by a key of the credentials file", "file", c.path, "keys", creds.Len())
 	return c, nil
 }

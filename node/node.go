@@ -30,6 +30,19 @@ import (
 // DefaultListen is the HTTP address when Options.Listen is empty.
 const DefaultListen = "127.0.0.1:8080"
 
+// The HTTP server's timeouts. A request's headers must arrive within
+// readHeaderTimeout of its first byte (a client that trickles them, as
+// slowloris does, is cut there), and all of it within readTimeout (its
+// body also at the gateway's minimum rate, see gateway.Options). A
+// keep-alive connection idle for idleTimeout is closed: idle connections
+// cost a goroutine and a descriptor each, and a client that wants one
+// back reconnects in a round trip.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+	idleTimeout       = 60 * time.Second
+)
+
 // DefaultShutdownTimeout is Options.ShutdownTimeout when it is 0.
 const DefaultShutdownTimeout = 10 * time.Second
 
@@ -63,6 +76,11 @@ type Options struct {
 	MaxBodyBytes     int64
 	MaxBatch         int
 	MaxInFlightBytes int64
+	// BodyIdleTimeout and BodyMinRate cut request bodies that stop
+	// arriving, as gateway.Options says; 0 means the gateway's defaults.
+	// The whole body must arrive within the server's read timeout.
+	BodyIdleTimeout time.Duration
+	BodyMinRate     float64
 	// ShutdownTimeout is how long in-flight requests may take to finish
 	// once shutdown starts; 0 means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
@@ -288,6 +306,9 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		MaxBodyBytes:     opts.MaxBodyBytes,
 		MaxBatch:         opts.MaxBatch,
 		MaxInFlightBytes: opts.MaxInFlightBytes,
+		BodyIdleTimeout:  opts.BodyIdleTimeout,
+		BodyMinRate:      opts.BodyMinRate,
+		BodyTimeout:      readTimeout,
 		Pools:            pools.Handler,
 		AdminHandlers: withAdmin(map[string]http.Handler{
 			"GET /v1/admin/pools":                     pools.AdminHandler(),
@@ -302,10 +323,10 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.srv = &http.Server{
 		Handler:           n.gw,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
 		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

@@ -42,6 +42,8 @@ type serveFlags struct {
 	maxBody          int64
 	maxBatch         int
 	maxInFlight      int64
+	bodyIdleTimeout  time.Duration
+	bodyMinRate      int64
 	shutdownTimeout  time.Duration
 	store            string
 	storeTimeout     time.Duration
@@ -92,7 +94,9 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "`FILE` holding the admin bearer token (else $TOLLGATE_ADMIN_TOKEN; neither: admin endpoints disabled)")
 	fs.Int64Var(&f.maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
 	fs.IntVar(&f.maxBatch, "max-batch", gateway.DefaultMaxBatch, "most takes in one /v1/take/batch request; a larger batch is answered 400")
-	fs.Int64Var(&f.maxInFlight, "max-in-flight-bytes", gateway.DefaultMaxInFlightBytes, "bound on request bytes being served at once (bodies, plus 640 per batch take); over it requests get 503 with Retry-After; -1: no bound")
+	fs.Int64Var(&f.maxInFlight, "max-in-flight-bytes", gateway.DefaultMaxInFlightBytes, "bound on request bytes being served at once (bodies as they arrive, plus 640 per batch take), shared: one client address may hold an eighth, and the last quarter is kept for keys that verified lately; over it requests get 503 with Retry-After; -1: no bound")
+	durationVar(fs, &f.bodyIdleTimeout, "body-idle-timeout", gateway.DefaultBodyIdleTimeout, "a request body whose next bytes take longer than this to arrive is cut (408, connection closed), as nginx's client_body_timeout")
+	fs.Int64Var(&f.bodyMinRate, "body-min-rate", gateway.DefaultBodyMinRate, "after its first --body-idle-timeout a request body must arrive at this many bytes a second on average, or it is cut")
 	durationVar(fs, &f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.Var(&storeValue{&f.store}, "store", "where bucket state lives: memory, or a Redis `URL` (redis://host:port/db, rediss://, redis+cluster://, redis+sentinel://) shared by many nodes; default: the config's store.url, else memory")
 	durationVar(fs, &f.storeTimeout, "store-timeout", 0, "least wait for Redis per decision before --store-on-failure decides; while Redis answers slowly the wait grows, up to 4 times this (default: the config's store.timeout, else 50ms)")
@@ -222,6 +226,8 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 		MaxBodyBytes:     f.maxBody,
 		MaxBatch:         f.maxBatch,
 		MaxInFlightBytes: f.maxInFlight,
+		BodyIdleTimeout:  f.bodyIdleTimeout,
+		BodyMinRate:      float64(f.bodyMinRate),
 		ShutdownTimeout:  f.shutdownTimeout,
 		DrainDelay:       f.drainDelay,
 		Store:            config.Store{URL: f.store, Timeout: f.storeTimeout, TLS: f.storeTLS},
@@ -272,6 +278,12 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 	}
 	if f.maxBatch < 1 {
 		return o, fmt.Errorf("--max-batch %d must be at least 1 (the default is %d)", f.maxBatch, gateway.DefaultMaxBatch)
+	}
+	if f.bodyIdleTimeout < 100*time.Millisecond || f.bodyIdleTimeout > time.Minute {
+		return o, fmt.Errorf("--body-idle-timeout %v must be between 100ms and 1m (the default is %v)", f.bodyIdleTimeout, gateway.DefaultBodyIdleTimeout)
+	}
+	if f.bodyMinRate < 1 {
+		return o, fmt.Errorf("--body-min-rate %d must be at least 1 (bytes a second; the default is %d)", f.bodyMinRate, gateway.DefaultBodyMinRate)
 	}
 	return o, nil
 }
