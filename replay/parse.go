@@ -41,6 +41,16 @@ type Record struct {
 	AccessKey, Account string
 	// ErrorCode is errorCode: "" for a call that succeeded.
 	ErrorCode string
+	// Params is requestParameters, the call's request as JSON (an object
+	// from CloudTrail, or the string of one as Athena's table holds it);
+	// nil when the record has none. It is valid until the next Next.
+	Params []byte
+}
+
+// isEmpty reports a record with none of the members replay reads.
+func (r *Record) isEmpty() bool {
+	return r.Time == 0 && r.Source == "" && r.Action == "" && r.Region == "" &&
+		r.AccessKey == "" && r.Account == "" && r.ErrorCode == "" && r.Params == nil
 }
 
 // SkipError is a record skipped and counted: the input goes on after it.
@@ -66,6 +76,7 @@ type Decoder struct {
 	strs    map[string]string
 	lastTS  []byte
 	lastT   int64
+	params  []byte // Record.Params
 }
 
 // recordLimit fails reads once more than max bytes passed since reset: a
@@ -256,7 +267,7 @@ func (d *Decoder) nextLine(rec *Record) error {
 		if _, err := d.dec.ReadToken(); err != io.EOF {
 			return &SkipError{Where: d.where(), Reason: "more than one JSON value"}
 		}
-		if *rec == (Record{}) && d.good == 0 {
+		if rec.isEmpty() && d.good == 0 {
 			// The first object has none of a record's members: some other
 			// JSON, not an export of CloudTrail records.
 			return fmt.Errorf("%w: %s has none of eventTime, eventSource, eventName, awsRegion, userIdentity", ErrUnknownFormat, d.where())

@@ -53,6 +53,12 @@
 // record of a service the config does not have, or of an action its
 // service does not know, is counted per service and per action.
 //
+// A call whose cost depends on its request (ECS RunTask on Fargate) is
+// charged by quota.Service.Charges on its requestParameters — the rule
+// tollgate serve applies to the request's body — and takes from every
+// bucket it names, all or none (sim.TakeAll); one the rule refuses is
+// counted (Report.Refused) and not played, as serve answers it 400.
+//
 // The account of a call is the config's account for its access key when
 // the config maps the key (access_keys), else userIdentity.accountId (or
 // recipientAccountId), else the access key itself, as tollgate serve

@@ -33,6 +33,11 @@ type Report struct {
 	SkipSamples []string `json:"skip_samples,omitempty"`
 	Replayed    int64    `json:"replayed"`
 	Late        int64    `json:"late"`
+	// Refused counts the calls whose request the service's charging rules
+	// refuse (a RunTask of count 11 …), as tollgate serve answers them 400
+	// taking nothing: not played; RefusedSamples shows the first.
+	Refused        int64    `json:"refused,omitempty"`
+	RefusedSamples []string `json:"refused_samples,omitempty"`
 	// Window is the span records were sorted within.
 	Window time.Duration `json:"window_ns"`
 	// UnknownServices counts records by the eventSource no service of the
@@ -205,6 +210,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	for _, s := range r.SkipSamples {
 		fmt.Fprintf(w, "skipped: %s\n", s)
+	}
+	if r.Refused > 0 {
+		fmt.Fprintf(w, "%d calls refused as invalid requests (tollgate serve answers them 400, taking nothing), not played\n", r.Refused)
+		for _, s := range r.RefusedSamples {
+			fmt.Fprintf(w, "refused: %s\n", s)
+		}
 	}
 	writeCounts(w, "calls of services the config does not have", r.UnknownServices)
 	writeCounts(w, "calls of actions the config does not know", r.UnknownActions)

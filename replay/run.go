@@ -4,11 +4,13 @@ package replay
 // window, records resolved to buckets, and calls handed to the player.
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/retry"
 	"github.com/tollgate/tollgate/sim"
@@ -21,10 +23,22 @@ const progressEvery = 1 << 14
 type entryKey struct{ source, action, region, account, accessKey string }
 
 // entry is a resolved entryKey: a bucket, or -1 for a call replay does not
-// know, with the service or the action it does not know.
+// know, with the service or the action it does not know. A call whose
+// cost depends on its request (quota.Service.Weighted) has a site, from
+// which each record's requestParameters resolve its charges.
 type entry struct {
 	bucket          int32
 	service, action string
+	site            *chargeSite
+}
+
+// chargeSite is what resolves the charges of a call whose cost depends on
+// its request: the service and action, and the bucket's account, region
+// and client group.
+type chargeSite struct {
+	svc                     *quota.Service
+	action, account, region string
+	group                   int32
 }
 
 type run struct {
@@ -42,7 +56,10 @@ type run struct {
 	rep     Report
 	groupOf map[string]int32
 	anyIdx  int32
-	trace   *traceWriter // nil when it could not be made
+	trace   *traceWriter     // nil when it could not be made
+	plans   map[string]int32 // the player's plans by their charges
+	charges []quota.Charge   // scratch of plan
+	planKey []byte           // scratch of plan
 }
 
 func newRun(opt Options, p *sim.Player) *run {
@@ -52,6 +69,7 @@ func newRun(opt Options, p *sim.Player) *run {
 		entries: make(map[entryKey]entry),
 		buckets: make(map[quota.Key]int32),
 		groupOf: make(map[string]int32),
+		plans:   make(map[string]int32),
 		anyIdx:  -1,
 	}
 	for i, g := range opt.Groups {
@@ -152,12 +170,24 @@ func (r *run) add(rec *Record) {
 		st.recorded++
 		return
 	}
+	v := e.bucket
+	if e.site != nil {
+		plan, err := r.plan(e.site, rec.Params)
+		if err != nil {
+			r.rep.Refused++
+			if len(r.rep.RefusedSamples) < maxSamples {
+				r.rep.RefusedSamples = append(r.rep.RefusedSamples, rec.Action+" at "+time.Unix(0, rec.Time).UTC().Format(time.RFC3339)+": "+err.Error())
+			}
+			return
+		}
+		v = ^plan
+	}
 	r.rep.Replayed++
 	if rec.Time < r.played {
 		r.rep.Late++
 	}
 	r.seq++
-	r.window.push(rec.Time, r.seq, e.bucket)
+	r.window.push(rec.Time, r.seq, v)
 	r.maxSeen = max(r.maxSeen, rec.Time)
 	for len(r.window) > 0 && (r.window.minAt() < r.maxSeen-int64(r.opt.Window) || len(r.window) > MaxWindowRecords) {
 		r.play(r.window.pop())
@@ -181,22 +211,63 @@ func (r *run) resolve(rec *Record) entry {
 	if err != nil {
 		return entry{bucket: -1, action: svc.Name + " " + rec.Action}
 	}
-	if b, ok := r.buckets[key]; ok {
-		return entry{bucket: b}
-	}
-	if r.opt.Limits != nil {
-		limit = r.opt.Limits(key, limit)
-	}
 	g, ok := r.groupOf[account]
 	if !ok {
 		// The catch-all group, or, when every group names its accounts,
 		// the first.
 		g = max(r.anyIdx, 0)
 	}
+	e := entry{bucket: r.bucket(key, limit, g)}
+	if svc.Weighted(rec.Action) {
+		e.site = &chargeSite{svc: svc, action: rec.Action, account: account, region: rec.Region, group: g}
+	}
+	return e
+}
+
+// bucket returns the index of the bucket of key, adding it, of limit (as
+// Options.Limits changes it) and client group g, on first sight.
+func (r *run) bucket(key quota.Key, limit bucket.Limit, g int32) int32 {
+	if b, ok := r.buckets[key]; ok {
+		return b
+	}
+	if r.opt.Limits != nil {
+		limit = r.opt.Limits(key, limit)
+	}
 	b := r.player.AddBucket(limit)
 	r.buckets[key] = b
 	r.stats = append(r.stats, newKeyStats(key, limit, g))
-	return entry{bucket: b}
+	return b
+}
+
+// plan returns the player's plan of a call at site whose request is
+// params: the buckets quota.Service.Charges says it takes from, as tollgate
+// serve charges the same request's body. A request the charging rules
+// refuse (serve answers it 400, taking nothing) is an error.
+func (r *run) plan(site *chargeSite, params []byte) (int32, error) {
+	cs, err := site.svc.Charges(site.action, params, r.charges[:0])
+	r.charges = cs[:0]
+	if err != nil {
+		return 0, err
+	}
+	var sc [4]sim.Charge
+	plan := sc[:0]
+	r.planKey = r.planKey[:0]
+	for _, ch := range cs {
+		key := quota.Key{Service: site.svc.Name, Account: site.account, Region: site.region, Category: ch.Category.Name}
+		limit, _ := r.opt.Quota.Limit(key)
+		b := r.bucket(key, limit, site.group)
+		plan = append(plan, sim.Charge{Bucket: b, Tokens: ch.Tokens})
+		r.planKey = binary.AppendUvarint(binary.AppendUvarint(r.planKey, uint64(b)), uint64(ch.Tokens))
+	}
+	if p, ok := r.plans[string(r.planKey)]; ok {
+		return p, nil
+	}
+	p, err := r.player.AddCharges(plan)
+	if err != nil {
+		return 0, err
+	}
+	r.plans[string(r.planKey)] = p
+	return p, nil
 }
 
 // service returns the config's service of an eventSource
@@ -216,10 +287,15 @@ func (r *run) service(source string) *quota.Service {
 	return byName
 }
 
-// play hands one call to the player.
+// play hands one call to the player: a bucket's (a.v ≥ 0) or a plan's
+// (^a.v).
 func (r *run) play(a arrival) {
 	at := max(a.at, r.played)
 	r.played = at
+	if a.v < 0 {
+		r.playCharged(at, ^a.v)
+		return
+	}
 	st := r.stats[a.v]
 	st.arrive(at)
 	if r.trace != nil {
@@ -229,8 +305,64 @@ func (r *run) play(a arrival) {
 	_ = r.player.Arrive(at, a.v, st.group)
 }
 
+// playCharged plays a call that takes plan's charges, all or none. Without
+// retries, it is throttled as tollgate serve counts it: by its own
+// category (the first charge) and by the bucket it was short of.
+func (r *run) playCharged(at int64, plan int32) {
+	cs := r.player.Plan(plan)
+	var (
+		lim [4]bucket.Limit
+		sts [4]bucket.State
+		loc [4]sim.Charge
+		out [4]bucket.Decision
+	)
+	n := min(len(cs), len(lim)) // Charges gives at most three
+	for i, c := range cs[:n] {
+		st := r.stats[c.Bucket]
+		st.count(at, c.Tokens)
+		lim[i], sts[i], loc[i] = st.limit, st.noRetry, sim.Charge{Bucket: int32(i), Tokens: c.Tokens}
+		if r.trace != nil {
+			for range c.Tokens {
+				r.trace.add(c.Bucket, at)
+			}
+		}
+	}
+	if short := sim.TakeAll(lim[:n], sts[:n], loc[:n], at, out[:n]); short < 0 {
+		for i, c := range cs[:n] {
+			r.stats[c.Bucket].noRetry = sts[i]
+		}
+	} else {
+		r.stats[cs[0].Bucket].throttle(at)
+		if short > 0 {
+			r.stats[cs[short].Bucket].throttle(at)
+		}
+	}
+	// The plan is valid and the group in range: ArriveCharged cannot fail.
+	_ = r.player.ArriveCharged(at, plan, r.stats[cs[0].Bucket].group)
+}
+
+// observe counts an attempt of the player's, as tollgate serve counts a
+// request: one of several buckets counts on each bucket when allowed, and
+// when refused on its own category and on the bucket it was short of.
 func (r *run) observe(a sim.Attempt) {
-	st := r.stats[a.Bucket]
+	if a.Plan < 0 {
+		r.count(r.stats[a.Bucket], a)
+		return
+	}
+	cs := r.player.Plan(a.Plan)
+	if a.Allowed {
+		for _, c := range cs {
+			r.count(r.stats[c.Bucket], a)
+		}
+		return
+	}
+	r.count(r.stats[cs[0].Bucket], a)
+	if a.Short > 0 {
+		r.count(r.stats[cs[a.Short].Bucket], a)
+	}
+}
+
+func (r *run) count(st *keyStats, a sim.Attempt) {
 	st.attempts++
 	if !a.Allowed {
 		st.throttledAttempts++
