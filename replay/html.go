@@ -29,8 +29,11 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>tollgate replay</title>\n")
 	b.WriteString(sim.ReportStyle())
 	b.WriteString("</head>\n<body>\n<h1>tollgate replay</h1>\n")
-	fmt.Fprintf(b, "<p class=\"dim\">%d inputs, %d records: %d calls replayed, %d skipped, %d late (sorted within %v).</p>\n",
-		r.Inputs, r.Records, r.Replayed, r.Skipped, r.Late, r.Window)
+	fmt.Fprintf(b, "<p class=\"dim\">%d inputs, %d records: %d calls replayed, %d skipped.</p>\n",
+		r.Inputs, r.Records, r.Replayed, r.Skipped)
+	for _, s := range r.Inexact {
+		fmt.Fprintf(b, "<p class=\"warn\"><strong>Not exact:</strong> %s</p>\n", esc(s))
+	}
 	list := func(title string, items []string) {
 		if len(items) == 0 {
 			return

@@ -27,19 +27,19 @@ type Report struct {
 	// Records counts the records read; Skipped those skipped (no
 	// eventTime, not a JSON object …), the first of which SkipSamples
 	// shows; Replayed the calls played (known actions, not throttled in
-	// the log); Late those more than Window behind, played when read.
+	// the log).
 	Records     int64    `json:"records"`
 	Skipped     int64    `json:"skipped"`
 	SkipSamples []string `json:"skip_samples,omitempty"`
 	Replayed    int64    `json:"replayed"`
-	Late        int64    `json:"late"`
+	// Inexact says what could not be replayed exactly as the sorted log
+	// would be; empty when the replay is exact.
+	Inexact []string `json:"inexact,omitempty"`
 	// Refused counts the calls whose request the service's charging rules
 	// refuse (a RunTask of count 11 …), as tollgate serve answers them 400
 	// taking nothing: not played; RefusedSamples shows the first.
 	Refused        int64    `json:"refused,omitempty"`
 	RefusedSamples []string `json:"refused_samples,omitempty"`
-	// Window is the span records were sorted within.
-	Window time.Duration `json:"window_ns"`
 	// UnknownServices counts records by the eventSource no service of the
 	// config answers; UnknownActions by "service Action" for actions a
 	// known service does not have. At most a thousand names each; the
@@ -203,8 +203,11 @@ func (r *Report) WriteOverrides(w io.Writer) error {
 
 // WriteText writes r as a table, its counts, and the overrides.
 func (r *Report) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "%d inputs, %d records: %d calls replayed, %d skipped, %d late (window %v)\n",
-		r.Inputs, r.Records, r.Replayed, r.Skipped, r.Late, r.Window)
+	fmt.Fprintf(w, "%d inputs, %d records: %d calls replayed, %d skipped\n",
+		r.Inputs, r.Records, r.Replayed, r.Skipped)
+	for _, s := range r.Inexact {
+		fmt.Fprintf(w, "NOT EXACT: %s\n", s)
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}

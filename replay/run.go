@@ -1,12 +1,15 @@
 package replay
 
-// This file is one replay in progress: inputs read into the sorting
-// window, records resolved to buckets, and calls handed to the player.
+// This file is one replay in progress: inputs read, records resolved to
+// buckets, their calls sorted by time (sorter.go) and handed to the
+// player.
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,10 +50,8 @@ type run struct {
 	entries map[entryKey]entry
 	buckets map[quota.Key]int32
 	stats   []*keyStats
-	window  arrivalHeap
-	seq     uint64
-	maxSeen int64
-	played  int64 // instant of the last arrival played
+	sorted  *sorter
+	sortErr error // the sorter could not spill: the replay fails
 	total   int64
 	done    int64
 	rep     Report
@@ -82,7 +83,6 @@ func newRun(opt Options, p *sim.Player) *run {
 			}
 		}
 	}
-	r.rep.Window = opt.Window
 	r.rep.UnknownServices = map[string]int64{}
 	r.rep.UnknownActions = map[string]int64{}
 	return r
@@ -104,7 +104,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// read reads one input into the window, playing what leaves it.
+// read reads one input's calls into the sorter.
 func (r *run) read(in Input) {
 	f, err := in.Open()
 	if err != nil {
@@ -144,10 +144,13 @@ func (r *run) read(in Input) {
 		}
 		r.rep.Records++
 		r.add(&rec)
+		if r.sortErr != nil {
+			return
+		}
 	}
 }
 
-// add resolves a record and puts its call in the window.
+// add resolves a record and puts its call in the sorter.
 func (r *run) add(rec *Record) {
 	k := entryKey{rec.Source, rec.Action, rec.Region, rec.Account, rec.AccessKey}
 	e, ok := r.entries[k]
@@ -183,15 +186,7 @@ func (r *run) add(rec *Record) {
 		v = ^plan
 	}
 	r.rep.Replayed++
-	if rec.Time < r.played {
-		r.rep.Late++
-	}
-	r.seq++
-	r.window.push(rec.Time, r.seq, v)
-	r.maxSeen = max(r.maxSeen, rec.Time)
-	for len(r.window) > 0 && (r.window.minAt() < r.maxSeen-int64(r.opt.Window) || len(r.window) > MaxWindowRecords) {
-		r.play(r.window.pop())
-	}
+	r.sortErr = r.sorted.add(sortEntry{at: rec.Time, v: v})
 }
 
 // resolve finds the bucket of a record's call, adding it on first sight,
@@ -287,11 +282,50 @@ func (r *run) service(source string) *quota.Service {
 	return byName
 }
 
+// tieOrder returns the order of the calls of one instant: by their
+// buckets' keys, then a plan's by its charges, so that it does not depend
+// on the order the records were read in.
+func (r *run) tieOrder() func(a, b sortEntry) int {
+	idx := make([]int32, len(r.stats))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		ka, kb := r.stats[a].key, r.stats[b].key
+		return cmp.Or(cmp.Compare(ka.Service, kb.Service), cmp.Compare(ka.Account, kb.Account),
+			cmp.Compare(ka.Region, kb.Region), cmp.Compare(ka.Category, kb.Category))
+	})
+	rank := make([]int32, len(idx))
+	for i, b := range idx {
+		rank[b] = int32(i)
+	}
+	n := r.player.Plans()
+	plans := make([]int32, n)
+	for i := range plans {
+		plans[i] = int32(i)
+	}
+	slices.SortFunc(plans, func(a, b int32) int {
+		return slices.CompareFunc(r.player.Plan(a), r.player.Plan(b), func(x, y sim.Charge) int {
+			return cmp.Or(cmp.Compare(rank[x.Bucket], rank[y.Bucket]), cmp.Compare(x.Tokens, y.Tokens))
+		})
+	})
+	planRank := make([]int32, n)
+	for i, p := range plans {
+		planRank[p] = int32(len(rank) + i)
+	}
+	of := func(v int32) int32 {
+		if v < 0 {
+			return planRank[^v]
+		}
+		return rank[v]
+	}
+	return func(a, b sortEntry) int { return cmp.Compare(of(a.v), of(b.v)) }
+}
+
 // play hands one call to the player: a bucket's (a.v ≥ 0) or a plan's
 // (^a.v).
-func (r *run) play(a arrival) {
-	at := max(a.at, r.played)
-	r.played = at
+func (r *run) play(a sortEntry) {
+	at := a.at
 	if a.v < 0 {
 		r.playCharged(at, ^a.v)
 		return
@@ -371,12 +405,6 @@ func (r *run) count(st *keyStats, a sim.Attempt) {
 		st.failed++
 	}
 }
-
-// arrival is one call waiting in the sorting window: its bucket.
-type arrival = timed[int32]
-
-// arrivalHeap is a min-heap of arrivals by (at, seq).
-type arrivalHeap = timeHeap[int32]
 
 // minuteOf is the start of the minute of a Unix-nanosecond instant.
 func minuteOf(at int64) int64 { return at - at%int64(time.Minute) }

@@ -128,6 +128,9 @@ func (p *Player) AddCharges(cs []Charge) (int32, error) {
 	return int32(len(p.plans) - 1), nil
 }
 
+// Plans returns how many plans were added.
+func (p *Player) Plans() int { return len(p.plans) }
+
 // Plan returns the charges of plan i.
 func (p *Player) Plan(i int32) []Charge { return p.plans[i] }
 

@@ -91,8 +91,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&groups, "group", "a client group and its retry `POLICY`: NAME=ACCOUNT[,ACCOUNT...]:POLICY (repeatable)")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	htmlPath := fs.String("html", "", "also write the report as one self-contained HTML page to `FILE`")
-	var window time.Duration
-	durationVar(fs, &window, "window", replay.DefaultWindow, "records are sorted by time within this `span`; later ones are counted as late")
+	tempDir := fs.String("temp-dir", "", "`DIR` for the calls spilled to be sorted by time and the trace the limits are searched on (default the system's)")
 	seed := fs.Uint64("seed", 0, "random seed of the retries' jitter")
 	var af accessFlags
 	fs.StringVar(&af.format, "format", "auto", "the logs' `FORMAT`: auto, cloudtrail, or an access log's: combined, alb, envoy")
@@ -104,9 +103,6 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() == 0 {
 		return usageError(stderr, "replay", "give the log files or directories to replay")
-	}
-	if window <= 0 {
-		return usageError(stderr, "replay", "--window %v: want a span of more than 0", window)
 	}
 	switch af.format {
 	case "auto", "cloudtrail", "combined", "alb", "envoy":
@@ -133,13 +129,13 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		if *appliedPath != "" || len(groups) > 0 {
 			return usageError(stderr, "replay", "--applied and --group are for CloudTrail logs, not access logs")
 		}
-		return runReplayAccess(inputs, *cfgPath, window, *asJSON, *htmlPath, &af, stdout, stderr)
+		return runReplayAccess(inputs, *cfgPath, *tempDir, *asJSON, *htmlPath, &af, stdout, stderr)
 	}
 	rest := "others"
 	if len(groups) == 0 {
 		rest = "all"
 	}
-	opt := replay.Options{Quota: quota.Default(), Window: window, Seed: *seed,
+	opt := replay.Options{Quota: quota.Default(), TempDir: *tempDir, Seed: *seed,
 		Groups: append([]replay.Group(groups), replay.Group{Name: rest, Retry: rt})}
 	if *cfgPath != "" {
 		cfg, err := config.Load(context.Background(), *cfgPath)
@@ -178,10 +174,19 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if len(rep.Errors) > 0 {
-		for _, e := range rep.Errors {
-			fmt.Fprintln(stderr, "tollgate replay:", e)
-		}
+	return replayStatus(stderr, rep.Errors, rep.Inexact)
+}
+
+// replayStatus names on stderr the inputs that could not be read and what
+// could not be replayed exactly, and returns the exit status: 1 for any.
+func replayStatus(stderr io.Writer, errs, inexact []string) int {
+	for _, e := range errs {
+		fmt.Fprintln(stderr, "tollgate replay:", e)
+	}
+	for _, e := range inexact {
+		fmt.Fprintln(stderr, "tollgate replay: NOT EXACT:", e)
+	}
+	if len(errs)+len(inexact) > 0 {
 		return 1
 	}
 	return 0

@@ -151,13 +151,13 @@ func scaleServices(cfgPath string, af *accessFlags) ([]replay.ScaleService, erro
 }
 
 // runReplayAccess plays access logs through the autoscaled services.
-func runReplayAccess(inputs []replay.Input, cfgPath string, window time.Duration, asJSON bool, htmlPath string, af *accessFlags, stdout, stderr io.Writer) int {
+func runReplayAccess(inputs []replay.Input, cfgPath, tempDir string, asJSON bool, htmlPath string, af *accessFlags, stdout, stderr io.Writer) int {
 	services, err := scaleServices(cfgPath, af)
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate replay:", err)
 		return 1
 	}
-	opt := replay.ScaleOptions{Services: services, Service: af.service, Window: window, Sweep: replay.Sweep(af.sweep)}
+	opt := replay.ScaleOptions{Services: services, Service: af.service, TempDir: tempDir, Sweep: replay.Sweep(af.sweep)}
 	if af.format != "auto" {
 		opt.Format = replay.AccessFormat(af.format)
 	}
@@ -184,11 +184,5 @@ func runReplayAccess(inputs []replay.Input, cfgPath string, window time.Duration
 			return 1
 		}
 	}
-	if len(rep.Errors) > 0 {
-		for _, e := range rep.Errors {
-			fmt.Fprintln(stderr, "tollgate replay:", e)
-		}
-		return 1
-	}
-	return 0
+	return replayStatus(stderr, rep.Errors, rep.Inexact)
 }
