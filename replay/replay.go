@@ -235,7 +235,26 @@ func Run(inputs []Input, opt Options) (*Report, error) {
 		r.rep.Inexact = append(r.rep.Inexact, fmt.Sprintf("%d instants held more than %d calls each: their calls were played partly in the order the logs hold them, so retries and the calls of several buckets may differ from the sorted log's", inexact, maxInMemory))
 	}
 	p.Finish()
+	if r.rep.Replayed == 0 && r.rep.Inputs > 0 {
+		r.rep.Errors = append(r.rep.Errors, fmt.Sprintf("nothing was replayed: of %d records read, %d skipped, %d of services the config does not have, %d of actions it does not know, %d the log's own throttles, %d refused; the formats read are %s",
+			r.rep.Records, r.rep.Skipped, sum(r.rep.UnknownServices), sum(r.rep.UnknownActions), r.recorded(), r.rep.Refused, CloudTrailFormats))
+	}
 	return r.report(), nil
+}
+
+func sum(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// recorded counts the log's own throttling errors of known buckets.
+func (r *run) recorded() (n int64) {
+	for _, st := range r.stats {
+		n += st.recorded
+	}
+	return n
 }
 
 // byName returns inputs sorted by name, so that the skipped records and

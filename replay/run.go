@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -32,6 +33,7 @@ type entryKey struct{ source, action, region, account, accessKey string }
 type entry struct {
 	bucket          int32
 	service, action string
+	throttle        string // the code the config's service throttles the action with
 	site            *chargeSite
 }
 
@@ -129,6 +131,9 @@ func (r *run) read(in Input) {
 		}
 		err := d.Next(&rec)
 		if err == io.EOF {
+			if d.good == 0 {
+				r.fileError(in.Name, fmt.Errorf("%w: no record in it could be read (%d skipped)", ErrUnknownFormat, d.n))
+			}
 			return
 		}
 		if errors.As(err, &skip) {
@@ -169,7 +174,7 @@ func (r *run) add(rec *Record) {
 		return
 	}
 	st := r.stats[e.bucket]
-	if rec.ErrorCode != "" && retry.IsThrottleCode(rec.ErrorCode) {
+	if rec.ErrorCode != "" && isThrottle(rec.ErrorCode, e.throttle) {
 		st.recorded++
 		return
 	}
@@ -187,6 +192,27 @@ func (r *run) add(rec *Record) {
 	}
 	r.rep.Replayed++
 	r.sortErr = r.sorted.add(sortEntry{at: rec.Time, v: v})
+}
+
+// isThrottle reports whether a record's errorCode is a throttle: the code
+// the config's service throttles the action with, or any of the AWS SDK's
+// throttling codes, as CloudTrail logs them — EC2's with the SOAP fault's
+// "Client." prefix ("Client.RequestLimitExceeded").
+func isThrottle(code, own string) bool {
+	code = faultCode(code)
+	return code == faultCode(own) || retry.IsThrottleCode(code)
+}
+
+// faultCode is an error code without a SOAP fault's "Client." or
+// "Server." prefix, as EC2 writes its codes in CloudTrail.
+func faultCode(code string) string {
+	if c, ok := strings.CutPrefix(code, "Client."); ok {
+		return c
+	}
+	if c, ok := strings.CutPrefix(code, "Server."); ok {
+		return c
+	}
+	return code
 }
 
 // resolve finds the bucket of a record's call, adding it on first sight,
@@ -213,6 +239,9 @@ func (r *run) resolve(rec *Record) entry {
 		g = max(r.anyIdx, 0)
 	}
 	e := entry{bucket: r.bucket(key, limit, g)}
+	if cat, ok := svc.CategoryOf(rec.Action); ok {
+		e.throttle = svc.ThrottleOf(cat).Code
+	}
 	if svc.Weighted(rec.Action) {
 		e.site = &chargeSite{svc: svc, action: rec.Action, account: account, region: rec.Region, group: g}
 	}

@@ -64,7 +64,7 @@ type accessFlags struct {
 func isAccessLog(inputs []replay.Input) bool {
 	for _, in := range inputs {
 		if head := sniff(in); len(head) > 0 {
-			return head[0] != '{'
+			return !replay.LooksLikeCloudTrail(head)
 		}
 	}
 	return false
