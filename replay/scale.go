@@ -65,6 +65,12 @@ type ScaleOptions struct {
 	Service string
 	// Format is the logs' format; empty detects it per input.
 	Format AccessFormat
+	// LogFormat, when not nil, is the logs' layout as an nginx log_format
+	// string says it.
+	LogFormat *LogFormat
+	// RequestTime is how long a request whose line has none ran (see
+	// AccessOptions); the report warns of the requests it was assumed for.
+	RequestTime time.Duration
 	// TempDir is where requests are spilled to be sorted by time when
 	// there are too many to sort in memory; os.TempDir() when empty.
 	TempDir string
@@ -98,6 +104,10 @@ type ScaleReport struct {
 	// Inexact says what could not be played exactly as the sorted log
 	// would be; empty when the replay is exact.
 	Inexact []string `json:"inexact,omitempty"`
+	// Assumed counts the requests whose line had no request time, which
+	// ran ScaleOptions.RequestTime; Warnings say so.
+	Assumed  int64    `json:"assumed_request_time,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 	// Start is the start of the second of the first request played: the
 	// runs' virtual time 0.
 	Start time.Time `json:"start"`
@@ -202,6 +212,9 @@ func RunScale(inputs []Input, opt ScaleOptions) (*ScaleReport, error) {
 	if inexact > 0 {
 		r.rep.Inexact = append(r.rep.Inexact, fmt.Sprintf("%d instants held more than %d requests each: they were played partly in the order the logs hold them", inexact, maxInMemory))
 	}
+	if r.rep.Assumed > 0 {
+		r.rep.Warnings = append(r.rep.Warnings, fmt.Sprintf("%d of %d requests had no request time in the log: each was assumed to run %v (--request-time), arriving that long before its logged time", r.rep.Assumed, r.rep.Requests, opt.RequestTime))
+	}
 	for i, s := range opt.Services {
 		ss := ServiceScale{Name: s.Name}
 		runs := r.series[i*cols : (i+1)*cols]
@@ -233,7 +246,7 @@ func (r *scaleRun) read(in Input) {
 	defer f.Close()
 	cr := &countingReader{r: f}
 	defer func() { r.done += cr.n }()
-	d, err := NewAccessDecoder(cr, r.opt.Format)
+	d, err := NewAccessDecoder(cr, AccessOptions{Format: r.opt.Format, LogFormat: r.opt.LogFormat, RequestTime: r.opt.RequestTime})
 	if err != nil {
 		r.rep.Errors = append(r.rep.Errors, in.Name+": "+err.Error())
 		return
@@ -243,6 +256,7 @@ func (r *scaleRun) read(in Input) {
 		if f := d.Format(); f != "" {
 			r.rep.Formats[string(f)]++
 		}
+		r.rep.Assumed += d.Assumed()
 	}()
 	var req Request
 	var skip *SkipError

@@ -165,6 +165,9 @@ func (r *ScaleReport) WriteHTML(w io.Writer) error {
 	for _, s := range r.Inexact {
 		fmt.Fprintf(b, "<p class=\"warn\"><strong>Not exact:</strong> %s</p>\n", esc(s))
 	}
+	for _, s := range r.Warnings {
+		fmt.Fprintf(b, "<p class=\"warn\"><strong>Assumed:</strong> %s</p>\n", esc(s))
+	}
 	fmt.Fprintf(b, "<p class=\"dim\">%d inputs, %d requests: %d skipped lines, %d unrouted, %d beyond %v",
 		r.Inputs, r.Requests, r.Skipped, r.Unrouted, r.OutOfSpan, sim.MaxRecordedSpan)
 	if !r.Start.IsZero() {

@@ -56,6 +56,9 @@ func (r *ScaleReport) WriteText(w io.Writer) error {
 	for _, s := range r.Inexact {
 		fmt.Fprintf(w, "NOT EXACT: %s\n", s)
 	}
+	for _, s := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", s)
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}

@@ -95,6 +95,8 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "random seed of the retries' jitter")
 	var af accessFlags
 	fs.StringVar(&af.format, "format", "auto", "the logs' `FORMAT`: auto, cloudtrail, or an access log's: combined, alb, envoy")
+	fs.StringVar(&af.logFormat, "log-format", "", "read access logs in the layout of an nginx log_format `STRING` ('$remote_addr [$time_local] \"$request\" rt=$request_time', or combined: nginx's own)")
+	durationVar(fs, &af.requestTime, "request-time", 0, "assume each request of an access log without a request time ran this `SPAN` (nginx's combined format has none)")
 	fs.StringVar(&af.service, "service", "", "play every request of an access log through the autoscaled service `NAME` (without --config: one with the autoscaler's defaults)")
 	fs.Var(&af.sweep, "sweep", "play access logs once per value of an autoscale `SETTING=V1,V2,...` (max_concurrency, min_instances, max_instances)")
 	durationVar(fs, &af.coldStart, "cold-start", 0, "the `SPAN` an instance takes to start, in access-log replays (default the service's initial_cold_start)")
@@ -121,7 +123,18 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tollgate replay:", err)
 		return 1
 	}
-	access := af.format != "auto" && af.format != "cloudtrail" || af.service != "" || len(af.sweep.Values) > 0
+	if af.requestTime < 0 || af.requestTime > replay.MaxServiceTime {
+		return usageError(stderr, "replay", "--request-time %v: want a span from 0 to %v", af.requestTime, replay.MaxServiceTime)
+	}
+	if af.logFormat != "" {
+		if af.lf, err = replay.ParseLogFormat(af.logFormat); err != nil {
+			return usageError(stderr, "replay", "--log-format: %v", err)
+		}
+		if af.format != "auto" {
+			return usageError(stderr, "replay", "--log-format gives the layout: leave --format out")
+		}
+	}
+	access := af.format != "auto" && af.format != "cloudtrail" || af.service != "" || len(af.sweep.Values) > 0 || af.lf != nil || af.requestTime > 0
 	if af.format == "auto" && !access {
 		access = isAccessLog(inputs)
 	}
@@ -172,6 +185,12 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		if err := writeFile(*htmlPath, rep.WriteHTML); err != nil {
 			fmt.Fprintln(stderr, "tollgate replay:", err)
 			return 1
+		}
+	}
+	for _, e := range rep.Errors {
+		if strings.Contains(e, replay.ErrUnknownFormat.Error()) {
+			fmt.Fprintln(stderr, "tollgate replay: access logs are read too: nginx's combined (with $request_time last, or --request-time), ALB, Envoy, or any layout given as --log-format")
+			break
 		}
 	}
 	return replayStatus(stderr, rep.Errors, rep.Inexact)
