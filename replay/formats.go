@@ -175,6 +175,12 @@ func columnSetter(name string) func(*Decoder, *Record, string) error {
 		}
 	case "accesskeyid", "useridentityaccesskeyid", "awsaccesskey":
 		return func(d *Decoder, r *Record, v string) error { r.AccessKey = d.intern(v); return nil }
+	case "arn", "useridentityarn":
+		return func(d *Decoder, r *Record, v string) error { r.Principal = d.intern(v); return nil }
+	case "useragent":
+		return func(d *Decoder, r *Record, v string) error { r.UserAgent = d.intern(v); return nil }
+	case "sourceipaddress":
+		return func(d *Decoder, r *Record, v string) error { r.SourceIP = d.intern(v); return nil }
 	case "requestparameters":
 		return func(d *Decoder, r *Record, v string) error {
 			if v = strings.TrimSpace(v); strings.HasPrefix(v, "{") {

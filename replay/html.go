@@ -91,6 +91,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		"in log: the log's own throttling errors; burst at rate: the smallest burst admitting every call at the configured rate; " +
 		"admits all: the limit the overrides below set, the smallest rate (to the nanosecond of interval) with the larger of the burst and the most calls at one instant; " +
 		"99.9 %: the smallest rate with that burst, and burst at the configured rate, throttling at most 0.1 % of the calls.</p>\n")
+	r.writeWhoHTML(b, esc)
 	var ov bytes.Buffer
 	if err := r.WriteOverrides(&ov); err != nil {
 		return err

@@ -48,6 +48,9 @@ type Record struct {
 	AccessKey, Account string
 	// ErrorCode is errorCode: "" for a call that succeeded.
 	ErrorCode string
+	// Principal is userIdentity.arn, UserAgent userAgent, SourceIP
+	// sourceIPAddress: who made the call.
+	Principal, UserAgent, SourceIP string
 	// Params is requestParameters, the call's request as JSON (an object
 	// from CloudTrail, or the string of one as Athena's table holds it);
 	// nil when the record has none. It is valid until the next Next.
@@ -57,7 +60,8 @@ type Record struct {
 // isEmpty reports a record with none of the members replay reads.
 func (r *Record) isEmpty() bool {
 	return r.Time == 0 && r.Source == "" && r.Action == "" && r.Region == "" &&
-		r.AccessKey == "" && r.Account == "" && r.ErrorCode == "" && r.Params == nil
+		r.AccessKey == "" && r.Account == "" && r.ErrorCode == "" && r.Params == nil &&
+		r.Principal == "" && r.UserAgent == "" && r.SourceIP == ""
 }
 
 // SkipError is a record skipped and counted: the input goes on after it.

@@ -50,6 +50,10 @@ func (d *Decoder) readObject(rec *Record) error {
 			recipient, err = d.str()
 		case `"userIdentity"`, `"useridentity"`:
 			err = d.identity(rec)
+		case `"userAgent"`, `"useragent"`:
+			rec.UserAgent, err = d.str()
+		case `"sourceIPAddress"`, `"sourceipaddress"`:
+			rec.SourceIP, err = d.str()
 		case `"requestParameters"`, `"requestparameters"`:
 			err = d.requestParameters(rec)
 		default:
@@ -88,6 +92,8 @@ func (d *Decoder) identity(rec *Record) error {
 			rec.AccessKey, err = d.str()
 		case `"accountId"`, `"accountid"`:
 			rec.Account, err = d.str()
+		case `"arn"`:
+			rec.Principal, err = d.str()
 		default:
 			err = d.dec.SkipValue()
 		}

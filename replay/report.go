@@ -107,6 +107,9 @@ type Bucket struct {
 	// for none a limit can hold.
 	Rate999  float64 `json:"rate_999"`
 	Burst999 int64   `json:"burst_999"`
+	// Who says who made the calls and what they called, for the most
+	// throttled buckets (whoBuckets); nil for the others.
+	Who *Who `json:"who,omitempty"`
 }
 
 func (r *Report) unknownService(s string) { count(r.UnknownServices, s) }
@@ -125,6 +128,7 @@ func (r *run) report() *Report {
 		st.finish()
 	}
 	var ls []*limitSearch
+	var whos []*Who
 	if r.trace != nil {
 		var err error
 		if ls, _, err = searchLimits(r.trace, r.stats); err != nil {
@@ -132,6 +136,9 @@ func (r *run) report() *Report {
 		}
 		if rep.Timeline, err = timeline(r.trace, r.stats); err != nil {
 			rep.Errors = append(rep.Errors, "timeline not drawn: "+err.Error())
+		}
+		if whos, err = r.who(); err != nil {
+			rep.Errors = append(rep.Errors, "callers not counted: "+err.Error())
 		}
 	}
 	for i, st := range r.stats {
@@ -150,6 +157,9 @@ func (r *run) report() *Report {
 		}
 		if ls != nil {
 			ls[i].fill(&b)
+		}
+		if whos != nil {
+			b.Who = whos[i]
 		}
 		rep.Buckets = append(rep.Buckets, b)
 	}
@@ -244,6 +254,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(w, "the smallest rate (to the nanosecond of interval) with the larger of the burst and the most calls at one instant;")
 	fmt.Fprintln(w, "99.9 %: the smallest rate with that burst, and burst at the configured rate, throttling at most 0.1 % of the calls.")
 	fmt.Fprintln(w)
+	r.writeWho(w)
 	return r.WriteOverrides(w)
 }
 

@@ -61,6 +61,7 @@ type run struct {
 	anyIdx  int32
 	trace   *traceWriter     // nil when it could not be made
 	plans   map[string]int32 // the player's plans by their charges
+	callers callers          // who made the calls
 	charges []quota.Charge   // scratch of plan
 	planKey []byte           // scratch of plan
 }
@@ -191,7 +192,7 @@ func (r *run) add(rec *Record) {
 		v = ^plan
 	}
 	r.rep.Replayed++
-	r.sortErr = r.sorted.add(sortEntry{at: rec.Time, v: v})
+	r.sortErr = r.sorted.add(sortEntry{at: rec.Time, v: v, x: int64(r.callers.id(rec))})
 }
 
 // isThrottle reports whether a record's errorCode is a throttle: the code
@@ -348,7 +349,9 @@ func (r *run) tieOrder() func(a, b sortEntry) int {
 		}
 		return rank[v]
 	}
-	return func(a, b sortEntry) int { return cmp.Compare(of(a.v), of(b.v)) }
+	return func(a, b sortEntry) int {
+		return cmp.Or(cmp.Compare(of(a.v), of(b.v)), r.callers.compare(uint64(a.x), uint64(b.x)))
+	}
 }
 
 // play hands one call to the player: a bucket's (a.v ≥ 0) or a plan's
@@ -356,13 +359,13 @@ func (r *run) tieOrder() func(a, b sortEntry) int {
 func (r *run) play(a sortEntry) {
 	at := a.at
 	if a.v < 0 {
-		r.playCharged(at, ^a.v)
+		r.playCharged(at, ^a.v, uint64(a.x))
 		return
 	}
 	st := r.stats[a.v]
 	st.arrive(at)
 	if r.trace != nil {
-		r.trace.add(a.v, at)
+		r.trace.add(a.v, at, uint64(a.x))
 	}
 	// The bucket index is valid and the group in range: Arrive cannot fail.
 	_ = r.player.Arrive(at, a.v, st.group)
@@ -371,7 +374,7 @@ func (r *run) play(a sortEntry) {
 // playCharged plays a call that takes plan's charges, all or none. Without
 // retries, it is throttled as tollgate serve counts it: by its own
 // category (the first charge) and by the bucket it was short of.
-func (r *run) playCharged(at int64, plan int32) {
+func (r *run) playCharged(at int64, plan int32, caller uint64) {
 	cs := r.player.Plan(plan)
 	var (
 		lim [4]bucket.Limit
@@ -386,7 +389,7 @@ func (r *run) playCharged(at int64, plan int32) {
 		lim[i], sts[i], loc[i] = st.limit, st.noRetry, sim.Charge{Bucket: int32(i), Tokens: c.Tokens}
 		if r.trace != nil {
 			for range c.Tokens {
-				r.trace.add(c.Bucket, at)
+				r.trace.add(c.Bucket, at, caller)
 			}
 		}
 	}

@@ -124,7 +124,7 @@ func timeline(tr *traceWriter, stats []*keyStats) (*Timeline, error) {
 			Calls: make([]int64, n), Throttled: make([]int64, n),
 		})
 	}
-	err := tr.play(func(b int32, at int64) {
+	err := tr.play(func(b int32, at int64, _ uint64) {
 		j := slot[b]
 		if j < 0 {
 			return
