@@ -29,8 +29,8 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>tollgate replay</title>\n")
 	b.WriteString(sim.ReportStyle())
 	b.WriteString("</head>\n<body>\n<h1>tollgate replay</h1>\n")
-	fmt.Fprintf(b, "<p class=\"dim\">%d inputs, %d records: %d calls replayed, %d skipped.</p>\n",
-		r.Inputs, r.Records, r.Replayed, r.Skipped)
+	fmt.Fprintf(b, "<p class=\"dim\">%d inputs, %d records: %d calls replayed, %d skipped; %d buckets, %d throttled%s.</p>\n",
+		r.Inputs, r.Records, r.Replayed, r.Skipped, r.BucketCount, r.ThrottledBuckets, esc(r.shown()))
 	for _, s := range r.Inexact {
 		fmt.Fprintf(b, "<p class=\"warn\"><strong>Not exact:</strong> %s</p>\n", esc(s))
 	}

@@ -130,6 +130,11 @@ type Options struct {
 	// Progress, when not nil, is called now and then with the bytes of
 	// the inputs read and their total.
 	Progress func(done, total int64)
+	// Top, when more than 0, bounds the buckets the report lists to the
+	// most throttled; ThrottledOnly lists only those with a throttle.
+	// The overrides are those of the buckets listed.
+	Top           int
+	ThrottledOnly bool
 }
 
 // Input is one log to read.

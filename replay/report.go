@@ -46,9 +46,14 @@ type Report struct {
 	// rest are counted under "…".
 	UnknownServices map[string]int64 `json:"unknown_services,omitempty"`
 	UnknownActions  map[string]int64 `json:"unknown_actions,omitempty"`
-	// Buckets are the buckets called, by account, region, service and
-	// category.
-	Buckets []Bucket `json:"buckets"`
+	// Buckets are the buckets called, most throttled first (then most
+	// failed after retries, most calls, and by account, region, service
+	// and category): all of them, or those Options.Top and ThrottledOnly
+	// select. BucketCount counts them all, ThrottledBuckets those with a
+	// throttle.
+	Buckets          []Bucket `json:"buckets"`
+	BucketCount      int      `json:"bucket_count"`
+	ThrottledBuckets int      `json:"throttled_buckets"`
 	// Timeline is the calls of the most throttled buckets over time; nil
 	// without calls.
 	Timeline *Timeline `json:"timeline,omitempty"`
@@ -112,6 +117,14 @@ type Bucket struct {
 	Who *Who `json:"who,omitempty"`
 }
 
+// shown says how many buckets the table shows when not all.
+func (r *Report) shown() string {
+	if len(r.Buckets) == r.BucketCount {
+		return ""
+	}
+	return fmt.Sprintf(" (the %d most throttled shown)", len(r.Buckets))
+}
+
 func (r *Report) unknownService(s string) { count(r.UnknownServices, s) }
 func (r *Report) unknownAction(s string)  { count(r.UnknownActions, s) }
 
@@ -141,7 +154,15 @@ func (r *run) report() *Report {
 			rep.Errors = append(rep.Errors, "callers not counted: "+err.Error())
 		}
 	}
-	for i, st := range r.stats {
+	rows := r.rows()
+	rep.BucketCount = len(r.stats)
+	for _, st := range r.stats {
+		if st.throttled > 0 {
+			rep.ThrottledBuckets++
+		}
+	}
+	for _, i := range rows {
+		st := r.stats[i]
 		b := Bucket{
 			Service: st.key.Service, Account: st.key.Account, Region: st.key.Region, Category: st.key.Category,
 			Group: r.opt.Groups[st.group].Name,
@@ -163,11 +184,30 @@ func (r *run) report() *Report {
 		}
 		rep.Buckets = append(rep.Buckets, b)
 	}
-	slices.SortFunc(rep.Buckets, func(a, b Bucket) int {
-		return cmp.Or(cmp.Compare(a.Account, b.Account), cmp.Compare(a.Region, b.Region),
-			cmp.Compare(a.Service, b.Service), cmp.Compare(a.Category, b.Category))
-	})
 	return &rep
+}
+
+// rows returns the indices of the buckets the report shows, most
+// throttled first (then most failed after retries, most calls, and by
+// key): all of them, or only the throttled (Options.ThrottledOnly), at
+// most Options.Top.
+func (r *run) rows() []int {
+	idx := make([]int, 0, len(r.stats))
+	for i, st := range r.stats {
+		if !r.opt.ThrottledOnly || st.throttled > 0 {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		x, y := r.stats[a], r.stats[b]
+		return cmp.Or(cmp.Compare(y.throttled, x.throttled), cmp.Compare(y.failed, x.failed), cmp.Compare(y.calls, x.calls),
+			cmp.Compare(x.key.Account, y.key.Account), cmp.Compare(x.key.Region, y.key.Region),
+			cmp.Compare(x.key.Service, y.key.Service), cmp.Compare(x.key.Category, y.key.Category))
+	})
+	if r.opt.Top > 0 && len(idx) > r.opt.Top {
+		idx = idx[:r.opt.Top]
+	}
+	return idx
 }
 
 // WriteJSON writes r as indented JSON.
@@ -213,8 +253,8 @@ func (r *Report) WriteOverrides(w io.Writer) error {
 
 // WriteText writes r as a table, its counts, and the overrides.
 func (r *Report) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "%d inputs, %d records: %d calls replayed, %d skipped\n",
-		r.Inputs, r.Records, r.Replayed, r.Skipped)
+	fmt.Fprintf(w, "%d inputs, %d records: %d calls replayed, %d skipped; %d buckets, %d throttled%s\n",
+		r.Inputs, r.Records, r.Replayed, r.Skipped, r.BucketCount, r.ThrottledBuckets, r.shown())
 	for _, s := range r.Inexact {
 		fmt.Fprintf(w, "NOT EXACT: %s\n", s)
 	}

@@ -20,6 +20,11 @@ import (
 	"github.com/tollgate/tollgate/sim"
 )
 
+// maxEntries bounds the records' resolutions kept: past it (a log of many
+// tenants) a record is resolved afresh, which costs a few map lookups but
+// no memory a tenant.
+const maxEntries = 1 << 16
+
 // progressEvery is how many records pass between two Progress calls.
 const progressEvery = 1 << 14
 
@@ -162,7 +167,7 @@ func (r *run) add(rec *Record) {
 	e, ok := r.entries[k]
 	if !ok {
 		e = r.resolve(rec)
-		if len(r.entries) < 1<<20 {
+		if len(r.entries) < maxEntries {
 			r.entries[k] = e
 		}
 	}

@@ -63,3 +63,36 @@ func TestWhoPointsAtTheBurst(t *testing.T) {
 		}
 	}
 }
+
+// TestTopAndThrottledOnly: rows come most throttled first; --top and
+// --throttled-only bound them, and the counts still cover every bucket.
+func TestTopAndThrottledOnly(t *testing.T) {
+	var lines []string
+	for i := range 120 {
+		lines = append(lines, fmt.Sprintf(`{"eventTime":"2026-11-30T12:00:%02dZ","eventSource":"ecs.amazonaws.com","eventName":"ListServices","awsRegion":"us-east-1","userIdentity":{"accountId":"000000000001"}}`, i%60))
+	}
+	for range 120 {
+		lines = append(lines, `{"eventTime":"2026-11-30T12:00:30Z","eventSource":"ecs.amazonaws.com","eventName":"DescribeClusters","awsRegion":"us-east-1","userIdentity":{"accountId":"999999999999"}}`)
+	}
+	for _, tc := range []struct {
+		opt  Options
+		want []string
+	}{
+		{Options{}, []string{"999999999999", "000000000001"}},
+		{Options{ThrottledOnly: true}, []string{"999999999999"}},
+		{Options{Top: 1}, []string{"999999999999"}},
+	} {
+		tc.opt.TempDir = t.TempDir()
+		r, err := Run([]Input{input("t.jsonl", joinLines(lines))}, tc.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, b := range r.Buckets {
+			got = append(got, b.Account)
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") || r.BucketCount != 2 || r.ThrottledBuckets != 1 {
+			t.Errorf("%+v: rows %v of %d (%d throttled), want %v of 2 (1)", tc.opt, got, r.BucketCount, r.ThrottledBuckets, tc.want)
+		}
+	}
+}

@@ -93,6 +93,8 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	htmlPath := fs.String("html", "", "also write the report as one self-contained HTML page to `FILE`")
 	tempDir := fs.String("temp-dir", "", "`DIR` for the calls spilled to be sorted by time and the trace the limits are searched on (default the system's)")
 	seed := fs.Uint64("seed", 0, "random seed of the retries' jitter")
+	top := fs.Int("top", 0, "list only the `N` most throttled buckets (0: all)")
+	throttledOnly := fs.Bool("throttled-only", false, "list only the buckets with a throttle")
 	var af accessFlags
 	fs.StringVar(&af.format, "format", "auto", "the logs' `FORMAT`: auto, cloudtrail, or an access log's: combined, alb, envoy")
 	fs.StringVar(&af.logFormat, "log-format", "", "read access logs in the layout of an nginx log_format `STRING` ('$remote_addr [$time_local] \"$request\" rt=$request_time', or combined: nginx's own)")
@@ -148,7 +150,10 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if len(groups) == 0 {
 		rest = "all"
 	}
-	opt := replay.Options{Quota: quota.Default(), TempDir: *tempDir, Seed: *seed,
+	if *top < 0 {
+		return usageError(stderr, "replay", "--top %d: want 0 (all) or more", *top)
+	}
+	opt := replay.Options{Quota: quota.Default(), TempDir: *tempDir, Seed: *seed, Top: *top, ThrottledOnly: *throttledOnly,
 		Groups: append([]replay.Group(groups), replay.Group{Name: rest, Retry: rt})}
 	if *cfgPath != "" {
 		cfg, err := config.Load(context.Background(), *cfgPath)
