@@ -308,7 +308,7 @@ func searchLimits(tr *traceWriter, stats []*keyStats) ([]*limitSearch, int, erro
 		if !open {
 			return ls, plays, nil
 		}
-		err := tr.play(func(b int32, at int64, _ uint64) {
+		err := tr.play(func(b int32, at int64, _ uint64, _ uint8) {
 			if l := ls[b]; len(l.admits)+len(l.rates)+len(l.bursts) > 0 {
 				l.arrive(at)
 			}

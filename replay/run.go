@@ -368,9 +368,14 @@ func (r *run) play(a sortEntry) {
 		return
 	}
 	st := r.stats[a.v]
-	st.arrive(at)
 	if r.trace != nil {
-		r.trace.add(a.v, at, uint64(a.x))
+		flags := uint8(0)
+		if !st.arrive(at) {
+			flags = traceThrottled
+		}
+		r.trace.add(a.v, at, uint64(a.x), flags)
+	} else {
+		st.arrive(at)
 	}
 	// The bucket index is valid and the group in range: Arrive cannot fail.
 	_ = r.player.Arrive(at, a.v, st.group)
@@ -392,13 +397,9 @@ func (r *run) playCharged(at int64, plan int32, caller uint64) {
 		st := r.stats[c.Bucket]
 		st.count(at, c.Tokens)
 		lim[i], sts[i], loc[i] = st.limit, st.noRetry, sim.Charge{Bucket: int32(i), Tokens: c.Tokens}
-		if r.trace != nil {
-			for range c.Tokens {
-				r.trace.add(c.Bucket, at, caller)
-			}
-		}
 	}
-	if short := sim.TakeAll(lim[:n], sts[:n], loc[:n], at, out[:n]); short < 0 {
+	short := sim.TakeAll(lim[:n], sts[:n], loc[:n], at, out[:n])
+	if short < 0 {
 		for i, c := range cs[:n] {
 			r.stats[c.Bucket].noRetry = sts[i]
 		}
@@ -406,6 +407,18 @@ func (r *run) playCharged(at int64, plan int32, caller uint64) {
 		r.stats[cs[0].Bucket].throttle(at)
 		if short > 0 {
 			r.stats[cs[short].Bucket].throttle(at)
+		}
+	}
+	if r.trace != nil {
+		for i, c := range cs[:n] {
+			flags := uint8(0)
+			if short >= 0 && (i == 0 || i == short) {
+				flags = traceThrottled
+			}
+			for range c.Tokens {
+				r.trace.add(c.Bucket, at, caller, flags)
+				flags = traceToken
+			}
 		}
 	}
 	// The plan is valid and the group in range: ArriveCharged cannot fail.

@@ -49,8 +49,9 @@ func newKeyStats(k quota.Key, l bucket.Limit, g int32) *keyStats {
 }
 
 // arrive counts one call of one token played at instant at, in time
-// order, and whether the bucket alone would throttle it without retries.
-func (s *keyStats) arrive(at int64) {
+// order, and whether the bucket alone would throttle it without retries;
+// it reports whether it was allowed.
+func (s *keyStats) arrive(at int64) bool {
 	s.count(at, 1)
 	st, d := s.limit.TakeAt(s.noRetry, at, 1)
 	if d.Allowed {
@@ -58,6 +59,7 @@ func (s *keyStats) arrive(at int64) {
 	} else {
 		s.throttle(at)
 	}
+	return d.Allowed
 }
 
 // count counts one call of n tokens played at instant at, in time order:

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/internal/spacesaving"
 )
 
@@ -140,7 +139,6 @@ func (r *run) who() ([]*Who, error) {
 	idx = idx[:min(len(idx), whoBuckets)]
 	type sums struct {
 		calls, throttles [dims]*spacesaving.Summary
-		state            bucket.State
 	}
 	slot := make(map[int32]*sums, len(idx))
 	for _, i := range idx {
@@ -151,19 +149,15 @@ func (r *run) who() ([]*Who, error) {
 		slot[int32(i)] = s
 	}
 	var key [2]byte
-	err := r.trace.play(func(b int32, at int64, caller uint64) {
+	err := r.trace.play(func(b int32, _ int64, caller uint64, flags uint8) {
 		s := slot[b]
-		if s == nil {
+		if s == nil || flags&traceToken != 0 {
 			return
-		}
-		st, dec := r.stats[b].limit.TakeAt(s.state, at, 1)
-		if dec.Allowed {
-			s.state = st
 		}
 		for d := range dims {
 			key[0], key[1] = byte(caller>>(16*d)), byte(caller>>(16*d+8))
 			s.calls[d].Add(key[:], 1)
-			if !dec.Allowed {
+			if flags&traceThrottled != 0 {
 				s.throttles[d].Add(key[:], 1)
 			}
 		}
