@@ -134,8 +134,9 @@ func timelineFigure(tl *Timeline) sim.TimeFigure {
 				{Name: "calls", Values: floats(b.Calls)},
 				{Name: "throttled", Values: floats(b.Throttled)},
 			},
-			Level:      quota,
-			LevelLabel: fmt.Sprintf("quota: %s per %s", strconv.FormatFloat(quota, 'f', -1, 64), per),
+			Level:       quota,
+			LevelLabel:  fmt.Sprintf("quota: %s per %s", strconv.FormatFloat(quota, 'f', -1, 64), per),
+			LevelAlways: true,
 		})
 	}
 	return fig

@@ -68,7 +68,7 @@ func TestHTMLInBrowser(t *testing.T) {
 		t.Errorf("%d figures, %d worst minutes, %d who tables", page.Figures, page.Minutes, page.Who)
 	}
 	text := strings.Join(page.Texts, "\n")
-	for _, want := range []string{"calls", "throttled", "quota: 20 per second", "12:00:00", "111122223333 us-east-1 ecs/cluster-read"} {
+	for _, want := range []string{"calls", "throttled", "quota: 20 per second", "quota: 40 per second", "12:00:00", "111122223333 us-east-1 ecs/cluster-read"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the figure lacks %q", want)
 		}

@@ -40,9 +40,12 @@ type TimePanel struct {
 	// Counts makes the y axis count whole things: integer ticks only.
 	Counts bool
 	// Level, when LevelLabel is set, is drawn as a labelled horizontal
-	// line: a limit the lines are measured against.
-	Level      float64
-	LevelLabel string
+	// line: a limit the lines are measured against. It is left out when
+	// far above the lines (more than 1.5 times their top), unless
+	// LevelAlways.
+	Level       float64
+	LevelLabel  string
+	LevelAlways bool
 }
 
 // TimeFigure is panels stacked over one time axis.
@@ -123,7 +126,7 @@ func WriteTimeFigure(w io.Writer, fig TimeFigure, f Format) error {
 		if top == 0 {
 			p.Title.Text += " — none in this figure"
 		}
-		if pn.LevelLabel != "" && pn.Level <= 1.5*max(top, 1) {
+		if pn.LevelLabel != "" && (pn.LevelAlways || pn.Level <= 1.5*max(top, 1)) {
 			m := mark{pn.Level, pn.LevelLabel}
 			p.Add(levelLine{m})
 			legends[i].Add(m.label, levelLine{m})
