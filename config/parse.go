@@ -41,6 +41,9 @@ var storeSchemes = []string{"redis", "rediss", "unix", "redis+cluster", "rediss+
 var (
 	namePattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 	actionPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+	// errorCodePattern is an AWS error code, with a SOAP fault's prefix
+	// as EC2 logs it ("Client.RequestLimitExceeded") or without.
+	errorCodePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)?$`)
 	// accountChars and accessKeyChars are compiled on first use: their
 	// bounded repetitions make ~3,000 allocations, which every tollgate
 	// process (each instance supervisor included) paid at init.

@@ -116,7 +116,7 @@ func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale)
 			throttle = quota.Throttle{Message: "Rate exceeded", HTTPStatus: 400}
 			p.fields(v, f, map[string]func(k, v *yaml.Node, f string){
 				"code": func(_, v *yaml.Node, f string) {
-					if s, good := p.name(v, f, actionPattern, "error code"); good {
+					if s, good := p.name(v, f, errorCodePattern, "error code"); good {
 						throttle.Code = s
 					} else {
 						fail()
@@ -132,7 +132,7 @@ func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale)
 				"status": func(_, v *yaml.Node, f string) {
 					st, good := p.integer(v, f)
 					if good && (st < 400 || st > 499) && st != 503 {
-						p.errorf(v, f, "status %d must be a 4xx, or 503 (as EC2 answers RequestLimitExceeded)", st)
+						p.errorf(v, f, "status %d must be a 4xx, or 503 (as EC2 answers RequestLimitExceeded and S3 SlowDown)", st)
 						good = false
 					}
 					if !good {

@@ -104,7 +104,7 @@ func TestUsageBoundedUnderHostileCardinality(t *testing.T) {
 	if n := len(r.use.peaks.heap); n > capacity {
 		t.Fatalf("peak table holds %d keys, more than its %d", n, capacity)
 	}
-	if n := len(r.use.hot.heap); n > capacity {
+	if n := r.use.hot.Len(); n > capacity {
 		t.Fatalf("throttle summary holds %d keys, more than its %d", n, capacity)
 	}
 	v := r.Usage(0, nil)

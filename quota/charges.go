@@ -30,6 +30,13 @@ type charger func(s *Service, body []byte, dst []Charge) ([]Charge, error)
 // also takes a token from fargate-run-task and one per task launched from
 // fargate-on-demand-tasks or fargate-spot-tasks (see the ecs preset). A
 // body those rules refuse gives a *RequestError.
+//
+// It is the one charging rule of tollgate: serve charges a request by its
+// body, replay a CloudTrail record by its requestParameters, sim a
+// client group by the RunTask parameters it sets. Member names are
+// matched exactly, as a service reads the AWS JSON protocols: a member of
+// another letter case ("LaunchType") is one the service does not know,
+// and is ignored.
 func (s *Service) Charges(action string, body []byte, dst []Charge) ([]Charge, error) {
 	cat, ok := s.CategoryOf(action)
 	if !ok {

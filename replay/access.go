@@ -21,7 +21,8 @@ type AccessFormat string
 // The access log formats an AccessDecoder reads.
 const (
 	// Combined is nginx's (and Apache's) Combined Log Format with the
-	// request time in seconds ($request_time) as the last field. The
+	// request time in seconds ($request_time) as the last field, or
+	// without it when AccessOptions.RequestTime gives one to assume. The
 	// line is written when the request ends: it arrived its request time
 	// before the logged time (whose resolution is a second).
 	Combined AccessFormat = "combined"
@@ -33,9 +34,13 @@ const (
 	// Envoy is Envoy's default access log format: the request started at
 	// START_TIME and ran for DURATION milliseconds.
 	Envoy AccessFormat = "envoy"
+	// Nginx is a log in the layout of an nginx log_format string
+	// (AccessOptions.LogFormat).
+	Nginx AccessFormat = "nginx"
 )
 
-// AccessFormats are the formats, for flags and errors.
+// AccessFormats are the formats detected by their lines' shape, for
+// flags and errors (Nginx needs its log_format).
 var AccessFormats = []AccessFormat{Combined, ALB, Envoy}
 
 // Limits on an access log line.
@@ -61,13 +66,16 @@ type Request struct {
 
 // An AccessDecoder reads the requests of an access log, a line at a time.
 type AccessDecoder struct {
-	br     *bufio.Reader
-	format AccessFormat
-	line   int64
-	parser lineParser
-	parsed bool  // a line has been read as a request
-	failed int   // lines skipped before the first request
-	first  error // the first of them
+	br      *bufio.Reader
+	format  AccessFormat
+	logf    *LogFormat
+	assume  time.Duration
+	assumed int64 // requests whose request time was assumed
+	line    int64
+	parser  lineParser
+	parsed  bool  // a line has been read as a request
+	failed  int   // lines skipped before the first request
+	first   error // the first of them
 }
 
 // MaxUnreadLines is how many lines an access log may skip before its first
@@ -75,12 +83,34 @@ type AccessDecoder struct {
 // an error rather than a skip a line.
 const MaxUnreadLines = 100
 
+// AccessOptions say how to read an access log.
+type AccessOptions struct {
+	// Format is the log's format; empty detects it from its first line,
+	// among AccessFormats. With a LogFormat it is Nginx, or empty.
+	Format AccessFormat
+	// LogFormat, when not nil, is the log's layout as an nginx
+	// log_format string says it.
+	LogFormat *LogFormat
+	// RequestTime, when not 0, is how long a request ran when its line
+	// has no request time (nginx's combined format, a log_format without
+	// $request_time); without it such a line is skipped.
+	RequestTime time.Duration
+}
+
 // NewAccessDecoder returns a decoder of the access log r, gzipped or not
-// (by its magic number), in format f, or in the format of its first line
-// that one of AccessFormats reads when f is empty.
-func NewAccessDecoder(r io.Reader, f AccessFormat) (*AccessDecoder, error) {
-	if f != "" && !validFormat(f) {
-		return nil, fmt.Errorf("replay: unknown access log format %q (want combined, alb or envoy)", f)
+// (by its magic number), read as opt says.
+func NewAccessDecoder(r io.Reader, opt AccessOptions) (*AccessDecoder, error) {
+	f := opt.Format
+	if opt.LogFormat != nil {
+		if f != "" && f != Nginx {
+			return nil, fmt.Errorf("replay: a log_format reads nginx logs, not %s", f)
+		}
+		f = Nginx
+	} else if f != "" && !validFormat(f) {
+		return nil, fmt.Errorf("replay: unknown access log format %q (want combined, alb, envoy, or an nginx log_format)", f)
+	}
+	if opt.RequestTime < 0 || opt.RequestTime > MaxServiceTime {
+		return nil, fmt.Errorf("replay: request time %v: want one from 0 to %v", opt.RequestTime, MaxServiceTime)
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
@@ -91,8 +121,14 @@ func NewAccessDecoder(r io.Reader, f AccessFormat) (*AccessDecoder, error) {
 		zr.Multistream(true)
 		br = bufio.NewReaderSize(zr, 64<<10)
 	}
-	return &AccessDecoder{br: br, format: f}, nil
+	d := &AccessDecoder{br: br, format: f, logf: opt.LogFormat, assume: opt.RequestTime}
+	d.parser.assume = opt.RequestTime
+	return d, nil
 }
+
+// Assumed returns how many requests read so far had no request time, and
+// ran AccessOptions.RequestTime.
+func (d *AccessDecoder) Assumed() int64 { return d.assumed }
 
 func validFormat(f AccessFormat) bool {
 	for _, g := range AccessFormats {
@@ -147,6 +183,17 @@ func (d *AccessDecoder) next(req *Request) error {
 		if len(line) == 0 {
 			continue
 		}
+		if d.logf != nil {
+			r, assumed, perr := d.logf.parse(string(line), d.assume)
+			if perr != nil {
+				return &SkipError{Where: d.where(), Reason: "not in the log format: " + perr.Error() + ": " + sample(line)}
+			}
+			if assumed {
+				d.assumed++
+			}
+			*req = r
+			return nil
+		}
 		f := d.format
 		if f == "" {
 			f = detectFormat(d.parser.split(line))
@@ -154,9 +201,13 @@ func (d *AccessDecoder) next(req *Request) error {
 				return &SkipError{Where: d.where(), Reason: "not a line of a combined, ALB or Envoy access log: " + sample(line)}
 			}
 		}
+		d.parser.assumed = false
 		r, perr := d.parser.parse(line, f)
 		if perr != nil {
 			return &SkipError{Where: d.where(), Reason: perr.Error() + ": " + sample(line)}
+		}
+		if d.parser.assumed {
+			d.assumed++
 		}
 		d.format = f
 		*req = r
@@ -247,6 +298,8 @@ type lineParser struct {
 	fs       []string
 	lastText string
 	lastTime time.Time
+	assume   time.Duration // the request time of a combined line without one
+	assumed  bool          // the last line's was
 }
 
 // split splits line into the parser's fields.
@@ -283,9 +336,18 @@ func (p *lineParser) parseCombined(f []string) (Request, error) {
 		}
 		p.lastText, p.lastTime = f[3], end
 	}
-	d, err := decimal(f[len(f)-1], 1e9)
-	if err != nil {
-		return Request{}, fmt.Errorf("request time %q: %w", f[len(f)-1], err)
+	last := f[len(f)-1]
+	var d time.Duration
+	var err error
+	switch {
+	case strings.HasPrefix(last, `"`) && p.assume > 0: // nginx's own combined: no request time
+		d, p.assumed = p.assume, true
+	case strings.HasPrefix(last, `"`):
+		return Request{}, errors.New("no request time after the user agent (nginx's combined format has none): give one to assume (--request-time)")
+	default:
+		if d, err = decimal(last, 1e9); err != nil {
+			return Request{}, fmt.Errorf("request time %q: %w", last, err)
+		}
 	}
 	r := Request{At: end.UnixNano() - int64(d), Service: d}
 	r.Host, r.Path, err = requestLine(f[4])

@@ -71,7 +71,7 @@ func TestAccessDecoder(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	zw.Write([]byte(log))
 	zw.Close()
-	d, err := NewAccessDecoder(&gz, "")
+	d, err := NewAccessDecoder(&gz, AccessOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestAccessDecoder(t *testing.T) {
 	if strings.Join(paths, " ") != "/a /b" || strings.Join(skips, ",") != "line 2,line 4,line 5" || d.Format() != Envoy {
 		t.Errorf("paths %q, skips %q, format %q", paths, skips, d.Format())
 	}
-	if _, err := NewAccessDecoder(strings.NewReader(""), "w3c"); err == nil {
+	if _, err := NewAccessDecoder(strings.NewReader(""), AccessOptions{Format: "w3c"}); err == nil {
 		t.Error("unknown format accepted")
 	}
 }
@@ -117,7 +117,7 @@ func FuzzParseAccessLine(f *testing.F) {
 				t.Errorf("%s %q: %+v", fm, line, r)
 			}
 		}
-		d, err := NewAccessDecoder(bytes.NewReader(line), "")
+		d, err := NewAccessDecoder(bytes.NewReader(line), AccessOptions{})
 		if err != nil {
 			return
 		}

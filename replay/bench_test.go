@@ -99,7 +99,7 @@ func BenchmarkSearchLimits(b *testing.B) {
 				k = int32(rng.IntN(nb / 10))
 			}
 			stats[k].arrive(at)
-			tr.add(k, at)
+			tr.add(k, at, 0, 0)
 		}
 		for _, s := range stats {
 			s.finish()

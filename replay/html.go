@@ -29,8 +29,11 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>tollgate replay</title>\n")
 	b.WriteString(sim.ReportStyle())
 	b.WriteString("</head>\n<body>\n<h1>tollgate replay</h1>\n")
-	fmt.Fprintf(b, "<p class=\"dim\">%d inputs, %d records: %d calls replayed, %d skipped, %d late (sorted within %v).</p>\n",
-		r.Inputs, r.Records, r.Replayed, r.Skipped, r.Late, r.Window)
+	fmt.Fprintf(b, "<p class=\"dim\">%d inputs, %d records: %d calls replayed, %d skipped; %d buckets, %d throttled%s.</p>\n",
+		r.Inputs, r.Records, r.Replayed, r.Skipped, r.BucketCount, r.ThrottledBuckets, esc(r.shown()))
+	for _, s := range r.Inexact {
+		fmt.Fprintf(b, "<p class=\"warn\"><strong>Not exact:</strong> %s</p>\n", esc(s))
+	}
 	list := func(title string, items []string) {
 		if len(items) == 0 {
 			return
@@ -46,33 +49,36 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	list("Calls of services the config does not have", countLines(r.UnknownServices))
 	list("Calls of actions the config does not know", countLines(r.UnknownActions))
 
+	b.WriteString("\n<style>table#buckets td.name,table.who td.name{max-width:24em;white-space:normal;overflow-wrap:anywhere}" +
+		"table#buckets{font-size:85%}table#buckets td,table#buckets th{padding:2px 5px}table#buckets th{white-space:normal;vertical-align:bottom}" +
+		"table#buckets td.rec{font-weight:600}table#buckets td.acct{white-space:nowrap}</style>\n")
 	b.WriteString("\n<h2>Buckets</h2>\n<table id=\"buckets\">\n<thead><tr><th>account</th><th>region</th><th>category</th><th>limit</th>" +
-		"<th>calls</th><th>throttled</th><th>after retries</th><th>group</th><th>in log</th><th>first minute</th><th>worst minute</th>" +
-		"<th>burst at rate</th><th>admits all</th><th>99.9 % rate</th><th>99.9 % burst at rate</th></tr></thead>\n<tbody>\n")
+		"<th>calls</th><th>throttled</th><th>admits all</th><th>99.9 % rate</th><th>99.9 % burst at rate</th>" +
+		"<th>after retries</th><th>in log</th><th>worst minute</th><th>first minute</th><th>burst at rate</th><th>group</th></tr></thead>\n<tbody>\n")
 	td := func(s string) { b.WriteString("<td>" + esc(s) + "</td>") }
 	num := func(n int64) { td(strconv.FormatInt(n, 10)) }
 	for _, k := range r.Buckets {
 		b.WriteString("<tr>")
-		b.WriteString(`<td class="name">` + esc(k.Account) + "</td>")
+		b.WriteString(`<td class="name acct">` + esc(k.Account) + "</td>")
 		td(k.Region)
 		td(k.Service + "/" + k.Category)
 		td(fmt.Sprintf("%d/%g", k.Burst, k.Rate))
 		num(k.Calls)
 		num(k.Throttled)
+		b.WriteString(`<td class="rec">` + esc(k.admits()) + "</td>")
+		td(k.rate999())
+		td(orNone(k.Burst999 > 0, strconv.FormatInt(k.Burst999, 10)))
 		num(k.Failed)
-		td(k.Group)
 		num(k.Recorded)
 		if k.FirstMinute.IsZero() {
 			td("-")
 			td("-")
 		} else {
-			td(k.FirstMinute.Format("2006-01-02 15:04"))
-			td(fmt.Sprintf("%s (%d)", k.WorstMinute.Format("2006-01-02 15:04"), k.WorstCount))
+			td(fmt.Sprintf("%s (%d)", k.WorstMinute.Format("01-02 15:04"), k.WorstCount))
+			td(k.FirstMinute.Format("01-02 15:04"))
 		}
 		num(k.BurstAtRate)
-		td(k.admits())
-		td(k.rate999())
-		td(orNone(k.Burst999 > 0, strconv.FormatInt(k.Burst999, 10)))
+		td(k.Group)
 		b.WriteString("</tr>\n")
 	}
 	b.WriteString("</tbody>\n</table>\n")
@@ -81,13 +87,24 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(b, "<figure>\n<figcaption>Calls and calls throttled (without retries) per %s, the %d most throttled buckets</figcaption>\n%s\n</figure>\n",
+		fmt.Fprintf(b, "<figure>\n<figcaption>Calls and calls throttled (without retries) per %s against the quota, the %d most throttled buckets</figcaption>\n%s\n</figure>\n",
 			esc(stepName(tl.Step)), len(tl.Buckets), svg)
+		if ws := tl.worstMinutes(worstMinutes); len(ws) > 0 {
+			fmt.Fprintf(b, "<h2>The worst minutes</h2>\n<table id=\"minutes\">\n<thead><tr><th>minute (UTC)</th><th>account</th><th>region</th><th>category</th><th>calls</th><th>throttled</th><th>quota a minute</th></tr></thead>\n<tbody>\n")
+			for _, w := range ws {
+				k := tl.Buckets[w.bucket]
+				fmt.Fprintf(b, "<tr><td>%s</td><td class=\"name\">%s</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%s</td></tr>\n",
+					w.at.Format("2006-01-02 15:04"), esc(k.Account), esc(k.Region), esc(k.Service+"/"+k.Category), w.calls, w.throttled,
+					strconv.FormatFloat(k.Rate*60, 'f', -1, 64))
+			}
+			b.WriteString("</tbody>\n</table>\n")
+		}
 	}
 	b.WriteString("<p class=\"dim\">throttled: without retries; after retries: calls that still failed with their group's retries; " +
 		"in log: the log's own throttling errors; burst at rate: the smallest burst admitting every call at the configured rate; " +
 		"admits all: the limit the overrides below set, the smallest rate (to the nanosecond of interval) with the larger of the burst and the most calls at one instant; " +
 		"99.9 %: the smallest rate with that burst, and burst at the configured rate, throttling at most 0.1 % of the calls.</p>\n")
+	r.writeWhoHTML(b, esc)
 	var ov bytes.Buffer
 	if err := r.WriteOverrides(&ov); err != nil {
 		return err
@@ -101,18 +118,28 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	return b.Flush()
 }
 
-// timelineFigure is the figure of a timeline: calls, then throttled
-// calls, a line per bucket.
+// timelineFigure is the figure of a timeline: a chart per bucket, its
+// calls and calls throttled per bin against its quota (the refill rate's
+// calls per bin), on a clock-time axis.
 func timelineFigure(tl *Timeline) sim.TimeFigure {
-	label, xstep := timeAxis(tl.Start, tl.Step)
-	per := " per " + stepName(tl.Step)
-	calls := sim.TimePanel{Title: "calls" + per, YLabel: "calls", Counts: true}
-	thr := sim.TimePanel{Title: "calls throttled" + per + " (without retries)", YLabel: "throttled", Counts: true}
-	for i, b := range tl.Buckets {
-		calls.Lines = append(calls.Lines, sim.TimeSeries{Name: tl.label(i), Values: floats(b.Calls)})
-		thr.Lines = append(thr.Lines, sim.TimeSeries{Name: tl.label(i), Values: floats(b.Throttled)})
+	per := stepName(tl.Step)
+	fig := sim.TimeFigure{XLabel: "UTC, " + tl.Start.UTC().Format("2006-01-02") + "; a point per " + per, Start: tl.Start, Step: tl.Step}
+	for _, b := range tl.Buckets {
+		quota := b.Rate * tl.Step.Seconds()
+		fig.Panels = append(fig.Panels, sim.TimePanel{
+			Title:  b.Account + " " + b.Region + " " + b.Service + "/" + b.Category,
+			YLabel: "calls per " + per,
+			Counts: true,
+			Lines: []sim.TimeSeries{
+				{Name: "calls", Values: floats(b.Calls)},
+				{Name: "throttled", Values: floats(b.Throttled)},
+			},
+			Level:       quota,
+			LevelLabel:  fmt.Sprintf("quota: %s per %s", strconv.FormatFloat(quota, 'f', -1, 64), per),
+			LevelAlways: true,
+		})
 	}
-	return sim.TimeFigure{XLabel: label, XStep: xstep, Panels: []sim.TimePanel{calls, thr}}
+	return fig
 }
 
 // timeAxis returns the label of a time axis from start in bins of step,

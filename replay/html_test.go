@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -26,11 +27,12 @@ func TestWriteHTML(t *testing.T) {
 	}
 	page := b.String()
 	for _, want := range []string{
-		"<!doctype html>", "<style>", `<td class="name">111122223333</td>`, "<td>500</td>", // 2 × 250 throttled
+		"<!doctype html>", "<style>", `<td class="name acct">111122223333</td>`, "<td>500</td>", // 2 × 250 throttled
 		"&lt;script&gt;.amazonaws.com: 120", "bad &amp; worse.json: not a CloudTrail log",
 		`account: &#34;111122223333&#34;, region: us-east-1, category: cluster-read, capacity: 300, refill_per_second: 5}`,
-		"<svg", "calls throttled per second (without retries)", "seconds from 2026-11-30 12:00:00 UTC",
-		">111122223333</text>", ">444455556666</text>", // the legend: what tells the buckets apart
+		"<svg", "UTC, 2026-11-30; a point per second", ">12:00:00</text>", ">12:01:00</text>", // a clock-time axis
+		">111122223333 us-east-1 ecs/cluster-read</text>", ">444455556666 us-east-1 ecs/cluster-read</text>", // a chart a bucket
+		">quota: 20 per second</text>", ">throttled</text>",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q:\n%s", want, page)
@@ -80,22 +82,25 @@ func TestTimelineGivesTheBucketArithmetic(t *testing.T) {
 	}
 }
 
-// The legend names a bucket by its account, and by what else tells it
-// from the other buckets shown.
-func TestTimelineLabels(t *testing.T) {
-	tl := &Timeline{Buckets: []TimelineBucket{
-		{Account: "1", Region: "us-east-1", Service: "ecs", Category: "read"},
-		{Account: "1", Region: "eu-west-1", Service: "ecs", Category: "write"},
-		{Account: "2", Region: "us-east-1", Service: "cloudmap", Category: "read"},
+// The figure draws a chart per bucket, titled with its whole name, whose
+// legend reads calls, throttled and its quota (the refill rate's calls
+// per bin), on a clock-time axis.
+func TestTimelineFigure(t *testing.T) {
+	tl := &Timeline{Start: t0, Step: time.Minute, Buckets: []TimelineBucket{
+		{Account: "111122223333", Region: "us-east-1", Service: "ecs", Category: "cluster-resource-read", Rate: 20, Calls: []int64{1, 2}, Throttled: []int64{0, 1}},
+		{Account: "111122223333", Region: "us-east-1", Service: "ecs", Category: "cluster-resource-modify", Rate: 1, Calls: []int64{3, 4}, Throttled: []int64{1, 0}},
 	}}
-	want := []string{"1 us-east-1 ecs/read", "1 eu-west-1 ecs/write", "2 us-east-1 cloudmap/read"}
-	for i, w := range want {
-		if got := tl.label(i); got != w {
-			t.Errorf("label %d = %q, want %q", i, got, w)
-		}
+	fig := timelineFigure(tl)
+	if len(fig.Panels) != 2 || !fig.Start.Equal(t0) || fig.Step != time.Minute {
+		t.Fatalf("%d panels from %v by %v", len(fig.Panels), fig.Start, fig.Step)
 	}
-	tl.Buckets = tl.Buckets[:1]
-	if got := tl.label(0); got != "1" {
-		t.Errorf("one bucket: %q, want its account", got)
+	for i, p := range fig.Panels {
+		b := tl.Buckets[i]
+		if p.Title != "111122223333 us-east-1 ecs/"+b.Category || len(p.Lines) != 2 || p.Lines[0].Name != "calls" || p.Lines[1].Name != "throttled" {
+			t.Errorf("panel %d: %q %+v", i, p.Title, p.Lines)
+		}
+		if p.Level != b.Rate*60 || p.LevelLabel != fmt.Sprintf("quota: %g per minute", b.Rate*60) {
+			t.Errorf("panel %d: quota %v %q", i, p.Level, p.LevelLabel)
+		}
 	}
 }

@@ -126,16 +126,16 @@ type limitSearch struct {
 
 func newLimitSearch(s *keyStats) *limitSearch {
 	b := max(s.limit.Capacity(), s.peak)
-	l := &limitSearch{burst: b, maxIv: maxWindow / b, allowed: s.calls / 1000}
+	l := &limitSearch{burst: b, maxIv: maxWindow / b, allowed: s.tokens / 1000}
 	dur := s.batchAt - s.firstAt // T, the last call's instant less the first's
 	// (n − B)·I ≤ T: the whole log bounds the interval admitting all.
 	l.admit = span{yes: 0, no: l.maxIv + 1}
-	if s.calls > b {
-		l.admit.no = min(l.admit.no, dur/(s.calls-b)+1)
+	if s.tokens > b {
+		l.admit.no = min(l.admit.no, dur/(s.tokens-b)+1)
 	}
 	// At most B + T/I calls pass: all but a of n need I ≤ T/(n − a − B).
 	l.rate999 = span{yes: 0, no: l.maxIv + 1}
-	if m := s.calls - l.allowed - b; m > 0 {
+	if m := s.tokens - l.allowed - b; m > 0 {
 		l.rate999.no = min(l.rate999.no, dur/m+1)
 	}
 	iv := int64(s.limit.Interval())
@@ -147,7 +147,7 @@ func newLimitSearch(s *keyStats) *limitSearch {
 	} else {
 		l.burst999 = span{yes: l.maxBurst + 1, no: 0} // maxBurst+1: none known
 	}
-	if m := s.calls - l.allowed - dur/iv - 1; m > 0 {
+	if m := s.tokens - l.allowed - dur/iv - 1; m > 0 {
 		l.burst999.no = min(m, l.burst999.yes-1)
 	}
 	return l
@@ -308,7 +308,7 @@ func searchLimits(tr *traceWriter, stats []*keyStats) ([]*limitSearch, int, erro
 		if !open {
 			return ls, plays, nil
 		}
-		err := tr.play(func(b int32, at int64) {
+		err := tr.play(func(b int32, at int64, _ uint64, _ uint8) {
 			if l := ls[b]; len(l.admits)+len(l.rates)+len(l.bursts) > 0 {
 				l.arrive(at)
 			}

@@ -153,7 +153,7 @@ func playSearch(t *testing.T, calls []int64, l bucket.Limit) Bucket {
 	st := newKeyStats(quota.Key{}, l, 0)
 	for _, at := range calls {
 		st.arrive(at)
-		tr.add(0, at)
+		tr.add(0, at, 0, 0)
 	}
 	st.finish()
 	ls, _, err := searchLimits(tr, []*keyStats{st})

@@ -22,9 +22,16 @@ import (
 // most 256 KB.
 const MaxRecordSize = 1 << 20
 
-// ErrUnknownFormat reports an input that is neither a CloudTrail log file
-// nor an export of one JSON record a line.
-var ErrUnknownFormat = errors.New(`not a CloudTrail log: want {"Records":[…]} or one JSON record a line`)
+// CloudTrailFormats names the CloudTrail formats a Decoder reads, for
+// errors and help.
+const CloudTrailFormats = `a delivered log file ({"Records":[…]}, gzipped or not, as the console's JSON download too), ` +
+	`one JSON record a line (CloudTrail Lake and Athena exports), ` +
+	`aws cloudtrail lookup-events output ({"Events":[{"CloudTrailEvent":"…"}]}), ` +
+	`CloudTrail Lake query results (get-query-results: {"QueryResultRows":[…]}), ` +
+	`or the console's CSV download (a header naming Event time, Event source, Event name …)`
+
+// ErrUnknownFormat reports an input in none of CloudTrailFormats.
+var ErrUnknownFormat = errors.New("not a CloudTrail log: want " + CloudTrailFormats)
 
 // ErrRecordTooLarge reports a record longer than MaxRecordSize.
 var ErrRecordTooLarge = fmt.Errorf("record longer than %d bytes", MaxRecordSize)
@@ -41,6 +48,20 @@ type Record struct {
 	AccessKey, Account string
 	// ErrorCode is errorCode: "" for a call that succeeded.
 	ErrorCode string
+	// Principal is userIdentity.arn, UserAgent userAgent, SourceIP
+	// sourceIPAddress: who made the call.
+	Principal, UserAgent, SourceIP string
+	// Params is requestParameters, the call's request as JSON (an object
+	// from CloudTrail, or the string of one as Athena's table holds it);
+	// nil when the record has none. It is valid until the next Next.
+	Params []byte
+}
+
+// isEmpty reports a record with none of the members replay reads.
+func (r *Record) isEmpty() bool {
+	return r.Time == 0 && r.Source == "" && r.Action == "" && r.Region == "" &&
+		r.AccessKey == "" && r.Account == "" && r.ErrorCode == "" && r.Params == nil &&
+		r.Principal == "" && r.UserAgent == "" && r.SourceIP == ""
 }
 
 // SkipError is a record skipped and counted: the input goes on after it.
@@ -53,12 +74,29 @@ type SkipError struct {
 
 func (e *SkipError) Error() string { return e.Where + ": " + e.Reason }
 
+// layout is how a log holds its records.
+type layout int
+
+const (
+	lines   layout = iota // one JSON record a line
+	records               // {"Records":[record…]}
+	events                // lookup-events: {"Events":[{"CloudTrailEvent":"record"}…]}
+	rows                  // Lake query results: {"QueryResultRows":[[{"column":"value"}…]…]}
+	csvRows               // the console's CSV download
+)
+
+// wrappers are the members of an outer object that hold the records, by
+// the layout they give.
+var wrappers = map[string]layout{`"Records"`: records, `"Events"`: events, `"QueryResultRows"`: rows}
+
 // Decoder reads the records of one log, in the order the log holds them.
 type Decoder struct {
 	br      *bufio.Reader
 	dec     *jsontext.Decoder
+	sub     *jsontext.Decoder // a lookup-events record, from its string
 	lim     *recordLimit
-	records bool // the Records format; else one record a line
+	layout  layout
+	columns []func(*Decoder, *Record, string) error // csvRows: by column
 	started bool
 	n       int64 // records (or lines) read
 	good    int64 // records returned
@@ -66,6 +104,7 @@ type Decoder struct {
 	strs    map[string]string
 	lastTS  []byte
 	lastT   int64
+	params  []byte // Record.Params
 }
 
 // recordLimit fails reads once more than max bytes passed since reset: a
@@ -107,24 +146,42 @@ func NewDecoder(r io.Reader) (*Decoder, error) {
 		return nil, err
 	}
 	head = bytes.TrimLeft(head, " \t\r\n")
-	if len(head) == 0 || head[0] != '{' {
-		return nil, ErrUnknownFormat
-	}
-	rest := bytes.TrimLeft(head[1:], " \t\r\n")
-	d.records = bytes.HasPrefix(rest, []byte(`"Records"`))
 	d.lim = &recordLimit{r: br, max: MaxRecordSize}
 	d.dec = jsontext.NewDecoder(d.lim, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	switch {
+	case len(head) > 0 && head[0] == '{':
+		rest := bytes.TrimLeft(head[1:], " \t\r\n")
+		for _, name := range []string{`"Records"`, `"Events"`, `"QueryResultRows"`, `"QueryStatus"`, `"QueryStatistics"`, `"NextToken"`, `"ErrorMessage"`} {
+			if bytes.HasPrefix(rest, []byte(name)) {
+				d.layout = records // the wrapper found by enter
+			}
+		}
+	case isCSVHeader(head):
+		d.layout = csvRows
+	default:
+		return nil, ErrUnknownFormat
+	}
 	return d, nil
+}
+
+// LooksLikeCloudTrail reports whether the first bytes of a log (without
+// leading blanks) are those of one of CloudTrailFormats: JSON, or the
+// console's CSV header.
+func LooksLikeCloudTrail(head []byte) bool {
+	return len(head) > 0 && head[0] == '{' || isCSVHeader(head)
 }
 
 // Next reads the next record into rec. It returns io.EOF at the end, a
 // *SkipError for a record it skips (call Next again), and any other error
 // when the rest of the log cannot be read.
 func (d *Decoder) Next(rec *Record) error {
-	if d.records {
-		return d.nextRecord(rec)
+	switch d.layout {
+	case lines:
+		return d.nextLine(rec)
+	case csvRows:
+		return d.nextCSV(rec)
 	}
-	return d.nextLine(rec)
+	return d.nextRecord(rec)
 }
 
 // nextRecord reads the next element of {"Records":[…]}, skipping other
@@ -156,13 +213,20 @@ func (d *Decoder) nextRecord(rec *Record) error {
 	}
 	d.n++
 	d.lim.read = 0
-	if d.dec.PeekKind() != '{' {
+	want, read := jsontext.Kind('{'), d.readObject
+	switch d.layout {
+	case events:
+		read = d.readEvent
+	case rows:
+		want, read = '[', d.readRow
+	}
+	if d.dec.PeekKind() != want {
 		if err := d.dec.SkipValue(); err != nil {
 			return d.syntax(err)
 		}
-		return &SkipError{Where: d.where(), Reason: "not a JSON object"}
+		return &SkipError{Where: d.where(), Reason: "not a JSON " + map[jsontext.Kind]string{'{': "object", '[': "array"}[want]}
 	}
-	if err := d.readObject(rec); err != nil {
+	if err := read(rec); err != nil {
 		var skip *SkipError
 		if errors.As(err, &skip) {
 			return err
@@ -178,13 +242,14 @@ func (d *Decoder) enterRecords() error {
 	}
 	for {
 		if d.dec.PeekKind() == '}' {
-			return fmt.Errorf("%w: the object has no Records", ErrUnknownFormat)
+			return fmt.Errorf("%w: the object has no Records, Events or QueryResultRows", ErrUnknownFormat)
 		}
 		name, err := d.dec.ReadValue()
 		if err != nil {
 			return d.syntax(err)
 		}
-		if string(name) == `"Records"` {
+		if l, ok := wrappers[string(name)]; ok {
+			d.layout = l
 			break
 		}
 		d.lim.read = 0
@@ -193,7 +258,7 @@ func (d *Decoder) enterRecords() error {
 		}
 	}
 	if d.dec.PeekKind() != '[' {
-		return fmt.Errorf("%w: Records is not an array", ErrUnknownFormat)
+		return fmt.Errorf("%w: the records' member is not an array", ErrUnknownFormat)
 	}
 	_, err := d.dec.ReadToken()
 	return d.syntax(err)
@@ -221,7 +286,7 @@ func (d *Decoder) syntax(err error) error {
 }
 
 func (d *Decoder) where() string {
-	if d.records {
+	if d.layout != lines && d.layout != csvRows {
 		return "record " + strconv.FormatInt(d.n, 10)
 	}
 	return "line " + strconv.FormatInt(d.n, 10)
@@ -256,7 +321,7 @@ func (d *Decoder) nextLine(rec *Record) error {
 		if _, err := d.dec.ReadToken(); err != io.EOF {
 			return &SkipError{Where: d.where(), Reason: "more than one JSON value"}
 		}
-		if *rec == (Record{}) && d.good == 0 {
+		if rec.isEmpty() && d.good == 0 {
 			// The first object has none of a record's members: some other
 			// JSON, not an export of CloudTrail records.
 			return fmt.Errorf("%w: %s has none of eventTime, eventSource, eventName, awsRegion, userIdentity", ErrUnknownFormat, d.where())

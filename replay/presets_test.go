@@ -40,6 +40,7 @@ func TestReplayChargesEC2AndSSMToAWSsNumbers(t *testing.T) {
 		"ec2 non-mutating/DescribeInstances": {100, 20, 150, 50, 10},
 		"ec2 non-mutating/DescribeVpcs":      {100, 20, 100, 0, 0},
 		"ec2 run-instances":                  {5, 2, 10, 5, 0},
+		"ec2 run-instances-resource":         {1000, 2, 10, 0, 0}, // one instance a call: the records carry no requestParameters
 		"ec2 mutating/CreateLaunchTemplate":  {50, 5, 10, 0, 0},
 		"ssm parameter-store-throughput":     {40, 40, 600, 200, 0},
 		"sts requests":                       {600, 600, 50, 0, 0},
@@ -50,7 +51,7 @@ func TestReplayChargesEC2AndSSMToAWSsNumbers(t *testing.T) {
 		name := b.Service + " " + b.Category
 		w, ok := want[name]
 		if !ok {
-			t.Errorf("unexpected bucket %s", name)
+			t.Errorf("unexpected bucket %s: %d/%v, %d calls, %d throttled, %d recorded", name, b.Burst, b.Rate, b.Calls, b.Throttled, b.Recorded)
 			continue
 		}
 		seen[name] = true

@@ -50,6 +50,12 @@ func (d *Decoder) readObject(rec *Record) error {
 			recipient, err = d.str()
 		case `"userIdentity"`, `"useridentity"`:
 			err = d.identity(rec)
+		case `"userAgent"`, `"useragent"`:
+			rec.UserAgent, err = d.str()
+		case `"sourceIPAddress"`, `"sourceipaddress"`:
+			rec.SourceIP, err = d.str()
+		case `"requestParameters"`, `"requestparameters"`:
+			err = d.requestParameters(rec)
 		default:
 			err = d.dec.SkipValue()
 		}
@@ -86,6 +92,8 @@ func (d *Decoder) identity(rec *Record) error {
 			rec.AccessKey, err = d.str()
 		case `"accountId"`, `"accountid"`:
 			rec.Account, err = d.str()
+		case `"arn"`:
+			rec.Principal, err = d.str()
 		default:
 			err = d.dec.SkipValue()
 		}
@@ -95,6 +103,36 @@ func (d *Decoder) identity(rec *Record) error {
 	}
 	_, err := d.dec.ReadToken()
 	return err
+}
+
+// requestParameters keeps requestParameters in rec.Params: an object as
+// it is, or the contents of a string holding one (Athena, Lake).
+func (d *Decoder) requestParameters(rec *Record) error {
+	v, err := d.dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	switch v.Kind() {
+	case '{':
+		d.params = append(d.params[:0], v...)
+	case '"':
+		b := unquoteFast(v)
+		if b == nil {
+			s, err := strconv.Unquote(string(v))
+			if err != nil {
+				return nil
+			}
+			b = []byte(s)
+		}
+		if len(b) == 0 || b[0] != '{' {
+			return nil
+		}
+		d.params = append(d.params[:0], b...)
+	default:
+		return nil
+	}
+	rec.Params = d.params
+	return nil
 }
 
 // str reads a string value ("" for null or any other kind), interned.

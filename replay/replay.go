@@ -24,15 +24,18 @@
 //
 // # Ordering
 //
-// CloudTrail writes a file about every five minutes per account and
-// region, each covering its own span, and a directory lists them in no
-// useful order. replay opens each input once to read its first record's
-// time, plays the inputs in that order, and sorts records within a
-// sliding window ([Options.Window], 15 minutes by default) held in a
-// heap: a record is played once a record Window later has been read.
-// Records later than that are counted (Report.Late) and played at once.
-// This bounds memory by the records of one window (and MaxWindowRecords),
-// and the rest by the number of distinct buckets, not by the log's length.
+// The order of the inputs and of the records in them does not change the
+// report: CloudTrail delivers a file about every five minutes per account
+// and region and a directory lists them in no useful order, and the
+// console's downloads, lookup-events and many Lake and Athena exports list
+// the newest first. Every call is sorted by time before it is played
+// (sorter.go): in memory up to a couple of million calls, past that in
+// sorted runs spilled to an unlinked temporary file (Options.TempDir;
+// 20 bytes a call) and merged; the calls of one instant are played in
+// the order of their buckets' keys, not the order they were read in.
+// Memory is bounded by that and by the number of distinct buckets, not
+// by the log's length. Report.Inexact says, and tollgate replay exits
+// non-zero, when an instant held too many calls to be ordered together.
 //
 // # The smallest limits
 //
@@ -52,6 +55,12 @@
 // its client's retry, when there was one, is a record of its own. A
 // record of a service the config does not have, or of an action its
 // service does not know, is counted per service and per action.
+//
+// A call whose cost depends on its request (ECS RunTask on Fargate) is
+// charged by quota.Service.Charges on its requestParameters — the rule
+// tollgate serve applies to the request's body — and takes from every
+// bucket it names, all or none (sim.TakeAll); one the rule refuses is
+// counted (Report.Refused) and not played, as serve answers it 400.
 //
 // The account of a call is the config's account for its access key when
 // the config maps the key (access_keys), else userIdentity.accountId (or
@@ -74,7 +83,7 @@ import (
 	"github.com/tollgate/tollgate/sim"
 )
 
-// DefaultWindow is the default of Options.Window.
+// DefaultWindow is the default of ScaleOptions.Window.
 const DefaultWindow = 15 * time.Minute
 
 // MaxWindowRecords bounds the records held to be sorted: past it, the
@@ -112,9 +121,6 @@ type Options struct {
 	// Groups are the client groups; one group, "default", with sim's
 	// default retries when empty.
 	Groups []Group
-	// Window is the span within which records are sorted by time;
-	// DefaultWindow when zero.
-	Window time.Duration
 	// Seed seeds the retries' jitter.
 	Seed uint64
 	// TempDir is where the trace of the played calls is kept while the
@@ -124,6 +130,11 @@ type Options struct {
 	// Progress, when not nil, is called now and then with the bytes of
 	// the inputs read and their total.
 	Progress func(done, total int64)
+	// Top, when more than 0, bounds the buckets the report lists to the
+	// most throttled; ThrottledOnly lists only those with a throttle.
+	// The overrides are those of the buckets listed.
+	Top           int
+	ThrottledOnly bool
 }
 
 // Input is one log to read.
@@ -190,12 +201,6 @@ func Run(inputs []Input, opt Options) (*Report, error) {
 	if opt.Quota == nil {
 		opt.Quota = quota.Builtin()
 	}
-	if opt.Window == 0 {
-		opt.Window = DefaultWindow
-	}
-	if opt.Window < 0 {
-		return nil, fmt.Errorf("replay: window %v is negative", opt.Window)
-	}
 	if len(opt.Groups) == 0 {
 		opt.Groups = []Group{{Name: "default"}}
 	}
@@ -219,81 +224,48 @@ func Run(inputs []Input, opt Options) (*Report, error) {
 		total += in.Size
 	}
 	r.total = total
-	order := r.order(inputs)
-	for _, in := range order {
+	r.sorted = newSorter(opt.TempDir)
+	defer r.sorted.close()
+	for _, in := range byName(inputs) {
 		r.read(in)
+		if r.sortErr != nil {
+			return nil, fmt.Errorf("replay: %w", r.sortErr)
+		}
 	}
-	for len(r.window) > 0 {
-		r.play(r.window.pop())
+	inexact, err := r.sorted.drain(r.tieOrder(), r.play)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	if inexact > 0 {
+		r.rep.Inexact = append(r.rep.Inexact, fmt.Sprintf("%d instants held more than %d calls each: their calls were played partly in the order the logs hold them, so retries and the calls of several buckets may differ from the sorted log's", inexact, maxInMemory))
 	}
 	p.Finish()
+	if r.rep.Replayed == 0 && r.rep.Inputs > 0 {
+		r.rep.Errors = append(r.rep.Errors, fmt.Sprintf("nothing was replayed: of %d records read, %d skipped, %d of services the config does not have, %d of actions it does not know, %d the log's own throttles, %d refused; the formats read are %s",
+			r.rep.Records, r.rep.Skipped, sum(r.rep.UnknownServices), sum(r.rep.UnknownActions), r.recorded(), r.rep.Refused, CloudTrailFormats))
+	}
 	return r.report(), nil
 }
 
-// order reads the first record of each input and returns the readable
-// ones by that time (by name for equal times).
-func (r *run) order(inputs []Input) []Input {
-	type first struct {
-		in Input
-		at int64
+func sum(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
 	}
-	var fs []first
-	for _, in := range inputs {
-		at, err := firstTime(in)
-		if err != nil {
-			r.fileError(in.Name, err)
-			r.done += in.Size
-			continue
-		}
-		fs = append(fs, first{in, at})
+	return n
+}
+
+// recorded counts the log's own throttling errors of known buckets.
+func (r *run) recorded() (n int64) {
+	for _, st := range r.stats {
+		n += st.recorded
 	}
-	slices.SortStableFunc(fs, func(a, b first) int {
-		if a.at != b.at {
-			return cmpInt(a.at, b.at)
-		}
-		return strings.Compare(a.in.Name, b.in.Name)
-	})
-	out := make([]Input, len(fs))
-	for i, f := range fs {
-		out[i] = f.in
-	}
+	return n
+}
+
+// byName returns inputs sorted by name, so that the skipped records and
+// errors a report samples do not depend on the order they were given in.
+func byName(inputs []Input) []Input {
+	out := slices.Clone(inputs)
+	slices.SortStableFunc(out, func(a, b Input) int { return strings.Compare(a.Name, b.Name) })
 	return out
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// firstTime returns the time of the first readable record of in; an
-// input with none sorts last (the maximum time).
-func firstTime(in Input) (int64, error) {
-	f, err := in.Open()
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	d, err := NewDecoder(f)
-	if err != nil {
-		return 0, err
-	}
-	var rec Record
-	for range 1000 {
-		err := d.Next(&rec)
-		var skip *SkipError
-		switch {
-		case err == nil:
-			return rec.Time, nil
-		case errors.As(err, &skip):
-			continue
-		default:
-			return 1<<63 - 1, nil // read in full later, which reports its error
-		}
-	}
-	return 1<<63 - 1, nil
 }

@@ -27,23 +27,33 @@ type Report struct {
 	// Records counts the records read; Skipped those skipped (no
 	// eventTime, not a JSON object …), the first of which SkipSamples
 	// shows; Replayed the calls played (known actions, not throttled in
-	// the log); Late those more than Window behind, played when read.
+	// the log).
 	Records     int64    `json:"records"`
 	Skipped     int64    `json:"skipped"`
 	SkipSamples []string `json:"skip_samples,omitempty"`
 	Replayed    int64    `json:"replayed"`
-	Late        int64    `json:"late"`
-	// Window is the span records were sorted within.
-	Window time.Duration `json:"window_ns"`
+	// Inexact says what could not be replayed exactly as the sorted log
+	// would be; empty when the replay is exact.
+	Inexact []string `json:"inexact,omitempty"`
+	// Refused counts the calls whose request the service's charging rules
+	// refuse (a RunTask of count 11 …), as tollgate serve answers them 400
+	// taking nothing: not played; RefusedSamples shows the first.
+	Refused        int64    `json:"refused,omitempty"`
+	RefusedSamples []string `json:"refused_samples,omitempty"`
 	// UnknownServices counts records by the eventSource no service of the
 	// config answers; UnknownActions by "service Action" for actions a
 	// known service does not have. At most a thousand names each; the
 	// rest are counted under "…".
 	UnknownServices map[string]int64 `json:"unknown_services,omitempty"`
 	UnknownActions  map[string]int64 `json:"unknown_actions,omitempty"`
-	// Buckets are the buckets called, by account, region, service and
-	// category.
-	Buckets []Bucket `json:"buckets"`
+	// Buckets are the buckets called, most throttled first (then most
+	// failed after retries, most calls, and by account, region, service
+	// and category): all of them, or those Options.Top and ThrottledOnly
+	// select. BucketCount counts them all, ThrottledBuckets those with a
+	// throttle.
+	Buckets          []Bucket `json:"buckets"`
+	BucketCount      int      `json:"bucket_count"`
+	ThrottledBuckets int      `json:"throttled_buckets"`
 	// Timeline is the calls of the most throttled buckets over time; nil
 	// without calls.
 	Timeline *Timeline `json:"timeline,omitempty"`
@@ -102,6 +112,17 @@ type Bucket struct {
 	// for none a limit can hold.
 	Rate999  float64 `json:"rate_999"`
 	Burst999 int64   `json:"burst_999"`
+	// Who says who made the calls and what they called, for the most
+	// throttled buckets (whoBuckets); nil for the others.
+	Who *Who `json:"who,omitempty"`
+}
+
+// shown says how many buckets the table shows when not all.
+func (r *Report) shown() string {
+	if len(r.Buckets) == r.BucketCount {
+		return ""
+	}
+	return fmt.Sprintf(" (the %d most throttled shown)", len(r.Buckets))
 }
 
 func (r *Report) unknownService(s string) { count(r.UnknownServices, s) }
@@ -120,6 +141,7 @@ func (r *run) report() *Report {
 		st.finish()
 	}
 	var ls []*limitSearch
+	var whos []*Who
 	if r.trace != nil {
 		var err error
 		if ls, _, err = searchLimits(r.trace, r.stats); err != nil {
@@ -128,8 +150,19 @@ func (r *run) report() *Report {
 		if rep.Timeline, err = timeline(r.trace, r.stats); err != nil {
 			rep.Errors = append(rep.Errors, "timeline not drawn: "+err.Error())
 		}
+		if whos, err = r.who(); err != nil {
+			rep.Errors = append(rep.Errors, "callers not counted: "+err.Error())
+		}
 	}
-	for i, st := range r.stats {
+	rows := r.rows()
+	rep.BucketCount = len(r.stats)
+	for _, st := range r.stats {
+		if st.throttled > 0 {
+			rep.ThrottledBuckets++
+		}
+	}
+	for _, i := range rows {
+		st := r.stats[i]
 		b := Bucket{
 			Service: st.key.Service, Account: st.key.Account, Region: st.key.Region, Category: st.key.Category,
 			Group: r.opt.Groups[st.group].Name,
@@ -146,13 +179,35 @@ func (r *run) report() *Report {
 		if ls != nil {
 			ls[i].fill(&b)
 		}
+		if whos != nil {
+			b.Who = whos[i]
+		}
 		rep.Buckets = append(rep.Buckets, b)
 	}
-	slices.SortFunc(rep.Buckets, func(a, b Bucket) int {
-		return cmp.Or(cmp.Compare(a.Account, b.Account), cmp.Compare(a.Region, b.Region),
-			cmp.Compare(a.Service, b.Service), cmp.Compare(a.Category, b.Category))
-	})
 	return &rep
+}
+
+// rows returns the indices of the buckets the report shows, most
+// throttled first (then most failed after retries, most calls, and by
+// key): all of them, or only the throttled (Options.ThrottledOnly), at
+// most Options.Top.
+func (r *run) rows() []int {
+	idx := make([]int, 0, len(r.stats))
+	for i, st := range r.stats {
+		if !r.opt.ThrottledOnly || st.throttled > 0 {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		x, y := r.stats[a], r.stats[b]
+		return cmp.Or(cmp.Compare(y.throttled, x.throttled), cmp.Compare(y.failed, x.failed), cmp.Compare(y.calls, x.calls),
+			cmp.Compare(x.key.Account, y.key.Account), cmp.Compare(x.key.Region, y.key.Region),
+			cmp.Compare(x.key.Service, y.key.Service), cmp.Compare(x.key.Category, y.key.Category))
+	})
+	if r.opt.Top > 0 && len(idx) > r.opt.Top {
+		idx = idx[:r.opt.Top]
+	}
+	return idx
 }
 
 // WriteJSON writes r as indented JSON.
@@ -198,13 +253,22 @@ func (r *Report) WriteOverrides(w io.Writer) error {
 
 // WriteText writes r as a table, its counts, and the overrides.
 func (r *Report) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "%d inputs, %d records: %d calls replayed, %d skipped, %d late (window %v)\n",
-		r.Inputs, r.Records, r.Replayed, r.Skipped, r.Late, r.Window)
+	fmt.Fprintf(w, "%d inputs, %d records: %d calls replayed, %d skipped; %d buckets, %d throttled%s\n",
+		r.Inputs, r.Records, r.Replayed, r.Skipped, r.BucketCount, r.ThrottledBuckets, r.shown())
+	for _, s := range r.Inexact {
+		fmt.Fprintf(w, "NOT EXACT: %s\n", s)
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}
 	for _, s := range r.SkipSamples {
 		fmt.Fprintf(w, "skipped: %s\n", s)
+	}
+	if r.Refused > 0 {
+		fmt.Fprintf(w, "%d calls refused as invalid requests (tollgate serve answers them 400, taking nothing), not played\n", r.Refused)
+		for _, s := range r.RefusedSamples {
+			fmt.Fprintf(w, "refused: %s\n", s)
+		}
 	}
 	writeCounts(w, "calls of services the config does not have", r.UnknownServices)
 	writeCounts(w, "calls of actions the config does not know", r.UnknownActions)
@@ -230,6 +294,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(w, "the smallest rate (to the nanosecond of interval) with the larger of the burst and the most calls at one instant;")
 	fmt.Fprintln(w, "99.9 %: the smallest rate with that burst, and burst at the configured rate, throttling at most 0.1 % of the calls.")
 	fmt.Fprintln(w)
+	r.writeWho(w)
 	return r.WriteOverrides(w)
 }
 

@@ -1,17 +1,29 @@
 package replay
 
-// This file is one replay in progress: inputs read into the sorting
-// window, records resolved to buckets, and calls handed to the player.
+// This file is one replay in progress: inputs read, records resolved to
+// buckets, their calls sorted by time (sorter.go) and handed to the
+// player.
 
 import (
+	"cmp"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/retry"
 	"github.com/tollgate/tollgate/sim"
 )
+
+// maxEntries bounds the records' resolutions kept: past it (a log of many
+// tenants) a record is resolved afresh, which costs a few map lookups but
+// no memory a tenant.
+const maxEntries = 1 << 16
 
 // progressEvery is how many records pass between two Progress calls.
 const progressEvery = 1 << 14
@@ -20,10 +32,23 @@ const progressEvery = 1 << 14
 type entryKey struct{ source, action, region, account, accessKey string }
 
 // entry is a resolved entryKey: a bucket, or -1 for a call replay does not
-// know, with the service or the action it does not know.
+// know, with the service or the action it does not know. A call whose
+// cost depends on its request (quota.Service.Weighted) has a site, from
+// which each record's requestParameters resolve its charges.
 type entry struct {
 	bucket          int32
 	service, action string
+	throttle        string // the code the config's service throttles the action with
+	site            *chargeSite
+}
+
+// chargeSite is what resolves the charges of a call whose cost depends on
+// its request: the service and action, and the bucket's account, region
+// and client group.
+type chargeSite struct {
+	svc                     *quota.Service
+	action, account, region string
+	group                   int32
 }
 
 type run struct {
@@ -32,16 +57,18 @@ type run struct {
 	entries map[entryKey]entry
 	buckets map[quota.Key]int32
 	stats   []*keyStats
-	window  arrivalHeap
-	seq     uint64
-	maxSeen int64
-	played  int64 // instant of the last arrival played
+	sorted  *sorter
+	sortErr error // the sorter could not spill: the replay fails
 	total   int64
 	done    int64
 	rep     Report
 	groupOf map[string]int32
 	anyIdx  int32
-	trace   *traceWriter // nil when it could not be made
+	trace   *traceWriter     // nil when it could not be made
+	plans   map[string]int32 // the player's plans by their charges
+	callers callers          // who made the calls
+	charges []quota.Charge   // scratch of plan
+	planKey []byte           // scratch of plan
 }
 
 func newRun(opt Options, p *sim.Player) *run {
@@ -51,6 +78,7 @@ func newRun(opt Options, p *sim.Player) *run {
 		entries: make(map[entryKey]entry),
 		buckets: make(map[quota.Key]int32),
 		groupOf: make(map[string]int32),
+		plans:   make(map[string]int32),
 		anyIdx:  -1,
 	}
 	for i, g := range opt.Groups {
@@ -63,7 +91,6 @@ func newRun(opt Options, p *sim.Player) *run {
 			}
 		}
 	}
-	r.rep.Window = opt.Window
 	r.rep.UnknownServices = map[string]int64{}
 	r.rep.UnknownActions = map[string]int64{}
 	return r
@@ -85,7 +112,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// read reads one input into the window, playing what leaves it.
+// read reads one input's calls into the sorter.
 func (r *run) read(in Input) {
 	f, err := in.Open()
 	if err != nil {
@@ -110,6 +137,9 @@ func (r *run) read(in Input) {
 		}
 		err := d.Next(&rec)
 		if err == io.EOF {
+			if d.good == 0 {
+				r.fileError(in.Name, fmt.Errorf("%w: no record in it could be read (%d skipped)", ErrUnknownFormat, d.n))
+			}
 			return
 		}
 		if errors.As(err, &skip) {
@@ -125,16 +155,19 @@ func (r *run) read(in Input) {
 		}
 		r.rep.Records++
 		r.add(&rec)
+		if r.sortErr != nil {
+			return
+		}
 	}
 }
 
-// add resolves a record and puts its call in the window.
+// add resolves a record and puts its call in the sorter.
 func (r *run) add(rec *Record) {
 	k := entryKey{rec.Source, rec.Action, rec.Region, rec.Account, rec.AccessKey}
 	e, ok := r.entries[k]
 	if !ok {
 		e = r.resolve(rec)
-		if len(r.entries) < 1<<20 {
+		if len(r.entries) < maxEntries {
 			r.entries[k] = e
 		}
 	}
@@ -147,20 +180,45 @@ func (r *run) add(rec *Record) {
 		return
 	}
 	st := r.stats[e.bucket]
-	if rec.ErrorCode != "" && r.isThrottle(rec) {
+	if rec.ErrorCode != "" && (isThrottle(rec.ErrorCode, e.throttle) || r.serviceThrottle(rec)) {
 		st.recorded++
 		return
 	}
+	v := e.bucket
+	if e.site != nil {
+		plan, err := r.plan(e.site, rec.Params)
+		if err != nil {
+			r.rep.Refused++
+			if len(r.rep.RefusedSamples) < maxSamples {
+				r.rep.RefusedSamples = append(r.rep.RefusedSamples, rec.Action+" at "+time.Unix(0, rec.Time).UTC().Format(time.RFC3339)+": "+err.Error())
+			}
+			return
+		}
+		v = ^plan
+	}
 	r.rep.Replayed++
-	if rec.Time < r.played {
-		r.rep.Late++
+	r.sortErr = r.sorted.add(sortEntry{at: rec.Time, v: v, x: int64(r.callers.id(rec))})
+}
+
+// isThrottle reports whether a record's errorCode is a throttle: the code
+// the config's service throttles the action with, or any of the AWS SDK's
+// throttling codes, as CloudTrail logs them — EC2's with the SOAP fault's
+// "Client." prefix ("Client.RequestLimitExceeded").
+func isThrottle(code, own string) bool {
+	code = faultCode(code)
+	return code == faultCode(own) || retry.IsThrottleCode(code)
+}
+
+// faultCode is an error code without a SOAP fault's "Client." or
+// "Server." prefix, as EC2 writes its codes in CloudTrail.
+func faultCode(code string) string {
+	if c, ok := strings.CutPrefix(code, "Client."); ok {
+		return c
 	}
-	r.seq++
-	r.window.push(rec.Time, r.seq, e.bucket)
-	r.maxSeen = max(r.maxSeen, rec.Time)
-	for len(r.window) > 0 && (r.window.minAt() < r.maxSeen-int64(r.opt.Window) || len(r.window) > MaxWindowRecords) {
-		r.play(r.window.pop())
+	if c, ok := strings.CutPrefix(code, "Server."); ok {
+		return c
 	}
+	return code
 }
 
 // resolve finds the bucket of a record's call, adding it on first sight,
@@ -180,22 +238,66 @@ func (r *run) resolve(rec *Record) entry {
 	if err != nil {
 		return entry{bucket: -1, action: svc.Name + " " + rec.Action}
 	}
-	if b, ok := r.buckets[key]; ok {
-		return entry{bucket: b}
-	}
-	if r.opt.Limits != nil {
-		limit = r.opt.Limits(key, limit)
-	}
 	g, ok := r.groupOf[account]
 	if !ok {
 		// The catch-all group, or, when every group names its accounts,
 		// the first.
 		g = max(r.anyIdx, 0)
 	}
+	e := entry{bucket: r.bucket(key, limit, g)}
+	if cat, ok := svc.CategoryOf(rec.Action); ok {
+		e.throttle = svc.ThrottleOf(cat).Code
+	}
+	if svc.Weighted(rec.Action) {
+		e.site = &chargeSite{svc: svc, action: rec.Action, account: account, region: rec.Region, group: g}
+	}
+	return e
+}
+
+// bucket returns the index of the bucket of key, adding it, of limit (as
+// Options.Limits changes it) and client group g, on first sight.
+func (r *run) bucket(key quota.Key, limit bucket.Limit, g int32) int32 {
+	if b, ok := r.buckets[key]; ok {
+		return b
+	}
+	if r.opt.Limits != nil {
+		limit = r.opt.Limits(key, limit)
+	}
 	b := r.player.AddBucket(limit)
 	r.buckets[key] = b
 	r.stats = append(r.stats, newKeyStats(key, limit, g))
-	return entry{bucket: b}
+	return b
+}
+
+// plan returns the player's plan of a call at site whose request is
+// params: the buckets quota.Service.Charges says it takes from, as tollgate
+// serve charges the same request's body. A request the charging rules
+// refuse (serve answers it 400, taking nothing) is an error.
+func (r *run) plan(site *chargeSite, params []byte) (int32, error) {
+	cs, err := site.svc.Charges(site.action, params, r.charges[:0])
+	r.charges = cs[:0]
+	if err != nil {
+		return 0, err
+	}
+	var sc [4]sim.Charge
+	plan := sc[:0]
+	r.planKey = r.planKey[:0]
+	for _, ch := range cs {
+		key := quota.Key{Service: site.svc.Name, Account: site.account, Region: site.region, Category: ch.Category.Name}
+		limit, _ := r.opt.Quota.Limit(key)
+		b := r.bucket(key, limit, site.group)
+		plan = append(plan, sim.Charge{Bucket: b, Tokens: ch.Tokens})
+		r.planKey = binary.AppendUvarint(binary.AppendUvarint(r.planKey, uint64(b)), uint64(ch.Tokens))
+	}
+	if p, ok := r.plans[string(r.planKey)]; ok {
+		return p, nil
+	}
+	p, err := r.player.AddCharges(plan)
+	if err != nil {
+		return 0, err
+	}
+	r.plans[string(r.planKey)] = p
+	return p, nil
 }
 
 // service returns the config's service of an eventSource
@@ -215,21 +317,136 @@ func (r *run) service(source string) *quota.Service {
 	return byName
 }
 
-// play hands one call to the player.
-func (r *run) play(a arrival) {
-	at := max(a.at, r.played)
-	r.played = at
+// tieOrder returns the order of the calls of one instant: by their
+// buckets' keys, then a plan's by its charges, so that it does not depend
+// on the order the records were read in.
+func (r *run) tieOrder() func(a, b sortEntry) int {
+	idx := make([]int32, len(r.stats))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		ka, kb := r.stats[a].key, r.stats[b].key
+		return cmp.Or(cmp.Compare(ka.Service, kb.Service), cmp.Compare(ka.Account, kb.Account),
+			cmp.Compare(ka.Region, kb.Region), cmp.Compare(ka.Category, kb.Category))
+	})
+	rank := make([]int32, len(idx))
+	for i, b := range idx {
+		rank[b] = int32(i)
+	}
+	n := r.player.Plans()
+	plans := make([]int32, n)
+	for i := range plans {
+		plans[i] = int32(i)
+	}
+	slices.SortFunc(plans, func(a, b int32) int {
+		return slices.CompareFunc(r.player.Plan(a), r.player.Plan(b), func(x, y sim.Charge) int {
+			return cmp.Or(cmp.Compare(rank[x.Bucket], rank[y.Bucket]), cmp.Compare(x.Tokens, y.Tokens))
+		})
+	})
+	planRank := make([]int32, n)
+	for i, p := range plans {
+		planRank[p] = int32(len(rank) + i)
+	}
+	of := func(v int32) int32 {
+		if v < 0 {
+			return planRank[^v]
+		}
+		return rank[v]
+	}
+	return func(a, b sortEntry) int {
+		return cmp.Or(cmp.Compare(of(a.v), of(b.v)), r.callers.compare(uint64(a.x), uint64(b.x)))
+	}
+}
+
+// play hands one call to the player: a bucket's (a.v ≥ 0) or a plan's
+// (^a.v).
+func (r *run) play(a sortEntry) {
+	at := a.at
+	if a.v < 0 {
+		r.playCharged(at, ^a.v, uint64(a.x))
+		return
+	}
 	st := r.stats[a.v]
-	st.arrive(at)
 	if r.trace != nil {
-		r.trace.add(a.v, at)
+		flags := uint8(0)
+		if !st.arrive(at) {
+			flags = traceThrottled
+		}
+		r.trace.add(a.v, at, uint64(a.x), flags)
+	} else {
+		st.arrive(at)
 	}
 	// The bucket index is valid and the group in range: Arrive cannot fail.
 	_ = r.player.Arrive(at, a.v, st.group)
 }
 
+// playCharged plays a call that takes plan's charges, all or none. Without
+// retries, it is throttled as tollgate serve counts it: by its own
+// category (the first charge) and by the bucket it was short of.
+func (r *run) playCharged(at int64, plan int32, caller uint64) {
+	cs := r.player.Plan(plan)
+	var (
+		lim [4]bucket.Limit
+		sts [4]bucket.State
+		loc [4]sim.Charge
+		out [4]bucket.Decision
+	)
+	n := min(len(cs), len(lim)) // Charges gives at most three
+	for i, c := range cs[:n] {
+		st := r.stats[c.Bucket]
+		st.count(at, c.Tokens)
+		lim[i], sts[i], loc[i] = st.limit, st.noRetry, sim.Charge{Bucket: int32(i), Tokens: c.Tokens}
+	}
+	short := sim.TakeAll(lim[:n], sts[:n], loc[:n], at, out[:n])
+	if short < 0 {
+		for i, c := range cs[:n] {
+			r.stats[c.Bucket].noRetry = sts[i]
+		}
+	} else {
+		r.stats[cs[0].Bucket].throttle(at)
+		if short > 0 {
+			r.stats[cs[short].Bucket].throttle(at)
+		}
+	}
+	if r.trace != nil {
+		for i, c := range cs[:n] {
+			flags := uint8(0)
+			if short >= 0 && (i == 0 || i == short) {
+				flags = traceThrottled
+			}
+			for range c.Tokens {
+				r.trace.add(c.Bucket, at, caller, flags)
+				flags = traceToken
+			}
+		}
+	}
+	// The plan is valid and the group in range: ArriveCharged cannot fail.
+	_ = r.player.ArriveCharged(at, plan, r.stats[cs[0].Bucket].group)
+}
+
+// observe counts an attempt of the player's, as tollgate serve counts a
+// request: one of several buckets counts on each bucket when allowed, and
+// when refused on its own category and on the bucket it was short of.
 func (r *run) observe(a sim.Attempt) {
-	st := r.stats[a.Bucket]
+	if a.Plan < 0 {
+		r.count(r.stats[a.Bucket], a)
+		return
+	}
+	cs := r.player.Plan(a.Plan)
+	if a.Allowed {
+		for _, c := range cs {
+			r.count(r.stats[c.Bucket], a)
+		}
+		return
+	}
+	r.count(r.stats[cs[0].Bucket], a)
+	if a.Short > 0 {
+		r.count(r.stats[cs[a.Short].Bucket], a)
+	}
+}
+
+func (r *run) count(st *keyStats, a sim.Attempt) {
 	st.attempts++
 	if !a.Allowed {
 		st.throttledAttempts++
@@ -238,12 +455,6 @@ func (r *run) observe(a sim.Attempt) {
 		st.failed++
 	}
 }
-
-// arrival is one call waiting in the sorting window: its bucket.
-type arrival = timed[int32]
-
-// arrivalHeap is a min-heap of arrivals by (at, seq).
-type arrivalHeap = timeHeap[int32]
 
 // minuteOf is the start of the minute of a Unix-nanosecond instant.
 func minuteOf(at int64) int64 { return at - at%int64(time.Minute) }

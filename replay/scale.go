@@ -5,6 +5,7 @@ package replay
 // simulator's arrivals (sim.Scaler), not a second simulator.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -64,9 +65,15 @@ type ScaleOptions struct {
 	Service string
 	// Format is the logs' format; empty detects it per input.
 	Format AccessFormat
-	// Window is the span within which requests are sorted by time;
-	// DefaultWindow when zero.
-	Window time.Duration
+	// LogFormat, when not nil, is the logs' layout as an nginx log_format
+	// string says it.
+	LogFormat *LogFormat
+	// RequestTime is how long a request whose line has none ran (see
+	// AccessOptions); the report warns of the requests it was assumed for.
+	RequestTime time.Duration
+	// TempDir is where requests are spilled to be sorted by time when
+	// there are too many to sort in memory; os.TempDir() when empty.
+	TempDir string
 	// Sweep, when it has values, plays every service once per value.
 	Sweep Sweep
 	// Progress, when not nil, is called now and then with the bytes of
@@ -86,18 +93,21 @@ type ScaleReport struct {
 	Errors  []string         `json:"errors,omitempty"`
 	// Requests counts the requests read; Skipped the lines skipped, the
 	// first of which SkipSamples shows; Unrouted the requests no route
-	// took, UnroutedSamples the first; Late those more than Window behind
-	// the latest, played when read; OutOfSpan those more than
+	// took, UnroutedSamples the first; OutOfSpan those more than
 	// sim.MaxRecordedSpan after the first, not played.
 	Requests        int64    `json:"requests"`
 	Skipped         int64    `json:"skipped"`
 	SkipSamples     []string `json:"skip_samples,omitempty"`
 	Unrouted        int64    `json:"unrouted"`
 	UnroutedSamples []string `json:"unrouted_samples,omitempty"`
-	Late            int64    `json:"late"`
 	OutOfSpan       int64    `json:"out_of_span"`
-	// Window is the span requests were sorted within.
-	Window time.Duration `json:"window_ns"`
+	// Inexact says what could not be played exactly as the sorted log
+	// would be; empty when the replay is exact.
+	Inexact []string `json:"inexact,omitempty"`
+	// Assumed counts the requests whose line had no request time, which
+	// ran ScaleOptions.RequestTime; Warnings say so.
+	Assumed  int64    `json:"assumed_request_time,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 	// Start is the start of the second of the first request played: the
 	// runs' virtual time 0.
 	Start time.Time `json:"start"`
@@ -126,10 +136,7 @@ type scaleRun struct {
 	opt     ScaleOptions
 	scalers [][]*sim.Scaler // by service, by column
 	series  []*minuteSeries // by service × columns + column
-	window  requestHeap
-	seq     uint64
-	maxSeen int64
-	played  int64
+	sorted  *sorter
 	origin  int64
 	started bool
 	total   int64
@@ -143,12 +150,6 @@ type scaleRun struct {
 // cannot be read is named in ScaleReport.Errors and the others are still
 // played; RunScale fails when opt is invalid.
 func RunScale(inputs []Input, opt ScaleOptions) (*ScaleReport, error) {
-	if opt.Window == 0 {
-		opt.Window = DefaultWindow
-	}
-	if opt.Window < 0 {
-		return nil, fmt.Errorf("replay: window %v is negative", opt.Window)
-	}
 	if len(opt.Services) == 0 {
 		return nil, errors.New("replay: no autoscaled service to play the requests through")
 	}
@@ -156,7 +157,7 @@ func RunScale(inputs []Input, opt ScaleOptions) (*ScaleReport, error) {
 		return nil, fmt.Errorf("replay: no autoscaled service %q", opt.Service)
 	}
 	r := &scaleRun{opt: opt}
-	r.rep.Window, r.rep.Formats = opt.Window, map[string]int64{}
+	r.rep.Formats = map[string]int64{}
 	cols := max(len(opt.Sweep.Values), 1)
 	if len(opt.Sweep.Values) > 0 {
 		r.rep.Setting, r.rep.Values = opt.Sweep.Setting, opt.Sweep.Values
@@ -191,14 +192,28 @@ func RunScale(inputs []Input, opt ScaleOptions) (*ScaleReport, error) {
 	for _, in := range inputs {
 		r.total += in.Size
 	}
-	for _, in := range r.order(inputs) {
+	r.sorted = newSorter(opt.TempDir)
+	defer r.sorted.close()
+	for _, in := range byName(inputs) {
 		r.read(in)
-	}
-	for len(r.window) > 0 && r.err == nil {
-		r.play(r.window.pop())
 	}
 	if r.err != nil {
 		return nil, r.err
+	}
+	// Requests of one instant: by service, then service time.
+	tie := func(a, b sortEntry) int { return cmp.Or(cmp.Compare(a.v, b.v), cmp.Compare(a.x, b.x)) }
+	inexact, err := r.sorted.drain(tie, r.play)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if inexact > 0 {
+		r.rep.Inexact = append(r.rep.Inexact, fmt.Sprintf("%d instants held more than %d requests each: they were played partly in the order the logs hold them", inexact, maxInMemory))
+	}
+	if r.rep.Assumed > 0 {
+		r.rep.Warnings = append(r.rep.Warnings, fmt.Sprintf("%d of %d requests had no request time in the log: each was assumed to run %v (--request-time), arriving that long before its logged time", r.rep.Assumed, r.rep.Requests, opt.RequestTime))
 	}
 	for i, s := range opt.Services {
 		ss := ServiceScale{Name: s.Name}
@@ -220,60 +235,7 @@ func RunScale(inputs []Input, opt ScaleOptions) (*ScaleReport, error) {
 	return &r.rep, nil
 }
 
-// order returns the readable inputs by the time of their first request
-// (by name for equal times); an input with none goes last.
-func (r *scaleRun) order(inputs []Input) []Input {
-	type first struct {
-		in Input
-		at int64
-	}
-	var fs []first
-	for _, in := range inputs {
-		at, err := r.firstTime(in)
-		if err != nil {
-			r.rep.Errors = append(r.rep.Errors, in.Name+": "+err.Error())
-			r.done += in.Size
-			continue
-		}
-		fs = append(fs, first{in, at})
-	}
-	slices.SortStableFunc(fs, func(a, b first) int { return cmpInt(a.at, b.at) })
-	out := make([]Input, len(fs))
-	for i, f := range fs {
-		out[i] = f.in
-	}
-	return out
-}
-
-func (r *scaleRun) firstTime(in Input) (int64, error) {
-	f, err := in.Open()
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	d, err := NewAccessDecoder(f, r.opt.Format)
-	if err != nil {
-		return 0, err
-	}
-	var req Request
-	var skip *SkipError
-	for range 1000 {
-		err := d.Next(&req)
-		if errors.As(err, &skip) {
-			continue
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return 0, err
-		}
-		return req.At, nil
-	}
-	return 1<<63 - 1, nil
-}
-
-// read reads one input into the window, playing what leaves it.
+// read reads one input's requests into the sorter.
 func (r *scaleRun) read(in Input) {
 	f, err := in.Open()
 	if err != nil {
@@ -284,7 +246,7 @@ func (r *scaleRun) read(in Input) {
 	defer f.Close()
 	cr := &countingReader{r: f}
 	defer func() { r.done += cr.n }()
-	d, err := NewAccessDecoder(cr, r.opt.Format)
+	d, err := NewAccessDecoder(cr, AccessOptions{Format: r.opt.Format, LogFormat: r.opt.LogFormat, RequestTime: r.opt.RequestTime})
 	if err != nil {
 		r.rep.Errors = append(r.rep.Errors, in.Name+": "+err.Error())
 		return
@@ -294,21 +256,36 @@ func (r *scaleRun) read(in Input) {
 		if f := d.Format(); f != "" {
 			r.rep.Formats[string(f)]++
 		}
+		r.rep.Assumed += d.Assumed()
 	}()
 	var req Request
 	var skip *SkipError
+	// The lines skipped before the first request are counted once one
+	// comes (or the file ends): a file in no format is an error, not its
+	// lines skipped.
+	var pending []string
+	flush := func() {
+		for _, s := range pending {
+			r.rep.Skipped++
+			if len(r.rep.SkipSamples) < maxSamples {
+				r.rep.SkipSamples = append(r.rep.SkipSamples, s)
+			}
+		}
+		pending = nil
+	}
 	for n := 0; r.err == nil; n++ {
 		if n%progressEvery == 0 && r.opt.Progress != nil {
 			r.opt.Progress(r.done+cr.n, r.total)
 		}
 		err := d.Next(&req)
 		if err == io.EOF {
+			flush()
 			return
 		}
 		if errors.As(err, &skip) {
-			r.rep.Skipped++
-			if len(r.rep.SkipSamples) < maxSamples {
-				r.rep.SkipSamples = append(r.rep.SkipSamples, in.Name+": "+skip.Error())
+			pending = append(pending, in.Name+": "+skip.Error())
+			if len(pending) > MaxUnreadLines {
+				flush()
 			}
 			continue
 		}
@@ -316,12 +293,13 @@ func (r *scaleRun) read(in Input) {
 			r.rep.Errors = append(r.rep.Errors, in.Name+": "+err.Error())
 			return
 		}
+		flush()
 		r.rep.Requests++
 		r.add(&req)
 	}
 }
 
-// add routes a request and puts it in the window.
+// add routes a request and puts it in the sorter.
 func (r *scaleRun) add(req *Request) {
 	svc := r.route(req)
 	if svc < 0 {
@@ -331,14 +309,8 @@ func (r *scaleRun) add(req *Request) {
 		}
 		return
 	}
-	if req.At < r.played {
-		r.rep.Late++
-	}
-	r.seq++
-	r.window.push(req.At, r.seq, request{svc: int64(req.Service), service: int32(svc)})
-	r.maxSeen = max(r.maxSeen, req.At)
-	for len(r.window) > 0 && r.err == nil && (r.window.minAt() < r.maxSeen-int64(r.opt.Window) || len(r.window) > MaxWindowRecords) {
-		r.play(r.window.pop())
+	if err := r.sorted.add(sortEntry{at: req.At, x: int64(req.Service), v: int32(svc)}); err != nil {
+		r.err = fmt.Errorf("replay: %w", err)
 	}
 }
 
@@ -360,36 +332,25 @@ func (r *scaleRun) route(req *Request) int {
 	return -1
 }
 
-// play hands one request to its service's scalers.
-func (r *scaleRun) play(p pendingRequest) {
+// play hands one request to its service's scalers: p.v is the service,
+// p.x the request's service time.
+func (r *scaleRun) play(p sortEntry) {
+	if r.err != nil {
+		return
+	}
 	if !r.started {
 		r.started = true
 		r.origin = p.at - ((p.at%int64(time.Second))+int64(time.Second))%int64(time.Second)
-		r.played = p.at
 	}
-	at := max(p.at, r.played)
+	at := p.at
 	if at-r.origin > int64(sim.MaxRecordedSpan) {
 		r.rep.OutOfSpan++
 		return
 	}
-	r.played = at
-	for _, sc := range r.scalers[p.v.service] {
-		if err := sc.Arrive(time.Duration(at-r.origin), time.Duration(p.v.svc)); err != nil {
+	for _, sc := range r.scalers[p.v] {
+		if err := sc.Arrive(time.Duration(at-r.origin), time.Duration(p.x)); err != nil {
 			r.err = fmt.Errorf("replay: %w", err)
 			return
 		}
 	}
 }
-
-// request is a request waiting in the sorting window: its service time
-// and the index of its service.
-type request struct {
-	svc     int64
-	service int32
-}
-
-// pendingRequest is one request waiting in the sorting window.
-type pendingRequest = timed[request]
-
-// requestHeap is a min-heap of requests by (at, seq).
-type requestHeap = timeHeap[request]

@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -152,7 +153,7 @@ func TestRunScaleRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := []int64{rep.Services[0].Columns[0].Requests, rep.Services[1].Columns[0].Requests}; n[0] != 20 || n[1] != 100 || rep.Unrouted != 3 || rep.Skipped != 1 || rep.Late != 0 {
+	if n := []int64{rep.Services[0].Columns[0].Requests, rep.Services[1].Columns[0].Requests}; n[0] != 20 || n[1] != 100 || rep.Unrouted != 3 || rep.Skipped != 1 || len(rep.Inexact) != 0 {
 		t.Errorf("requests %v, %+v", n, rep)
 	}
 	if rep.Formats["alb"] != 1 || rep.Formats["envoy"] != 1 || len(rep.UnroutedSamples) != 3 || rep.UnroutedSamples[0] != "c.example.com/c" {
@@ -164,23 +165,30 @@ func TestRunScaleRoutes(t *testing.T) {
 	}
 }
 
-// TestRunScaleLate: a request behind the time played (the request at
-// 10 s left the 2 s window when the one at 20 s came) is counted late and
-// played at the time reached, not dropped.
-func TestRunScaleLate(t *testing.T) {
-	log := `[2026-11-30T12:00:00.000Z] "GET /a HTTP/1.1" 200 - 0 1 100 - "-" "ua" "id" "h" "u"
-[2026-11-30T12:00:10.000Z] "GET /a HTTP/1.1" 200 - 0 1 100 - "-" "ua" "id" "h" "u"
-[2026-11-30T12:00:20.000Z] "GET /a HTTP/1.1" 200 - 0 1 100 - "-" "ua" "id" "h" "u"
-[2026-11-30T12:00:05.000Z] "GET /a HTTP/1.1" 200 - 0 1 100 - "-" "ua" "id" "h" "u"
-`
-	rep, err := RunScale([]Input{memInput("late.log", []byte(log))}, ScaleOptions{
-		Services: []ScaleService{{Name: "a", Route: &quota.Route{PathPrefix: "/a"}}},
-		Window:   2 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
+// TestRunScaleSortsAnyOrder: a request far behind the latest read (12:00:05
+// after 12:00:20) is played in its place: the same report as the sorted
+// log's.
+func TestRunScaleSortsAnyOrder(t *testing.T) {
+	lines := []string{
+		`[2026-11-30T12:00:00.000Z] "GET /a HTTP/1.1" 200 - 0 1 100 - "-" "ua" "id" "h" "u"`,
+		`[2026-11-30T12:00:10.000Z] "GET /a HTTP/1.1" 200 - 0 1 100 - "-" "ua" "id" "h" "u"`,
+		`[2026-11-30T12:00:20.000Z] "GET /a HTTP/1.1" 200 - 0 1 100 - "-" "ua" "id" "h" "u"`,
+		`[2026-11-30T12:00:05.000Z] "GET /a HTTP/1.1" 200 - 0 1 100 - "-" "ua" "id" "h" "u"`,
 	}
-	if st := rep.Services[0].Columns[0]; rep.Late != 1 || st.Requests != 4 || st.Served != 4 {
-		t.Errorf("late %d, %+v", rep.Late, st)
+	run := func(lines ...string) *ScaleReport {
+		rep, err := RunScale([]Input{memInput("a.log", []byte(strings.Join(lines, "\n")+"\n"))}, ScaleOptions{
+			Services: []ScaleService{{Name: "a", Route: &quota.Route{PathPrefix: "/a"}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	got, want := run(lines...), run(lines[0], lines[3], lines[1], lines[2])
+	if st := got.Services[0].Columns[0]; len(got.Inexact) != 0 || st.Requests != 4 || st.Served != 4 {
+		t.Errorf("inexact %v, %+v", got.Inexact, st)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("out of order:\n%+v\nsorted:\n%+v", got, want)
 	}
 }

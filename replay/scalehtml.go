@@ -162,8 +162,14 @@ func (r *ScaleReport) WriteHTML(w io.Writer) error {
 		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>tollgate replay: autoscaling</title>\n")
 	b.WriteString(sim.ReportStyle())
 	b.WriteString("</head>\n<body>\n<h1>tollgate replay: autoscaling</h1>\n")
-	fmt.Fprintf(b, "<p class=\"dim\">%d inputs, %d requests: %d skipped lines, %d unrouted, %d late (sorted within %v), %d beyond %v",
-		r.Inputs, r.Requests, r.Skipped, r.Unrouted, r.Late, r.Window, r.OutOfSpan, sim.MaxRecordedSpan)
+	for _, s := range r.Inexact {
+		fmt.Fprintf(b, "<p class=\"warn\"><strong>Not exact:</strong> %s</p>\n", esc(s))
+	}
+	for _, s := range r.Warnings {
+		fmt.Fprintf(b, "<p class=\"warn\"><strong>Assumed:</strong> %s</p>\n", esc(s))
+	}
+	fmt.Fprintf(b, "<p class=\"dim\">%d inputs, %d requests: %d skipped lines, %d unrouted, %d beyond %v",
+		r.Inputs, r.Requests, r.Skipped, r.Unrouted, r.OutOfSpan, sim.MaxRecordedSpan)
 	if !r.Start.IsZero() {
 		fmt.Fprintf(b, "; from %s", esc(r.Start.Format(time.RFC3339)))
 	}

@@ -51,8 +51,14 @@ func (r *ScaleReport) WriteText(w io.Writer) error {
 			formats = append(formats, fmt.Sprintf("%d %s", n, f))
 		}
 	}
-	fmt.Fprintf(w, "%d inputs (%s), %d requests: %d skipped lines, %d unrouted, %d late (window %v), %d beyond %v\n",
-		r.Inputs, strings.Join(formats, ", "), r.Requests, r.Skipped, r.Unrouted, r.Late, r.Window, r.OutOfSpan, sim.MaxRecordedSpan)
+	fmt.Fprintf(w, "%d inputs (%s), %d requests: %d skipped lines, %d unrouted, %d beyond %v\n",
+		r.Inputs, strings.Join(formats, ", "), r.Requests, r.Skipped, r.Unrouted, r.OutOfSpan, sim.MaxRecordedSpan)
+	for _, s := range r.Inexact {
+		fmt.Fprintf(w, "NOT EXACT: %s\n", s)
+	}
+	for _, s := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", s)
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}

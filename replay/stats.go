@@ -30,6 +30,7 @@ type keyStats struct {
 	group int32
 
 	calls, throttled, recorded          int64
+	tokens                              int64 // taken by the calls: calls, or tasks for Fargate's tasks buckets
 	attempts, throttledAttempts, failed int64
 	noRetry                             bucket.State
 
@@ -47,24 +48,41 @@ func newKeyStats(k quota.Key, l bucket.Limit, g int32) *keyStats {
 	return &keyStats{key: k, limit: l, group: g}
 }
 
-// arrive counts one call played at instant at, in time order.
-func (s *keyStats) arrive(at int64) {
-	if s.calls == 0 {
-		s.firstAt = at
-	}
-	s.calls++
+// arrive counts one call of one token played at instant at, in time
+// order, and whether the bucket alone would throttle it without retries;
+// it reports whether it was allowed.
+func (s *keyStats) arrive(at int64) bool {
+	s.count(at, 1)
 	st, d := s.limit.TakeAt(s.noRetry, at, 1)
 	if d.Allowed {
 		s.noRetry = st
 	} else {
-		s.throttled++
-		s.countThrottle(at)
+		s.throttle(at)
 	}
+	return d.Allowed
+}
+
+// count counts one call of n tokens played at instant at, in time order:
+// the call, and its tokens towards the most taken at one instant and the
+// smallest admitting burst. Whether it was throttled is counted apart
+// (throttle): a call of several buckets is throttled all or none.
+func (s *keyStats) count(at, n int64) {
+	if s.calls == 0 {
+		s.firstAt = at
+	}
+	s.calls++
+	s.tokens += n
 	if s.batchN > 0 && at != s.batchAt {
 		s.flush()
 	}
 	s.batchAt = at
-	s.batchN++
+	s.batchN += n
+}
+
+// throttle counts a call throttled without retries at instant at.
+func (s *keyStats) throttle(at int64) {
+	s.throttled++
+	s.countThrottle(at)
 }
 
 func (s *keyStats) countThrottle(at int64) {
@@ -93,7 +111,7 @@ func (s *keyStats) closeMinute() {
 func (s *keyStats) flush() {
 	t, n := s.batchAt, s.batchN
 	s.batchN = 0
-	s.peak = max(s.peak, n)
+	s.peak = max(s.peak, n) // tokens at one instant
 	iv := int64(s.limit.Interval())
 	tat := max(s.needTat, t)
 	if debt := tat - t + n*iv; debt < saturate && n*iv/n == iv {

@@ -1,14 +1,10 @@
 package replay
 
-import "github.com/tollgate/tollgate/retry"
-
-// isThrottle reports whether a record's errorCode says the call was
-// throttled: a code the AWS SDK retries as a throttle, or one its
-// service's table gives (EC2 logs Client.RequestLimitExceeded).
-func (r *run) isThrottle(rec *Record) bool {
-	if retry.IsThrottleCode(rec.ErrorCode) {
-		return true
-	}
+// serviceThrottle reports whether a record's errorCode is one its
+// service's table names as a throttle (any of its categories' codes and
+// its ThrottleCodes), with or without EC2's "Client." prefix; isThrottle
+// covers the AWS SDK's codes and the action's own.
+func (r *run) serviceThrottle(rec *Record) bool {
 	svc := r.service(rec.Source)
-	return svc != nil && svc.IsThrottleCode(rec.ErrorCode)
+	return svc != nil && (svc.IsThrottleCode(rec.ErrorCode) || svc.IsThrottleCode(faultCode(rec.ErrorCode)))
 }

@@ -9,8 +9,6 @@ import (
 	"cmp"
 	"slices"
 	"time"
-
-	"github.com/tollgate/tollgate/bucket"
 )
 
 // timelineBuckets is how many buckets the figure follows; maxBins bounds
@@ -47,7 +45,8 @@ type Timeline struct {
 	Start time.Time     `json:"start"`
 	Step  time.Duration `json:"step_ns"`
 	// Buckets are the buckets with the most calls throttled (without
-	// retries; the most calls when none was), the most first.
+	// retries), the most first; only throttled ones, none when no call
+	// was.
 	Buckets []TimelineBucket `json:"buckets"`
 }
 
@@ -58,36 +57,13 @@ type TimelineBucket struct {
 	Region   string `json:"region"`
 	Service  string `json:"service"`
 	Category string `json:"category"`
+	// Burst and Rate are its limit.
+	Burst int64   `json:"burst"`
+	Rate  float64 `json:"rate"`
 	// Calls and Throttled are the calls played and those throttled
 	// without retries, per bin.
 	Calls     []int64 `json:"calls"`
 	Throttled []int64 `json:"throttled"`
-}
-
-// label is how the figure's legend names a bucket (its column is
-// narrow): its account, and its region, service and category where the
-// buckets shown differ in them.
-func (tl *Timeline) label(i int) string {
-	b := tl.Buckets[i]
-	differ := func(f func(TimelineBucket) string) bool {
-		for _, o := range tl.Buckets {
-			if f(o) != f(b) {
-				return true
-			}
-		}
-		return false
-	}
-	s := b.Account
-	if differ(func(x TimelineBucket) string { return x.Region }) {
-		s += " " + b.Region
-	}
-	switch {
-	case differ(func(x TimelineBucket) string { return x.Service }):
-		s += " " + b.Service + "/" + b.Category
-	case differ(func(x TimelineBucket) string { return x.Category }):
-		s += " " + b.Category
-	}
-	return s
 }
 
 // timeline plays the trace again for the most throttled buckets.
@@ -95,11 +71,16 @@ func timeline(tr *traceWriter, stats []*keyStats) (*Timeline, error) {
 	if len(stats) == 0 {
 		return nil, nil
 	}
-	idx := make([]int, len(stats))
+	var idx []int
 	first, last := stats[0].firstAt, stats[0].batchAt
 	for i, s := range stats {
-		idx[i] = i
+		if s.throttled > 0 {
+			idx = append(idx, i)
+		}
 		first, last = min(first, s.firstAt), max(last, s.batchAt)
+	}
+	if len(idx) == 0 {
+		return nil, nil
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
 		return cmp.Or(cmp.Compare(stats[b].throttled, stats[a].throttled), cmp.Compare(stats[b].calls, stats[a].calls))
@@ -113,28 +94,23 @@ func timeline(tr *traceWriter, stats []*keyStats) (*Timeline, error) {
 	for i := range slot {
 		slot[i] = -1
 	}
-	states := make([]bucket.State, len(idx))
-	limits := make([]bucket.Limit, len(idx))
 	for j, i := range idx {
 		s := stats[i]
 		slot[i] = j
-		limits[j] = s.limit
 		tl.Buckets = append(tl.Buckets, TimelineBucket{
 			Account: s.key.Account, Region: s.key.Region, Service: s.key.Service, Category: s.key.Category,
+			Burst: s.limit.Capacity(), Rate: s.limit.RefillPerSecond(),
 			Calls: make([]int64, n), Throttled: make([]int64, n),
 		})
 	}
-	err := tr.play(func(b int32, at int64) {
+	err := tr.play(func(b int32, at int64, _ uint64, flags uint8) {
 		j := slot[b]
-		if j < 0 {
+		if j < 0 || flags&traceToken != 0 {
 			return
 		}
 		k := (at - start) / step
 		tl.Buckets[j].Calls[k]++
-		st, d := limits[j].TakeAt(states[j], at, 1)
-		if d.Allowed {
-			states[j] = st
-		} else {
+		if flags&traceThrottled != 0 {
 			tl.Buckets[j].Throttled[k]++
 		}
 	})
@@ -142,4 +118,41 @@ func timeline(tr *traceWriter, stats []*keyStats) (*Timeline, error) {
 		return nil, err
 	}
 	return tl, nil
+}
+
+// worstMinutes is how many minutes the report's table of the worst shows.
+const worstMinutes = 10
+
+// minuteRow is one bucket's minute: its calls and calls throttled.
+type minuteRow struct {
+	bucket           int
+	at               time.Time
+	calls, throttled int64
+}
+
+// worstMinutes returns the n bucket-minutes with the most calls throttled,
+// the most first (then the earliest); none when a bin is longer than a
+// minute.
+func (tl *Timeline) worstMinutes(n int) []minuteRow {
+	if tl.Step > time.Minute || time.Minute%tl.Step != 0 {
+		return nil
+	}
+	var rows []minuteRow
+	for i, b := range tl.Buckets {
+		var cur *minuteRow
+		for k := range b.Calls {
+			at := tl.Start.Add(time.Duration(k) * tl.Step).Truncate(time.Minute)
+			if cur == nil || !cur.at.Equal(at) {
+				rows = append(rows, minuteRow{bucket: i, at: at})
+				cur = &rows[len(rows)-1]
+			}
+			cur.calls += b.Calls[k]
+			cur.throttled += b.Throttled[k]
+		}
+	}
+	rows = slices.DeleteFunc(rows, func(r minuteRow) bool { return r.throttled == 0 })
+	slices.SortStableFunc(rows, func(a, b minuteRow) int {
+		return cmp.Or(cmp.Compare(b.throttled, a.throttled), a.at.Compare(b.at), cmp.Compare(a.bucket, b.bucket))
+	})
+	return rows[:min(len(rows), n)]
 }

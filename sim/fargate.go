@@ -4,7 +4,7 @@ package sim
 // ECS RunTask on Fargate takes a token from ECS's cluster-resource-modify
 // bucket, one from Fargate's RunTask calls bucket and count from the
 // tasks-launched bucket of its capacity (quota.Service.Charges), all or
-// none, as the gateway's limiter.TakeAll does on limiter/memory.
+// none (TakeAll), as the gateway's limiter.TakeAll does on limiter/memory.
 
 import (
 	"encoding/json"
@@ -29,12 +29,6 @@ type BucketSeries struct {
 	// Throttled are the calls it refused in each second: those it was
 	// the bucket short of tokens for (and so took nothing from any).
 	Throttled []int
-}
-
-// charge is one bucket a group's calls take from.
-type charge struct {
-	bucket int
-	tokens int64
 }
 
 // weighted reports whether group c of s sets RunTask parameters.
@@ -106,7 +100,7 @@ func (r *runner) setCharges(keys map[quota.Key]int) error {
 			continue
 		}
 		g := &r.groups[i]
-		g.charges = []charge{{bucket: g.bucket, tokens: cs[0].Tokens}}
+		g.charges = []Charge{{Bucket: int32(g.bucket), Tokens: cs[0].Tokens}}
 		for _, ch := range cs[1:] {
 			k := quota.Key{Service: sc.Target.Service, Account: sc.Target.Account, Region: sc.Target.Region, Category: ch.Category.Name}
 			b, ok := keys[k]
@@ -117,14 +111,13 @@ func (r *runner) setCharges(keys map[quota.Key]int) error {
 				r.limits = append(r.limits, limit)
 				r.states = append(r.states, 0)
 			}
-			g.charges = append(g.charges, charge{bucket: b, tokens: ch.Tokens})
+			g.charges = append(g.charges, Charge{Bucket: int32(b), Tokens: ch.Tokens})
 		}
-		g.next = make([]bucket.State, len(g.charges))
 		g.out = make([]bucket.Decision, len(g.charges))
 		for _, ch := range g.charges {
-			if !seen[ch.bucket] {
-				seen[ch.bucket] = true
-				order = append(order, ch.bucket)
+			if b := int(ch.Bucket); !seen[b] {
+				seen[b] = true
+				order = append(order, b)
 			}
 		}
 	}
@@ -171,39 +164,13 @@ func (r *runner) take(g *group) (bool, time.Duration) {
 		}
 		return true, 0
 	}
-	allowed := true
-	for i, ch := range g.charges {
-		cur := r.states[ch.bucket]
-		for j := i - 1; j >= 0; j-- { // the same bucket again sees the earlier take
-			if g.charges[j].bucket == ch.bucket {
-				cur = g.next[j]
-				break
-			}
-		}
-		g.next[i], g.out[i] = r.limits[ch.bucket].TakeAt(cur, now, ch.tokens)
-		allowed = allowed && g.out[i].Allowed
-	}
 	k := r.secIndex()
-	if !allowed {
-		short := -1
-		for i, d := range g.out { // limiter.FirstDenied's choice
-			if d.Allowed {
-				continue
-			}
-			if d.RetryAfter > 0 {
-				short = i
-				break
-			}
-			if short < 0 {
-				short = i
-			}
-		}
-		r.buckets[r.bucketOf[g.charges[short].bucket]].Throttled[k]++
+	if short := TakeAll(r.limits, r.states, g.charges, now, g.out); short >= 0 {
+		r.buckets[r.bucketOf[g.charges[short].Bucket]].Throttled[k]++
 		return false, g.out[short].RetryAfter
 	}
-	for i, ch := range g.charges {
-		r.states[ch.bucket] = g.next[i]
-		r.buckets[r.bucketOf[ch.bucket]].Taken[k] += ch.tokens
+	for _, ch := range g.charges {
+		r.buckets[r.bucketOf[ch.Bucket]].Taken[k] += ch.Tokens
 	}
 	return true, 0
 }

@@ -30,6 +30,11 @@ type Attempt struct {
 	// GaveUp reports a throttled attempt after which the call gives up
 	// (no retry left, deadline, or budget).
 	GaveUp bool
+	// Plan is the call's charges (AddCharges), -1 for a call of one
+	// token of Bucket, which is then the plan's first bucket. Short is
+	// the index in the plan of the bucket a refused attempt was short of,
+	// -1 when allowed or not a plan.
+	Plan, Short int32
 }
 
 type playCall struct {
@@ -37,6 +42,7 @@ type playCall struct {
 	prevDelay time.Duration
 	cost      float64
 	bucket    int32
+	plan      int32 // -1: one token of bucket
 	group     int32
 	attempts  int32
 }
@@ -66,6 +72,8 @@ type Player struct {
 	limits  []bucket.Limit
 	states  []bucket.State
 	groups  []playGroup
+	plans   [][]Charge
+	out     []bucket.Decision // TakeAll's scratch
 	calls   []playCall
 	free    []int32
 	started bool
@@ -101,6 +109,31 @@ func (p *Player) AddBucket(l bucket.Limit) int32 {
 	return int32(len(p.limits) - 1)
 }
 
+// AddCharges adds a plan: the buckets a call takes from, all or none
+// (TakeAll), for ArriveCharged, and returns its index. The buckets must
+// have been added; tokens must be positive.
+func (p *Player) AddCharges(cs []Charge) (int32, error) {
+	if len(cs) == 0 {
+		return 0, errors.New("sim: a plan of no charges")
+	}
+	for _, c := range cs {
+		if c.Bucket < 0 || int(c.Bucket) >= len(p.limits) || c.Tokens < 1 {
+			return 0, fmt.Errorf("sim: charge of %d tokens on bucket %d of %d", c.Tokens, c.Bucket, len(p.limits))
+		}
+	}
+	p.plans = append(p.plans, append([]Charge(nil), cs...))
+	if len(cs) > len(p.out) {
+		p.out = make([]bucket.Decision, len(cs))
+	}
+	return int32(len(p.plans) - 1), nil
+}
+
+// Plans returns how many plans were added.
+func (p *Player) Plans() int { return len(p.plans) }
+
+// Plan returns the charges of plan i.
+func (p *Player) Plan(i int32) []Charge { return p.plans[i] }
+
 // Limit returns the limit of bucket b.
 func (p *Player) Limit(b int32) bucket.Limit { return p.limits[b] }
 
@@ -115,6 +148,19 @@ func (p *Player) Arrive(at int64, b, g int32) error {
 	if b < 0 || int(b) >= len(p.limits) {
 		return fmt.Errorf("sim: arrival on bucket %d of %d", b, len(p.limits))
 	}
+	return p.arrive(at, b, -1, g)
+}
+
+// ArriveCharged plays one new call of client group g that takes plan's
+// charges (AddCharges), all or none, as Arrive plays a call of one token.
+func (p *Player) ArriveCharged(at int64, plan, g int32) error {
+	if plan < 0 || int(plan) >= len(p.plans) {
+		return fmt.Errorf("sim: arrival on plan %d of %d", plan, len(p.plans))
+	}
+	return p.arrive(at, p.plans[plan][0].Bucket, plan, g)
+}
+
+func (p *Player) arrive(at int64, b, plan, g int32) error {
 	if g < 0 || int(g) >= len(p.groups) {
 		return fmt.Errorf("sim: arrival of client group %d of %d", g, len(p.groups))
 	}
@@ -123,7 +169,7 @@ func (p *Player) Arrive(at int64, b, g int32) error {
 		p.now, p.started = at, true
 	}
 	var ci int32
-	c := playCall{start: p.now, bucket: b, group: g}
+	c := playCall{start: p.now, bucket: b, plan: plan, group: g}
 	if n := len(p.free); n > 0 {
 		ci = p.free[n-1]
 		p.free = p.free[:n-1]
@@ -156,11 +202,22 @@ func (p *Player) runUntil(at int64) {
 func (p *Player) attempt(ci int32) {
 	c := &p.calls[ci]
 	c.attempts++
-	st, d := p.limits[c.bucket].TakeAt(p.states[c.bucket], p.now, 1)
-	a := Attempt{At: p.now, Bucket: c.bucket, Group: c.group, N: c.attempts, Allowed: d.Allowed}
+	var d bucket.Decision
+	a := Attempt{At: p.now, Bucket: c.bucket, Group: c.group, N: c.attempts, Plan: c.plan, Short: -1}
+	if c.plan < 0 {
+		var st bucket.State
+		st, d = p.limits[c.bucket].TakeAt(p.states[c.bucket], p.now, 1)
+		if d.Allowed {
+			p.states[c.bucket] = st
+		}
+	} else if short := TakeAll(p.limits, p.states, p.plans[c.plan], p.now, p.out); short < 0 {
+		d.Allowed = true
+	} else {
+		d, a.Short = p.out[short], int32(short)
+	}
+	a.Allowed = d.Allowed
 	g := &p.groups[c.group]
 	if d.Allowed {
-		p.states[c.bucket] = st
 		if g.budget != nil {
 			g.budget.Succeeded(c.attempts == 1, c.cost)
 		}

@@ -65,9 +65,8 @@ type group struct {
 	sum      GroupSummary
 	lat      []int64
 	// charges are the buckets each call takes from, all or none (RunTask
-	// on Fargate); nil: one token of bucket. next and out are scratch.
-	charges []charge
-	next    []bucket.State
+	// on Fargate); nil: one token of bucket. out is scratch.
+	charges []Charge
 	out     []bucket.Decision
 }
 

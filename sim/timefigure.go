@@ -8,6 +8,8 @@ package sim
 import (
 	"fmt"
 	"io"
+	"math"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -38,9 +40,12 @@ type TimePanel struct {
 	// Counts makes the y axis count whole things: integer ticks only.
 	Counts bool
 	// Level, when LevelLabel is set, is drawn as a labelled horizontal
-	// line: a limit the lines are measured against.
-	Level      float64
-	LevelLabel string
+	// line: a limit the lines are measured against. It is left out when
+	// far above the lines (more than 1.5 times their top), unless
+	// LevelAlways.
+	Level       float64
+	LevelLabel  string
+	LevelAlways bool
 }
 
 // TimeFigure is panels stacked over one time axis.
@@ -52,6 +57,11 @@ type TimeFigure struct {
 	XStep float64
 	// Panels are the charts, top to bottom.
 	Panels []TimePanel
+	// Step, when set, makes the x axis read clock time (UTC): value i
+	// is at Start + i × Step, ticks are times of day, and XStep is not
+	// used.
+	Start time.Time
+	Step  time.Duration
 }
 
 // WriteTimeFigure draws fig in format f, as WritePlot draws a run.
@@ -62,7 +72,10 @@ func WriteTimeFigure(w io.Writer, fig TimeFigure, f Format) error {
 	if len(fig.Panels) == 0 || len(fig.Panels) > maxFigurePanels {
 		return fmt.Errorf("sim: a figure of %d panels (want 1 to %d)", len(fig.Panels), maxFigurePanels)
 	}
-	step := fig.XStep
+	step, x0 := fig.XStep, 0.0
+	if fig.Step > 0 {
+		step, x0 = fig.Step.Seconds(), float64(fig.Start.UnixNano())/1e9
+	}
 	if step == 0 {
 		step = 1
 	}
@@ -90,7 +103,7 @@ func WriteTimeFigure(w io.Writer, fig TimeFigure, f Format) error {
 			xys := make(plotter.XYs, len(s.Values))
 			zero := true
 			for k, y := range s.Values {
-				xys[k] = plotter.XY{X: float64(k) * step, Y: y}
+				xys[k] = plotter.XY{X: x0 + float64(k)*step, Y: y}
 				top = max(top, y)
 				zero = zero && y == 0
 			}
@@ -113,7 +126,7 @@ func WriteTimeFigure(w io.Writer, fig TimeFigure, f Format) error {
 		if top == 0 {
 			p.Title.Text += " — none in this figure"
 		}
-		if pn.LevelLabel != "" && pn.Level <= 1.5*max(top, 1) {
+		if pn.LevelLabel != "" && (pn.LevelAlways || pn.Level <= 1.5*max(top, 1)) {
 			m := mark{pn.Level, pn.LevelLabel}
 			p.Add(levelLine{m})
 			legends[i].Add(m.label, levelLine{m})
@@ -122,8 +135,11 @@ func WriteTimeFigure(w io.Writer, fig TimeFigure, f Format) error {
 		top = max(top, 1)
 		p.Y.Min, p.Y.Max = -0.03*top, 1.08*top
 		span := float64(max(n-1, 1)) * step
-		p.X.Min, p.X.Max = -0.01*span, span
+		p.X.Min, p.X.Max = x0-0.01*span, x0+span
 		p.X.Tick.Marker = niceTicks{}
+		if fig.Step > 0 {
+			p.X.Tick.Marker = clockTicks{format: clockFormat(time.Duration(span * 1e9))}
+		}
 		p.Y.Tick.Marker = niceTicks{integer: pn.Counts}
 		plots[i] = []*plot.Plot{p}
 	}
@@ -134,3 +150,40 @@ func WriteTimeFigure(w io.Writer, fig TimeFigure, f Format) error {
 // its <svg> element, to be put in an HTML page as WriteHTML puts its
 // figures.
 func InlineSVG(plot func(io.Writer) error) (string, error) { return inlineSVG(plot) }
+
+// clockFormat is the layout of a clock-time tick on an axis spanning
+// span: seconds when it is short, the date when it is long.
+func clockFormat(span time.Duration) string {
+	switch {
+	case span <= 10*time.Minute:
+		return "15:04:05"
+	case span <= 24*time.Hour:
+		return "15:04"
+	}
+	return "Jan 2 15:04"
+}
+
+// clockTicks marks an axis of Unix seconds at round times of day (UTC):
+// every 1, 5, 10, 15 or 30 seconds or minutes, or 1, 2, 3, 6 or 12 hours,
+// or days, some eight at most.
+type clockTicks struct{ format string }
+
+// Ticks implements plot.Ticker.
+func (c clockTicks) Ticks(lo, hi float64) []plot.Tick {
+	steps := []float64{1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400}
+	step := steps[len(steps)-1]
+	for _, s := range steps {
+		if (hi-lo)/s <= 8 {
+			step = s
+			break
+		}
+	}
+	for (hi-lo)/step > 8 {
+		step *= 2
+	}
+	var ts []plot.Tick
+	for x := math.Ceil(lo/step) * step; x <= hi; x += step {
+		ts = append(ts, plot.Tick{Value: x, Label: time.Unix(int64(x), 0).UTC().Format(c.format)})
+	}
+	return ts
+}

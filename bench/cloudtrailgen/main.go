@@ -29,6 +29,7 @@ func main() {
 	burst := flag.Int("burst", 300, "calls at once, every minute, of each bursting tenant")
 	lines := flag.Bool("lines", false, "one record a line (a CloudTrail Lake export) instead of {\"Records\":[…]}")
 	gz := flag.Bool("gzip", false, "gzip the files, as CloudTrail delivers them")
+	seconds := flag.Int("seconds", 0, "seconds of traffic, in one file, in place of -minutes (many tenants, a short log)")
 	flag.Parse()
 	if *out == "" || *minutes < 1 || *perFile < 1 || *tenants < 1 {
 		flag.Usage()
@@ -48,6 +49,16 @@ func main() {
 		ts = append(ts, t)
 	}
 	start := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	if *seconds > 0 {
+		name := filepath.Join(*out, "CloudTrail_us-east-1_"+start.Format("20060102T1504Z")+".json")
+		if *gz {
+			name += ".gz"
+		}
+		if err := write(name, ctgen.Spec{Start: start, Duration: time.Duration(*seconds) * time.Second, Tenants: ts, Lines: *lines}, *gz); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	for m := 0; m < *minutes; m += *perFile {
 		span := time.Duration(min(*perFile, *minutes-m)) * time.Minute
 		from := start.Add(time.Duration(m) * time.Minute)

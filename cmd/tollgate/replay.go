@@ -91,11 +91,14 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&groups, "group", "a client group and its retry `POLICY`: NAME=ACCOUNT[,ACCOUNT...]:POLICY (repeatable)")
 	asJSON := fs.Bool("json", false, "write the report as JSON")
 	htmlPath := fs.String("html", "", "also write the report as one self-contained HTML page to `FILE`")
-	var window time.Duration
-	durationVar(fs, &window, "window", replay.DefaultWindow, "records are sorted by time within this `span`; later ones are counted as late")
+	tempDir := fs.String("temp-dir", "", "`DIR` for the calls spilled to be sorted by time and the trace the limits are searched on (default the system's)")
 	seed := fs.Uint64("seed", 0, "random seed of the retries' jitter")
+	top := fs.Int("top", 0, "list only the `N` most throttled buckets (0: all)")
+	throttledOnly := fs.Bool("throttled-only", false, "list only the buckets with a throttle")
 	var af accessFlags
 	fs.StringVar(&af.format, "format", "auto", "the logs' `FORMAT`: auto, cloudtrail, or an access log's: combined, alb, envoy")
+	fs.StringVar(&af.logFormat, "log-format", "", "read access logs in the layout of an nginx log_format `STRING` ('$remote_addr [$time_local] \"$request\" rt=$request_time', or combined: nginx's own)")
+	durationVar(fs, &af.requestTime, "request-time", 0, "assume each request of an access log without a request time ran this `SPAN` (nginx's combined format has none)")
 	fs.StringVar(&af.service, "service", "", "play every request of an access log through the autoscaled service `NAME` (without --config: one with the autoscaler's defaults)")
 	fs.Var(&af.sweep, "sweep", "play access logs once per value of an autoscale `SETTING=V1,V2,...` (max_concurrency, min_instances, max_instances)")
 	durationVar(fs, &af.coldStart, "cold-start", 0, "the `SPAN` an instance takes to start, in access-log replays (default the service's initial_cold_start)")
@@ -104,9 +107,6 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() == 0 {
 		return usageError(stderr, "replay", "give the log files or directories to replay")
-	}
-	if window <= 0 {
-		return usageError(stderr, "replay", "--window %v: want a span of more than 0", window)
 	}
 	switch af.format {
 	case "auto", "cloudtrail", "combined", "alb", "envoy":
@@ -125,7 +125,18 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tollgate replay:", err)
 		return 1
 	}
-	access := af.format != "auto" && af.format != "cloudtrail" || af.service != "" || len(af.sweep.Values) > 0
+	if af.requestTime < 0 || af.requestTime > replay.MaxServiceTime {
+		return usageError(stderr, "replay", "--request-time %v: want a span from 0 to %v", af.requestTime, replay.MaxServiceTime)
+	}
+	if af.logFormat != "" {
+		if af.lf, err = replay.ParseLogFormat(af.logFormat); err != nil {
+			return usageError(stderr, "replay", "--log-format: %v", err)
+		}
+		if af.format != "auto" {
+			return usageError(stderr, "replay", "--log-format gives the layout: leave --format out")
+		}
+	}
+	access := af.format != "auto" && af.format != "cloudtrail" || af.service != "" || len(af.sweep.Values) > 0 || af.lf != nil || af.requestTime > 0
 	if af.format == "auto" && !access {
 		access = isAccessLog(inputs)
 	}
@@ -133,13 +144,16 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		if *appliedPath != "" || len(groups) > 0 {
 			return usageError(stderr, "replay", "--applied and --group are for CloudTrail logs, not access logs")
 		}
-		return runReplayAccess(inputs, *cfgPath, window, *asJSON, *htmlPath, &af, stdout, stderr)
+		return runReplayAccess(inputs, *cfgPath, *tempDir, *asJSON, *htmlPath, &af, stdout, stderr)
 	}
 	rest := "others"
 	if len(groups) == 0 {
 		rest = "all"
 	}
-	opt := replay.Options{Quota: quota.Builtin(), Window: window, Seed: *seed,
+	if *top < 0 {
+		return usageError(stderr, "replay", "--top %d: want 0 (all) or more", *top)
+	}
+	opt := replay.Options{Quota: quota.Builtin(), TempDir: *tempDir, Seed: *seed, Top: *top, ThrottledOnly: *throttledOnly,
 		Groups: append([]replay.Group(groups), replay.Group{Name: rest, Retry: rt})}
 	if *cfgPath != "" {
 		cfg, err := config.Load(context.Background(), *cfgPath)
@@ -178,10 +192,25 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if len(rep.Errors) > 0 {
-		for _, e := range rep.Errors {
-			fmt.Fprintln(stderr, "tollgate replay:", e)
+	for _, e := range rep.Errors {
+		if strings.Contains(e, replay.ErrUnknownFormat.Error()) {
+			fmt.Fprintln(stderr, "tollgate replay: access logs are read too: nginx's combined (with $request_time last, or --request-time), ALB, Envoy, or any layout given as --log-format")
+			break
 		}
+	}
+	return replayStatus(stderr, rep.Errors, rep.Inexact)
+}
+
+// replayStatus names on stderr the inputs that could not be read and what
+// could not be replayed exactly, and returns the exit status: 1 for any.
+func replayStatus(stderr io.Writer, errs, inexact []string) int {
+	for _, e := range errs {
+		fmt.Fprintln(stderr, "tollgate replay:", e)
+	}
+	for _, e := range inexact {
+		fmt.Fprintln(stderr, "tollgate replay: NOT EXACT:", e)
+	}
+	if len(errs)+len(inexact) > 0 {
 		return 1
 	}
 	return 0

@@ -51,20 +51,26 @@ func (s *sweepFlag) Set(v string) error {
 
 // accessFlags are replay's flags for access logs.
 type accessFlags struct {
-	format    string
-	service   string
-	sweep     sweepFlag
-	coldStart time.Duration
+	format      string
+	service     string
+	sweep       sweepFlag
+	coldStart   time.Duration
+	logFormat   string
+	lf          *replay.LogFormat // logFormat compiled
+	requestTime time.Duration
 }
 
 // isAccessLog reports whether the logs are access logs rather than
 // CloudTrail's: whether the first input that opens and holds more than
-// blanks (gunzipped) does not start with '{'. Inputs that cannot tell are
-// left to the replay to report; when none can, the logs are CloudTrail's.
+// blanks (gunzipped) is in none of CloudTrail's formats and its first line
+// is one of an access log's. Inputs that cannot tell are left to the
+// replay to report; when none can, the logs are CloudTrail's (whose error
+// names every format).
 func isAccessLog(inputs []replay.Input) bool {
 	for _, in := range inputs {
 		if head := sniff(in); len(head) > 0 {
-			return head[0] != '{'
+			line, _, _ := bytes.Cut(head, []byte("\n"))
+			return !replay.LooksLikeCloudTrail(head) && replay.DetectAccessFormat(line) != ""
 		}
 	}
 	return false
@@ -151,16 +157,17 @@ func scaleServices(cfgPath string, af *accessFlags) ([]replay.ScaleService, erro
 }
 
 // runReplayAccess plays access logs through the autoscaled services.
-func runReplayAccess(inputs []replay.Input, cfgPath string, window time.Duration, asJSON bool, htmlPath string, af *accessFlags, stdout, stderr io.Writer) int {
+func runReplayAccess(inputs []replay.Input, cfgPath, tempDir string, asJSON bool, htmlPath string, af *accessFlags, stdout, stderr io.Writer) int {
 	services, err := scaleServices(cfgPath, af)
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate replay:", err)
 		return 1
 	}
-	opt := replay.ScaleOptions{Services: services, Service: af.service, Window: window, Sweep: replay.Sweep(af.sweep)}
+	opt := replay.ScaleOptions{Services: services, Service: af.service, TempDir: tempDir, Sweep: replay.Sweep(af.sweep)}
 	if af.format != "auto" {
 		opt.Format = replay.AccessFormat(af.format)
 	}
+	opt.LogFormat, opt.RequestTime = af.lf, af.requestTime
 	bar := newProgress(stderr)
 	opt.Progress = bar.update
 	rep, err := replay.RunScale(inputs, opt)
@@ -184,11 +191,8 @@ func runReplayAccess(inputs []replay.Input, cfgPath string, window time.Duration
 			return 1
 		}
 	}
-	if len(rep.Errors) > 0 {
-		for _, e := range rep.Errors {
-			fmt.Fprintln(stderr, "tollgate replay:", e)
-		}
-		return 1
+	for _, w := range rep.Warnings {
+		fmt.Fprintln(stderr, "tollgate replay: warning:", w)
 	}
-	return 0
+	return replayStatus(stderr, rep.Errors, rep.Inexact)
 }
