@@ -88,7 +88,10 @@ func TestBoltStoreReloadsEveryChange(t *testing.T) {
 	// A mapped account (known) and a key nobody mapped (unknown).
 	for _, who := range [][2]string{{"AKIDMAPPED", "111111111111"}, {"AKIDMADEUP", ""}} {
 		key, account := who[0], who[1]
-		call := func(t *testing.T, r *Registry, _, op, body string) string { t.Helper(); return send(t, r, key, account, op, body) }
+		call := func(t *testing.T, r *Registry, _, op, body string) string {
+			t.Helper()
+			return send(t, r, key, account, op, body)
+		}
 		if account == "" {
 			account = awsjson.AccountID(key)
 		}

@@ -72,6 +72,12 @@ type Options struct {
 	// Store overrides the config's store section: each non-zero field
 	// wins (TLS as a whole). The URL, from either, defaults to "memory".
 	Store config.Store
+	// DataDir is the directory of the embedded durable store that keeps
+	// the Cloud Map registry and Service Quotas without Redis; "" keeps
+	// them in memory. The config's store.data_dir wins unless DataDirSet
+	// (the flag was given).
+	DataDir    string
+	DataDirSet bool
 	// DenyCache, with Redis, denies takes of buckets known to be empty
 	// without a round trip.
 	DenyCache bool
@@ -201,23 +207,28 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{opts: opts, log: log, release: closeStore, redis: redis, configName: configName, certs: certs, creds: creds, reloads: make(chan struct{}, 1)}
+	durable, closeDurable, err := openDurable(opts, cfg.Store, st, log)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	n := &Node{opts: opts, log: log, release: func() { closeDurable(); closeStore() }, redis: redis, configName: configName, certs: certs, creds: creds, reloads: make(chan struct{}, 1)}
 	n.stopping, n.startShutdown = context.WithCancel(context.Background())
-	registry, closeRegistry, err := newRegistry(st, certs.storeTLS(), log)
+	registry, closeRegistry, err := newRegistry(st, durable, certs.storeTLS(), log)
 	if err != nil {
 		n.Close()
 		return nil, err
 	}
-	n.release = func() { closeRegistry(); closeStore() }
+	n.release = func() { closeRegistry(); closeDurable(); closeStore() }
 	// Autoscaled services: their pool runs until the HTTP server has
 	// drained, then stops every instance within its grace period.
 	// Services on Kubernetes: one runner per Deployment for tollgate's
 	// life, closed before the pools stop so Deployments keep their pods.
 	n.kube = newKubeRunners(opts.Kube, log, reg)
-	n.release = func() { n.kube.Close(); closeRegistry(); closeStore() }
+	n.release = func() { n.kube.Close(); closeRegistry(); closeDurable(); closeStore() }
 	// The utilization report reads the live view, made below and set
 	// before the node serves.
-	quotas, closeQuotas, err := newServiceQuotas(cfg, st, certs.storeTLS(), log, func(account, region string) []servicequotas.BucketUse {
+	quotas, closeQuotas, err := newServiceQuotas(cfg, st, durable, certs.storeTLS(), log, func(account, region string) []servicequotas.BucketUse {
 		return bucketUses(n.live, account, region)
 	})
 	if err != nil {
@@ -225,7 +236,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.quotas = quotas
-	n.release = func() { n.kube.Close(); closeQuotas(); closeRegistry(); closeStore() }
+	n.release = func() { n.kube.Close(); closeQuotas(); closeRegistry(); closeDurable(); closeStore() }
 	builder := pools{log: log, registry: registry, kube: n.kube, supervisor: opts.Supervisor, ports: opts.InstancePorts}
 	if n.pools, err = builder.newPool(cfg, reg); err != nil {
 		n.Close()
