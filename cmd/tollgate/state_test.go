@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	sd "github.com/aws/aws-sdk-go-v2/service/servicediscovery"
+	sq "github.com/aws/aws-sdk-go-v2/service/servicequotas"
+
+	"github.com/tollgate/tollgate/servicequotas"
+)
+
+// durableConfig writes a config serving ECS, Cloud Map and Service
+// Quotas, and an admin token file "secret"; it returns serve's arguments
+// with data directory dir.
+func durableConfig(t *testing.T, dir string) []string {
+	t.Helper()
+	etc := t.TempDir()
+	cfg := filepath.Join(etc, "tollgate.yaml")
+	tok := filepath.Join(etc, "token")
+	if err := os.WriteFile(cfg, []byte("services:\n  - preset: ecs\n  - preset: cloudmap\n  - preset: servicequotas\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tok, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--config", cfg, "--admin-token-file", tok, "--data-dir", dir}
+}
+
+// sqClient is a Service Quotas client of a tollgate server.
+func sqClient(addr, accessKey string) *sq.Client {
+	return sq.New(sq.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://" + addr),
+		Credentials: credentials.NewStaticCredentialsProvider(accessKey, "secret", ""), Retryer: aws.NopRetryer{}})
+}
+
+// adminPost posts body to an admin path with the token "secret".
+func adminPost(t *testing.T, addr, path, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %d", path, resp.StatusCode)
+	}
+}
+
+// The issue's acceptance: a namespace, a registration and an approved
+// increase request made against `tollgate serve` with a data directory;
+// the process killed with SIGKILL and started again with the same
+// command: all are there, the request's history has its reason, and the
+// approved value still sizes the tenant's bucket.
+func TestServeStateSurvivesKill9(t *testing.T) {
+	args := durableConfig(t, t.TempDir())
+	s := startServer(t, args...)
+	ctx := context.Background()
+	registerOne(t, sdClient(s.addr, "AKIDDURABLE"))
+	burst := servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Burst)
+	out, err := sqClient(s.addr, "AKIDDURABLE").RequestServiceQuotaIncrease(ctx, &sq.RequestServiceQuotaIncreaseInput{
+		ServiceCode: aws.String("ecs"), QuotaCode: aws.String(burst), DesiredValue: aws.Float64(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := aws.ToString(out.RequestedQuota.Id)
+	adminPost(t, s.addr, "/v1/admin/servicequotas/requests/"+id+"/approve", `{"reason":"launch week"}`)
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	s.cmd.Wait()
+
+	s = startServer(t, args...)
+	if ids := discoverIDs(t, sdClient(s.addr, "AKIDDURABLE")); !slices.Equal(ids, []string{"web-1"}) {
+		t.Fatalf("after kill -9 discovered %v", ids)
+	}
+	ns, err := sdClient(s.addr, "AKIDDURABLE").ListNamespaces(ctx, &sd.ListNamespacesInput{})
+	if err != nil || len(ns.Namespaces) != 1 || aws.ToString(ns.Namespaces[0].Name) != "local" {
+		t.Fatalf("after kill -9 ListNamespaces: %+v %v", ns, err)
+	}
+	got, err := sqClient(s.addr, "AKIDDURABLE").GetRequestedServiceQuotaChange(ctx, &sq.GetRequestedServiceQuotaChangeInput{RequestId: aws.String(id)})
+	if err != nil || got.RequestedQuota.Status != "APPROVED" {
+		t.Fatalf("after kill -9 request %s: %+v %v", id, got, err)
+	}
+	// The approved burst sizes the bucket: 100 tokens, not the file's 50.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := getBody(t, "http://"+s.addr+"/v1/admin/bucket?service=ecs&account=AKIDDURABLE&region=us-east-1&action=DescribeClusters",
+			"Authorization", "Bearer secret")
+		if code == http.StatusOK && strings.Contains(body, `"capacity":100`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after kill -9 the bucket is %d %s, want capacity 100", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A second tollgate on a data directory in use is refused at once, with
+// the file named and what to do.
+func TestServeRefusesADataDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	args := durableConfig(t, dir)
+	startServer(t, args...)
+	code, _, stderr := runCmd(append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	want := filepath.Join(dir, "tollgate.db") + ": another process holds it open"
+	if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "stop the other tollgate") {
+		t.Fatalf("second serve: exit %d, stderr %s; want %q", code, stderr, want)
+	}
+}
