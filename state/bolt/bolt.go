@@ -31,6 +31,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -95,7 +96,19 @@ func Open(dir string, o Options) (*DB, error) {
 		return nil, refuse("it is truncated ("+strconv.FormatInt(st.Size(), 10)+" bytes, less than its two header pages)",
 			"restore it from a backup (tollgate state export) or move it away to start empty")
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: o.LockTimeout, ReadOnly: o.ReadOnly})
+	need, err := neededBytes(path)
+	if err != nil {
+		return nil, refuse(err.Error(), "check the file's permissions")
+	}
+	if st, err := os.Stat(path); err == nil && st.Size() < need {
+		return nil, refuse(fmt.Sprintf("it is truncated (%d bytes of %d)", st.Size(), need),
+			"restore it from a backup (tollgate state export) or move it away to start empty")
+	}
+	var db *bbolt.DB
+	err = safely(func() (err error) {
+		db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: o.LockTimeout, ReadOnly: o.ReadOnly})
+		return err
+	})
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, refuse("another process holds it open (waited "+o.LockTimeout.String()+")",
@@ -108,7 +121,7 @@ func Open(dir string, o Options) (*DB, error) {
 		return nil, refuse(err.Error(), "check the file's permissions, or move it away to start empty")
 	}
 	d := &DB{db: db, path: path}
-	if err := d.check(o, refuse); err != nil {
+	if err := safely(func() error { return d.check(o, refuse) }); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -116,6 +129,22 @@ func Open(dir string, o Options) (*DB, error) {
 		db.MaxBatchDelay = o.MaxBatchDelay
 	}
 	return d, nil
+}
+
+// errPanicked wraps what bbolt panicked with reading a damaged file.
+var errPanicked = errors.New("unreadable page")
+
+// safely runs fn, turning a panic of bbolt's reading a damaged file (or
+// a fault reading its memory map) into an error wrapping
+// berrors.ErrInvalid.
+func safely(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %w: %v", berrors.ErrInvalid, errPanicked, p)
+		}
+	}()
+	return fn()
 }
 
 // check refuses a truncated or corrupt file, or one of a newer schema,
@@ -133,8 +162,14 @@ func (d *DB) check(o Options, refuse func(why, todo string) error) error {
 		if o.NoCheck {
 			return nil
 		}
-		for err := range tx.Check() {
-			return refuse("it is corrupt ("+err.Error()+")", backup)
+		var first error
+		for err := range tx.Check() { // read to the end: Check's goroutine sends them all
+			if first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return refuse("it is corrupt ("+first.Error()+")", backup)
 		}
 		return nil
 	})
