@@ -15,6 +15,7 @@ import (
 	sd "github.com/aws/aws-sdk-go-v2/service/servicediscovery"
 	sq "github.com/aws/aws-sdk-go-v2/service/servicequotas"
 
+	"github.com/tollgate/tollgate/internal/crashtest"
 	"github.com/tollgate/tollgate/servicequotas"
 )
 
@@ -116,5 +117,18 @@ func TestServeRefusesADataDirInUse(t *testing.T) {
 	want := filepath.Join(dir, "tollgate.db") + ": another process holds it open"
 	if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "stop the other tollgate") {
 		t.Fatalf("second serve: exit %d, stderr %s; want %q", code, stderr, want)
+	}
+}
+
+// A few rounds of the crash harness: concurrent writers against a real
+// server killed with SIGKILL at random moments; after each restart every
+// acknowledged write is there, whole (bench/kill9.sh runs 100 rounds).
+func TestKill9RoundsLoseNoAcknowledgedWrite(t *testing.T) {
+	rep, err := crashtest.Run(t.Context(), crashtest.Options{Binary: binary, DataDir: t.TempDir(), Rounds: 3, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Acknowledged == 0 || rep.Lost != 0 || rep.FailedStarts != 0 {
+		t.Fatalf("%+v", rep)
 	}
 }
