@@ -305,6 +305,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 			"GET /v1/admin/pools/{service}/revisions": pools.RevisionsHandler(),
 			"PUT /v1/admin/pools/{service}/traffic":   pools.RevisionsHandler(),
 			"POST /v1/admin/pools/{service}/traffic":  pools.RevisionsHandler(),
+			"GET /v1/admin/state/export":              stateExport{durable},
 		}, quotas.AdminHandlers()),
 	})
 	if err != nil {

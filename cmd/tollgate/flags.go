@@ -146,6 +146,7 @@ var synopses = map[string]string{
 	"check":   checkSynopsis,
 	"sim":     simSynopsis,
 	"replay":  replaySynopsis,
+	"state":   stateSynopsis,
 	"version": versionSynopsis,
 }
 

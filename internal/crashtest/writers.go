@@ -54,7 +54,7 @@ type clients struct {
 }
 
 func newClients(addr string) *clients {
-	return &clients{addr: addr, http: &http.Client{Timeout: 30 * time.Second}}
+	return &clients{addr: addr, http: &http.Client{Timeout: 30 * time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()}}
 }
 
 func (c *clients) sd(key string) *sd.Client {
@@ -250,12 +250,15 @@ type sqRequest struct {
 	Status       string
 }
 
-// retry calls f again while it is throttled, for up to a minute.
+// retryCall calls f again while it is throttled or fails without an
+// answer (a connection error: a read's answer says what is stored; a
+// failed read says nothing), for up to a minute.
 func retryCall[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		v, err := f()
-		if err == nil || !throttled(err) || time.Now().After(deadline) {
+		var ae smithy.APIError
+		if err == nil || (!throttled(err) && errors.As(err, &ae)) || time.Now().After(deadline) {
 			return v, err
 		}
 		select {

@@ -333,9 +333,17 @@ func (d *DB) Export(w *state.Writer) error {
 	})
 }
 
+// Source is a stream of records, such as a *state.Reader.
+type Source interface {
+	// Next returns the next record, or io.EOF after the last.
+	Next() (state.Record, error)
+	// Line is the number of the line of the record Next returned last.
+	Line() int
+}
+
 // Import writes every record r reads into the store, in transactions of
 // a few thousand records, and returns how many it wrote.
-func (d *DB) Import(r *state.Reader) (int, error) {
+func (d *DB) Import(r Source) (int, error) {
 	n := 0
 	for done := false; !done; {
 		err := d.db.Update(func(tx *bbolt.Tx) error {
