@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	sq "github.com/aws/aws-sdk-go-v2/service/servicequotas"
 
 	"github.com/tollgate/tollgate/internal/crashtest"
+	"github.com/tollgate/tollgate/internal/redistest"
 	"github.com/tollgate/tollgate/servicequotas"
 )
 
@@ -130,5 +133,96 @@ func TestKill9RoundsLoseNoAcknowledgedWrite(t *testing.T) {
 	}
 	if rep.Acknowledged == 0 || rep.Lost != 0 || rep.FailedStarts != 0 {
 		t.Fatalf("%+v", rep)
+	}
+}
+
+// tenantView is what a tenant sees of the state: its namespaces and its
+// requests' history.
+func tenantView(t *testing.T, addr string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := sdClient(addr, "AKIDDURABLE").ListNamespaces(ctx, &sd.ListNamespacesInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sqClient(addr, "AKIDDURABLE").ListRequestedServiceQuotaChangeHistory(ctx, &sq.ListRequestedServiceQuotaChangeHistoryInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, n := range ns.Namespaces {
+		fmt.Fprintf(&b, "namespace %s %s\n", aws.ToString(n.Id), aws.ToString(n.Name))
+	}
+	for _, r := range h.RequestedQuotas {
+		fmt.Fprintf(&b, "request %s %s %v %s\n", aws.ToString(r.Id), r.Status, aws.ToFloat64(r.DesiredValue), aws.ToString(r.QuotaCode))
+	}
+	return b.String()
+}
+
+// The issue's move: export from the embedded store (and, the same, from
+// the admin API while serving), import into Redis, and two nodes on that
+// Redis answer the same namespaces and request history; then back from
+// Redis into a new data directory.
+func TestStateMovesBetweenDataDirAndRedis(t *testing.T) {
+	dir := t.TempDir()
+	args := durableConfig(t, dir)
+	s := startServer(t, args...)
+	ctx := context.Background()
+	registerOne(t, sdClient(s.addr, "AKIDDURABLE"))
+	burst := servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Burst)
+	for i, v := range []float64{100, 120} {
+		out, err := sqClient(s.addr, "AKIDDURABLE").RequestServiceQuotaIncrease(ctx, &sq.RequestServiceQuotaIncreaseInput{
+			ServiceCode: aws.String("ecs"), QuotaCode: aws.String(burst), DesiredValue: aws.Float64(v)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		verb := []string{"approve", "deny"}[i]
+		adminPost(t, s.addr, "/v1/admin/servicequotas/requests/"+aws.ToString(out.RequestedQuota.Id)+"/"+verb, `{"reason":"r"}`)
+	}
+	want := tenantView(t, s.addr)
+	if strings.Count(want, "\n") != 3 {
+		t.Fatalf("before the move: %s", want)
+	}
+	code, served := getBody(t, "http://"+s.addr+"/v1/admin/state/export", "Authorization", "Bearer secret")
+	if code != http.StatusOK {
+		t.Fatalf("GET /v1/admin/state/export: %d %s", code, served)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.cmd.Wait()
+
+	file := filepath.Join(t.TempDir(), "state.jsonl")
+	if code, _, stderr := runCmd("state", "export", "--data-dir", dir, "--file", file); code != 0 {
+		t.Fatalf("state export: %d %s", code, stderr)
+	}
+	exported, _ := os.ReadFile(file)
+	if string(exported) != served {
+		t.Fatalf("the file's export and the served one differ:\n%s\n%s", exported, served)
+	}
+	rs := redistest.Start(t)
+	if code, _, stderr := runCmd("state", "import", "--store", rs.URL(), "--file", file); code != 0 {
+		t.Fatalf("state import into Redis: %d %s", code, stderr)
+	}
+	onRedis := append(slices.Clone(args[:len(args)-2]), "--store", rs.URL())
+	a, b := startServer(t, onRedis...), startServer(t, onRedis...)
+	for _, n := range []*server{a, b} {
+		if got := tenantView(t, n.addr); got != want {
+			t.Fatalf("a node on Redis answers\n%s\nwant\n%s", got, want)
+		}
+	}
+	if code, _, stderr := runCmd("state", "import", "--store", rs.URL(), "--file", file); code != 1 || !strings.Contains(stderr, "import into an empty one") {
+		t.Fatalf("a second import into the same Redis: %d %s", code, stderr)
+	}
+
+	back := filepath.Join(t.TempDir(), "back.jsonl")
+	if code, _, stderr := runCmd("state", "export", "--store", rs.URL(), "--file", back); code != 0 {
+		t.Fatalf("state export from Redis: %d %s", code, stderr)
+	}
+	dir2 := t.TempDir()
+	if code, _, stderr := runCmd("state", "import", "--data-dir", dir2, "--file", back); code != 0 {
+		t.Fatalf("state import into a data directory: %d %s", code, stderr)
+	}
+	c := startServer(t, append(slices.Clone(args[:len(args)-1]), dir2)...)
+	if got := tenantView(t, c.addr); got != want {
+		t.Fatalf("back from Redis, a node answers\n%s\nwant\n%s", got, want)
 	}
 }
