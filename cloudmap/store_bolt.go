@@ -23,12 +23,16 @@ const Table = "cloudmap"
 // commit that follows moves every scope's noted changes to unsaved and
 // writes the records as they are then. unsaved is emptied only once a
 // commit succeeded (bbolt's OnCommit), so that a commit rolled back and
-// retried writes them again. Both run under the memory store's lock.
+// retried writes them again; within one transaction, each record is
+// written once. Both run under the memory store's lock.
 type boltStore struct {
 	mem     *memStore
 	db      *bolt.DB
 	pending map[string]bool            // scopes with noted changes; guarded by mem.mu
 	unsaved map[string]map[change]bool // taken into a commit not yet done; guarded by mem.mu
+	// tx is the transaction that last wrote unsaved: the other writes of
+	// its group write only what they take from pending. Guarded by mem.mu.
+	tx bolt.Transaction
 }
 
 // Record keys of a scope besides its records (whose fields start with a
@@ -127,23 +131,33 @@ func (b *boltStore) commit(w *bolt.Writer) error {
 	m := b.mem
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// The first write of a transaction writes every unsaved record (a
+	// group retried after a rollback must write them again); the others
+	// only what they take.
+	write := b.unsaved
+	if b.tx == w.Transaction() {
+		write = map[string]map[change]bool{}
+	}
+	b.tx = w.Transaction()
 	for scope := range b.pending {
 		delete(b.pending, scope)
 		s := m.scopes[scope]
 		if s == nil {
 			continue // a new scope its update did not keep
 		}
-		u := b.unsaved[scope]
-		if u == nil {
-			u = map[change]bool{}
-			b.unsaved[scope] = u
-		}
-		for ch := range s.dirty {
-			u[ch] = true
+		for _, into := range []map[string]map[change]bool{b.unsaved, write} {
+			u := into[scope]
+			if u == nil {
+				u = map[change]bool{}
+				into[scope] = u
+			}
+			for ch := range s.dirty {
+				u[ch] = true
+			}
 		}
 		clear(s.dirty)
 	}
-	for scope, u := range b.unsaved {
+	for scope, u := range write {
 		s := m.scopes[scope]
 		prefix := scope + "\x00"
 		var err error
@@ -173,6 +187,7 @@ func (b *boltStore) commit(w *bolt.Writer) error {
 	w.OnCommit(func() {
 		m.mu.Lock()
 		clear(b.unsaved)
+		b.tx = bolt.Transaction{}
 		m.mu.Unlock()
 	})
 	return nil

@@ -62,6 +62,9 @@ type boltBackend struct {
 	*memoryBackend
 	db      *bolt.DB
 	unsaved map[string]bool // guarded by mu
+	// tx is the transaction that last wrote unsaved: the other writes of
+	// its group write only what they take from dirty. Guarded by mu.
+	tx bolt.Transaction
 }
 
 // newBoltBackend loads what db holds and keeps it there from now on.
@@ -174,11 +177,20 @@ func (b *boltBackend) commit(w *bolt.Writer) error {
 	m := b.memoryBackend
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// The first write of a transaction writes every unsaved record (a
+	// group retried after a rollback must write them again); the others
+	// only what they take.
+	write := b.unsaved
+	if b.tx == w.Transaction() {
+		write = map[string]bool{}
+	}
+	b.tx = w.Transaction()
 	for k := range m.dirty {
 		b.unsaved[k] = true
+		write[k] = true
 	}
 	clear(m.dirty)
-	for k := range b.unsaved {
+	for k := range write {
 		v, err := m.record(k)
 		if err == nil {
 			if v == nil {
@@ -200,6 +212,7 @@ func (b *boltBackend) commit(w *bolt.Writer) error {
 	w.OnCommit(func() {
 		m.mu.Lock()
 		clear(b.unsaved)
+		b.tx = bolt.Transaction{}
 		m.mu.Unlock()
 	})
 	return nil

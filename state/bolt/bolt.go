@@ -255,6 +255,13 @@ func (w *Writer) Put(table, key string, value []byte) error {
 	return nil
 }
 
+// Transaction identifies one transaction: the writes of one group commit
+// see the same one, a group retried after a rollback a new one.
+type Transaction struct{ tx *bbolt.Tx }
+
+// Transaction is the transaction w writes in.
+func (w *Writer) Transaction() Transaction { return Transaction{w.tx} }
+
 // OnCommit calls fn once the transaction is on disk (not when it is
 // rolled back).
 func (w *Writer) OnCommit(fn func()) { w.tx.OnCommit(fn) }
