@@ -14,7 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/tollgate/tollgate/cloudmap"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/gateway"
 	"github.com/tollgate/tollgate/limiter/memory"
@@ -214,27 +216,41 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n := &Node{opts: opts, log: log, release: func() { closeDurable(); closeStore() }, redis: redis, configName: configName, certs: certs, creds: creds, reloads: make(chan struct{}, 1)}
 	n.stopping, n.startShutdown = context.WithCancel(context.Background())
-	registry, closeRegistry, err := newRegistry(st, durable, certs.storeTLS(), log)
+	// The registry and Service Quotas each load their part of the data
+	// directory: side by side, which halves a start's wait on two cores.
+	var registry *cloudmap.Registry
+	var quotas *servicequotas.Service
+	closeRegistry, closeQuotas := func() {}, func() {}
+	var loads errgroup.Group
+	loads.Go(func() error {
+		r, c, err := newRegistry(st, durable, certs.storeTLS(), log)
+		if err == nil {
+			registry, closeRegistry = r, c
+		}
+		return err
+	})
+	loads.Go(func() (err error) {
+		// The utilization report reads the live view, made below and
+		// set before the node serves.
+		q, c, err := newServiceQuotas(cfg, st, durable, certs.storeTLS(), log, func(account, region string) []servicequotas.BucketUse {
+			return bucketUses(n.live, account, region)
+		})
+		if err == nil {
+			quotas, closeQuotas = q, c
+		}
+		return err
+	})
+	err = loads.Wait()
+	n.release = func() { closeQuotas(); closeRegistry(); closeDurable(); closeStore() }
 	if err != nil {
 		n.Close()
 		return nil, err
 	}
-	n.release = func() { closeRegistry(); closeDurable(); closeStore() }
 	// Autoscaled services: their pool runs until the HTTP server has
 	// drained, then stops every instance within its grace period.
 	// Services on Kubernetes: one runner per Deployment for tollgate's
 	// life, closed before the pools stop so Deployments keep their pods.
 	n.kube = newKubeRunners(opts.Kube, log, reg)
-	n.release = func() { n.kube.Close(); closeRegistry(); closeDurable(); closeStore() }
-	// The utilization report reads the live view, made below and set
-	// before the node serves.
-	quotas, closeQuotas, err := newServiceQuotas(cfg, st, durable, certs.storeTLS(), log, func(account, region string) []servicequotas.BucketUse {
-		return bucketUses(n.live, account, region)
-	})
-	if err != nil {
-		n.Close()
-		return nil, err
-	}
 	n.quotas = quotas
 	n.release = func() { n.kube.Close(); closeQuotas(); closeRegistry(); closeDurable(); closeStore() }
 	builder := pools{log: log, registry: registry, kube: n.kube, supervisor: opts.Supervisor, ports: opts.InstancePorts}
