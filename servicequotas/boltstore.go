@@ -72,16 +72,19 @@ func newBoltBackend(db *bolt.DB) (*boltBackend, error) {
 	m := newMemoryBackend()
 	m.dirty = map[string]bool{}
 	b := &boltBackend{memoryBackend: m, db: db, unsaved: map[string]bool{}}
-	if err := db.Read(func(r *bolt.Reader) error { return loadRecords(m, r) }); err != nil {
+	if err := db.Read(func(r *bolt.Reader) error {
+		return loadRecords(m, func(fn func(k, v []byte) error) error { return r.Each(Table, "", fn) })
+	}); err != nil {
 		return nil, fmt.Errorf("servicequotas: loading the requests from %s: %w", db.Path(), err)
 	}
 	return b, nil
 }
 
-// loadRecords fills m from the records r reads, and rebuilds its indexes.
-func loadRecords(m *memoryBackend, r *bolt.Reader) error {
+// loadRecords fills m from the records each gives, and rebuilds its
+// indexes.
+func loadRecords(m *memoryBackend, each func(fn func(k, v []byte) error) error) error {
 	var reqs []*Request
-	err := r.Each(Table, "", func(k, v []byte) error {
+	err := each(func(k, v []byte) error {
 		key := string(k)
 		bad := func(err error) error { return fmt.Errorf("record %q: %w", key, err) }
 		switch {

@@ -3,6 +3,7 @@ package servicequotas
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,4 +123,39 @@ func TestBoltBackendReloadsEveryChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameBackend(t, b.memoryBackend, again.memoryBackend)
+}
+
+// FuzzLoadRecords reads any record from a data file beside good ones: a
+// bad one is an error naming it, never a panic, and what loads is usable.
+func FuzzLoadRecords(f *testing.F) {
+	f.Add("req/r-1", `{"id":"r-1","account":"a","region":"us-east-1","service":"ecs","quota":"L-1","desired":5,"status":"PENDING","created":1,"updated":1,"seq":1}`)
+	f.Add("req/r-2", `{"id":"r-2","account":"a","status":"APPROVED","seq":2,"closed_seq":3}`)
+	f.Add("applied/a|us-east-1|ecs|L-1", `{"value":3,"unmapped":true}`)
+	f.Add("tags/a|us-east-1|ecs|L-1", `{"account":"a","tags":{"k":"v"}}`)
+	f.Add("#seq", "x")
+	f.Add("other", "{}")
+	f.Fuzz(func(t *testing.T, key, value string) {
+		m := newMemoryBackend()
+		good := [][2]string{{"req/r-0", `{"id":"r-0","account":"b","region":"us-east-1","service":"ecs","quota":"L-2","desired":5,"status":"PENDING","seq":1}`}}
+		err := loadRecords(m, func(fn func(k, v []byte) error) error {
+			for _, kv := range append(good, [2]string{key, value}) {
+				if err := fn([]byte(kv[0]), []byte(kv[1])); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			if !strings.Contains(err.Error(), "record") && !strings.Contains(err.Error(), "#") {
+				t.Fatalf("%q=%q: %v does not name the record", key, value, err)
+			}
+			return
+		}
+		if _, err := m.account(t.Context(), "b"); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := m.page(t.Context(), pageFilter{limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
