@@ -45,6 +45,9 @@ import (
 // FileName is the store's file in its data directory.
 const FileName = "tollgate.db"
 
+// initialMmap is the address space the file is mapped with at open.
+const initialMmap = 1 << 30
+
 // metaTable holds the schema version (key "schema").
 const metaTable = "_meta"
 
@@ -106,7 +109,10 @@ func Open(dir string, o Options) (*DB, error) {
 	}
 	var db *bbolt.DB
 	err = safely(func() (err error) {
-		db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: o.LockTimeout, ReadOnly: o.ReadOnly})
+		// A write that grows the file past the map waits for every read
+		// transaction (an export streamed to a slow client): map 1 GiB
+		// of address space from the start, as etcd maps 10 GiB.
+		db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: o.LockTimeout, ReadOnly: o.ReadOnly, InitialMmapSize: initialMmap})
 		return err
 	})
 	switch {
