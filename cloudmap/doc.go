@@ -76,8 +76,9 @@
 // services, 1,000 instances per service, 2,000 per namespace, 30 custom
 // attributes of at most 255/1,024 characters and 5,000 in all per
 // instance, 50 tags per resource), and a budget that the accounts nobody
-// named share (accounts the gateway mapped from an access key,
-// DefaultScope and the Go API's are never refused for it): in memory, or
-// in Redis, where every node draws on the same one. Request bodies are
-// bounded.
+// named share, each at most a share of it in all its regions together
+// (accounts the gateway mapped from an access key, DefaultScope and the
+// Go API's are never refused for it): in memory, or in Redis, where every
+// node draws on the same one. Which regions are served is the gateway's
+// to decide (the config's regions). Request bodies are bounded.
 package cloudmap

@@ -45,17 +45,13 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
-// status is the HTTP status AWS answers the code with.
-func (e *apiError) status() int {
-	switch e.Code {
-	case codeInstanceNotFound, codeNamespaceNotFound, codeServiceNotFound, codeOperationNotFound, codeCustomHealthNotFound:
-		return http.StatusNotFound
-	case codeNamespaceAlreadyExists, codeServiceAlreadyExists, codeResourceInUse, codeDuplicateRequest:
-		return http.StatusConflict
-	default:
-		return http.StatusBadRequest
-	}
-}
+// status is the HTTP status AWS answers the code with: 400 for every
+// error of the API. Cloud Map's model (botocore servicediscovery,
+// aws-sdk-go-v2 service/servicediscovery) declares no status for any of
+// its errors, NotFound, AlreadyExists and ResourceInUse included, so AWS
+// answers them all with the protocol's client-error default; SDKs read
+// __type, and a client or proxy that reads the status sees what AWS sends.
+func (e *apiError) status() int { return http.StatusBadRequest }
 
 func writeError(w http.ResponseWriter, status int, e *apiError) {
 	b, _ := json.Marshal(e)

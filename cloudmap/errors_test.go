@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	sd "github.com/aws/aws-sdk-go-v2/service/servicediscovery"
 	"github.com/aws/aws-sdk-go-v2/service/servicediscovery/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/tollgate/tollgate/cloudmap"
 	"github.com/tollgate/tollgate/limiter/limitertest"
@@ -21,6 +22,14 @@ func isA[T error](t *testing.T, what string, err error) T {
 	var target T
 	if !errors.As(err, &target) {
 		t.Errorf("%s: %T %v, want %T", what, err, err, target)
+	}
+	// AWS answers every Cloud Map error 400: the model declares no
+	// other status for any of them (NotFound, AlreadyExists, ResourceInUse).
+	var re *smithyhttp.ResponseError
+	if !errors.As(err, &re) {
+		t.Errorf("%s: %v carries no HTTP response", what, err)
+	} else if re.HTTPStatusCode() != 400 {
+		t.Errorf("%s: HTTP %d, want 400", what, re.HTTPStatusCode())
 	}
 	return target
 }

@@ -68,10 +68,10 @@ func TestMadeUpKeysCannotDenyNamedAccounts(t *testing.T) {
 
 // Each account has AWS's per-account quota of 50 namespaces; the accounts
 // of unknown keys together hold at most UnknownBytes, and each at most
-// UnknownScopeBytes, while named accounts are never refused for it. Room
+// UnknownAccountBytes, while named accounts are never refused for it. Room
 // given back by a deletion can be taken again.
 func TestUnknownAccountsShareABoundedBudget(t *testing.T) {
-	r, err := cloudmap.New(cloudmap.Options{Limits: cloudmap.Limits{UnknownBytes: 64 << 10, UnknownScopeBytes: 16 << 10}})
+	r, err := cloudmap.New(cloudmap.Options{Limits: cloudmap.Limits{UnknownBytes: 64 << 10, UnknownAccountBytes: 16 << 10}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func squatAll(t *testing.T, urls []string) (int, []answer) {
 // named account still registers on either node. (Before, Redis took every
 // registration: 400 keys registered 38,400 instances, 392 MB in Redis.)
 func TestRedisMadeUpKeysShareTheBudget(t *testing.T) {
-	lim := cloudmap.Limits{UnknownBytes: 1 << 20, UnknownScopeBytes: 16 << 10}
+	lim := cloudmap.Limits{UnknownBytes: 1 << 20, UnknownAccountBytes: 16 << 10}
 	mem, err := cloudmap.New(cloudmap.Options{Limits: lim})
 	if err != nil {
 		t.Fatal(err)
@@ -144,12 +144,12 @@ func TestRedisMadeUpKeysShareTheBudget(t *testing.T) {
 	}
 }
 
-// One made-up key's account holds at most UnknownScopeBytes on Redis as in
+// One made-up key's account holds at most UnknownAccountBytes on Redis as in
 // memory, also when its registrations take turns on two nodes, each of
 // which brings its copy up to date from the other's changes: the same
 // registrations are accepted as in memory, then refused with its error.
 func TestRedisOneAccountsShareAcrossNodes(t *testing.T) {
-	lim := cloudmap.Limits{UnknownScopeBytes: 16 << 10}
+	lim := cloudmap.Limits{UnknownAccountBytes: 16 << 10}
 	mem, err := cloudmap.New(cloudmap.Options{Limits: lim})
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +222,7 @@ func updates(t *testing.T, urls []string, key string, n int) (int, answer) {
 // took no room, so each made-up key could hold 1,000 of them beyond its
 // share.)
 func TestOperationsCountInTheBudget(t *testing.T) {
-	lim := cloudmap.Limits{UnknownScopeBytes: 16 << 10}
+	lim := cloudmap.Limits{UnknownAccountBytes: 16 << 10}
 	mem, err := cloudmap.New(cloudmap.Options{Limits: lim})
 	if err != nil {
 		t.Fatal(err)

@@ -53,7 +53,9 @@ func (s Scope) normal() Scope {
 // or used by the autoscaler's registrations, or DefaultScope's) is bound
 // by nothing else, so no other caller can take its room. Accounts of
 // access keys nobody named can be made up at will, so they share one
-// bounded budget of memory, of which each may hold a part.
+// bounded budget of memory, of which each may hold a part in all its
+// regions together (UnknownAccountBytes): one key cannot fill it, however
+// many regions it signs for, and refuse the next.
 type Limits struct {
 	// Namespaces per scope; default 50 (AWS: "Namespaces per Region").
 	Namespaces int
@@ -76,9 +78,9 @@ type Limits struct {
 	// Options.Redis it is one budget, kept in Redis, for every node that
 	// shares it (give them all the same Limits).
 	UnknownBytes int64
-	// UnknownScopeBytes is what one such scope may hold of it; default
-	// 4 MiB.
-	UnknownScopeBytes int64
+	// UnknownAccountBytes is what one such account may hold of it, all
+	// its regions together; default 4 MiB.
+	UnknownAccountBytes int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -96,8 +98,8 @@ func (l Limits) withDefaults() Limits {
 	if l.UnknownBytes <= 0 {
 		l.UnknownBytes = 64 << 20
 	}
-	if l.UnknownScopeBytes <= 0 {
-		l.UnknownScopeBytes = 4 << 20
+	if l.UnknownAccountBytes <= 0 {
+		l.UnknownAccountBytes = 4 << 20
 	}
 	return l
 }
@@ -196,7 +198,7 @@ func New(opts Options) (*Registry, error) {
 			cacheBytes = 128 << 20
 		}
 		r.store = newRedisStore(redisConfig{client: opts.Redis, prefix: p, timeout: timeout, maxStale: maxStale, now: r.now,
-			budget: budget{max: r.lim.UnknownBytes, perScope: r.lim.UnknownScopeBytes}, cacheBytes: cacheBytes})
+			budget: budget{max: r.lim.UnknownBytes, perAccount: r.lim.UnknownAccountBytes}, cacheBytes: cacheBytes})
 	} else if opts.Durable != nil {
 		b, err := newBoltStore(r.lim, opts.Durable)
 		if err != nil {

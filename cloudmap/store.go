@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -25,26 +26,37 @@ type store interface {
 var errStoreConflict = errors.New("cloudmap: too many concurrent updates of one registry")
 
 // budget is the memory that the scopes of unknown accounts share: taken
-// as they grow, given back as they shrink. One scope may hold at most
-// perScope of it, so that no single made-up key fills it alone. code is
+// as they grow, given back as they shrink. One account may hold at most
+// perAccount of it across all its scopes (its regions), so that no single
+// made-up key fills it alone, in one region or in many; other is what the
+// account of the scope being changed holds in its other scopes. code is
 // the error code of the last check, for a store that learns only later
 // (the Redis store, when it reserves the room in Redis) that there was
 // none.
 type budget struct {
-	used, max, perScope int64
-	code                string
+	used, max, perAccount int64
+	other                 int64
+	code                  string
 }
 
 func (b *budget) check(size, n int64, code string) error {
 	b.code = code
 	switch {
-	case size+n > b.perScope:
-		return &apiError{Code: code, Message: "this account's registry is full: an account not named in the gateway's access_keys holds at most " +
-			strconv.FormatInt(b.perScope>>10, 10) + " KiB here"}
+	case b.other+size+n > b.perAccount:
+		return b.accountFull(code)
 	case b.used+n > b.max:
 		return b.full(code)
 	}
 	return nil
+}
+
+// accountFull is the error when the account's own share is taken.
+func (b *budget) accountFull(code string) error {
+	if code == "" {
+		code = codeResourceLimitExceeded
+	}
+	return &apiError{Code: code, Message: "this account's registry is full: an account not named in the gateway's access_keys holds at most " +
+		strconv.FormatInt(b.perAccount>>10, 10) + " KiB here, in all its regions together"}
 }
 
 // full is the error when the shared room is taken.
@@ -68,20 +80,35 @@ func (b *budget) give(n int64) { b.used -= n }
 
 // memStore holds every scope in memory, under one lock.
 type memStore struct {
-	mu     sync.RWMutex
-	scopes map[string]*state
-	known  map[string]bool // scopes of known accounts
-	budget budget
+	mu       sync.RWMutex
+	scopes   map[string]*state
+	known    map[string]bool  // scopes of known accounts
+	accounts map[string]int64 // what each unknown account holds of the budget, all its scopes together
+	budget   budget
 }
 
 func newMemStore(lim Limits) *memStore {
-	return &memStore{scopes: map[string]*state{}, known: map[string]bool{},
-		budget: budget{max: lim.UnknownBytes, perScope: lim.UnknownScopeBytes}}
+	return &memStore{scopes: map[string]*state{}, known: map[string]bool{}, accounts: map[string]int64{},
+		budget: budget{max: lim.UnknownBytes, perAccount: lim.UnknownAccountBytes}}
+}
+
+// accountOf is the account part of a scope's key (Scope.key).
+func accountOf(scope string) string {
+	a, _, _ := strings.Cut(scope, "/")
+	return a
+}
+
+// addAccount counts n more bytes (fewer when negative) for account.
+func (m *memStore) addAccount(account string, n int64) {
+	if m.accounts[account] += n; m.accounts[account] <= 0 {
+		delete(m.accounts, account)
+	}
 }
 
 func (m *memStore) update(_ context.Context, scope string, known bool, fn func(*state) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	acct := accountOf(scope)
 	s, ok := m.scopes[scope]
 	if known && !m.known[scope] {
 		// An account becomes known (named in access_keys, or the
@@ -89,6 +116,7 @@ func (m *memStore) update(_ context.Context, scope string, known bool, fn func(*
 		m.known[scope] = true
 		if ok {
 			m.budget.give(s.size)
+			m.addAccount(acct, -s.size)
 			s.budget = nil
 		}
 	}
@@ -101,19 +129,29 @@ func (m *memStore) update(_ context.Context, scope string, known bool, fn func(*
 			m.budget.used += s.size
 		}
 	}
+	before := int64(0) // what the scope held of its account's share
+	if ok {
+		before = s.size
+	}
+	if s.budget != nil {
+		m.budget.other = m.accounts[acct] - before
+	}
 	seq := s.Seq
 	err := fn(s)
 	if !ok {
 		if err == nil && s.Seq > seq {
 			m.scopes[scope] = s
-		} else if s.budget != nil {
-			m.budget.used -= s.size
+		} else {
+			if s.budget != nil {
+				m.budget.used -= s.size
+			}
+			return err
 		}
 	}
-	if err != nil {
-		return err
+	if s.budget != nil {
+		m.addAccount(acct, s.size-before)
 	}
-	return nil
+	return err
 }
 
 func (m *memStore) view(_ context.Context, scope string, _ bool, fn func(*state) error) error {

@@ -92,6 +92,7 @@ func (b *boltStore) load() error {
 			if !m.known[scope] {
 				s.budget = &m.budget
 				m.budget.used += s.size
+				m.addAccount(accountOf(scope), s.size)
 			}
 		}
 		return nil

@@ -46,6 +46,9 @@ func openDB(t *testing.T, dir string) *bolt.DB {
 // the same records, derived indexes, size and budget.
 func sameStates(t *testing.T, want, got *memStore) {
 	t.Helper()
+	if !reflect.DeepEqual(want.accounts, got.accounts) {
+		t.Fatalf("unknown accounts hold %v, reloaded %v", want.accounts, got.accounts)
+	}
 	if len(want.scopes) != len(got.scopes) || want.budget.used != got.budget.used {
 		t.Fatalf("%d scopes using %d budget bytes, reloaded as %d using %d", len(want.scopes), want.budget.used, len(got.scopes), got.budget.used)
 	}

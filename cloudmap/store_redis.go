@@ -59,7 +59,7 @@ type redisConfig struct {
 	timeout    time.Duration
 	maxStale   time.Duration
 	now        func() time.Time
-	budget     budget // max and perScope of the unknown accounts' room
+	budget     budget // max and perAccount of the unknown accounts' room
 	cacheBytes int64
 	client     goredis.UniversalClient
 }
@@ -210,13 +210,14 @@ func (r *redisStore) try(ctx context.Context, base, scope string, known bool, c 
 	s := c.s
 	var b *budget
 	if !known {
-		sum, own, err := r.budgetUsed(ctx, scope)
+		sum, own, account, err := r.budgetUsed(ctx, scope)
 		if err != nil {
 			return true, err
 		}
 		// The sum, with this scope at its size now (for a scope new to
-		// Redis, its own bytes, which it takes if it creates anything).
-		b = &budget{used: sum - own + s.size, max: r.budget.max, perScope: r.budget.perScope}
+		// Redis, its own bytes, which it takes if it creates anything),
+		// and what the account holds in its other regions.
+		b = &budget{used: sum - own + s.size, max: r.budget.max, perAccount: r.budget.perAccount, other: account - own}
 		s.budget = b
 		defer func() { s.budget = nil }()
 	}

@@ -7,14 +7,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/tollgate/tollgate/autoscale"
-	"github.com/tollgate/tollgate/quota"
 )
 
 // The defaults of the autoscale settings that the runtime applies (package
@@ -25,40 +23,8 @@ const (
 	DefaultMaxPending       = 1000
 	DefaultReadinessTimeout = 240 * time.Second
 	DefaultStopGrace        = 10 * time.Second
+	DefaultRolloutTimeout   = 5 * time.Minute
 )
-
-// Memory limits accepted by ParseBytes.
-const (
-	MinMemory = 4 << 20
-	MaxMemory = 1 << 40
-)
-
-// ParseBytes parses a memory size as Kubernetes and Cloud Run write it: a
-// whole number of bytes, or one with a suffix Ki, Mi, Gi, Ti (powers of
-// 1024) or k, M, G, T (powers of 1000): 512Mi, 1Gi, 256M. It must be
-// within [MinMemory, MaxMemory].
-func ParseBytes(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}}
-	num, mult := s, int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
-			break
-		}
-	}
-	bad := fmt.Errorf("%q is not a memory size in [4Mi, 1Ti] such as 512Mi", s)
-	if num == "" || len(num) > 13 || strings.TrimLeft(num, "0123456789") != "" {
-		return 0, bad
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n > MaxMemory/mult || n*mult < MinMemory {
-		return 0, bad
-	}
-	return n * mult, nil
-}
 
 // Autoscale is how a service's instances are run and scaled (SPEC §3): the
 // process contract of a Cloud Run container, run on this machine.
@@ -97,6 +63,12 @@ type Autoscale struct {
 	// MaxPending bounds the requests waiting for an instance
 	// (max_pending); 0 means the pool's default (1,000).
 	MaxPending int
+	// RolloutTimeout bounds how long a revision whose share grows (a new
+	// command, or a traffic change) may take to get its instances ready
+	// (rollout_timeout, 1s to 1h); with none ready by then the traffic
+	// stays where it was, as on Cloud Run. 0 means the pool's default
+	// (5 min).
+	RolloutTimeout time.Duration
 	// Memory limits each instance's memory in bytes (memory: 512Mi);
 	// 0 means no limit. With Engine.CPUsPerInstance set (cpus), both are
 	// enforced through a cgroup v2 per instance where tollgate can.
@@ -192,62 +164,6 @@ func (p *parser) strings(n *yaml.Node, field string) ([]string, bool) {
 		out = append(out, s)
 	}
 	return out, ok
-}
-
-func (p *parser) route(n *yaml.Node, path string) (*quota.Route, bool) {
-	r := &quota.Route{}
-	ok := true
-	p.fields(n, path, map[string]func(k, v *yaml.Node, f string){
-		"path_prefix": func(_, v *yaml.Node, f string) {
-			s, good := p.str(v, f)
-			if !good {
-				ok = false
-				return
-			}
-			trimmed := strings.TrimSuffix(s, "/")
-			switch {
-			case !strings.HasPrefix(s, "/") || strings.ContainsAny(s, "?#% \t") || strings.Contains(s, "//"):
-				p.errorf(v, f, "%q is not a path such as /hello/", s)
-				ok = false
-			case slices.ContainsFunc(reservedPaths, func(r string) bool {
-				return trimmed == r || strings.HasPrefix(trimmed, r+"/") || (trimmed != "" && strings.HasPrefix(r, trimmed+"/"))
-			}):
-				p.errorf(v, f, "%q overlaps tollgate's own endpoints (%s)", s, strings.Join(reservedPaths, ", "))
-				ok = false
-			default:
-				r.PathPrefix = s
-			}
-		},
-		"strip_prefix": func(_, v *yaml.Node, f string) {
-			var b bool
-			if v.Kind != yaml.ScalarNode || v.Decode(&b) != nil {
-				p.errorf(v, f, "want true or false, got %s", kindName(v))
-				ok = false
-				return
-			}
-			r.StripPrefix = b
-		},
-		"host": func(_, v *yaml.Node, f string) {
-			s, good := p.str(v, f)
-			if good && !hostName.MatchString(s) {
-				p.errorf(v, f, "%q is not a host name such as hello.example.com (no port)", s)
-				good = false
-			}
-			if !good {
-				ok = false
-				return
-			}
-			r.Host = strings.ToLower(s)
-		},
-	})
-	if n.Kind != yaml.MappingNode || !ok {
-		return nil, false
-	}
-	if strings.TrimSuffix(r.PathPrefix, "/") == "" && r.Host == "" {
-		p.errorf(n, path, "give a path_prefix other than / or a host: a route for every request would shadow the AWS endpoint")
-		return nil, false
-	}
-	return r, true
 }
 
 func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
@@ -386,6 +302,11 @@ func (p *parser) autoscale(n *yaml.Node, path string) (*Autoscale, bool) {
 			a.RequestTimeout = d
 		},
 		"max_pending": whole(&a.MaxPending, 1, 1_000_000),
+		"rollout_timeout": func(_, v *yaml.Node, f string) {
+			d, good := p.duration(v, f, time.Second, time.Hour)
+			ok = ok && good
+			a.RolloutTimeout = d
+		},
 		"memory": func(_, v *yaml.Node, f string) {
 			str, good := p.str(v, f)
 			if good {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/quota"
 )
 
 func TestParseAutoscaleService(t *testing.T) {
@@ -35,6 +37,7 @@ func TestParseAutoscaleService(t *testing.T) {
       termination_grace_period: 3s
       request_timeout: 10m
       max_pending: 50
+      rollout_timeout: 2m
   - preset: ecs
     autoscale: {command: sh, env: {MODE: ecs}}
 `))
@@ -55,11 +58,12 @@ func TestParseAutoscaleService(t *testing.T) {
 		a.Readiness != (Readiness{"/healthz", 20 * time.Second}) {
 		t.Fatalf("engine: %+v", a)
 	}
-	if a.RequestTimeout != 10*time.Minute || a.MaxPending != 50 {
-		t.Fatalf("request bounds: %v %d", a.RequestTimeout, a.MaxPending)
+	if a.RequestTimeout != 10*time.Minute || a.MaxPending != 50 || a.RolloutTimeout != 2*time.Minute {
+		t.Fatalf("request bounds: %v %d %v", a.RequestTimeout, a.MaxPending, a.RolloutTimeout)
 	}
 	ecs, _ := cfg.Quota.Service("ecs")
-	if !ecs.Autoscaled || cfg.Autoscale["ecs"] == nil || ecs.Route != nil || len(ecs.Categories) != 23 { // 20 and Fargate's 3
+	preset, _ := quota.Preset("ecs")
+	if !ecs.Autoscaled || cfg.Autoscale["ecs"] == nil || ecs.Route != nil || len(ecs.Categories) != len(preset.Categories) {
 		t.Fatalf("ecs preset with a pool: %+v", ecs)
 	}
 	if got, ok := s.Route.Match("x", "/hello/a/b"); !ok || got != "/a/b" {
@@ -79,7 +83,7 @@ func TestParseAutoscaleService(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"route: host any, path prefix /hello/, strip prefix true", `autoscaled: ["./bin/hello" "--flag" "x"]`, "1–5 instances, max concurrency 8", "1 CPU per instance,",
-		"limits: request timeout 10m0s (pending wait included), max pending 50, readiness timeout 20s, termination grace 3s",
+		"limits: request timeout 10m0s (pending wait included), max pending 50, readiness timeout 20s, termination grace 3s, rollout timeout 2m0s",
 		"pending wait: max(10s, 3.5 × expected cold start), then 429 at max instances; initial cold start 2s (until one is measured)"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
@@ -134,6 +138,8 @@ func TestParseAutoscaleErrors(t *testing.T) {
 			"c.yaml:5:5: services[1].route: the same route as service \"a\""},
 		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, request_timeout: 2h, max_pending: 0}\n",
 			"c.yaml:4:47: services[0].autoscale.request_timeout: \"2h\" is not a duration in [1s, 1h0m0s] such as 30s\nc.yaml:4:64: services[0].autoscale.max_pending: 0 not in [1, 1000000]"},
+		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, rollout_timeout: 0s}\n",
+			"c.yaml:4:47: services[0].autoscale.rollout_timeout: \"0s\" is not a duration in [1s, 1h0m0s] such as 30s"},
 		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, gpu: 1, idle_timeout: 15m}\n",
 			"c.yaml:4:52: services[0].autoscale.idle_timeout: 15m0s is over 10m0s: with gpu (line 4), instances are kept idle 10 minutes at most"},
 		{"services:\n  - name: a\n    route: {host: a.example}\n    autoscale: {command: sh, gpu: 9}\n",

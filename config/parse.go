@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/internal/suggest"
 	"github.com/tollgate/tollgate/internal/yamlfield"
 	"github.com/tollgate/tollgate/quota"
@@ -98,6 +99,8 @@ var (
 //	    category: cluster-read
 //	    capacity: 100
 //	    refill_per_second: 40
+//	regions: [aws, onprem-east-1]    # served regions: partitions (aws, aws-cn, aws-us-gov, …) and/or
+//	                                 #   region names; default every region of AWS's partitions
 //	access_keys:                     # access key id -> account id
 //	  AKIAIOSFODNN7EXAMPLE: "123456789012"
 //	store:                           # where bucket state lives (default: memory)
@@ -189,6 +192,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 	var sq ServiceQuotas
 	var auth Auth
 	var servicesNode *yaml.Node
+	var regions *awsjson.Regions // nil: every AWS region
+	regionsGiven := false
 	p.fields(root, "", map[string]func(k, v *yaml.Node, f string){
 		"services": func(_, v *yaml.Node, f string) {
 			servicesNode = v
@@ -269,6 +274,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 				p.errorf(storeTLS, f+".tls", "the store URL %s is not a TLS URL: use rediss:// (or rediss+cluster://, rediss+sentinel://) with a tls section", strings.SplitN(store.URL, ":", 2)[0]+"://")
 			}
 		},
+		"regions":        func(_, v *yaml.Node, f string) { regions, regionsGiven = p.regions(v, f), true },
 		"rls":            func(_, v *yaml.Node, f string) { rls = p.rls(v, f) },
 		"service_quotas": func(_, v *yaml.Node, f string) { sq = p.serviceQuotas(v, f) },
 		"auth": func(_, v *yaml.Node, f string) {
@@ -367,6 +373,14 @@ func (p *parser) config(root *yaml.Node) *Config {
 		}
 		seen[k] = true
 	}
+	if !regionsGiven || regions != nil { // a bad list is reported already
+		for _, at := range overrideAt {
+			p.checkRegion(regions, at.node, at.path)
+		}
+		for _, at := range p.cloudMaps {
+			p.checkCloudMapRegion(regions, at.n, at.field)
+		}
+	}
 	if len(p.w.Errs) > 0 {
 		return nil
 	}
@@ -375,6 +389,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		p.errorf(root, "", "%v", err)
 		return nil
 	}
+	policy = policy.WithRegions(regions)
 	cfg := &Config{File: p.file, Quota: policy, Store: store, RLS: rls, ServiceQuotas: sq, Auth: auth}
 	for i, a := range scales {
 		if a != nil {

@@ -184,6 +184,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("services: [{name: k, route: {host: k.example}, autoscale: {kubernetes: {namespace: n, deployment: d, port: 8080}}}]"))
 	f.Add([]byte("services:\n  - name: h\n    route: {path_prefix: /h/, strip_prefix: true}\n    autoscale: {command: [sh], env: {A: b}, max_instances: 2, idle_timeout: 5s}\n"))
 	f.Add([]byte("services:\n  - name: h\n    route: {host: h.example}\n    autoscale: {command: sh, liveness: {path: /healthz, period: 2s, timeout: 1s, failure_threshold: 2, initial_delay: 0s}}\n"))
+	f.Add([]byte("services: [{preset: ecs}]\nregions: [aws-cn, onprem-1]\noverrides: [{service: ecs, account: a, region: onprem-1, category: cluster-read, capacity: 1, refill_per_second: 1}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)
 		if err != nil {

@@ -18,6 +18,8 @@ import (
 func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale) {
 	var (
 		preset, name, prefix, signing, upstream string
+		defaultCategory                         string
+		defaultNode                             *yaml.Node
 		throttle                                quota.Throttle
 		hasThrottle                             bool
 		route                                   *quota.Route
@@ -100,6 +102,14 @@ func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale)
 			}
 			upstream = s
 		},
+		"default_category": func(_, v *yaml.Node, f string) {
+			defaultNode = v
+			if c, good := p.name(v, f, namePattern, "category name"); good {
+				defaultCategory = c
+			} else {
+				fail()
+			}
+		},
 		"throttle": func(_, v *yaml.Node, f string) {
 			set["throttle"] = true
 			hasThrottle = true
@@ -121,8 +131,8 @@ func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale)
 				},
 				"status": func(_, v *yaml.Node, f string) {
 					st, good := p.integer(v, f)
-					if good && (st < 400 || st > 499) {
-						p.errorf(v, f, "status %d must be a 4xx", st)
+					if good && (st < 400 || st > 499) && st != 503 {
+						p.errorf(v, f, "status %d must be a 4xx, or 503 (as EC2 answers RequestLimitExceeded)", st)
 						good = false
 					}
 					if !good {
@@ -176,6 +186,9 @@ func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale)
 		if scale != nil && !p.checkTrafficNames(scale, s.Name) {
 			return nil, nil
 		}
+		if !p.defaultCategory(s, defaultNode, path, defaultCategory) {
+			return nil, nil
+		}
 		s.Upstream, s.Route, s.Autoscaled = upstream, route, scale != nil
 		return s, scale
 	}
@@ -220,12 +233,38 @@ func (p *parser) service(n *yaml.Node, path string) (*quota.Service, *Autoscale)
 		p.errorf(n, path, "%v", err)
 		return nil, nil
 	}
+	if !p.defaultCategory(s, defaultNode, path, defaultCategory) {
+		return nil, nil
+	}
 	s.TargetPrefix, s.SigningName, s.Throttle, s.Upstream = prefix, signing, throttle, upstream
 	s.Route, s.Autoscaled = route, scale != nil
 	if s.SigningName == "" {
 		s.SigningName = name
 	}
 	return s, scale
+}
+
+// defaultCategory sets s's DefaultCategory from the service's
+// default_category field (at node v, when given): a category of s, or
+// "none" for none.
+func (p *parser) defaultCategory(s *quota.Service, v *yaml.Node, path, name string) bool {
+	if v == nil {
+		return true
+	}
+	if name == "none" {
+		s.DefaultCategory = ""
+		return true
+	}
+	var names []string
+	for _, c := range s.Categories {
+		names = append(names, c.Name)
+	}
+	if !slices.Contains(names, name) {
+		p.errorf(v, joinField(path, "default_category"), "%v %q of service %s%s (or none)", quota.ErrUnknownCategory, name, s.Name, suggest.DidYouMean(name, names))
+		return false
+	}
+	s.DefaultCategory = name
+	return true
 }
 
 func (p *parser) category(n *yaml.Node, path string) *quota.Category {

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,9 +50,10 @@ func (c *Config) WriteTable(w io.Writer) error {
 			fmt.Fprintf(tw, "  autoscaled: %s; %d–%d instances, max concurrency %d, %g %s per instance, targets CPU %g concurrency %g, idle timeout %v\n",
 				runs, e.MinInstances, e.MaxInstances, e.MaxConcurrency,
 				e.CPUsPerInstance, cpus, e.CPUTarget, e.ConcurrencyTarget, e.IdleTimeout)
-			fmt.Fprintf(tw, "  limits: request timeout %v (pending wait included), max pending %d, readiness timeout %v, termination grace %v\n",
+			fmt.Fprintf(tw, "  limits: request timeout %v (pending wait included), max pending %d, readiness timeout %v, termination grace %v, rollout timeout %v (traffic stays where it was if no instance of a new revision is ready by then)\n",
 				orDuration(a.RequestTimeout, DefaultRequestTimeout), orInt(a.MaxPending, DefaultMaxPending),
-				orDuration(a.Readiness.Timeout, DefaultReadinessTimeout), orDuration(a.StopGrace, DefaultStopGrace))
+				orDuration(a.Readiness.Timeout, DefaultReadinessTimeout), orDuration(a.StopGrace, DefaultStopGrace),
+				orDuration(a.RolloutTimeout, DefaultRolloutTimeout))
 			if l := a.Liveness; l != nil {
 				fmt.Fprintf(tw, "  liveness: GET %s every %v (first %v after ready), timeout %v, unhealthy after %d failures in a row: replaced, over max instances if need be, and stopped once its requests finish (at most the request timeout or %v)\n",
 					l.Path, l.Period, l.InitialDelay+l.Period, l.Timeout, l.FailureThreshold, MaxOverMaxGrace)
@@ -70,7 +72,21 @@ func (c *Config) WriteTable(w io.Writer) error {
 		if len(s.Categories) == 0 {
 			continue
 		}
+		if s.Source != "" {
+			fmt.Fprintf(tw, "  source: %s\n", s.Source)
+		}
 		fmt.Fprintf(tw, "  throttled: HTTP %d %s %q\n", s.Throttle.HTTPStatus, s.Throttle.Code, s.Throttle.Message)
+		if len(s.ThrottleCodes) > 0 {
+			fmt.Fprintf(tw, "  also logged as: %s\n", strings.Join(s.ThrottleCodes, ", "))
+		}
+		if s.DefaultCategory != "" {
+			fmt.Fprintf(tw, "  operations not listed: %s (with an upstream)\n", s.DefaultCategory)
+		}
+		if aliases := s.Aliases(); len(aliases) > 0 {
+			for _, a := range slices.Sorted(maps.Keys(aliases)) {
+				fmt.Fprintf(tw, "  alias: %s = %s\n", a, aliases[a])
+			}
+		}
 		if s.Upstream != "" {
 			fmt.Fprintf(tw, "  upstream: %s\n", s.Upstream)
 		}
@@ -80,8 +96,16 @@ func (c *Config) WriteTable(w io.Writer) error {
 			if len(cat.Actions) == 0 && cat.DrawnBy != "" {
 				actions = "(" + cat.DrawnBy + ")"
 			}
+			if cat.PerAction {
+				actions += " [each action its own bucket]"
+			}
 			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", cat.Name, cat.Limit.Capacity(),
 				strconv.FormatFloat(cat.Limit.RefillPerSecond(), 'f', -1, 64), actions)
+		}
+		for _, cat := range s.Categories {
+			if cat.Source != "" {
+				fmt.Fprintf(tw, "  %s: %s\n", cat.Name, cat.Source)
+			}
 		}
 		for _, cat := range s.Categories {
 			if t := cat.Throttle; t != nil {
@@ -105,6 +129,7 @@ func (c *Config) WriteTable(w io.Writer) error {
 	if n := c.Quota.AccessKeys(); n > 0 {
 		fmt.Fprintf(tw, "\n%d access keys mapped to accounts\n", n)
 	}
+	fmt.Fprintf(tw, "\n%s\n", regionsLine(c.Quota.Regions()))
 	return tw.Flush()
 }
 

@@ -55,8 +55,15 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	}
 	cat, ok := svc.CategoryOf(action)
 	if !ok {
+		// An operation newer than the table: with an upstream to answer
+		// it, passed through under the service's default category.
+		if _, proxied := pol.proxies[svc.Name]; proxied {
+			cat, ok = svc.CategoryOrDefault(action)
+		}
+	}
+	if !ok {
 		awsjson.WriteError(w, http.StatusBadRequest, "UnknownOperationException",
-			"unknown operation "+action+" of service "+svc.Name)
+			unknownOperationMessage(svc, action, pol.proxies[svc.Name] != nil))
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); !awsjson.IsContentType(ct) {
@@ -81,6 +88,14 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	if svc.SigningName != "" && cred.Service != svc.SigningName {
 		awsjson.WriteError(w, http.StatusBadRequest, "IncompleteSignatureException",
 			"credential scope service "+clip(cred.Service)+" does not match "+strconv.Quote(svc.SigningName))
+		return
+	}
+	if !pol.cfg.ServesRegion(cred.Region) {
+		// Before the body is read or the signature checked: a region
+		// nobody serves opens no bucket and reaches no API.
+		e := awsjson.RegionError(cred.Region)
+		g.metrics.authFails.WithLabelValues(e.Code).Inc()
+		e.Write(w)
 		return
 	}
 	cost := g.bodyCost(r)
@@ -135,7 +150,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		key     quota.Key
 	)
 	if len(charges) <= 1 {
-		key = quota.Key{Service: svc.Name, Account: account, Region: cred.Region, Category: cat.Name}
+		key = quota.Key{Service: svc.Name, Account: account, Region: cred.Region, Category: svc.BucketName(cat, action)}
 		limit, _ := g.limitOf(pol.cfg, key)
 		d, err = g.limiter.Take(r.Context(), key.String(), limit, 1)
 		g.metrics.observe(pol.counters[cat], d.Allowed, err, time.Since(start))
@@ -195,3 +210,16 @@ var clip = awsjson.Clip
 
 // maxEcho is the most of a client's input an error message quotes.
 const maxEcho = awsjson.MaxEcho
+
+// unknownOperationMessage says why an operation was refused, and what
+// would pass it: an upstream, or a default category.
+func unknownOperationMessage(svc *quota.Service, action string, proxied bool) string {
+	msg := "unknown operation " + clip(action) + " of service " + svc.Name
+	switch {
+	case !proxied:
+		return msg + " (with an upstream: tollgate passes operations it does not know through under the service's default_category)"
+	case svc.DefaultCategory == "":
+		return msg + " (set the service's default_category to pass it through to the upstream)"
+	}
+	return msg
+}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/quota"
 )
@@ -36,7 +35,7 @@ func (g *Gateway) resolveBatched(cfg *quota.Config, req *TakeRequest, kinds *[]t
 		if k.service != req.Service || k.action != req.Action || k.category != req.Category {
 			continue
 		}
-		if !quota.ValidAccount(req.Account) || !awsjson.ValidRegion(req.Region) {
+		if !quota.ValidAccount(req.Account) || !cfg.ServesRegion(req.Region) {
 			break // resolve writes the error
 		}
 		return g.resolveBucket(cfg, req, k.svc, k.cat)

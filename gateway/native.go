@@ -260,6 +260,9 @@ func (g *Gateway) resolve(cfg *quota.Config, req *TakeRequest) (resolved, error)
 	if !awsjson.ValidRegion(req.Region) {
 		return r, &fieldError{"region", "missing or not 1-64 lowercase letters, digits or '-'"}
 	}
+	if !cfg.ServesRegion(req.Region) {
+		return r, &fieldError{"region", "region " + clip(req.Region) + " is not served: not one of AWS's regions or the config's regions list" + suggest.DidYouMean(req.Region, cfg.Regions().Names())}
+	}
 	switch {
 	case req.Action != "" && req.Category != "":
 		return r, &fieldError{"action", "give action or category, not both"}
@@ -286,7 +289,13 @@ func (g *Gateway) resolve(cfg *quota.Config, req *TakeRequest) (resolved, error)
 // region and category are valid: its bucket, limit and tokens.
 func (g *Gateway) resolveBucket(cfg *quota.Config, req *TakeRequest, svc *quota.Service, cat *quota.Category) (resolved, error) {
 	r := resolved{svc: svc, cat: cat}
-	r.key = quota.Key{Service: svc.Name, Account: req.Account, Region: req.Region, Category: r.cat.Name}
+	name := cat.Name
+	if cat.PerAction { // each action its own bucket: EC2's
+		if name = req.Category; req.Action != "" {
+			name = svc.BucketName(cat, req.Action)
+		}
+	}
+	r.key = quota.Key{Service: svc.Name, Account: req.Account, Region: req.Region, Category: name}
 	r.limit, _ = g.limitOf(cfg, r.key)
 	r.tokens = 1
 	if req.Tokens != nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -14,11 +15,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	sqapi "github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/chromedp/chromedp"
 
 	"github.com/tollgate/tollgate/internal/browsertest"
 	"github.com/tollgate/tollgate/limiter/limitertest"
 	"github.com/tollgate/tollgate/liveview"
+	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/servicequotas"
 )
 
 // ScreenshotsEnv names a directory where the browser tests also save their
@@ -121,7 +127,32 @@ func TestUIInBrowser(t *testing.T) {
 	clock := limitertest.NewClock()
 	svc := &fakeScaler{}
 	rec := liveview.New(liveview.Options{Services: svc.sample})
-	_, srv := newTestServer(t, clock, Options{AdminToken: "tok", Live: rec})
+	// The Service Quotas API beside ECS, so that the page shows its
+	// quota increase requests panel, with two requests waiting.
+	ecsSvc, _ := quota.Preset("ecs")
+	sqSvc, _ := quota.Preset("servicequotas")
+	cfg, err := quota.NewConfig([]*quota.Service{ecsSvc, sqSvc}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quotas, err := servicequotas.New(servicequotas.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, srv := newTestServer(t, clock, Options{Config: cfg, AdminToken: "tok", Live: rec,
+		Handlers: map[string]http.Handler{"servicequotas": quotas}, Limits: quotas, AdminHandlers: quotas.AdminHandlers()})
+	for _, r := range []struct {
+		account, category string
+		kind              servicequotas.Kind
+		desired           float64
+	}{{"999900001111", "cluster-read", servicequotas.Burst, 100}, {"555500006666", "cluster-modify", servicequotas.Rate, 5}} {
+		client := sqapi.New(sqapi.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+			Credentials: credentials.NewStaticCredentialsProvider(r.account, "x", ""), Retryer: aws.NopRetryer{}})
+		if _, err := client.RequestServiceQuotaIncrease(context.Background(), &sqapi.RequestServiceQuotaIncreaseInput{ServiceCode: aws.String("ecs"),
+			QuotaCode: aws.String(servicequotas.QuotaCode("ecs", r.category, r.kind)), DesiredValue: aws.Float64(r.desired)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// Ten minutes of load on the store's fake clock, each second closed
 	// with a tick stamped on the wall clock (so the page's times read
@@ -135,12 +166,13 @@ func TestUIInBrowser(t *testing.T) {
 		rec.Tick(base.Add(time.Duration(s) * time.Second))
 	}
 
-	err := chromedp.Do(br.Ctx,
+	err = chromedp.Do(br.Ctx,
 		chromedp.Navigate(srv.URL+"/ui/"),
 		chromedp.WaitVisible("#login"),
 		chromedp.SendKeys("#token", "tok"),
 		chromedp.Click(`#login button[type="submit"]`),
 		chromedp.WaitVisible("#live"),
+		chromedp.WaitVisible("#requests"),
 	)
 	if err != nil {
 		t.Fatal(err)

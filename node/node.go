@@ -319,8 +319,8 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 		AdminHandlers: withAdmin(map[string]http.Handler{
 			"GET /v1/admin/pools":                     pools.AdminHandler(),
 			"GET /v1/admin/pools/{service}/revisions": pools.RevisionsHandler(),
-			"PUT /v1/admin/pools/{service}/traffic":   pools.RevisionsHandler(),
-			"POST /v1/admin/pools/{service}/traffic":  pools.RevisionsHandler(),
+			"PUT /v1/admin/pools/{service}/traffic":   pools.TrafficHandler(),
+			"POST /v1/admin/pools/{service}/traffic":  pools.TrafficHandler(),
 			"GET /v1/admin/state/export":              stateExport{durable},
 		}, quotas.AdminHandlers()),
 	})

@@ -143,6 +143,7 @@ func (b pools) specs(cfg *config.Config) ([]pool.ServiceSpec, error) {
 
 			RequestTimeout: a.RequestTimeout,
 			MaxPending:     a.MaxPending,
+			RolloutTimeout: a.RolloutTimeout,
 			Traffic:        traffic(a),
 			Sticky:         sticky(a),
 			Bound:          bound,

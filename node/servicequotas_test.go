@@ -87,11 +87,17 @@ func TestAdminIndexHelpsWithEveryEndpoint(t *testing.T) {
 		t.Fatalf("GET /v1/admin/: %s %v", resp.Status, err)
 	}
 	seen := map[string]bool{}
+	help := map[string]string{}
 	for _, e := range index.Endpoints {
 		seen[e.Path] = true
+		help[e.Path] = e.Help
 		if e.Help == "" || strings.Contains(e.Help, "Options.AdminHandlers") {
 			t.Errorf("%s: help %q", e.Path, e.Help)
 		}
+	}
+	// The traffic routes have their own line, not the revisions listing's.
+	if rev, tr := help["GET /v1/admin/pools/{service}/revisions"], help["PUT /v1/admin/pools/{service}/traffic"]; rev == tr || !strings.Contains(tr, "traffic") {
+		t.Errorf("the revisions route and the traffic route share, or lack, their help: %q, %q", rev, tr)
 	}
 	for _, p := range []string{"GET /v1/admin/pools", "POST /v1/admin/servicequotas/requests/{id}/approve", "PUT /v1/admin/servicequotas/applied"} {
 		if !seen[p] {

@@ -117,7 +117,7 @@ func TestTrafficThroughConfigAndAdmin(t *testing.T) {
 	writeFile(t, dir, "tollgate.yaml", trafficConfig(bin, "two",
 		"        - {revision: hello-00001, percent: 50}\n        - {revision: hello-00009, percent: 50}\n"))
 	status, a := adminReload(t, n)
-	if status != 422 || len(a.Errors) != 1 || !strings.Contains(a.Errors[0], "tollgate.yaml:11:22: services[0].autoscale.traffic[1].revision: revision \"hello-00009\" is not running") {
+	if status != 422 || len(a.Errors) != 1 || !strings.Contains(a.Errors[0], "tollgate.yaml:11:22: services[0].autoscale.traffic[1].revision: revision \"hello-00009\" is neither running nor kept") {
 		t.Fatalf("reload naming hello-00009: %d %+v", status, a)
 	}
 	if got := revisionOf(t, n, "canary"); got != "hello-00002" {

@@ -170,6 +170,7 @@ func (p *Pool) addBound(svc *service, s ServiceSpec) error {
 		if b.Latest {
 			continue
 		}
+		svc.kept = slices.DeleteFunc(svc.kept, func(k keptRevision) bool { return k.name == b.Name })
 		bs := s
 		bs.Runner = b.Runner
 		rv, err := p.newRevision(svc, bs, s.Engine, b.Name)

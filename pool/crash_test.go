@@ -1,9 +1,13 @@
 package pool
 
 import (
+	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/autoscale"
 )
@@ -91,5 +95,38 @@ func TestRemainingBackoffCountsFromTheFailure(t *testing.T) {
 		if got := remainingBackoff(c.failures, c.since); got != c.want {
 			t.Errorf("remainingBackoff(%d, %v) = %v, want %v", c.failures, c.since, got, c.want)
 		}
+	}
+}
+
+// TestCrashLogCountsEveryFailedRequest: two requests run on the only
+// instance when it crashes; both get 502, and the crash's log line
+// counts both (it said 1: the proxy answered one before the engine
+// was told, which then no longer counted it).
+func TestCrashLogCountsEveryFailedRequest(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	p := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Registry: prometheus.NewRegistry()})
+	r := &serverRunner{tag: "v1"}
+	if err := p.Apply([]ServiceSpec{{Name: "s", Runner: r, Engine: autoscale.Config{MaxConcurrency: 2, MaxInstances: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	runPool(t, p)
+	codes := make(chan int, 2)
+	for range 2 {
+		go func() {
+			code, _, _ := get(t, p.Handler("s"), "/?sleep=30s")
+			codes <- code
+		}()
+	}
+	eventually(t, 10*time.Second, "the two requests never ran together", func() bool { return r.serving() == 2 })
+	r.all()[0].crash()
+	for range 2 {
+		if c := <-codes; c != http.StatusBadGateway {
+			t.Fatalf("a request on the crashed instance: %d, want 502", c)
+		}
+	}
+	eventually(t, 10*time.Second, "no crash line", func() bool { return strings.Contains(logs.String(), "instance exited on its own") })
+	if l := logs.String(); !strings.Contains(l, "requests_failed=2") {
+		t.Fatalf("the crash line does not count 2 failed requests:\n%s", l)
 	}
 }

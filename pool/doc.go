@@ -82,8 +82,11 @@
 // liveness checks and grace period) makes a new revision, named as Knative names them
 // (hello-00001, hello-00002, ...): it starts as many instances as the
 // serving revisions' recommendations call for, times its share (at least
-// one), and becomes the latest ready revision once they are ready, or
-// after Options.RolloutTimeout (logged).
+// one whatever its share), and becomes the latest ready revision once
+// they are ready, or at the rollout timeout (ServiceSpec.RolloutTimeout)
+// if at least one is. A revision with no instance ready by then has
+// failed, as on Cloud Run: traffic stays where it was, and the log,
+// tollgate_pool_rollouts_total and RevisionStatus.State say so.
 //
 // # Traffic
 //
@@ -94,13 +97,18 @@
 // revision by a Host TAG---... or TagHeader. Each revision has its own
 // engine, instances, windows and bounds. The pool keeps running the
 // latest revision, the latest ready one and those the traffic names or
-// tags (at most MaxRevisions in all); the others drain and stop, so a revision
-// named by a later traffic block must still be running.
+// tags (at most MaxRevisions in all); the others drain and stop, and are
+// kept retired as Knative keeps revisions (KeepMinRevisions and the other
+// bounds): a later traffic block naming one runs it again, so a rollback
+// is a traffic change. Tags match in any case, as DNS names do.
 //
 // A change that gives a revision a larger share is a warm rollout: the
 // revision is first started up to the instances its new share needs, and
-// the split moves once they are ready or after the rollout timeout; the
-// log says, at each step, how many were needed and ready. A revision left
+// the split moves once they are ready, or at the rollout timeout if each
+// has at least one, and otherwise stays (SetTraffic's error wraps
+// ErrNotReady); the log says, at each step, how many were needed and
+// ready. A revision that takes all the traffic carries the load history
+// of those it takes it from. A revision left
 // without traffic drains by its requests in flight, within its request
 // timeout and MaxOverMaxGrace; meanwhile the service may run beyond its
 // max instances, which the log and tollgate_pool_instances_over_max

@@ -53,6 +53,8 @@ type instance struct {
 	name     string
 	stop     chan struct{} // closed when the engine stops it
 	stopOnce sync.Once
+	gone     chan struct{} // closed once the engine was told it exited on its own (revision.gone)
+	goneOnce sync.Once
 	launched time.Time
 	killed   atomic.Pointer[string] // why the pool stopped it with requests in flight
 
@@ -140,6 +142,7 @@ func (rv *revision) launch(id autoscale.InstanceID) {
 		id:       id,
 		name:     rv.name + "-" + strconv.Itoa(rv.nextInst),
 		stop:     make(chan struct{}),
+		gone:     make(chan struct{}),
 		launched: time.Now(),
 	}
 	rv.insts[id] = in
@@ -199,6 +202,7 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 	in.cpuLast, in.cpuOK = run.CPUTime()
 	in.cpuAt = now
 	rv.startErr = ""
+	rv.becameReady = true
 	ev, err := rv.eng.InstanceReady(now, in.id)
 	if err == nil {
 		if !rv.retiring {
@@ -334,6 +338,13 @@ func (rv *revision) gone(in *instance, run Instance, why error) {
 	failures := rv.failures
 	failed := len(ev.Failed)
 	rv.mu.Unlock()
+	// The proxy answers a request that failed on it only now (see its
+	// ErrorHandler), so the engine counted it in ev.Failed.
+	in.goneOnce.Do(func() {
+		if in.gone != nil {
+			close(in.gone)
+		}
+	})
 	rv.m.forget(in.name)
 	if quiet {
 		return

@@ -23,6 +23,7 @@ type metrics struct {
 	backoff     *prometheus.GaugeVec     // service
 	refused     *prometheus.CounterVec   // service, reason
 	sharers     *prometheus.GaugeVec     // service
+	rollouts    *prometheus.CounterVec   // service, revision, outcome
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -86,8 +87,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "tollgate_pool_instance_sharers",
 		Help: "tollgate replicas sharing each instance (pods behind several replicas); this replica may send an instance max_concurrency divided by it.",
 	}, []string{"service", "revision"})
+	m.rollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tollgate_pool_rollouts_total",
+		Help: "Rollouts of a revision (a new revision, or a traffic change growing its share) by outcome: ready (traffic moved), short (moved with fewer ready instances than its share needs, at the rollout timeout), failed (no instance ready within the rollout timeout: traffic stayed where it was).",
+	}, []string{"service", "revision", "outcome"})
 	reg.MustRegister(m.instances, m.recommended, m.driver, m.pending, m.inFlight, m.rejected,
-		m.coldStart, m.pendingWait, m.concurrency, m.cpu, m.exits, m.backoff, m.refused, m.sharers)
+		m.coldStart, m.pendingWait, m.concurrency, m.cpu, m.exits, m.backoff, m.refused, m.sharers, m.rollouts)
 	return m
 }
 
@@ -103,6 +108,7 @@ type serviceMetrics struct {
 	backoff     prometheus.Gauge
 	refused     *prometheus.CounterVec // reason
 	sharers     prometheus.Gauge
+	rollouts    *prometheus.CounterVec // outcome
 }
 
 func (m *metrics) revision(service, revision string) *serviceMetrics {
@@ -118,6 +124,7 @@ func (m *metrics) revision(service, revision string) *serviceMetrics {
 		backoff:     m.backoff.With(l),
 		refused:     m.refused.MustCurryWith(l),
 		sharers:     m.sharers.With(l),
+		rollouts:    m.rollouts.MustCurryWith(l),
 	}
 }
 
@@ -154,14 +161,14 @@ func (sm *serviceMetrics) forget(instance string) {
 }
 
 // remove drops a stopped revision's series, counters too: a revision
-// that has stopped never comes back under its name, and each reload of
-// a template makes a new one.
+// that has stopped comes back under its name only when a traffic change
+// names it again (kept revisions), and its counters begin again then.
 func (sm *serviceMetrics) remove() {
 	l := prometheus.Labels{"service": sm.service, "revision": sm.revision}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		sm.all.instances, sm.all.recommended, sm.all.driver, sm.all.pending, sm.all.inFlight,
 		sm.all.concurrency, sm.all.cpu, sm.all.backoff, sm.all.sharers,
-		sm.all.rejected, sm.all.coldStart, sm.all.pendingWait, sm.all.exits, sm.all.refused,
+		sm.all.rejected, sm.all.coldStart, sm.all.pendingWait, sm.all.exits, sm.all.refused, sm.all.rollouts,
 	} {
 		v.DeletePartialMatch(l)
 	}

@@ -24,8 +24,8 @@ type Options struct {
 	// Registry receives the pool's metrics; nil means a new registry that
 	// nothing serves.
 	Registry prometheus.Registerer
-	// RolloutTimeout bounds how long a new revision may take to get its
-	// instances ready before traffic moves to it anyway; 0 means 5 min.
+	// RolloutTimeout is the default of ServiceSpec.RolloutTimeout; 0
+	// means DefaultRolloutTimeout.
 	RolloutTimeout time.Duration
 	// DrainTimeout bounds how long a replaced revision may take to finish
 	// its requests before its instances are stopped; 0 means 5 min. The
@@ -79,6 +79,12 @@ type ServiceSpec struct {
 	// such as a traffic entry's revision bound to a Kubernetes
 	// Deployment (see BoundRevision).
 	Bound []BoundRevision
+	// RolloutTimeout bounds how long a revision whose share grows (a new
+	// revision, or a traffic change) may take to get the instances its
+	// share needs: at the timeout traffic moves if at least one is ready,
+	// and otherwise stays where it was, as on Cloud Run (the revision has
+	// failed). 0 means Options.RolloutTimeout; at most MaxRolloutTimeout.
+	RolloutTimeout time.Duration
 	// TrafficFixed, when not "", says why only the spec sets the traffic:
 	// SetTraffic then refuses with an error wrapping ErrTrafficFixed.
 	TrafficFixed string
@@ -97,7 +103,20 @@ const (
 	DefaultMaxPending = 1000
 	// MaxMaxPending is the largest MaxPending.
 	MaxMaxPending = 1_000_000
+	// DefaultRolloutTimeout is the default rollout timeout
+	// (ServiceSpec.RolloutTimeout).
+	DefaultRolloutTimeout = 5 * time.Minute
+	// MaxRolloutTimeout is the largest rollout timeout.
+	MaxRolloutTimeout = time.Hour
 )
+
+// rolloutTimeout is s's rollout timeout; def when it sets none.
+func (s ServiceSpec) rolloutTimeout(def time.Duration) time.Duration {
+	if s.RolloutTimeout > 0 {
+		return s.RolloutTimeout
+	}
+	return def
+}
 
 // limits are a spec's request bounds with defaults applied.
 type limits struct {
@@ -150,6 +169,7 @@ type service struct {
 	latest   *revision              // the newest revision: the spec's Template
 	revs     []*revision            // running revisions, oldest first
 	old      []*revision            // retired revisions, listed until they have stopped
+	kept     []keptRevision         // retired revisions a traffic change may run again (kept.go)
 	traffic  []TrafficTarget
 	spec     ServiceSpec
 	number   int // the highest revision number made so far
@@ -173,7 +193,7 @@ func New(opts Options) *Pool {
 		reg = prometheus.NewRegistry()
 	}
 	if p.rolloutTimeout <= 0 {
-		p.rolloutTimeout = 5 * time.Minute
+		p.rolloutTimeout = DefaultRolloutTimeout
 	}
 	if p.drainTimeout <= 0 {
 		p.drainTimeout = 5 * time.Minute
@@ -204,6 +224,9 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		if s.RequestTimeout < 0 || s.RequestTimeout > MaxRequestTimeout || s.MaxPending < 0 || s.MaxPending > MaxMaxPending {
 			return fmt.Errorf("%w: service %q: request timeout %v not in [0, %v] or max pending %d not in [0, %d]",
 				ErrInvalidSpec, s.Name, s.RequestTimeout, MaxRequestTimeout, s.MaxPending, MaxMaxPending)
+		}
+		if s.RolloutTimeout < 0 || s.RolloutTimeout > MaxRolloutTimeout {
+			return fmt.Errorf("%w: service %q: rollout timeout %v not in [0, %v]", ErrInvalidSpec, s.Name, s.RolloutTimeout, MaxRolloutTimeout)
 		}
 		if s.Liveness != nil {
 			if err := s.Liveness.WithDefaults().check(); err != nil {
@@ -268,6 +291,9 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		if err := p.addBound(svc, s); err != nil {
 			return err
 		}
+		if err := p.revive(svc, s.Traffic); err != nil {
+			return err
+		}
 		old := svc.spec
 		svc.spec = s
 		svc.sticky.Store(stickyOf(s.Sticky))
@@ -283,6 +309,7 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 			}
 			continue
 		}
+		prev := svc.traffic
 		if moved {
 			// A pending change gives way to the new revision's traffic.
 			svc.shiftGen++
@@ -291,7 +318,7 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 			}
 			svc.traffic = s.Traffic
 		}
-		if err := p.rollout(svc, s); err != nil {
+		if err := p.rollout(svc, s, prev); err != nil {
 			return err
 		}
 	}
@@ -316,6 +343,7 @@ func (p *Pool) newRevision(svc *service, s ServiceSpec, cfg autoscale.Config, na
 			}
 		}
 		rv.reg = s.Registrar
+		rv.spec, rv.created = s, time.Now()
 		rv.overMaxGrace = p.overMaxGrace
 		if s.Liveness != nil {
 			l := s.Liveness.WithDefaults()

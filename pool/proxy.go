@@ -105,10 +105,20 @@ func newProxy(rv *revision, maxConcurrency int) *proxy {
 			case status == http.StatusBadGateway && in != nil && in.run != nil:
 				// A dropped connection usually means the instance died;
 				// its exit is noticed a moment later. Wait briefly for it,
-				// so the answer says what happened.
+				// so the answer says what happened, and, when it exited on
+				// its own, until the engine was told (revision.gone): the
+				// request still runs there then, so the crash's log line
+				// counts it among the requests that failed with it.
 				t := time.NewTimer(time.Second)
 				select {
+				case <-in.gone:
 				case <-in.run.Done():
+					if in.killed.Load() == nil {
+						select {
+						case <-in.gone:
+						case <-t.C:
+						}
+					}
 				case <-t.C:
 				}
 				t.Stop()

@@ -21,8 +21,16 @@ type RevisionStatus struct {
 	Name string `json:"name"`
 	// Latest is the newest revision: the service's template.
 	Latest bool `json:"latest"`
-	// LatestReady is the revision latest_revision follows.
+	// LatestReady is the revision latest_revision follows: the newest
+	// that became ready.
 	LatestReady bool `json:"latest_ready"`
+	// State is "deploying" (a new revision whose first instances are
+	// starting, within the rollout timeout), "failed" (no instance was
+	// ready within the rollout timeout: traffic did not move to it) or
+	// "ready" (any other: it serves, or scales from zero to serve).
+	State string `json:"state"`
+	// Message says why it failed; empty otherwise.
+	Message string `json:"message,omitempty"`
 	// Percent of the untagged requests it takes.
 	Percent int `json:"percent"`
 	// Tags reach it directly.
@@ -50,6 +58,20 @@ type TrafficStatus struct {
 	// request.
 	Sticky    *Sticky          `json:"sticky,omitempty"`
 	Revisions []RevisionStatus `json:"revisions"`
+	// Retired are the revisions kept scaled to zero after they stopped
+	// taking traffic, oldest first (KeepMinRevisions and the other
+	// bounds): a traffic change naming one runs it again, so a rollback
+	// is a PUT.
+	Retired []RetiredRevision `json:"retired"`
+}
+
+// RetiredRevision is a revision kept after it stopped taking traffic.
+type RetiredRevision struct {
+	Name string `json:"name"`
+	// Runs says what its runner runs when a spec bound it.
+	Runs string `json:"runs,omitempty"`
+	// Since is when it stopped taking traffic.
+	Since time.Time `json:"since"`
 }
 
 // Revisions lists service's running revisions, oldest first, with the
@@ -62,7 +84,10 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 		return TrafficStatus{}, fmt.Errorf("%w: %q", ErrNoService, service)
 	}
 	revs, latest, ready := slices.Clone(svc.revs), svc.latest, svc.cur.Load()
-	ts := TrafficStatus{Service: service, Traffic: append([]TrafficTarget{}, svc.traffic...), Sticky: svc.sticky.Load()}
+	ts := TrafficStatus{Service: service, Traffic: append([]TrafficTarget{}, svc.traffic...), Sticky: svc.sticky.Load(), Retired: []RetiredRevision{}}
+	for _, k := range svc.kept {
+		ts.Retired = append(ts.Retired, RetiredRevision{Name: k.name, Runs: k.where, Since: k.retired.UTC()})
+	}
 	rt := svc.route.Load()
 	runs := make([]string, len(revs))
 	for i, rv := range revs {
@@ -84,6 +109,14 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 		slices.Sort(rs.Tags)
 		rv.mu.Lock()
 		rs.Ready = rv.eng.Stats().Ready
+		switch {
+		case rv.failed != "":
+			rs.State, rs.Message = "failed", rv.failed
+		case rv.deploying && !rv.becameReady:
+			rs.State = "deploying"
+		default:
+			rs.State = "ready"
+		}
 		rs.MinInstances, rs.MaxInstances = rv.cfg.MinInstances, maxInstances(rv.cfg)
 		rv.mu.Unlock()
 		ts.Revisions = append(ts.Revisions, rs)
@@ -96,21 +129,26 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 // holds until a reload gives the service a traffic block different from
 // the last one. A revision whose share grows first gets the instances
 // its share needs (see shift): SetTraffic returns once the traffic has
-// moved, within the rollout timeout, or once a later change took over. A block CheckTraffic refuses, or one naming a revision
-// the pool does not run, changes nothing: the error is a *TrafficError,
-// or wraps ErrNoService; for a service whose spec fixes its traffic
-// (ServiceSpec.TrafficFixed) it wraps ErrTrafficFixed.
+// moved, within the rollout timeout, or once a later change took over. A
+// block naming a retired revision the service keeps runs that revision
+// again (a rollback). A block CheckTraffic refuses, or one naming a
+// revision the pool neither runs nor keeps, changes nothing: the error
+// is a *TrafficError, or wraps ErrNoService; for a service whose spec
+// fixes its traffic (ServiceSpec.TrafficFixed) it wraps ErrTrafficFixed;
+// when a revision whose share was to grow had no instance ready within
+// the rollout timeout the traffic stays where it was and the error wraps
+// ErrNotReady.
 func (p *Pool) SetTraffic(service string, t []TrafficTarget) error {
-	done, err := p.setTraffic(service, t)
+	sh, err := p.setTraffic(service, t)
 	if err != nil {
 		return err
 	}
-	<-done
-	return nil
+	<-sh.done
+	return sh.err
 }
 
 // setTraffic checks t and begins its shift.
-func (p *Pool) setTraffic(service string, t []TrafficTarget) (<-chan struct{}, error) {
+func (p *Pool) setTraffic(service string, t []TrafficTarget) (*shifting, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	svc := p.services[service]
@@ -126,17 +164,33 @@ func (p *Pool) setTraffic(service string, t []TrafficTarget) (<-chan struct{}, e
 	if err := svc.checkNames(t, "", nil); err != nil {
 		return nil, err
 	}
+	if err := p.revive(svc, t); err != nil {
+		return nil, err
+	}
 	return p.shift(svc, t, "admin API"), nil
 }
 
-// maxTrafficBody bounds the body of a PUT of a traffic block.
-const maxTrafficBody = 1 << 20
+// rolloutTimeoutOf is service's rollout timeout.
+func (p *Pool) rolloutTimeoutOf(service string) time.Duration {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if svc := p.services[service]; svc != nil {
+		return svc.spec.rolloutTimeout(p.rolloutTimeout)
+	}
+	return p.rolloutTimeout
+}
+
+// maxTrafficBody bounds the body of a PUT of a traffic block: 100 entries
+// (MaxTrafficEntries) of at most ~150 bytes each, with room to spare.
+const maxTrafficBody = 64 << 10
 
 // RevisionsHandler serves one service's revisions, for patterns ending
 // in /{service}/NAME (the wildcard, or the segment before the last): GET lists them (TrafficStatus as JSON); PUT or POST
 // with {"traffic": [...]} sets the traffic (SetTraffic) and answers the
 // new listing once it has moved (the write deadline extended for it), 400 for a refused block, 404 for an unknown service, 409
-// for a service whose traffic only its spec sets (ErrTrafficFixed). Mount
+// for a service whose traffic only its spec sets (ErrTrafficFixed) and
+// for a change that did not move because its revision never became
+// ready (ErrNotReady). Mount
 // it behind authentication; its Help method gives its line of help.
 func (p *Pool) RevisionsHandler() http.Handler {
 	return revisionsHandler(func(w http.ResponseWriter, r *http.Request) {
@@ -163,13 +217,13 @@ func (p *Pool) RevisionsHandler() http.Handler {
 			}
 			// The answer waits for the traffic to move, up to the rollout
 			// timeout: longer than a server's usual write timeout.
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.rolloutTimeout + requestTimeoutGrace))
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.rolloutTimeoutOf(service) + requestTimeoutGrace))
 			if err := p.SetTraffic(service, body.Traffic); err != nil {
 				code := http.StatusBadRequest
 				switch {
 				case errors.Is(err, ErrNoService):
 					code = http.StatusNotFound
-				case errors.Is(err, ErrTrafficFixed):
+				case errors.Is(err, ErrTrafficFixed), errors.Is(err, ErrNotReady):
 					code = http.StatusConflict
 				}
 				http.Error(w, err.Error(), code)
@@ -207,5 +261,19 @@ func (h revisionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h(
 
 // Help says what the endpoint does.
 func (revisionsHandler) Help() string {
-	return "an autoscaled service's running revisions with their percent and tags; PUT {\"traffic\": [...]} splits its traffic, as a reload with that traffic block"
+	return "an autoscaled service's revisions: the running ones with their percent, tags and state, and the retired ones a traffic change may run again"
+}
+
+// TrafficHandler is RevisionsHandler with the line of help of its PUT
+// and POST routes, for an index that lists each route once.
+func (p *Pool) TrafficHandler() http.Handler {
+	return trafficHandler{p.RevisionsHandler()}
+}
+
+// trafficHandler is the pool's traffic endpoint, with its line of help.
+type trafficHandler struct{ http.Handler }
+
+// Help says what the endpoint does.
+func (trafficHandler) Help() string {
+	return "body {\"traffic\": [...]} splits an autoscaled service's traffic, as a reload with that traffic block; answers once it has moved, or 409 when its revision had no instance ready within the rollout timeout"
 }

@@ -1,16 +1,26 @@
 package pool
 
-import "time"
+import (
+	"fmt"
+	"slices"
+	"time"
+)
 
 // rollout starts a new revision for svc, the latest, with as many
 // instances as the serving revisions' load calls for (their
 // recommendations) times the share that follows the latest revision, at
-// least one when that share is not 0; once they are ready (or after
-// RolloutTimeout) it becomes the latest ready revision, traffic is
-// rerouted and the revisions left without traffic drain. A traffic block
-// naming the new revision with a share moves then too, not before its
-// instances are ready; p.mu is held.
-func (p *Pool) rollout(svc *service, s ServiceSpec) error {
+// least one whatever that share (as Knative's initial scale: a revision
+// shows it can run before it is ready); once they are ready, or at the
+// rollout timeout if at least one is, it becomes the latest ready
+// revision, traffic is rerouted and the revisions left without traffic
+// drain. A traffic block naming the new revision with a share moves then
+// too, not before its instances are ready. A revision with no instance
+// ready at the rollout timeout has failed, as on Cloud Run: traffic stays
+// where it was (prev is the block in force before this reload, restored
+// when the new block named the revision), the log, the admin API
+// (RevisionStatus.State) and tollgate_pool_rollouts_total say so, and it
+// keeps no instance beyond its min instances; p.mu is held.
+func (p *Pool) rollout(svc *service, s ServiceSpec, prev []TrafficTarget) error {
 	old := svc.cur.Load()
 	load := 0 // instances serving the untagged requests now
 	for rv, pct := range svc.routedShares() {
@@ -26,7 +36,7 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 			named += e.Percent
 		}
 	}
-	warm := 0
+	warm := 1
 	if share := latestShare(svc.traffic) + named; share > 0 {
 		warm = max(1, (load*share+99)/100)
 	}
@@ -39,12 +49,16 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 	}
 	svc.latest = rv
 	svc.revs = append(svc.revs, rv)
+	// Not yet run: no lock needed.
+	rv.deploying = p.ctx != nil
 	if p.ctx == nil { // not running yet: nothing to warm up
 		svc.cur.Store(rv)
 		p.reroute(svc)
 		return nil
 	}
-	p.log.Info("new revision: starting instances before moving traffic", "service", svc.name, "revision", rv.name, "instances", boot.MinInstances, "previous", old.name)
+	timeout := s.rolloutTimeout(p.rolloutTimeout)
+	p.log.Info("new revision: starting instances before moving traffic", "service", svc.name, "revision", rv.name,
+		"instances", boot.MinInstances, "previous", old.name, "rollout_timeout", timeout)
 	p.start(rv)
 	if named == 0 {
 		p.reroute(svc) // its tags reach it at once
@@ -53,7 +67,7 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		deadline := time.Now().Add(p.rolloutTimeout)
+		deadline := time.Now().Add(timeout)
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
 		for rv.readyCount() < boot.MinInstances && time.Now().Before(deadline) {
@@ -67,36 +81,84 @@ func (p *Pool) rollout(svc *service, s ServiceSpec) error {
 		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		rv.mu.Lock()
+		rv.deploying = false
+		rv.mu.Unlock()
 		if p.services[svc.name] != svc || svc.latest != rv {
 			return // replaced again meanwhile, or removed: reroute retires it
 		}
-		prev := svc.cur.Load()
+		ready := rv.readyCount()
+		if ready == 0 {
+			p.failRollout(svc, rv, prev, named > 0, timeout)
+			return
+		}
+		before := svc.cur.Load()
 		svc.cur.Store(rv)
 		if latestShare(svc.traffic) == 100 {
 			// The new revision takes all the load: it decides from the
 			// load it takes over, not from windows that saw none (its
 			// count fell to 1 once its boot minimum was lifted, then
 			// climbed back).
-			now := time.Now()
-			prev.mu.Lock()
-			hist := prev.eng.History(now)
-			prev.mu.Unlock()
-			rv.mu.Lock()
-			rv.eng.Seed(now, hist)
-			rv.mu.Unlock()
+			carryHistory(rv, []*revision{before})
 		}
 		p.reroute(svc)
-		if ready := rv.readyCount(); ready < boot.MinInstances {
+		if ready < boot.MinInstances {
+			rv.m.rollouts.WithLabelValues("short").Inc()
 			p.log.Warn("the new revision takes its traffic before it has the instances its share needs: they were not ready within the rollout timeout",
-				"service", svc.name, "revision", rv.name, "needed", boot.MinInstances, "ready", ready, "rollout_timeout", p.rolloutTimeout, "previous", prev.name)
+				"service", svc.name, "revision", rv.name, "needed", boot.MinInstances, "ready", ready, "rollout_timeout", timeout, "previous", before.name)
 		} else {
-			p.log.Info("the new revision is the latest ready; traffic rerouted", "service", svc.name, "revision", rv.name, "needed", boot.MinInstances, "ready", ready, "previous", prev.name)
+			rv.m.rollouts.WithLabelValues("ready").Inc()
+			p.log.Info("the new revision is the latest ready; traffic rerouted", "service", svc.name, "revision", rv.name, "needed", boot.MinInstances, "ready", ready, "previous", before.name)
 		}
 		if err := rv.setConfig(svc.spec.Engine, svc.spec.limits()); err != nil {
 			p.log.Error("new revision refused its config", "service", svc.name, "error", err)
 		}
 	}()
 	return nil
+}
+
+// failRollout leaves svc's traffic where it was after its latest
+// revision rv had no ready instance within the rollout timeout: rv stays
+// the latest (the template) but not the latest ready, its boot minimum
+// is lifted, and when the reload's traffic block named it (restore) the
+// block in force before, prev, is restored; p.mu is held.
+func (p *Pool) failRollout(svc *service, rv *revision, prev []TrafficTarget, restore bool, timeout time.Duration) {
+	rv.mu.Lock()
+	why := rv.startErr
+	if why == "" {
+		why = "no instance passed its readiness check"
+	}
+	rv.failed = fmt.Sprintf("no instance ready within the rollout timeout (%v): %s", timeout, why)
+	rv.mu.Unlock()
+	if restore {
+		svc.traffic = slices.Clone(prev)
+	}
+	p.reroute(svc)
+	rv.m.rollouts.WithLabelValues("failed").Inc()
+	p.log.Error("rollout failed: the new revision had no instance ready within the rollout timeout; traffic stays where it was",
+		"service", svc.name, "revision", rv.name, "serving", svc.cur.Load().name, "rollout_timeout", timeout,
+		"reason", why, "traffic", trafficString(svc.traffic))
+	if err := rv.setConfig(svc.spec.Engine, svc.spec.limits()); err != nil {
+		p.log.Error("new revision refused its config", "service", svc.name, "error", err)
+	}
+}
+
+// carryHistory seeds rv's engine with the load history of the revisions
+// from, whose traffic it takes over whole: it decides from that load, as
+// the revisions that carried it did, not from windows that saw none.
+func carryHistory(rv *revision, from []*revision) {
+	now := time.Now()
+	for _, f := range from {
+		if f == nil || f == rv {
+			continue
+		}
+		f.mu.Lock()
+		hist := f.eng.History(now)
+		f.mu.Unlock()
+		rv.mu.Lock()
+		rv.eng.Seed(now, hist)
+		rv.mu.Unlock()
+	}
 }
 
 // latestShare is the percent of untagged requests that follows the latest

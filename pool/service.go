@@ -61,6 +61,11 @@ type revision struct {
 	live          *Liveness        // the liveness check, defaults applied; nil: none. Set before run
 	probes        *http.Client     // the liveness probes' client; nil without a check
 	overMaxGrace  time.Duration    // bounds an unhealthy instance's drain (MaxOverMaxGrace)
+	becameReady   bool             // an instance of it has been ready: it can serve
+	deploying     bool             // its rollout waits for its first instances (rollout)
+	failed        string           // why its last rollout failed (no instance ready in time); "" if none did
+	spec          ServiceSpec      // what it was made from, to make it again (keptRevision)
+	created       time.Time        // when it was first made (keptRevision)
 }
 
 // waiter is one pending request. The engine's decision is written under

@@ -1,8 +1,10 @@
 package pool
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
@@ -71,24 +73,42 @@ func (svc *service) routedShares() map[*revision]int {
 	return out
 }
 
+// ErrNotReady is wrapped by SetTraffic's error when a revision whose
+// share was to grow had no instance ready within the rollout timeout:
+// the traffic stayed where it was.
+var ErrNotReady = errors.New("pool: revision not ready")
+
+// shifting is a traffic change under way: done is closed once it is in
+// force, or once it failed (err, set before done is closed), or once a
+// later change or the pool's end made it moot.
+type shifting struct {
+	done chan struct{}
+	err  error
+}
+
 // shift gives svc the traffic t: at once when no revision's share grows
 // beyond what its ready instances carry, else once the receiving
-// revisions have the instances their shares need (or after the rollout
-// timeout). The returned channel is closed once t is in force, or once a
-// later change or the pool's end made it moot; p.mu is held and t was
-// checked. how says where t came from, for the log.
-func (p *Pool) shift(svc *service, t []TrafficTarget, how string) <-chan struct{} {
-	done := make(chan struct{})
+// revisions have the instances their shares need, or at the rollout
+// timeout if each has at least one ready; a receiving revision with
+// none ready then has failed, and the traffic stays where it was, as on
+// Cloud Run. A revision that takes all the traffic carries the load
+// history of those it takes it from, as a rollout does; p.mu is held and
+// t was checked. how says where t came from, for the log.
+func (p *Pool) shift(svc *service, t []TrafficTarget, how string) *shifting {
+	sh := &shifting{done: make(chan struct{})}
 	svc.shiftGen++
 	gen := svc.shiftGen
 	for _, rv := range svc.revs {
 		rv.setFloor(0) // an earlier pending change's warm-up, superseded
 	}
+	timeout := svc.spec.rolloutTimeout(p.rolloutTimeout)
 	before := svc.routedShares()
 	load := 0 // instances serving the untagged requests now
+	var serving []*revision
 	for rv, pct := range before {
 		if pct > 0 {
 			load += rv.serving()
+			serving = append(serving, rv)
 		}
 	}
 	var recv []receiver
@@ -107,18 +127,26 @@ func (p *Pool) shift(svc *service, t []TrafficTarget, how string) <-chan struct{
 		for _, r := range recv {
 			ready := r.rv.readyCount()
 			if ready < r.need && timedOut {
+				r.rv.m.rollouts.WithLabelValues("short").Inc()
 				p.log.Warn("moving traffic before the receiving revision has the instances its share needs: they were not ready within the rollout timeout",
 					"service", svc.name, "revision", r.rv.name, "from_percent", r.from, "to_percent", r.to,
-					"needed", r.need, "ready", ready, "rollout_timeout", p.rolloutTimeout)
+					"needed", r.need, "ready", ready, "rollout_timeout", timeout)
 			} else {
+				r.rv.m.rollouts.WithLabelValues("ready").Inc()
 				p.log.Info("receiving revision ready before its share grew",
 					"service", svc.name, "revision", r.rv.name, "from_percent", r.from, "to_percent", r.to,
 					"needed", r.need, "ready", ready, "serving_instances", load)
 			}
+			r.rv.mu.Lock()
+			r.rv.failed = ""
+			r.rv.mu.Unlock()
+			if r.to == 100 {
+				carryHistory(r.rv, serving)
+			}
 		}
 		svc.traffic = slices.Clone(t)
 		p.reroute(svc)
-		p.log.Info("traffic moved", "service", svc.name, "by", how, "traffic", fmt.Sprint(t))
+		p.log.Info("traffic moved", "service", svc.name, "by", how, "traffic", trafficString(t))
 		for _, r := range recv {
 			r.rv.setFloor(0)
 		}
@@ -131,20 +159,21 @@ func (p *Pool) shift(svc *service, t []TrafficTarget, how string) <-chan struct{
 	}
 	if !warm || p.ctx == nil || p.ctx.Err() != nil {
 		move(false)
-		close(done)
-		return done
+		close(sh.done)
+		return sh
 	}
 	for _, r := range recv {
 		r.rv.setFloor(r.need)
 		p.log.Info("starting instances before moving traffic to a revision", "service", svc.name, "revision", r.rv.name,
-			"from_percent", r.from, "to_percent", r.to, "needed", r.need, "ready", r.rv.readyCount(), "serving_instances", load)
+			"from_percent", r.from, "to_percent", r.to, "needed", r.need, "ready", r.rv.readyCount(), "serving_instances", load,
+			"rollout_timeout", timeout)
 	}
 	ctx := p.ctx
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		defer close(done)
-		deadline := time.Now().Add(p.rolloutTimeout)
+		defer close(sh.done)
+		deadline := time.Now().Add(timeout)
 		tk := time.NewTicker(100 * time.Millisecond)
 		defer tk.Stop()
 		for {
@@ -174,12 +203,77 @@ func (p *Pool) shift(svc *service, t []TrafficTarget, how string) <-chan struct{
 				for _, r := range recv {
 					r.rv.setFloor(0)
 				}
+				sh.err = fmt.Errorf("%w: service %s: revision %s was retired before the traffic moved", ErrNotReady, svc.name, r.rv.name)
 				return
 			}
 		}
+		if err := p.refuseUnready(svc, recv, t, how, timeout); err != nil {
+			sh.err = err
+			return
+		}
 		move(!time.Now().Before(deadline))
 	}()
-	return done
+	return sh
+}
+
+// refuseUnready leaves svc's traffic where it is when a receiving
+// revision has no instance ready at the rollout timeout: it says so in
+// the log, tollgate_pool_rollouts_total and the revision's state, lifts
+// the warm-up floors, retires the revisions brought back for t that
+// nothing keeps (reroute), and returns the error, wrapping ErrNotReady;
+// nil when every receiver has one; p.mu is held.
+func (p *Pool) refuseUnready(svc *service, recv []receiver, t []TrafficTarget, how string, timeout time.Duration) error {
+	var unready []string
+	for _, r := range recv {
+		if r.rv.readyCount() > 0 {
+			continue
+		}
+		unready = append(unready, r.rv.name)
+		r.rv.mu.Lock()
+		why := r.rv.startErr
+		if why == "" {
+			why = "no instance passed its readiness check"
+		}
+		r.rv.failed = fmt.Sprintf("no instance ready within the rollout timeout (%v): %s", timeout, why)
+		r.rv.mu.Unlock()
+		r.rv.m.rollouts.WithLabelValues("failed").Inc()
+		p.log.Error("traffic not moved: the receiving revision had no instance ready within the rollout timeout; traffic stays where it was",
+			"service", svc.name, "by", how, "revision", r.rv.name, "from_percent", r.from, "to_percent", r.to,
+			"rollout_timeout", timeout, "reason", why, "asked", trafficString(t), "traffic", trafficString(svc.traffic))
+	}
+	if len(unready) == 0 {
+		return nil
+	}
+	for _, r := range recv {
+		r.rv.setFloor(0)
+	}
+	p.reroute(svc)
+	return fmt.Errorf("%w: service %s: %s had no instance ready within the rollout timeout (%v); the traffic stays %s",
+		ErrNotReady, svc.name, strings.Join(unready, ", "), timeout, trafficString(svc.traffic))
+}
+
+// trafficString is a traffic block as the log and errors print it:
+// "hello-00001 90%, latest 10% (tag canary)"; empty is "latest 100%".
+func trafficString(t []TrafficTarget) string {
+	if len(t) == 0 {
+		return "latest 100%"
+	}
+	var b strings.Builder
+	for i, e := range t {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if e.LatestRevision {
+			b.WriteString("latest")
+		} else {
+			b.WriteString(e.RevisionName)
+		}
+		fmt.Fprintf(&b, " %d%%", e.Percent)
+		if e.Tag != "" {
+			fmt.Fprintf(&b, " (tag %s)", e.Tag)
+		}
+	}
+	return b.String()
 }
 
 // serving is the number of instances the revision's measured load calls
@@ -196,6 +290,14 @@ func (rv *revision) serving() int {
 		return max(1, st.Ready)
 	}
 	return 0
+}
+
+// warming reports whether a pending traffic change warms the revision up
+// (setFloor).
+func (rv *revision) warming() bool {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return rv.floor > 0
 }
 
 // setFloor raises the revision's min instances to n (0: back to its

@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tollgate/tollgate/autoscale"
 )
@@ -34,15 +36,17 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestShiftMovesAfterRolloutTimeoutWhenNotReady gives half the traffic
+// TestShiftStaysWhenTheRevisionNeverGetsReady gives half the traffic
 // to a revision whose instances never get ready: SetTraffic waits the
-// rollout timeout, then moves the traffic anyway and says why; the
-// admin endpoint answers once it has moved, past its server's write
-// timeout.
-func TestShiftMovesAfterRolloutTimeoutWhenNotReady(t *testing.T) {
+// rollout timeout, then leaves the traffic where it was and says why, in
+// the log, the admin answer (409, past its server's write timeout), the
+// revision's state and tollgate_pool_rollouts_total. The tag-only deploy
+// before it did not make the revision the latest ready either.
+func TestShiftStaysWhenTheRevisionNeverGetsReady(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
-	p := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Registry: prometheus.NewRegistry(), RolloutTimeout: 2 * time.Second})
+	reg := prometheus.NewRegistry()
+	p := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Registry: reg, RolloutTimeout: 2 * time.Second})
 	spec := ServiceSpec{Name: "s", Runner: &serverRunner{tag: "v1"}, Template: "a", Engine: autoscale.Config{MinInstances: 1}}
 	if err := p.Apply([]ServiceSpec{spec}); err != nil {
 		t.Fatal(err)
@@ -54,12 +58,20 @@ func TestShiftMovesAfterRolloutTimeoutWhenNotReady(t *testing.T) {
 	})
 	spec.Runner, spec.Template = &serverRunner{tag: "v2", startupDelay: time.Hour}, "b"
 	spec.Engine.MinInstances = 0
-	spec.Traffic = []TrafficTarget{{RevisionName: "s-00001", Percent: 100}, {RevisionName: "s-00002", Tag: "next"}}
+	spec.Traffic = []TrafficTarget{{RevisionName: "s-00001", Percent: 100}, {LatestRevision: true, Tag: "next"}}
 	if err := p.Apply([]ServiceSpec{spec}); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, 20*time.Second, "the tag-only rollout of s-00002 never failed", func() bool {
+		ts, err := p.Revisions("s")
+		return err == nil && len(ts.Revisions) == 2 && ts.Revisions[1].State == "failed"
+	})
+	ts, _ := p.Revisions("s")
+	if r := ts.Revisions; !r[0].LatestReady || r[1].LatestReady || !r[1].Latest || !slices.Contains(r[0].Tags, "next") {
+		t.Fatalf("after the failed tag-only rollout: %+v; want s-00001 the latest ready, with the latest's tag", r)
+	}
 	// Through the admin endpoint of a server whose write timeout (1 s) is
-	// shorter than the wait: the answer still comes, once moved.
+	// shorter than the wait: the answer still comes.
 	mux := http.NewServeMux()
 	mux.Handle("PUT /v1/admin/pools/{service}/traffic", p.RevisionsHandler())
 	srv := httptest.NewUnstartedServer(mux)
@@ -75,21 +87,28 @@ func TestShiftMovesAfterRolloutTimeoutWhenNotReady(t *testing.T) {
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("PUT: %s %s %v", resp.Status, body, err)
+	if err != nil || resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "s-00002 had no instance ready") {
+		t.Fatalf("PUT: %s %s %v; want 409 naming s-00002", resp.Status, body, err)
 	}
 	if d := time.Since(start); d < 2*time.Second {
-		t.Errorf("the PUT returned after %v, before the rollout timeout (2 s), with no instance of s-00002 ready", d)
+		t.Errorf("the PUT returned after %v, before the rollout timeout (2 s)", d)
 	}
-	ts, err := p.Revisions("s")
+	ts, err = p.Revisions("s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ts.Revisions) != 2 || ts.Revisions[1].Percent != 50 || ts.Revisions[1].Ready != 0 {
-		t.Fatalf("after the timeout: %+v; want s-00002 at 50 %% with no instance ready", ts.Revisions)
+	if len(ts.Revisions) != 2 || ts.Revisions[0].Percent != 100 || ts.Revisions[1].Percent != 0 || ts.Revisions[1].State != "failed" ||
+		!strings.Contains(ts.Revisions[1].Message, "rollout timeout") {
+		t.Fatalf("after the timeout: %+v; want s-00001 at 100 %% and s-00002 failed", ts.Revisions)
 	}
-	if l := logs.String(); !strings.Contains(l, "were not ready within the rollout timeout") || !strings.Contains(l, "revision=s-00002") {
-		t.Errorf("the log does not say why the traffic moved early:\n%s", l)
+	if len(ts.Traffic) != 2 || ts.Traffic[0].Percent != 100 {
+		t.Fatalf("traffic in force after the refused change: %+v; want the config's", ts.Traffic)
+	}
+	if l := logs.String(); !strings.Contains(l, "traffic not moved") || !strings.Contains(l, "revision=s-00002") {
+		t.Errorf("the log does not say the traffic stayed:\n%s", l)
+	}
+	if n := testutil.ToFloat64(p.m.rollouts.WithLabelValues("s", "s-00002", "failed")); n != 2 {
+		t.Errorf("tollgate_pool_rollouts_total{revision=s-00002,outcome=failed} = %v; want 2 (the deploy and the PUT)", n)
 	}
 	p.mu.RLock()
 	rv := p.services["s"].revisionByName("s-00002")
@@ -98,7 +117,7 @@ func TestShiftMovesAfterRolloutTimeoutWhenNotReady(t *testing.T) {
 	min := rv.eng.Config().MinInstances
 	rv.mu.Unlock()
 	if min != 0 {
-		t.Errorf("s-00002's engine keeps min instances %d after the move; want its configured 0", min)
+		t.Errorf("s-00002's engine keeps min instances %d after the refused change; want its configured 0", min)
 	}
 }
 

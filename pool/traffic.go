@@ -16,6 +16,11 @@ import (
 // that would keep more is refused.
 const MaxRevisions = 10
 
+// MaxTrafficEntries bounds the entries of a traffic block (a config's or
+// a PUT's): at most MaxRevisions revisions take a share, so the rest are
+// tags, and 100 entries leave room for 90 tags.
+const MaxTrafficEntries = 100
+
 // TagHeader names a tag in a request, as a TAG--- prefix of its Host
 // does (a Cloud Run tagged URL): the request goes to the revision with
 // that tag, whatever its percent.
@@ -62,16 +67,19 @@ func (e *TrafficError) Unwrap() error { return ErrInvalidSpec }
 // "--" (so that the first "---" of a Host ends the tag).
 var TagPattern = regexp.MustCompile(`^[a-z]([a-z0-9]|-[a-z0-9]){0,62}$`)
 
-// CheckTraffic checks a traffic block on its own: each entry names one
-// revision or the latest, percents in [0, 100] summing to 100, tags valid
-// and unique, a percent-0 entry tagged, and at most MaxRevisions
-// revisions. Whether the named revisions exist is the pool's to check.
+// CheckTraffic checks a traffic block on its own: at most
+// MaxTrafficEntries entries, each naming one revision or the latest,
+// percents in [0, 100] summing to 100, tags valid and unique, a percent-0
+// entry tagged, and at most MaxRevisions revisions. Whether the named revisions exist is the pool's to check.
 func CheckTraffic(service string, t []TrafficTarget) error {
 	if len(t) == 0 {
 		return nil
 	}
 	bad := func(i int, format string, args ...any) error {
 		return &TrafficError{Service: service, Entry: i, Msg: fmt.Sprintf(format, args...)}
+	}
+	if len(t) > MaxTrafficEntries {
+		return bad(-1, "%d entries; at most %d", len(t), MaxTrafficEntries)
 	}
 	sum := 0
 	tags := map[string]int{}
@@ -125,14 +133,15 @@ func (rt *routing) pick(n uint64) *revision {
 	return rt.slots[autoscale.SplitSlot(n)]
 }
 
-// requestTag is the tag a request names: its TagHeader, else the part of
-// its Host before "---"; "" for none.
+// requestTag is the tag a request names, in lower case (tags are DNS
+// labels, and DNS is case-insensitive: CANARY---host is canary's): its
+// TagHeader, else the part of its Host before "---"; "" for none.
 func requestTag(r *http.Request) string {
 	if t := r.Header.Get(TagHeader); t != "" {
-		return t
+		return strings.ToLower(t)
 	}
 	if i := strings.Index(r.Host, "---"); i > 0 {
-		return r.Host[:i]
+		return strings.ToLower(r.Host[:i])
 	}
 	return ""
 }
@@ -147,8 +156,8 @@ func (svc *service) revisionByName(name string) *revision {
 	return nil
 }
 
-// checkNames reports the first entry of t that names a revision svc does
-// not run (next, when not "", is the revision about to be made, then the
+// checkNames reports the first entry of t that names a revision svc
+// neither runs nor keeps (next, when not "", is the revision about to be made, then the
 // latest; bound are revisions about to run, BoundRevision), or that t
 // would keep more than MaxRevisions running; p.mu is held.
 func (svc *service) checkNames(t []TrafficTarget, next string, bound []string) error {
@@ -171,13 +180,28 @@ func (svc *service) checkNames(t []TrafficTarget, next string, bound []string) e
 			Msg: fmt.Sprintf("would keep %d revisions running (the latest, the latest ready and those named); at most %d", len(keep), MaxRevisions)}
 	}
 	for i, e := range t {
-		if e.RevisionName != "" && e.RevisionName != next && !slices.Contains(bound, e.RevisionName) && svc.revisionByName(e.RevisionName) == nil {
-			have := make([]string, 0, len(svc.revs))
+		if e.RevisionName != "" && e.RevisionName != next && !slices.Contains(bound, e.RevisionName) &&
+			svc.revisionByName(e.RevisionName) == nil && svc.keptByName(e.RevisionName) == nil {
+			have := make([]string, 0, len(svc.revs)+len(svc.kept))
 			for _, rv := range svc.revs {
 				have = append(have, rv.name)
 			}
+			for _, k := range svc.kept {
+				have = append(have, k.name+" (retired)")
+			}
 			return &TrafficError{Service: svc.name, Entry: i,
-				Msg: fmt.Sprintf("revision %q is not running (running: %s)", e.RevisionName, strings.Join(have, ", "))}
+				Msg: fmt.Sprintf("revision %q is neither running nor kept (have: %s)", e.RevisionName, strings.Join(have, ", "))}
+		}
+		if k := svc.keptByName(e.RevisionName); k != nil && svc.revisionByName(e.RevisionName) == nil && !slices.Contains(bound, e.RevisionName) {
+			// On Kubernetes every unbound revision ran on the section's
+			// one Deployment: running an old one again would scale it
+			// beside the revision it runs now.
+			for _, rv := range svc.revs {
+				if rv.runner == k.spec.Runner {
+					return &TrafficError{Service: svc.name, Entry: i,
+						Msg: fmt.Sprintf("retired revision %s ran on %s, which now runs revision %s: bind each revision to its own Deployment (deployment:) to roll back", k.name, orRunner(k.where), rv.name)}
+				}
+			}
 		}
 	}
 	return nil
@@ -225,11 +249,12 @@ func (p *Pool) reroute(svc *service) {
 	now := time.Now()
 	var retired []*revision
 	svc.revs = slices.DeleteFunc(svc.revs, func(rv *revision) bool {
-		if keep[rv] {
-			return false
+		if keep[rv] || rv.warming() {
+			return false // kept, or a pending traffic change warms it up
 		}
 		by := p.drainBound(rv, now)
 		rv.retire(by)
+		svc.keep(rv, now)
 		svc.old = append(svc.old, rv)
 		retired = append(retired, rv)
 		return true

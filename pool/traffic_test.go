@@ -65,6 +65,13 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 		if c, b := getHost(h, "canary---s.example.com"); c != 200 || !strings.HasPrefix(b, "v2 s-00002") {
 			t.Fatalf("request %d tagged by host: %d %q, want s-00002", i, c, b)
 		}
+		// DNS is case-insensitive, and so are tags.
+		if c, b := getHost(h, "CANARY---s.example.com"); c != 200 || !strings.HasPrefix(b, "v2 s-00002") {
+			t.Fatalf("request %d tagged by an upper-case host: %d %q, want s-00002", i, c, b)
+		}
+		if c, b := getHost(h, "s.example.com", TagHeader, "Canary"); c != 200 || !strings.HasPrefix(b, "v2 s-00002") {
+			t.Fatalf("request %d tagged by a capitalised header: %d %q, want s-00002", i, c, b)
+		}
 	}
 	if c, _ := getHost(h, "nope---s.example.com"); c != http.StatusNotFound {
 		t.Fatalf("unknown tag: %d, want 404", c)
@@ -128,7 +135,8 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 		}
 	}
 
-	// Promote the latest: the old revision drains and is no longer kept.
+	// Promote the latest: the old revision drains and stops; it is kept
+	// retired.
 	if err := p.SetTraffic("s", []TrafficTarget{{LatestRevision: true, Percent: 100}}); err != nil {
 		t.Fatal(err)
 	}
@@ -158,8 +166,21 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 	if err != nil || len(ts.Revisions) != 1 || ts.Revisions[0].Name != "s-00002" || ts.Revisions[0].Percent != 100 {
 		t.Fatalf("revisions after promotion: %+v, %v", ts, err)
 	}
-	if err := p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00001", Percent: 100}}); !errors.Is(err, ErrInvalidSpec) {
-		t.Fatalf("traffic to the drained s-00001: %v, want refused", err)
+	if len(ts.Retired) != 1 || ts.Retired[0].Name != "s-00001" {
+		t.Fatalf("retired revisions after promotion: %+v; want s-00001 kept", ts.Retired)
+	}
+	// A rollback is a traffic change: the retired s-00001 runs again on
+	// its own runner and takes the traffic once its instance is ready.
+	if err := p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00001", Percent: 100}}); err != nil {
+		t.Fatalf("traffic back to the retired s-00001: %v", err)
+	}
+	for i := range 20 {
+		if c, b := getHost(h, "s.example.com"); c != 200 || !strings.HasPrefix(b, "v1 s-00001") {
+			t.Fatalf("request %d after the rollback: %d %q, want s-00001", i, c, b)
+		}
+	}
+	if err := p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00009", Percent: 100}}); !errors.Is(err, ErrInvalidSpec) {
+		t.Fatalf("traffic to s-00009, never made: %v, want refused", err)
 	}
 }
 
@@ -231,6 +252,18 @@ func TestCheckTraffic(t *testing.T) {
 	many[0].Percent = 100
 	if err := CheckTraffic("s", many); err == nil {
 		t.Errorf("%d revisions accepted", len(many))
+	}
+	// 10,000 tags on one revision: refused whole, before any is looked at.
+	tags := []TrafficTarget{latest(100, "")}
+	for i := range 10_000 {
+		tags = append(tags, rev("s-00001", 0, "t"+itoa(i)))
+	}
+	var te *TrafficError
+	if err := CheckTraffic("s", tags); !errors.As(err, &te) || te.Entry != -1 || !strings.Contains(te.Msg, "at most 100") {
+		t.Errorf("10,001 entries: %v; want refused as a whole, at most %d", err, MaxTrafficEntries)
+	}
+	if err := CheckTraffic("s", tags[:MaxTrafficEntries]); err != nil {
+		t.Errorf("%d entries: %v", MaxTrafficEntries, err)
 	}
 }
 

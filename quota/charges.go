@@ -31,7 +31,7 @@ type charger func(s *Service, body []byte, dst []Charge) ([]Charge, error)
 // fargate-on-demand-tasks or fargate-spot-tasks (see the ecs preset). A
 // body those rules refuse gives a *RequestError.
 func (s *Service) Charges(action string, body []byte, dst []Charge) ([]Charge, error) {
-	cat, ok := s.byAction[action]
+	cat, ok := s.CategoryOf(action)
 	if !ok {
 		return dst, fmt.Errorf("%w: %q is not an action of %s", ErrUnknownAction, action, s.Name)
 	}

@@ -18,39 +18,6 @@ var (
 	ErrUnknownPreset   = errors.New("unknown preset")
 )
 
-// ecsThrottle is what ECS answers when a bucket is empty.
-var ecsThrottle = Throttle{Code: "ThrottlingException", Message: "Rate exceeded", HTTPStatus: 400}
-
-// ecsCategories is the Amazon ECS API throttling table, identical in every
-// region: capacity is the burst rate, refill the sustained rate per second.
-var ecsCategories = []struct {
-	name     string
-	capacity int64
-	refill   float64
-	actions  []string
-}{
-	{"cluster-modify", 20, 1, []string{"CreateCluster", "DeleteCluster", "PutClusterCapacityProviders", "UpdateCluster", "UpdateClusterSettings"}},
-	{"cluster-read", 50, 20, []string{"DescribeClusters", "ListClusters"}},
-	{"task-definition-modify", 20, 1, []string{"DeregisterTaskDefinition", "RegisterTaskDefinition"}},
-	{"task-definition-read", 50, 20, []string{"DescribeTaskDefinition", "ListTaskDefinitions", "ListTaskDefinitionFamilies"}},
-	{"task-definition-delete", 5, 1, []string{"DeleteTaskDefinitions"}},
-	{"capacity-provider-modify", 10, 1, []string{"CreateCapacityProvider", "DeleteCapacityProvider", "UpdateCapacityProvider"}},
-	{"capacity-provider-read", 50, 20, []string{"DescribeCapacityProviders"}},
-	{"tag-modify", 20, 10, []string{"TagResource", "UntagResource"}},
-	{"tag-read", 50, 20, []string{"ListTagsForResource"}},
-	{"setting-modify", 10, 1, []string{"DeleteAccountSetting", "PutAccountSetting", "PutAccountSettingDefault"}},
-	{"setting-read", 50, 20, []string{"ListAccountSettings"}},
-	{"cluster-resource-modify", 100, 40, []string{"DeleteAttributes", "DeregisterContainerInstance", "ExecuteCommand", "PutAttributes", "RunTask", "StartTask", "StopTask", "UpdateContainerAgent", "UpdateContainerInstancesStates"}},
-	{"cluster-resource-read", 100, 20, []string{"DescribeContainerInstances", "DescribeTasks", "ListAttributes", "ListContainerInstances", "ListTasks"}},
-	{"agent-modify", 200, 120, []string{"RegisterContainerInstance", "SubmitAttachmentStateChanges", "SubmitContainerStateChange", "SubmitTaskStateChange"}},
-	{"service-modify", 50, 5, []string{"CreateService", "DeleteService", "UpdateService"}},
-	{"service-read", 100, 20, []string{"DescribeServices", "ListServices"}},
-	{"service-deployment", 50, 20, []string{"DescribeServiceDeployments", "ListServiceDeployments"}},
-	{"service-revision", 50, 20, []string{"DescribeServiceRevisions"}},
-	{"task-protection", 200, 80, []string{"UpdateTaskProtection", "GetTaskProtection"}},
-	{"cluster-service-resource-read", 10, 1, []string{"ListServicesByNamespace"}},
-}
-
 // cloudMapControlPlane lists the Cloud Map actions other than discovery
 // that tollgate's registry (package cloudmap) answers.
 var cloudMapControlPlane = []string{
@@ -66,21 +33,12 @@ var cloudMapControlPlane = []string{
 // presets builds each built-in service anew, so callers may change what
 // they get (an upstream, say) without touching anyone else's copy.
 var presets = map[string]func() *Service{
-	"ecs": func() *Service {
-		cats := make([]*Category, len(ecsCategories))
-		for i, c := range ecsCategories {
-			cats[i] = &Category{Name: c.name, Actions: slices.Clone(c.actions), Limit: bucket.MustLimit(c.capacity, c.refill)}
-		}
-		s, err := NewService("ecs", append(cats, fargateCategories()...))
-		if err != nil {
-			panic(err) // the table above is fixed; a test covers it
-		}
-		s.chargers = map[string]charger{"RunTask": chargeRunTask}
-		s.TargetPrefix = "AmazonEC2ContainerServiceV20141113"
-		s.SigningName = "ecs"
-		s.Throttle = ecsThrottle
-		return s
-	},
+	"ecs":            ecsPreset,
+	"ec2":            ec2Preset,
+	"sts":            stsPreset,
+	"ssm":            ssmPreset,
+	"kms":            kmsPreset,
+	"secretsmanager": secretsManagerPreset,
 	"cloudmap": func() *Service {
 		s, err := NewService("cloudmap", []*Category{{
 			Name:    "discover-instances",
@@ -109,6 +67,7 @@ var presets = map[string]func() *Service{
 		if err != nil {
 			panic(err)
 		}
+		s.Source = "https://docs.aws.amazon.com/cloud-map/latest/dg/cloud-map-limits.html (AWS Cloud Map quotas; the control plane's bucket is tollgate's)"
 		s.TargetPrefix = cloudMapTargetPrefix
 		s.SigningName = "servicediscovery"
 		s.Throttle = Throttle{Code: "RequestLimitExceeded", Message: "Rate exceeded", HTTPStatus: 400}
@@ -160,8 +119,8 @@ var (
 // cloudMapTargetPrefix is the X-Amz-Target prefix of AWS Cloud Map's API.
 const cloudMapTargetPrefix = "Route53AutoNaming_v20170314"
 
-// PresetNames lists the built-in services: "cloudmap", "ecs",
-// "servicequotas".
+// PresetNames lists the built-in services, sorted: "cloudmap", "ec2",
+// "ecs", "kms", "secretsmanager", "servicequotas", "ssm", "sts".
 func PresetNames() []string {
 	names := make([]string, 0, len(presets))
 	for n := range presets {
@@ -177,7 +136,15 @@ func PresetNames() []string {
 // 1,000 per second; DiscoverInstancesRevision 3,000 / 3,000 per second;
 // every control-plane action in one bucket of 100 / 20 per second) or
 // "servicequotas" (the AWS Service Quotas API: reads 20 / 10 per second,
-// changes 5 / 1 per second, throttled with TooManyRequestsException).
+// changes 5 / 1 per second, throttled with TooManyRequestsException) or
+// one of the services real CloudTrail trails are made of, each from the
+// AWS page its Source names: "ec2" (Amazon EC2's request buckets, one per
+// action, sized by category, and the resource buckets of RunInstances,
+// TerminateInstances, StartInstances and StopInstances), "sts", "ssm",
+// "kms", "secretsmanager" (their published request rates, each a bucket
+// holding one second of its rate). serve answers the AWS JSON ones (ssm,
+// kms, secretsmanager, besides ecs, cloudmap, servicequotas); ec2 and sts
+// speak the query protocol and serve only replays of their logs.
 func Preset(name string) (*Service, error) {
 	mk, ok := presets[name]
 	if !ok {
@@ -191,6 +158,9 @@ func Preset(name string) (*Service, error) {
 // "Route53AutoNaming_v20170314"), for an error to say which preset a
 // config lacks.
 func PresetOfTargetPrefix(prefix string) (string, bool) {
+	if prefix == "" {
+		return "", false
+	}
 	for _, name := range PresetNames() {
 		if presets[name]().TargetPrefix == prefix {
 			return name, true
@@ -207,6 +177,20 @@ func Default() *Config {
 	c, err := NewConfig([]*Service{ecs, cloudmap}, nil, nil)
 	if err != nil {
 		panic(err)
+	}
+	return c
+}
+
+// Builtin returns every built-in service in one config, no overrides:
+// what replay charges a trail to when no config is given.
+func Builtin() *Config {
+	services := make([]*Service, 0, len(presets))
+	for _, name := range PresetNames() {
+		services = append(services, presets[name]())
+	}
+	c, err := NewConfig(services, nil, nil)
+	if err != nil {
+		panic(err) // the presets are fixed; a test covers them
 	}
 	return c
 }

@@ -9,7 +9,9 @@
 // raise a category's limits ("quota increases"), and the access keys that
 // belong to one account.
 //
-// Configs come from the built-in presets ([Preset]: "ecs", "cloudmap"),
+// Configs come from the built-in presets ([Preset]: "ecs", "cloudmap",
+// "servicequotas", and "ec2", "sts", "ssm", "kms", "secretsmanager" from
+// AWS's published throttling tables, each naming its page in Source),
 // from [NewConfig], or from a YAML file through package config, which
 // owns the file format and names the file, line and field of every
 // problem. quota owns the policy model only: it reads no file and knows
@@ -18,7 +20,11 @@ package quota
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
+	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/bucket"
 )
 
@@ -53,6 +59,16 @@ type Category struct {
 	// service's charging rules ([Service.Charges]); tables print DrawnBy
 	// in place of the actions.
 	DrawnBy string
+	// PerAction says each action of the category has a bucket of its
+	// own, of the category's size, rather than one bucket shared by all:
+	// EC2's request rate limiting, where "non-mutating" sizes the bucket
+	// of every Describe* action separately. Such a bucket's key names the
+	// category and the action: "non-mutating/DescribeHosts".
+	PerAction bool
+	// Source says where the category's numbers come from when that is
+	// not its service's Source: "inferred: …" for a category AWS's
+	// documentation does not list.
+	Source string
 }
 
 // Service is an API whose actions are throttled together.
@@ -81,10 +97,37 @@ type Service struct {
 	// tollgate (how is the config's autoscale section, package config),
 	// and that they are its upstream in place of Upstream.
 	Autoscaled bool
+	// Source names the published AWS documentation the service's table
+	// is taken from; empty for a service of one's own.
+	Source string
+	// DefaultCategory names the category of an operation the table does
+	// not list ([Service.CategoryOrDefault]): with an Upstream, serve
+	// passes such an operation through under it, so a table stays
+	// forward compatible as AWS adds operations. Empty, or without an
+	// upstream, such an operation is refused (UnknownOperationException);
+	// replay counts it as an unknown action, so a report shows what the
+	// table lacks.
+	DefaultCategory string
+	// Prefixes sort operations the table does not list by the start of
+	// their name, first match wins: EC2's "Describe*, List*, Search*,
+	// Get*" are non-mutating, every other action mutating.
+	Prefixes []Prefix
+	// ThrottleCodes are the error codes, beside Throttle.Code and the
+	// categories' own, that the service's logs give a throttled call:
+	// EC2 logs "Client.RequestLimitExceeded" in CloudTrail.
+	ThrottleCodes []string
 
 	byAction map[string]*Category
 	byName   map[string]*Category
+	aliases  map[string]string  // another spelling of an action → the action
 	chargers map[string]charger // actions whose cost depends on the body
+}
+
+// Prefix sends the operations whose names start with Prefix ("" matches
+// every name) to the category named Category.
+type Prefix struct {
+	Prefix   string
+	Category string
 }
 
 // NewService returns a service with the given categories, indexed for
@@ -112,6 +155,24 @@ func (s *Service) index() error {
 			s.byAction[a] = c
 		}
 	}
+	for alias, a := range s.aliases {
+		if _, dup := s.byAction[alias]; dup {
+			return fmt.Errorf("service %s: alias %s is also an action", s.Name, alias)
+		}
+		if _, ok := s.byAction[a]; !ok {
+			return fmt.Errorf("service %s: alias %s of %s, which no category lists", s.Name, alias, a)
+		}
+	}
+	for _, p := range s.Prefixes {
+		if _, ok := s.byName[p.Category]; !ok {
+			return fmt.Errorf("service %s: prefix %q sends operations to category %q, which is not defined", s.Name, p.Prefix, p.Category)
+		}
+	}
+	if d := s.DefaultCategory; d != "" {
+		if _, ok := s.byName[d]; !ok {
+			return fmt.Errorf("service %s: default category %q is not defined", s.Name, d)
+		}
+	}
 	return nil
 }
 
@@ -124,16 +185,96 @@ func (s *Service) ThrottleOf(cat *Category) Throttle {
 	return s.Throttle
 }
 
-// CategoryOf returns the category of an action.
+// CategoryOf returns the category of an action: the one that lists it
+// (or the action an alias spells otherwise, as ECS's seed table spelled
+// UpdateContainerInstancesState with an s), else the first of
+// [Service.Prefixes] its name starts with.
 func (s *Service) CategoryOf(action string) (*Category, bool) {
-	c, ok := s.byAction[action]
+	if c, ok := s.byAction[action]; ok {
+		return c, true
+	}
+	if a, ok := s.aliases[action]; ok {
+		return s.byAction[a], true
+	}
+	for _, p := range s.Prefixes {
+		if strings.HasPrefix(action, p.Prefix) {
+			return s.byName[p.Category], true
+		}
+	}
+	return nil, false
+}
+
+// CategoryOrDefault returns the category of an action, or, for an
+// operation the table does not know, the service's DefaultCategory when
+// it has one.
+func (s *Service) CategoryOrDefault(action string) (*Category, bool) {
+	if c, ok := s.CategoryOf(action); ok {
+		return c, true
+	}
+	if s.DefaultCategory == "" {
+		return nil, false
+	}
+	c, ok := s.byName[s.DefaultCategory]
 	return c, ok
 }
 
-// CategoryNamed returns the category with the given name.
+// Canonical returns the spelling of action the service's table uses:
+// the action an alias stands for, else action itself.
+func (s *Service) Canonical(action string) string {
+	if a, ok := s.aliases[action]; ok {
+		return a
+	}
+	return action
+}
+
+// Aliases returns the other spellings the service accepts for its
+// actions, each mapped to the action.
+func (s *Service) Aliases() map[string]string { return maps.Clone(s.aliases) }
+
+// BucketName returns the category part of the key of the bucket a call
+// of action in cat takes from: cat's name, or, for a PerAction category,
+// its name and the action ("non-mutating/DescribeHosts").
+func (s *Service) BucketName(cat *Category, action string) string {
+	if !cat.PerAction {
+		return cat.Name
+	}
+	return cat.Name + "/" + s.Canonical(action)
+}
+
+// CategoryNamed returns the category with the given name, or the
+// PerAction category of a bucket name such as
+// "non-mutating/DescribeHosts".
 func (s *Service) CategoryNamed(name string) (*Category, bool) {
-	c, ok := s.byName[name]
-	return c, ok
+	if c, ok := s.byName[name]; ok {
+		return c, true
+	}
+	cat, action, ok := strings.Cut(name, "/")
+	if !ok {
+		return nil, false
+	}
+	c, ok := s.byName[cat]
+	if !ok || !c.PerAction {
+		return nil, false
+	}
+	if got, ok := s.CategoryOf(action); !ok || got != c {
+		return nil, false
+	}
+	return c, true
+}
+
+// IsThrottleCode reports whether code is an error code the service
+// answers or logs for a throttled call: its Throttle's, a category's, or
+// one of its ThrottleCodes.
+func (s *Service) IsThrottleCode(code string) bool {
+	if code == s.Throttle.Code || slices.Contains(s.ThrottleCodes, code) {
+		return true
+	}
+	for _, c := range s.Categories {
+		if c.Throttle != nil && c.Throttle.Code == code {
+			return true
+		}
+	}
+	return false
 }
 
 // Key names one bucket: a category of a service, for one account in one
@@ -187,6 +328,7 @@ type Config struct {
 	overrides map[overrideKey]bucket.Limit
 	overList  []Override
 	accounts  map[string]string
+	regions   *awsjson.Regions // nil: every AWS region
 }
 
 // NewConfig builds a config from services, overrides and an access-key →
@@ -277,23 +419,36 @@ func (c *Config) Limit(k Key) (limit bucket.Limit, ok bool) {
 	if !ok {
 		return bucket.Limit{}, false
 	}
-	cat, ok := s.byName[k.Category]
+	cat, ok := s.CategoryNamed(k.Category)
 	if !ok {
 		return bucket.Limit{}, false
 	}
 	return c.limitOf(cat, k), true
 }
 
+// limitOf returns the limit of k, a bucket of cat: an override of k's
+// own bucket name, then, for a PerAction bucket, one of its category,
+// else the category's default.
 func (c *Config) limitOf(cat *Category, k Key) bucket.Limit {
 	if len(c.overrides) != 0 {
-		if l, ok := c.overrides[overrideKey{k.Service, k.Account, k.Region, k.Category}]; ok {
+		if l, ok := c.override(k.Service, k.Account, k.Region, k.Category); ok {
 			return l
 		}
-		if l, ok := c.overrides[overrideKey{k.Service, k.Account, "", k.Category}]; ok {
-			return l
+		if k.Category != cat.Name {
+			if l, ok := c.override(k.Service, k.Account, k.Region, cat.Name); ok {
+				return l
+			}
 		}
 	}
 	return cat.Limit
+}
+
+func (c *Config) override(service, account, region, category string) (bucket.Limit, bool) {
+	if l, ok := c.overrides[overrideKey{service, account, region, category}]; ok {
+		return l, true
+	}
+	l, ok := c.overrides[overrideKey{service, account, "", category}]
+	return l, ok
 }
 
 // Resolve maps a request — an action of a service, by an account in a
@@ -303,11 +458,11 @@ func (c *Config) Resolve(service, account, region, action string) (Key, bucket.L
 	if !ok {
 		return Key{}, bucket.Limit{}, fmt.Errorf("%w: %q", ErrUnknownService, service)
 	}
-	cat, ok := s.byAction[action]
+	cat, ok := s.CategoryOf(action)
 	if !ok {
 		return Key{}, bucket.Limit{}, fmt.Errorf("%w: %q is not an action of %s", ErrUnknownAction, action, service)
 	}
-	k := Key{Service: service, Account: account, Region: region, Category: cat.Name}
+	k := Key{Service: service, Account: account, Region: region, Category: s.BucketName(cat, action)}
 	return k, c.limitOf(cat, k), nil
 }
 

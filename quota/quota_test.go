@@ -15,22 +15,22 @@ func TestECSPresetMatchesSpecTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The SPEC table's 20, then Fargate's 3 (AWS Fargate throttling
-	// quotas), which no action names.
-	if len(ecs.Categories) != 23 {
-		t.Fatalf("ecs preset has %d categories, want 20 + 3 of Fargate", len(ecs.Categories))
+	// The SPEC table's 20, the inferred ones, Fargate's 3 (AWS Fargate
+	// throttling quotas) and the unlisted operations' bucket, which no
+	// action names.
+	want := len(ecsCategories) + len(ecsInferred) + 3 + 1
+	if len(ecs.Categories) != want || len(ecsCategories) != 20 {
+		t.Fatalf("ecs preset has %d categories (%d documented), want 20 + %d inferred + 3 of Fargate + unlisted", len(ecs.Categories), len(ecsCategories), len(ecsInferred))
 	}
-	for _, c := range ecs.Categories[20:] {
+	for _, c := range ecs.Categories[len(ecsCategories)+len(ecsInferred):] {
 		if len(c.Actions) != 0 || c.DrawnBy == "" {
-			t.Errorf("Fargate category %s: actions %v, DrawnBy %q; want none and a description", c.Name, c.Actions, c.DrawnBy)
+			t.Errorf("category %s: actions %v, DrawnBy %q; want none and a description", c.Name, c.Actions, c.DrawnBy)
 		}
 	}
-	actions := 0
-	for _, c := range ecs.Categories {
-		actions += len(c.Actions)
-	}
-	if actions != 53 {
-		t.Errorf("ecs preset has %d actions, want the table's 53", actions)
+	for _, c := range ecs.Categories[len(ecsCategories) : len(ecsCategories)+len(ecsInferred)] {
+		if !strings.HasPrefix(c.Source, "inferred: ") {
+			t.Errorf("category %s is not in AWS's table but its Source %q does not say it is inferred", c.Name, c.Source)
+		}
 	}
 	if ecs.Throttle != (Throttle{"ThrottlingException", "Rate exceeded", 400}) {
 		t.Errorf("ecs throttle = %+v", ecs.Throttle)
@@ -55,7 +55,13 @@ func TestECSPresetMatchesSpecTable(t *testing.T) {
 		if c.Limit.Capacity() != r.capacity || c.Limit.RefillPerSecond() != r.refill {
 			t.Errorf("%s: preset %v, SPEC %d/%v", name, c.Limit, r.capacity, r.refill)
 		}
-		if strings.Join(c.Actions, " ") != r.actions {
+		// SPEC keeps the seed's spelling UpdateContainerInstancesStates,
+		// which the preset keeps as an alias of the SDK's.
+		var spec []string
+		for _, a := range strings.Fields(r.actions) {
+			spec = append(spec, ecs.Canonical(a))
+		}
+		if strings.Join(c.Actions, " ") != strings.Join(spec, " ") {
 			t.Errorf("%s: preset actions %v, SPEC %q", name, c.Actions, r.actions)
 		}
 		for _, a := range c.Actions {
@@ -150,13 +156,13 @@ func TestUnknownPreset(t *testing.T) {
 	}
 	// A typo gets the did-you-mean a config file's preset gets.
 	_, err := Preset("ecss")
-	if want := `unknown preset "ecss" (did you mean "ecs"?) (have cloudmap, ecs, servicequotas)`; err == nil || err.Error() != want {
+	if want := `unknown preset "ecss" (did you mean "ecs"?) (have cloudmap, ec2, ecs, kms, secretsmanager, servicequotas, ssm, sts)`; err == nil || err.Error() != want {
 		t.Errorf("Preset(ecss) error = %v, want %s", err, want)
 	}
 }
 
 func TestPresetOfTargetPrefix(t *testing.T) {
-	for prefix, want := range map[string]string{"Route53AutoNaming_v20170314": "cloudmap", "AmazonEC2ContainerServiceV20141113": "ecs", ServiceQuotasTargetPrefix: "servicequotas", "AmazonSQS": ""} {
+	for prefix, want := range map[string]string{"Route53AutoNaming_v20170314": "cloudmap", "AmazonEC2ContainerServiceV20141113": "ecs", ServiceQuotasTargetPrefix: "servicequotas", "AmazonSSM": "ssm", "TrentService": "kms", "secretsmanager": "secretsmanager", "AmazonSQS": "", "": ""} {
 		if got, ok := PresetOfTargetPrefix(prefix); got != want || ok != (want != "") {
 			t.Errorf("PresetOfTargetPrefix(%s) = %q %v, want %q", prefix, got, ok, want)
 		}

@@ -103,7 +103,7 @@ type Group struct {
 // Options configure a replay.
 type Options struct {
 	// Quota is the throttling config, as tollgate serve uses it;
-	// quota.Default() when nil.
+	// quota.Builtin() (every built-in preset) when nil.
 	Quota *quota.Config
 	// Limits, when not nil, gives the limit of a bucket from the one the
 	// config gives it, as tollgate serve's approved Service Quotas
@@ -188,7 +188,7 @@ func Files(paths []string) ([]Input, error) {
 // still replayed; Run fails only when opt is invalid.
 func Run(inputs []Input, opt Options) (*Report, error) {
 	if opt.Quota == nil {
-		opt.Quota = quota.Default()
+		opt.Quota = quota.Builtin()
 	}
 	if opt.Window == 0 {
 		opt.Window = DefaultWindow

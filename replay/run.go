@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/quota"
-	"github.com/tollgate/tollgate/retry"
 	"github.com/tollgate/tollgate/sim"
 )
 
@@ -148,7 +147,7 @@ func (r *run) add(rec *Record) {
 		return
 	}
 	st := r.stats[e.bucket]
-	if rec.ErrorCode != "" && retry.IsThrottleCode(rec.ErrorCode) {
+	if rec.ErrorCode != "" && r.isThrottle(rec) {
 		st.recorded++
 		return
 	}

@@ -242,6 +242,9 @@ func (s *Service) adminSet(w http.ResponseWriter, r *http.Request) {
 	case in.Account == "" || strings.Contains(in.Account, "|") || !awsjson.ValidRegion(in.Region):
 		adminError(w, http.StatusBadRequest, "account and region are required")
 		return
+	case !c.Config().ServesRegion(in.Region):
+		adminError(w, http.StatusBadRequest, "region "+awsjson.Clip(in.Region)+" is not served: not one of AWS's regions or the config's regions list")
+		return
 	}
 	if in.Value != 0 {
 		v := in.Value

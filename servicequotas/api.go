@@ -90,6 +90,12 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		awsjson.AuthError(err).Write(w)
 		return
 	}
+	if !s.Catalog().Config().ServesRegion(id.Region) {
+		// The gateway refuses it first; this keeps a handler served
+		// without one from storing requests of any region a caller names.
+		awsjson.RegionError(id.Region).Write(w)
+		return
+	}
 	op, ok := operations[action]
 	if !ok {
 		if code, ok := Unsupported[action]; ok {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/limiter/limitertest"
+	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/servicequotas"
 )
 
@@ -42,8 +43,9 @@ func TestCLISession(t *testing.T) {
 		return v
 	}
 	list := run("list-service-quotas", "--service-code", "ecs")
-	if qs := list["Quotas"].([]any); len(qs) != 46 { // 23 categories (Fargate's 3 included), two quotas each
-		t.Fatalf("list-service-quotas: %d quotas, want 46", len(qs))
+	ecsPreset, _ := quota.Preset("ecs")
+	if qs := list["Quotas"].([]any); len(qs) != 2*len(ecsPreset.Categories) { // two quotas a category, Fargate's included
+		t.Fatalf("list-service-quotas: %d quotas, want %d", len(qs), 2*len(ecsPreset.Categories))
 	}
 	code := servicequotas.QuotaCode("ecs", "cluster-read", servicequotas.Burst)
 	q := run("get-service-quota", "--service-code", "ecs", "--quota-code", code)

@@ -90,10 +90,12 @@ func (b *redisBackend) insert(ctx context.Context, r Request) error {
 }
 
 // migrateOnce runs the backend's migration at the first Refresh that
-// reaches the store.
+// reaches the store while the config serves the Service Quotas API: a
+// node whose config does not leaves the legacy document, and its log,
+// to one that does.
 func (s *Service) migrateOnce(ctx context.Context) error {
 	m, ok := s.be.(*redisBackend)
-	if !ok || s.migrated.Load() {
+	if !ok || s.migrated.Load() || !s.served.Load() {
 		return nil
 	}
 	n, err := m.migrate(ctx)

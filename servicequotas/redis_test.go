@@ -2,6 +2,7 @@ package servicequotas_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +161,44 @@ func TestRedisLegacyStateIsMigrated(t *testing.T) {
 	}
 	if client.Exists(ctx, "tollgate:servicequotas:state").Val() != 0 || client.Get(ctx, "tollgate:servicequotas:state:migrated").Val() != legacy {
 		t.Fatal("the legacy document is not moved aside")
+	}
+}
+
+// TestRedisLegacyStateWaitsForAConfigThatServesServiceQuotas: a node
+// whose config has no Service Quotas API neither moves the legacy
+// document nor logs about it; once a reload serves the API, it does.
+func TestRedisLegacyStateWaitsForAConfigThatServesServiceQuotas(t *testing.T) {
+	srv := redistest.Start(t)
+	client := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { client.Close() })
+	ctx := context.Background()
+	legacy := `{"version":1,"requests":[],"applied":{}}`
+	if err := client.Set(ctx, "tollgate:servicequotas:state", legacy, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ecsSvc, _ := quota.Preset("ecs")
+	ecsOnly, err := quota.NewConfig([]*quota.Service{ecsSvc}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	svc, err := servicequotas.New(servicequotas.Options{Config: ecsOnly, Redis: client, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if client.Exists(ctx, "tollgate:servicequotas:state").Val() != 1 || strings.Contains(logs.String(), "legacy") {
+		t.Fatalf("without Service Quotas in the config the legacy document was moved, or logged:\n%s", logs.String())
+	}
+	if err := svc.SetConfig(testConfig(t), servicequotas.Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if client.Exists(ctx, "tollgate:servicequotas:state").Val() != 0 || client.Get(ctx, "tollgate:servicequotas:state:migrated").Val() != legacy {
+		t.Fatal("once the config serves Service Quotas, the legacy document is not moved aside")
 	}
 }

@@ -180,6 +180,19 @@ func TestTaggedQuotasPerAccountAreBounded(t *testing.T) {
 	both(t, func(t *testing.T, redis bool) {
 		a := newAPI(t, redis, servicequotas.Policy{})
 		qs, _ := a.svc.Catalog().Quotas("ecs")
+		// Private regions test-0, test-1, …, enough to spread the tags
+		// one per quota and region (a config's regions list).
+		var names []string
+		for i := 0; i <= servicequotas.MaxTaggedPerAccount/len(qs); i++ {
+			names = append(names, fmt.Sprintf("test-%d", i))
+		}
+		regions, err := awsjson.NewRegions(names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.svc.SetConfig(a.svc.Catalog().Config().WithRegions(regions), servicequotas.Policy{}); err != nil {
+			t.Fatal(err)
+		}
 		tag := func(key, account string, i int, want string) {
 			t.Helper()
 			region := fmt.Sprintf("test-%d", i/len(qs))

@@ -437,9 +437,11 @@ func TestApprovalRulesSplitBurstAndRate(t *testing.T) {
 		{Service: "ecs", Category: "cluster-read", Burst: servicequotas.Bounds{AutoApproveUpTo: 80, Max: 1000}}}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"cluster-read burst                   50       requests             approve up to 80, refuse above 1000",
-		"cluster-read rate                    20       requests per second  operator decides"} {
-		if !strings.Contains(b.String(), want) {
+	// Columns aligned by tabwriter: compared with runs of spaces as one.
+	table := strings.Join(strings.Fields(b.String()), " ")
+	for _, want := range []string{"cluster-read burst 50 requests approve up to 80, refuse above 1000",
+		"cluster-read rate 20 requests per second operator decides"} {
+		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
 	}

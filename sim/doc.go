@@ -48,8 +48,9 @@
 //     changes at given times (TrafficChanges) and new revisions roll out
 //     as package pool rolls them out: the receiving revision is first
 //     started up to the instances its new share of the serving load
-//     needs, and the split moves once they are ready (or after the
-//     rollout timeout). A revision left without share or tag drains by
+//     needs (a new revision at least one), and the split moves once
+//     they are ready, or at the rollout timeout if at least one is; with
+//     none ready then, traffic stays where it was. A revision left without share or tag drains by
 //     its requests, its instances counted over max (Second.OverMax)
 //     beyond the latest revision's max instances, for at most the
 //     request timeout and 15 minutes, when the calls still on it are cut

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"html"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,10 +105,11 @@ func TestGPUInstanceIdlesTenMinutes(t *testing.T) {
 	}
 }
 
-// A warm rollout: hello-00002, deployed at 60 s with only a tag, gets
-// 10 % at 120 s. Its share does not move before the instances that share
-// needs are ready: it moves at the instant the last of them is, its cold
-// start after the tick that started it.
+// A warm rollout: hello-00002, deployed at 60 s with only a tag (and so
+// with one instance, as Knative's initial scale), gets 10 % at 120 s,
+// then more. Its share does not move before the instances that share
+// needs are ready: at once when they already are, else at the instant
+// the last of them is, its cold start after the tick that started it.
 func TestWarmShiftWaitsForInstances(t *testing.T) {
 	st, err := Preset("gradual-rollout")
 	if err != nil {
@@ -131,8 +133,12 @@ func TestWarmShiftWaitsForInstances(t *testing.T) {
 			}
 			// The change was made at a whole second (120, 240, 360 s);
 			// the floor starts instances at the next tick, ready a cold
-			// start later.
-			if got := ev.At % time.Second; got != cold%time.Second || ev.At.Truncate(time.Second) < cold {
+			// start later, unless they were ready already.
+			atOnce := ev.At%time.Second == 0 && slices.ContainsFunc(sc.Backend.TrafficChanges, func(c TrafficChange) bool { return c.At == ev.At })
+			if atOnce && b.Ready[int(ev.At/time.Second)-1] < ev.Needed {
+				t.Errorf("%s: moved at once at %v without the %d instances needed ready before", sc.Name, ev.At, ev.Needed)
+			}
+			if got := ev.At % time.Second; !atOnce && (got != cold%time.Second || ev.At.Truncate(time.Second) < cold) {
 				t.Errorf("%s: moved at %v, not a cold start (%v) after a tick", sc.Name, ev.At, cold)
 			}
 		}
@@ -149,7 +155,7 @@ func TestWarmShiftWaitsForInstances(t *testing.T) {
 		// At each change the split holds until the instances are ready.
 		for _, c := range sc.Backend.TrafficChanges {
 			k := int(c.At / time.Second)
-			if b.Percent[k] != b.Percent[k-1] {
+			if b.Percent[k] != b.Percent[k-1] && b.Ready[k-1] < needAt(res, b.Name, c.At+time.Second) {
 				t.Errorf("%s: the share moved in the second of the change at %v, before any instance could start", sc.Name, c.At)
 			}
 		}
@@ -382,6 +388,35 @@ func TestReportsShowRevisionsAndBuckets(t *testing.T) {
 		}
 		if log := strings.Contains(summary.String(), "revisions and traffic of run cold-start-3s"); log != (name == "warm-rollout") {
 			t.Errorf("%s: summary shows the traffic log: %v\n%s", name, log, summary.String())
+		}
+	}
+}
+
+// A rollback to a drained revision is a traffic change, as the pool's:
+// hello-00001, retired once hello-00002 took all the traffic and
+// stopped, runs again when a change names it, and takes the traffic once
+// its instance is ready.
+func TestTrafficChangeRunsARetiredRevisionAgain(t *testing.T) {
+	sc := splitScenario(nil)
+	sc.Duration = 40 * time.Second
+	sc.Backend.Revisions = []Revision{{}, {At: 2 * time.Second}}
+	sc.Backend.TrafficChanges = []TrafficChange{{At: 20 * time.Second, Traffic: []TrafficTarget{{Revision: "hello-00001", Percent: 100}}}}
+	res, err := Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := res.Revisions[0], res.Revisions[1]
+	if a.StoppedAt == 0 || a.StoppedAt >= 20*time.Second {
+		t.Fatalf("hello-00001 stopped at %v, want before the rollback at 20 s: %+v", a.StoppedAt, res.TrafficLog)
+	}
+	last := len(res.Seconds) - 1
+	if a.Percent[last] != 100 || b.Percent[last] != 0 || a.Ready[last] < 1 {
+		t.Fatalf("at the end: hello-00001 %d %% with %d ready, hello-00002 %d %%; want the rollback in force: %+v",
+			a.Percent[last], a.Ready[last], b.Percent[last], res.TrafficLog)
+	}
+	for _, e := range res.TrafficLog {
+		if strings.Contains(e.Msg, "refused") {
+			t.Fatalf("the rollback was refused: %+v", e)
 		}
 	}
 }

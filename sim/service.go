@@ -51,6 +51,7 @@ type svcState struct {
 	rollout       int32 // the revision rolling out, -1 for none
 	boot          int   // the instances it waits for
 	rolloutBy     int64
+	rolloutPrev   []TrafficTarget // the block in force before the rollout's, restored if it fails
 	log           []TrafficEvent
 	grace         int64 // how long a retired revision may drain
 	rolloutTimout int64
@@ -274,6 +275,7 @@ func (r *runner) reroute() {
 // needs, the latest ready once they are.
 func (r *runner) deploy(i int32) {
 	s, rv := r.svc, r.revs[i]
+	s.rolloutPrev = s.traffic
 	if rv.spec.Traffic != nil {
 		r.cancelShift()
 		s.traffic = rv.spec.Traffic
@@ -288,7 +290,7 @@ func (r *runner) deploy(i int32) {
 			latest += e.Percent
 		}
 	}
-	warm := 0
+	warm := 1 // as the pool: a new revision shows it can run, whatever its share
 	if share := latest + named; share > 0 {
 		warm = max(1, (load*share+99)/100)
 	}
@@ -316,21 +318,48 @@ func (r *runner) deploy(i int32) {
 }
 
 // trafficChange begins change i: a shift that waits for the receiving
-// revisions' instances.
+// revisions' instances. A retired revision it names runs again, as the
+// pool runs a kept revision again (a rollback).
 func (r *runner) trafficChange(i int32) {
 	c := r.sc.Backend.TrafficChanges[i]
 	for _, e := range c.Traffic {
 		if e.Revision == "" {
 			continue
 		}
-		if j := r.revisionNamed(e.Revision); j < 0 || r.revs[j].retired || r.revs[j].stopped {
-			// The server refuses a block naming a revision it no longer
-			// runs (the admin API answers 400): the traffic stays.
+		j := r.revisionNamed(e.Revision)
+		if j < 0 || (r.revs[j].stopped && !r.revs[j].retired) {
+			// Not deployed yet: the server refuses the block (the admin
+			// API answers 400) and the traffic stays.
 			r.svc.logf(r, j, 0, 0, "traffic change %d refused: revision %s is not running", i+1, e.Revision)
 			return
 		}
 	}
+	for _, e := range c.Traffic {
+		if j := r.revisionNamed(e.Revision); e.Revision != "" && r.revs[j].retired {
+			r.revive(r.revs[j])
+		}
+	}
 	r.shiftTraffic(c.Traffic)
+}
+
+// revive runs a retired revision again: a drained one on a new engine
+// with its config, scaled from zero; one still draining takes requests
+// again.
+func (r *runner) revive(rv *backendRev) {
+	if rv.stopped {
+		cfg := rv.cfg
+		cfg.Policy = r.sc.Backend.policy(cfg)
+		eng, err := autoscale.New(cfg)
+		if err != nil {
+			r.err = fmt.Errorf("sim: run %s again: %w", rv.series.Name, err)
+			return
+		}
+		rv.eng, rv.stopped = eng, false
+	}
+	rv.retired = false
+	r.svc.logf(r, rv.idx, 0, 0, "retired revision named by the traffic: running it again")
+	d := rv.eng.Tick(r.time())
+	r.handle(rv, d.Events)
 }
 
 // shiftTraffic gives the service traffic t, at once when no revision's
@@ -378,7 +407,20 @@ func (r *runner) check() {
 	if s.rollout >= 0 {
 		rv := r.revs[s.rollout]
 		ready := rv.eng.Stats().Ready
-		if ready >= s.boot || r.now >= s.rolloutBy {
+		if ready == 0 && r.now >= s.rolloutBy {
+			// No instance ready within the rollout timeout: the
+			// rollout failed, as the pool's; traffic stays where it was.
+			s.rollout = -1
+			if named := slices.ContainsFunc(s.traffic, func(e TrafficTarget) bool { return e.Revision == rv.series.Name && e.Percent > 0 }); named {
+				s.traffic = s.rolloutPrev
+			}
+			s.logf(r, rv.idx, s.boot, 0, "rollout failed: no instance ready within the rollout timeout; traffic stays where it was")
+			r.reroute()
+			if err := rv.eng.SetConfig(rv.engineConfig()); err != nil {
+				r.err = fmt.Errorf("sim: %s: %w", rv.series.Name, err)
+			}
+		}
+		if ready > 0 && (ready >= s.boot || r.now >= s.rolloutBy) {
 			s.rollout = -1
 			prev := r.revs[s.ready]
 			s.ready = rv.idx
@@ -411,6 +453,14 @@ func (r *runner) check() {
 	for _, rc := range s.shift {
 		if r.revs[rc.rev].retired || r.revs[rc.rev].stopped {
 			s.logf(r, rc.rev, 0, 0, "traffic change dropped: the revision was retired meanwhile")
+			r.cancelShift()
+			return
+		}
+	}
+	for _, rc := range s.shift {
+		if r.revs[rc.rev].eng.Stats().Ready == 0 {
+			// As the pool's: never to a revision with no instance ready.
+			s.logf(r, rc.rev, rc.need, 0, "traffic not moved %d → %d %%: no instance ready within the rollout timeout; traffic stays where it was", rc.from, rc.to)
 			r.cancelShift()
 			return
 		}

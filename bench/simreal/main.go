@@ -61,9 +61,18 @@ var (
 	steadyTo       = 240 * time.Second
 )
 
+// instancePorts are the ports the instances are given (-ports); the zero
+// range is the process runner's default.
+var instancePorts process.PortRange
+
 func main() {
 	out := flag.String("out", "", "`DIR` for the figure and the CSV (default: a new temporary directory)")
 	scenario := flag.String("scenario", "step", "`NAME`: step (a step load on one revision) or rollout (a split and a rollout over two)")
+	flag.Func("ports", "`LOW-HIGH`: the ports the test service's instances are given, inclusive, as serve's --instance-ports (default: 20000-31999 less the kernel's ephemeral range)", func(s string) error {
+		r, err := process.ParsePortRange(s)
+		instancePorts = r
+		return err
+	})
 	flag.Parse()
 	var err error
 	switch *scenario {
@@ -175,6 +184,7 @@ func runReal(bin string) (series, time.Duration, error) {
 		Command: bin,
 		Env:     []string{testservice.EnvHost + "=127.0.0.1", testservice.EnvLatency + "=" + latency.String()},
 		Logger:  slog.New(slog.DiscardHandler),
+		Ports:   instancePorts,
 	})
 	if err != nil {
 		return series{}, 0, err

@@ -122,6 +122,7 @@ func rolloutReal(bin string) (revSeries, time.Duration, error) {
 			Env: []string{testservice.EnvHost + "=127.0.0.1", testservice.EnvLatency + "=" + latency.String(),
 				"VERSION=" + version},
 			Logger: slog.New(slog.DiscardHandler),
+			Ports:  instancePorts,
 		})
 	}
 	spec := func(version string, traffic []pool.TrafficTarget) ([]pool.ServiceSpec, error) {

@@ -15,7 +15,7 @@ import (
 func TestCheckPrintsTheRuntimeDefaults(t *testing.T) {
 	if config.DefaultRequestTimeout != pool.DefaultRequestTimeout || config.DefaultMaxPending != pool.DefaultMaxPending ||
 		config.DefaultReadinessTimeout != process.DefaultReadyTimeout ||
-		config.DefaultStopGrace != pool.DefaultStopGrace {
+		config.DefaultStopGrace != pool.DefaultStopGrace || config.DefaultRolloutTimeout != pool.DefaultRolloutTimeout {
 		t.Fatalf("config.s defaults %v %d %v %v differ from the runtime's %v %d %v %v",
 			config.DefaultRequestTimeout, config.DefaultMaxPending, config.DefaultReadinessTimeout, config.DefaultStopGrace,
 			pool.DefaultRequestTimeout, pool.DefaultMaxPending, process.DefaultReadyTimeout, pool.DefaultStopGrace)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/docpages"
 )
 
 // demoStep is one curl command of the README's "Try it" block and the
@@ -160,17 +161,8 @@ func TestReadmeNeverSpeaksOfTheSeed(t *testing.T) {
 // machine without Redis gets a server that throttles (issue 9, D1); the
 // Redis store has its own snippet, which must be valid too.
 func TestReadmeConfigExampleNeedsNoRedis(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	yamlBlock := func(heading string) string {
-		_, section, ok := strings.Cut(string(b), "\n## "+heading+"\n")
-		if !ok {
-			t.Fatalf("README.md has no %q section", heading)
-		}
-		section, _, _ = strings.Cut(section, "\n## ")
-		_, block, ok := strings.Cut(section, "```yaml\n")
+		_, block, ok := strings.Cut(docSection(t, heading), "```yaml\n")
 		if !ok {
 			t.Fatalf("section %q has no yaml block", heading)
 		}
@@ -210,20 +202,32 @@ func TestReadmeConfigExampleNeedsNoRedis(t *testing.T) {
 	}
 }
 
-// TestEveryReadmeConfigPassesCheck runs every yaml block of README.md
-// through `tollgate check`, as a user who copies it would: a fragment
-// (a store or rls section alone) goes under the ECS preset, and the files
-// the README's configs name (./hello, an rls.config_dir) exist beside it.
+// TestEveryDocConfigPassesCheck runs every yaml block of README.md and
+// docs/*.md through `tollgate check`, as a user who copies it would: a
+// fragment (a store or rls section alone) goes under the ECS preset, and
+// the files the configs name (./hello, an rls.config_dir) exist beside it.
 // Envoy's own configuration is the one block that is not tollgate's.
-func TestEveryReadmeConfigPassesCheck(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+func TestEveryDocConfigPassesCheck(t *testing.T) {
+	pages, err := docpages.Load("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
+	checked := 0
+	for _, p := range pages {
+		checked += checkPageConfigs(t, p)
+	}
+	if checked < 5 {
+		t.Fatalf("checked %d yaml blocks of the documentation; it has at least 5 configs", checked)
+	}
+}
+
+// checkPageConfigs checks one page's yaml blocks and returns how many.
+func checkPageConfigs(t *testing.T, page docpages.Page) int {
+	t.Helper()
 	heading, checked := "", 0
-	lines := strings.Split(string(b), "\n")
+	lines := strings.Split(page.Text, "\n")
 	for i := 0; i < len(lines); i++ {
-		if strings.HasPrefix(lines[i], "## ") {
+		if strings.HasPrefix(lines[i], "## ") || strings.HasPrefix(lines[i], "# ") {
 			heading = lines[i]
 		}
 		if lines[i] != "```yaml" {
@@ -233,7 +237,7 @@ func TestEveryReadmeConfigPassesCheck(t *testing.T) {
 		for i++; i < len(lines) && lines[i] != "```"; i++ {
 		}
 		block := strings.Join(lines[start:i], "\n") + "\n"
-		where := fmt.Sprintf("README.md:%d (%s)", start, heading)
+		where := fmt.Sprintf("%s:%d (%s)", page.Name, start, heading)
 		if strings.Contains(block, "http_filters:") {
 			continue // Envoy's side of the RLS setup
 		}
@@ -259,7 +263,20 @@ func TestEveryReadmeConfigPassesCheck(t *testing.T) {
 		}
 		checked++
 	}
-	if checked < 5 {
-		t.Fatalf("checked %d yaml blocks of README.md; it has at least 5 configs", checked)
+	return checked
+}
+
+// docSection returns the text of the documentation section under heading,
+// on whichever page (README.md, docs/*.md) holds it.
+func docSection(t *testing.T, heading string) string {
+	t.Helper()
+	pages, err := docpages.Load("../..")
+	if err != nil {
+		t.Fatal(err)
 	}
+	_, text, ok := docpages.Section(pages, heading)
+	if !ok {
+		t.Fatalf("no documentation page has a %q section", heading)
+	}
+	return text
 }

@@ -84,7 +84,7 @@ func retryPolicy(s string) (sim.Retry, error) {
 
 func runReplay(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("replay")
-	cfgPath := fs.String("config", "", "quota config `FILE`, as tollgate serve takes it (default: the built-in ecs and cloudmap presets)")
+	cfgPath := fs.String("config", "", "quota config `FILE`, as tollgate serve takes it (default: every built-in preset, as tollgate check --preset lists them: ecs, cloudmap, servicequotas, ec2, sts, ssm, kms, secretsmanager)")
 	appliedPath := fs.String("applied", "", "`FILE` of the Service Quotas values in force (approved increases), as GET /v1/admin/servicequotas/applied answers")
 	retryFlag := fs.String("retry", "default", "retry `POLICY` of the accounts no --group names: default, none, or a number of attempts")
 	var groups groupFlag
@@ -139,7 +139,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	if len(groups) == 0 {
 		rest = "all"
 	}
-	opt := replay.Options{Quota: quota.Default(), Window: window, Seed: *seed,
+	opt := replay.Options{Quota: quota.Builtin(), Window: window, Seed: *seed,
 		Groups: append([]replay.Group(groups), replay.Group{Name: rest, Retry: rt})}
 	if *cfgPath != "" {
 		cfg, err := config.Load(context.Background(), *cfgPath)

@@ -83,15 +83,7 @@ func TestReplayExampleFilesAreGenerated(t *testing.T) {
 // README's replay section and the comment after each.
 func readmeReplayCommands(t *testing.T) [][2]string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(b), "\n## replay\n")
-	if !ok {
-		t.Fatal("README.md has no \"## replay\" section")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	section := docSection(t, "replay")
 	var cmds [][2]string
 	for _, m := range regexp.MustCompile(`(?m)^tollgate (replay [^#\n]*?)\s*(?:#\s*(.*))?$`).FindAllStringSubmatch(section, -1) {
 		cmds = append(cmds, [2]string{m[1], m[2]})

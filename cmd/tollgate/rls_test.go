@@ -229,11 +229,7 @@ rls:
 // The README's rls section parses, and its header names are envoy
 // ratelimit's defaults, which the service also uses.
 func TestReadmeRLSSectionParses(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(b), "```yaml\nrls:\n")
+	_, block, ok := strings.Cut(docSection(t, "Use tollgate as Envoy's rate limit service"), "```yaml\nrls:\n")
 	block, _, ok2 := strings.Cut(block, "```")
 	if !ok || !ok2 {
 		t.Fatal("README has no ```yaml block starting with rls:")

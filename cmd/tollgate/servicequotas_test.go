@@ -26,14 +26,7 @@ func TestCheckShowsQuotaCodes(t *testing.T) {
 // TestReadmeServiceQuotasConfigChecks: the README's service_quotas
 // config passes `tollgate check`.
 func TestReadmeServiceQuotasConfigChecks(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "## Quota increases: the Service Quotas API\n")
-	if !ok {
-		t.Fatal("README has no Service Quotas section")
-	}
+	section := docSection(t, "Quota increases: the Service Quotas API")
 	_, block, ok := strings.Cut(section, "```yaml\n")
 	block, _, ok2 := strings.Cut(block, "```")
 	if !ok || !ok2 {

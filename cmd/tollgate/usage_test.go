@@ -68,7 +68,7 @@ func TestUsageErrorsExitTwoNamingTheChoices(t *testing.T) {
 		{[]string{"serve", "extra"}, []string{`unexpected argument "extra"`}},
 		{[]string{"check"}, []string{"give a config FILE, or --preset NAME (", "ecs"}},
 		{[]string{"check", "--preset", "nope"}, []string{"nope", "ecs", "cloudmap"}},
-		{[]string{"check", "--preset", "ecss"}, []string{`unknown preset "ecss" (did you mean "ecs"?) (have cloudmap, ecs, servicequotas)`}},
+		{[]string{"check", "--preset", "ecss"}, []string{`unknown preset "ecss" (did you mean "ecs"?) (have cloudmap, ec2, ecs, kms, secretsmanager, servicequotas, ssm, sts)`}},
 		{[]string{"sim", "--preset", "thundering_herd"}, []string{`unknown preset "thundering_herd" (did you mean "thundering-herd"?)`}},
 		{[]string{"sim"}, []string{"give one of --scenario FILE or --preset NAME (", "thundering-herd"}},
 		{[]string{"sim", "--preset", "thundering-herd", "--format", "gif"}, []string{"want png, svg or html"}},

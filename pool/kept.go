@@ -1,0 +1,103 @@
+package pool
+
+// This file is the revisions a service keeps after they stopped taking
+// traffic, scaled to zero, as Knative and Cloud Run keep them: a traffic
+// change naming one (a rollback) runs it again under its name, on the
+// runner and with the config it last had, and moves traffic to it once
+// it is ready, as to any revision whose share grows.
+
+import (
+	"slices"
+	"time"
+)
+
+// Bounds on the retired revisions a service keeps, Knative's revision
+// garbage collection defaults (config-gc): the newest KeepMinRevisions
+// are always kept; an older one is forgotten once it was made more than
+// KeepSinceCreate ago and took traffic last more than KeepSinceActive
+// ago; never more than KeepMaxRevisions.
+const (
+	KeepMinRevisions = 20             // min-non-active-revisions
+	KeepMaxRevisions = 1000           // max-non-active-revisions
+	KeepSinceCreate  = 48 * time.Hour // retain-since-create-time
+	KeepSinceActive  = 15 * time.Hour // retain-since-last-active-time
+)
+
+// keptRevision is a retired revision as the service keeps it: what it
+// takes to run it again.
+type keptRevision struct {
+	name    string
+	spec    ServiceSpec // its runner, config and limits as it last ran
+	where   string      // BoundRevision.Where, if bound
+	created time.Time   // when it was first made
+	retired time.Time   // when it last stopped taking traffic
+}
+
+// keep remembers the retired revision rv, replacing an earlier entry of
+// its name, and forgets those the bounds no longer keep; p.mu is held.
+func (svc *service) keep(rv *revision, now time.Time) {
+	rv.mu.Lock()
+	s := rv.spec
+	s.Engine = rv.cfg
+	s.RequestTimeout, s.MaxPending, s.StopGrace = rv.lim.requestTimeout, rv.lim.maxPending, rv.lim.grace
+	s.Runner = rv.runner
+	k := keptRevision{name: rv.name, spec: s, where: rv.where, created: rv.created, retired: now}
+	rv.mu.Unlock()
+	svc.kept = slices.DeleteFunc(svc.kept, func(o keptRevision) bool { return o.name == k.name })
+	svc.kept = gcKept(append(svc.kept, k), now)
+}
+
+// gcKept is kept, ordered by retirement oldest first, without the
+// revisions Knative's defaults would collect at now.
+func gcKept(kept []keptRevision, now time.Time) []keptRevision {
+	slices.SortStableFunc(kept, func(a, b keptRevision) int { return a.retired.Compare(b.retired) })
+	if n := len(kept) - KeepMaxRevisions; n > 0 {
+		kept = slices.Delete(kept, 0, n)
+	}
+	old := len(kept) - KeepMinRevisions // those before it may be collected
+	out := kept[:0]
+	for i, k := range kept {
+		if i < old && now.Sub(k.created) > KeepSinceCreate && now.Sub(k.retired) > KeepSinceActive {
+			continue
+		}
+		out = append(out, k)
+	}
+	clear(kept[len(out):])
+	return out
+}
+
+// keptByName is svc's kept revision name, or nil; p.mu is held.
+func (svc *service) keptByName(name string) *keptRevision {
+	for i := range svc.kept {
+		if svc.kept[i].name == name {
+			return &svc.kept[i]
+		}
+	}
+	return nil
+}
+
+// revive runs again each kept revision t names, under its name, scaled to
+// zero until a traffic change gives it a share (shift then starts the
+// instances it needs); p.mu is held and the names were checked.
+func (p *Pool) revive(svc *service, t []TrafficTarget) error {
+	for _, e := range t {
+		if e.RevisionName == "" || svc.revisionByName(e.RevisionName) != nil {
+			continue
+		}
+		k := svc.keptByName(e.RevisionName)
+		if k == nil {
+			continue
+		}
+		rv, err := p.newRevision(svc, k.spec, k.spec.Engine, k.name)
+		if err != nil {
+			return err
+		}
+		rv.where, rv.created = k.where, k.created
+		svc.kept = slices.DeleteFunc(svc.kept, func(o keptRevision) bool { return o.name == rv.name })
+		svc.revs = append(svc.revs, rv)
+		sortRevisions(svc)
+		p.log.Info("retired revision named by the traffic: running it again", "service", svc.name, "revision", rv.name, "on", orRunner(rv.where))
+		p.start(rv)
+	}
+	return nil
+}
