@@ -21,6 +21,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/tollgate/awsjson"
+	"github.com/tollgate/tollgate/state/bolt"
 )
 
 // TargetPrefix is the X-Amz-Target prefix of the Cloud Map API.
@@ -117,6 +118,10 @@ type Options struct {
 	// Redis, when set, holds the state so that several nodes share it;
 	// nil means memory.
 	Redis goredis.UniversalClient
+	// Durable, when set and Redis is not, keeps the state in this
+	// embedded store: New loads it, and every change is on disk before
+	// its answer. nil means memory alone.
+	Durable *bolt.DB
 	// RedisPrefix starts every Redis key; empty means "tollgate:cloudmap:".
 	RedisPrefix string
 	// RedisCacheBytes bounds the state, estimated as Limits.UnknownBytes
@@ -155,9 +160,9 @@ type Registry struct {
 	randMu  sync.Mutex // guards rand, which need not be safe for concurrent use
 }
 
-// New returns a registry; it starts nothing. It fails only when
+// New returns a registry; it starts nothing. It fails when
 // OperationDelay, MaxBodyBytes, StoreTimeout or RedisCacheBytes is
-// negative.
+// negative, or when the Durable store's records cannot be read.
 func New(opts Options) (*Registry, error) {
 	if opts.OperationDelay < 0 || opts.MaxBodyBytes < 0 || opts.StoreTimeout < 0 || opts.RedisCacheBytes < 0 {
 		return nil, errors.New("cloudmap: OperationDelay, MaxBodyBytes, StoreTimeout and RedisCacheBytes must not be negative")
@@ -194,6 +199,12 @@ func New(opts Options) (*Registry, error) {
 		}
 		r.store = newRedisStore(redisConfig{client: opts.Redis, prefix: p, timeout: timeout, maxStale: maxStale, now: r.now,
 			budget: budget{max: r.lim.UnknownBytes, perAccount: r.lim.UnknownAccountBytes}, cacheBytes: cacheBytes})
+	} else if opts.Durable != nil {
+		b, err := newBoltStore(r.lim, opts.Durable)
+		if err != nil {
+			return nil, err
+		}
+		r.store = b
 	} else {
 		r.store = newMemStore(r.lim)
 	}

@@ -3,6 +3,7 @@ package cloudmap
 import (
 	"maps"
 	"slices"
+	"strconv"
 )
 
 // state is the registry of one account and region. Every change bumps Seq,
@@ -404,4 +405,41 @@ func cloneAttrs(m map[string]string) map[string]string {
 		return nil
 	}
 	return maps.Clone(m)
+}
+
+// eachRecord calls fn with the record of each change in dirty: its field,
+// as the Redis store names it in its hashes and log (an instance's is
+// i:<service>:<instance>), and its JSON ("" when it was deleted). A
+// deleted service's instances are deleted with it, without a call each.
+// The Redis and the embedded store both write these records.
+func (s *state) eachRecord(dirty map[change]bool, fn func(ch change, field, value string)) {
+	for ch := range dirty {
+		f := ch.kind + ":" + ch.id
+		switch ch.kind {
+		case kindNamespace:
+			fn(ch, f, marshal(s.Namespaces[ch.id]))
+		case kindService:
+			fn(ch, f, marshal(s.Services[ch.id]))
+		case kindRevision:
+			v := ""
+			if sv := s.Services[ch.id]; sv != nil {
+				v = strconv.FormatInt(sv.Revision, 10)
+			}
+			fn(ch, f, v)
+		case kindInstance:
+			sv := s.Services[ch.id]
+			if sv == nil {
+				continue
+			}
+			fn(ch, f+":"+ch.sub, marshal(sv.Instances[ch.sub]))
+		case kindOperation:
+			fn(ch, f, marshal(s.Ops[ch.id]))
+		case kindTags:
+			v := ""
+			if t := s.Tags[ch.id]; len(t) > 0 {
+				v = marshal(&t)
+			}
+			fn(ch, f, v)
+		}
+	}
 }

@@ -290,40 +290,16 @@ func (r *redisStore) commit(ctx context.Context, base string, before int64, s *s
 		return strconv.Itoa(index[k])
 	}
 	args := []any{before, s.Seq, logLen}
-	rec := func(field, value string) { args = append(args, field, "2", field, value) }
-	for ch := range s.dirty {
-		f := ch.kind + ":" + ch.id
-		switch ch.kind {
-		case kindNamespace:
-			rec(f, marshal(s.Namespaces[ch.id]))
-		case kindService:
-			sv := s.Services[ch.id]
-			rec(f, marshal(sv))
-			if sv == nil {
-				args = append(args, "", keyOf(base+"i:"+ch.id), "", "")
-			}
-		case kindRevision:
-			v := ""
-			if sv := s.Services[ch.id]; sv != nil {
-				v = strconv.FormatInt(sv.Revision, 10)
-			}
-			rec(f, v)
-		case kindInstance:
-			sv := s.Services[ch.id]
-			if sv == nil {
-				continue
-			}
-			args = append(args, f+":"+ch.sub, keyOf(base+"i:"+ch.id), ch.sub, marshal(sv.Instances[ch.sub]))
-		case kindOperation:
-			rec(f, marshal(s.Ops[ch.id]))
-		case kindTags:
-			v := ""
-			if t := s.Tags[ch.id]; len(t) > 0 {
-				v = marshal(&t)
-			}
-			rec(f, v)
+	s.eachRecord(s.dirty, func(ch change, f, v string) {
+		if ch.kind == kindInstance {
+			args = append(args, f, keyOf(base+"i:"+ch.id), ch.sub, v)
+			return
 		}
-	}
+		args = append(args, f, "2", f, v)
+		if ch.kind == kindService && v == "" {
+			args = append(args, "", keyOf(base+"i:"+ch.id), "", "")
+		}
+	})
 	n, err := commitScript.Run(ctx, r.client, keys, args...).Int()
 	if err != nil {
 		return false, storeError("commit", err)

@@ -64,6 +64,11 @@ type Store struct {
 	// URL is "memory" (or empty) or a Redis URL: redis://, rediss://, or
 	// a cluster or sentinel form.
 	URL string
+	// DataDir is the directory of the embedded durable store, which keeps
+	// the Cloud Map registry and Service Quotas' requests and values
+	// without Redis; absolute (a relative one is taken from the config
+	// file's directory); "" for serve's --data-dir.
+	DataDir string
 	// Timeout bounds one call to the store; 0 means the store's default.
 	Timeout time.Duration
 	// OnFailure is what decisions do while the store is unreachable:

@@ -108,6 +108,7 @@ var (
 //	  AKIAIOSFODNN7EXAMPLE: "123456789012"
 //	store:                           # where bucket state lives (default: memory)
 //	  url: redis://127.0.0.1:6379/0  # shared by every node using it
+//	  data_dir: state                # without Redis: the registry's and quotas' durable file (relative to this file)
 //	  timeout: 50ms                  # per call
 //	  on_failure: local              # local (each node's own bucket), open (allow) or closed (deny) while down
 //	  tls: {ca_file: redis-ca.crt}   # with rediss://: Redis's CA, a client cert_file/key_file; see [TLS]
@@ -227,6 +228,17 @@ func (p *parser) config(root *yaml.Node) *Config {
 						return
 					}
 					store.URL = s
+				},
+				"data_dir": func(_, v *yaml.Node, f string) {
+					s, ok := p.str(v, f)
+					if !ok {
+						return
+					}
+					if s == "" {
+						p.errorf(v, f, "is empty: give a directory, or leave data_dir out (serve's --data-dir '' keeps state in memory)")
+						return
+					}
+					store.DataDir = p.relative(s)
 				},
 				"timeout": func(_, v *yaml.Node, f string) {
 					s, ok := p.str(v, f)

@@ -14,7 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/tollgate/tollgate/cloudmap"
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/gateway"
 	"github.com/tollgate/tollgate/limiter/memory"
@@ -90,6 +92,12 @@ type Options struct {
 	// Store overrides the config's store section: each non-zero field
 	// wins (TLS as a whole). The URL, from either, defaults to "memory".
 	Store config.Store
+	// DataDir is the directory of the embedded durable store that keeps
+	// the Cloud Map registry and Service Quotas without Redis; "" keeps
+	// them in memory. The config's store.data_dir wins unless DataDirSet
+	// (the flag was given).
+	DataDir    string
+	DataDirSet bool
 	// DenyCache, with Redis, denies takes of buckets known to be empty
 	// without a round trip.
 	DenyCache bool
@@ -219,31 +227,50 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{opts: opts, log: log, release: closeStore, redis: redis, configName: configName, certs: certs, creds: creds, reloads: make(chan struct{}, 1)}
+	durable, closeDurable, err := openDurable(opts, cfg.Store, st, log)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	n := &Node{opts: opts, log: log, release: func() { closeDurable(); closeStore() }, redis: redis, configName: configName, certs: certs, creds: creds, reloads: make(chan struct{}, 1)}
 	n.stopping, n.startShutdown = context.WithCancel(context.Background())
-	registry, closeRegistry, err := newRegistry(st, certs.storeTLS(), log)
+	// The registry and Service Quotas each load their part of the data
+	// directory: side by side, which halves a start's wait on two cores.
+	var registry *cloudmap.Registry
+	var quotas *servicequotas.Service
+	closeRegistry, closeQuotas := func() {}, func() {}
+	var loads errgroup.Group
+	loads.Go(func() error {
+		r, c, err := newRegistry(st, durable, certs.storeTLS(), log)
+		if err == nil {
+			registry, closeRegistry = r, c
+		}
+		return err
+	})
+	loads.Go(func() (err error) {
+		// The utilization report reads the live view, made below and
+		// set before the node serves.
+		q, c, err := newServiceQuotas(cfg, st, durable, certs.storeTLS(), log, func(account, region string) []servicequotas.BucketUse {
+			return bucketUses(n.live, account, region)
+		})
+		if err == nil {
+			quotas, closeQuotas = q, c
+		}
+		return err
+	})
+	err = loads.Wait()
+	n.release = func() { closeQuotas(); closeRegistry(); closeDurable(); closeStore() }
 	if err != nil {
 		n.Close()
 		return nil, err
 	}
-	n.release = func() { closeRegistry(); closeStore() }
 	// Autoscaled services: their pool runs until the HTTP server has
 	// drained, then stops every instance within its grace period.
 	// Services on Kubernetes: one runner per Deployment for tollgate's
 	// life, closed before the pools stop so Deployments keep their pods.
 	n.kube = newKubeRunners(opts.Kube, log, reg)
-	n.release = func() { n.kube.Close(); closeRegistry(); closeStore() }
-	// The utilization report reads the live view, made below and set
-	// before the node serves.
-	quotas, closeQuotas, err := newServiceQuotas(cfg, st, certs.storeTLS(), log, func(account, region string) []servicequotas.BucketUse {
-		return bucketUses(n.live, account, region)
-	})
-	if err != nil {
-		n.Close()
-		return nil, err
-	}
 	n.quotas = quotas
-	n.release = func() { n.kube.Close(); closeQuotas(); closeRegistry(); closeStore() }
+	n.release = func() { n.kube.Close(); closeQuotas(); closeRegistry(); closeDurable(); closeStore() }
 	builder := pools{log: log, registry: registry, kube: n.kube, supervisor: opts.Supervisor, ports: opts.InstancePorts}
 	if n.pools, err = builder.newPool(cfg, reg); err != nil {
 		n.Close()
@@ -315,6 +342,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 			"GET /v1/admin/pools/{service}/revisions": pools.RevisionsHandler(),
 			"PUT /v1/admin/pools/{service}/traffic":   pools.TrafficHandler(),
 			"POST /v1/admin/pools/{service}/traffic":  pools.TrafficHandler(),
+			"GET /v1/admin/state/export":              stateExport{durable},
 		}, quotas.AdminHandlers()),
 	})
 	if err != nil {

@@ -10,19 +10,21 @@ import (
 	"github.com/tollgate/tollgate/cloudmap"
 	"github.com/tollgate/tollgate/config"
 	redisstore "github.com/tollgate/tollgate/limiter/redis"
+	"github.com/tollgate/tollgate/state/bolt"
 )
 
 // newRegistry builds the local Cloud Map registry that answers the
 // cloudmap service's allowed requests: in memory, or in the Redis the
 // store settings name, so that every node shares it. It is built once per
-// process, so a SIGHUP reload keeps every registration. The returned
+// process, so a SIGHUP reload keeps every registration; without Redis,
+// durable (when not nil) keeps it across restarts. The returned
 // function closes its Redis client.
-func newRegistry(st config.Store, tlsConfig func(string) *tls.Config, log *slog.Logger) (*cloudmap.Registry, func(), error) {
+func newRegistry(st config.Store, durable *bolt.DB, tlsConfig func(string) *tls.Config, log *slog.Logger) (*cloudmap.Registry, func(), error) {
 	client, closeFn, err := storeClient(st, tlsConfig)
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := cloudmap.New(cloudmap.Options{Logger: log, Redis: client})
+	r, err := cloudmap.New(cloudmap.Options{Logger: log, Redis: client, Durable: durable})
 	if err != nil {
 		closeFn()
 		return nil, nil, err

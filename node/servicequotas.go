@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate/tollgate/liveview"
 	"github.com/tollgate/tollgate/quota"
 	"github.com/tollgate/tollgate/servicequotas"
+	"github.com/tollgate/tollgate/state/bolt"
 )
 
 // newServiceQuotas builds the Service Quotas API that answers the
@@ -18,12 +19,12 @@ import (
 // name, so that every node applies them and they survive restarts. Built
 // once per process; a reload calls SetConfig. The returned function
 // closes its Redis client.
-func newServiceQuotas(cfg *config.Config, st config.Store, tlsConfig func(string) *tls.Config, log *slog.Logger, usage func(account, region string) []servicequotas.BucketUse) (*servicequotas.Service, func(), error) {
+func newServiceQuotas(cfg *config.Config, st config.Store, durable *bolt.DB, tlsConfig func(string) *tls.Config, log *slog.Logger, usage func(account, region string) []servicequotas.BucketUse) (*servicequotas.Service, func(), error) {
 	client, closeFn, err := storeClient(st, tlsConfig)
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := servicequotas.New(servicequotas.Options{Config: cfg.Quota, Policy: QuotaPolicy(cfg.ServiceQuotas), Log: log, Redis: client, Usage: usage})
+	s, err := servicequotas.New(servicequotas.Options{Config: cfg.Quota, Policy: QuotaPolicy(cfg.ServiceQuotas), Log: log, Redis: client, Durable: durable, Usage: usage})
 	if err != nil {
 		closeFn()
 		return nil, nil, err

@@ -87,8 +87,10 @@
 // # State and nodes
 //
 // Each request is its own record beside per-account indexes, in memory
-// or with Options.Redis in Redis (a hash per request, sorted sets per
-// account, applied values one hash field each; see redisPrefix). Making
+// (with Options.Durable also on disk in an embedded store, each change
+// written before its answer; see Table) or with Options.Redis in Redis (a
+// hash per request, sorted sets per account, applied values one hash
+// field each; see redisPrefix). Making
 // or deciding a request is one atomic step (a Lua script in Redis) that
 // touches only that request, its account's indexes and a few shared
 // counters, so a write costs the same however many requests others made,

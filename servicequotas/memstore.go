@@ -27,6 +27,17 @@ type memoryBackend struct {
 	tagSets        map[string]map[string]string
 	tagged         map[string]int
 	unmappedTagged map[string]bool
+	// dirty, when not nil, collects the records each change touched
+	// (see note), for the embedded store to write.
+	dirty map[string]bool
+}
+
+// note records that the record key (recReq, recApplied or recTags and
+// an id) changed, when changes are collected.
+func (m *memoryBackend) note(kind, id string) {
+	if m.dirty != nil {
+		m.dirty[kind+id] = true
+	}
 }
 
 type memAccount struct {
@@ -71,6 +82,7 @@ func (m *memoryBackend) create(_ context.Context, r Request, e expect) error {
 	m.seq++
 	r.seq = m.seq
 	m.reqs[r.ID] = &r
+	m.note(recReq, r.ID)
 	a.ids = append(a.ids, r.ID)
 	if r.Status == StatusPending {
 		a.open[r.openKey()] = r.ID
@@ -87,12 +99,15 @@ func (m *memoryBackend) create(_ context.Context, r Request, e expect) error {
 // forgets what is now beyond the bounds.
 func (m *memoryBackend) close(a *memAccount, r *Request) {
 	if r.Status == StatusApproved {
+		m.note(recApplied, r.applied())
 		m.vals[r.applied()] = r.DesiredValue
 		if r.Unmapped {
 			m.unmappedVals[r.applied()] = true
 		}
 		m.ver++
 	}
+	m.seq++ // as in Redis, closing takes a number of the same counter
+	r.closed = m.seq
 	a.closed = append(a.closed, r.ID)
 	if r.Unmapped {
 		m.unmappedClosed = append(m.unmappedClosed, r.ID)
@@ -109,6 +124,7 @@ func (m *memoryBackend) close(a *memAccount, r *Request) {
 func (m *memoryBackend) forget(id string) {
 	r := m.reqs[id]
 	delete(m.reqs, id)
+	m.note(recReq, id)
 	a := m.accounts[r.Account]
 	drop := func(ids []string) []string {
 		if i := slices.Index(ids, id); i >= 0 {
@@ -142,6 +158,7 @@ func (m *memoryBackend) decide(_ context.Context, id, status, reason string, now
 		m.unmappedOpen--
 	}
 	r.Status, r.Reason, r.LastUpdated = status, reason, now
+	m.note(recReq, id)
 	out := *r
 	m.close(a, r)
 	return out, nil
@@ -235,6 +252,7 @@ func (m *memoryBackend) version(context.Context) (int64, error) {
 func (m *memoryBackend) set(_ context.Context, key string, value float64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.note(recApplied, key)
 	if value == 0 {
 		delete(m.vals, key)
 	} else {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/bucket"
 	"github.com/tollgate/tollgate/quota"
+	"github.com/tollgate/tollgate/state/bolt"
 )
 
 // DefaultPollInterval is how often Run looks for changes other nodes made.
@@ -30,6 +31,10 @@ type Options struct {
 	// that every node sharing it applies them and they survive
 	// restarts; nil keeps them in memory.
 	Redis redis.UniversalClient
+	// Durable, when set and Redis is not, keeps requests, their history,
+	// applied values and tags in this embedded store: New loads it, and
+	// every change is on disk before its answer. nil means memory alone.
+	Durable *bolt.DB
 	// PollInterval is how often Run checks Redis for changes made on
 	// other nodes; 0 means DefaultPollInterval.
 	PollInterval time.Duration
@@ -89,9 +94,16 @@ func New(o Options) (*Service, error) {
 	if s.poll <= 0 {
 		s.poll = DefaultPollInterval
 	}
-	if o.Redis != nil {
+	switch {
+	case o.Redis != nil:
 		s.be = &redisBackend{rdb: o.Redis}
-	} else {
+	case o.Durable != nil:
+		b, err := newBoltBackend(o.Durable)
+		if err != nil {
+			return nil, err
+		}
+		s.be = b
+	default:
 		s.be = newMemoryBackend()
 	}
 	if err := s.SetConfig(cfg, o.Policy); err != nil {

@@ -64,7 +64,8 @@ type Request struct {
 	// the config does not map to an account.
 	Unmapped bool `json:"unmapped,omitempty"`
 
-	seq int64 // the store's order of creation, newest highest
+	seq    int64 // the store's order of creation, newest highest
+	closed int64 // the store's order of closing (the same counter), 0 while open
 }
 
 // appliedKey names one applied value: a quota of one account in one region.

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -144,6 +146,7 @@ var synopses = map[string]string{
 	"check":   checkSynopsis,
 	"sim":     simSynopsis,
 	"replay":  replaySynopsis,
+	"state":   stateSynopsis,
 	"version": versionSynopsis,
 }
 
@@ -306,4 +309,43 @@ func (b optBool) ptr() *bool {
 		return &b.v
 	}
 	return nil
+}
+
+// dataDirValue is --data-dir: a directory, or "" for memory; set tells
+// whether the flag was given (else the config's store.data_dir, then
+// defaultDataDir, apply).
+type dataDirValue struct {
+	dir string
+	set bool
+}
+
+func (v *dataDirValue) Set(s string) error {
+	v.dir, v.set = s, true
+	return nil
+}
+
+func (v *dataDirValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return v.dir
+}
+
+// defaultDataDir is the data directory when neither --data-dir nor the
+// config's store.data_dir names one: $TOLLGATE_DATA_DIR when set (even
+// empty, which means memory), else $XDG_STATE_HOME/tollgate, else
+// ~/.local/state/tollgate (the XDG base directory for state), else
+// memory when there is no home directory.
+func defaultDataDir() string {
+	if d, ok := os.LookupEnv("TOLLGATE_DATA_DIR"); ok {
+		return d
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "tollgate")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".local", "state", "tollgate")
 }

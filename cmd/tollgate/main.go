@@ -36,6 +36,7 @@ func commands() map[string]command {
 		"serve":   serveCommand(),
 		"replay":  replayCommand(),
 		"sim":     simCommand(),
+		"state":   stateCommand(),
 		"version": versionCommand(),
 	}
 }
@@ -76,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // commandOrder is the order of the commands in the usage.
-var commandOrder = []string{"serve", "check", "sim", "replay", "version"}
+var commandOrder = []string{"serve", "check", "sim", "replay", "state", "version"}
 
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: tollgate <command> [flags]")

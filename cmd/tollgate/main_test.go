@@ -136,6 +136,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = exe
+	// Servers under test keep their state in memory unless a test gives
+	// --data-dir (or sets this itself): they must not share the user's
+	// data directory, nor one another's.
+	os.Setenv("TOLLGATE_DATA_DIR", "")
 	// The process tests wait on real servers' timers (the example's 20 s
 	// idle timeout, reloads, outages) far more than they use the CPU, and
 	// go test runs only GOMAXPROCS (2 here) parallel tests at once: the

@@ -46,6 +46,7 @@ type serveFlags struct {
 	bodyMinRate      int64
 	shutdownTimeout  time.Duration
 	store            string
+	dataDir          dataDirValue
 	storeTimeout     time.Duration
 	storeOnFailure   string
 	denyCache        bool
@@ -99,6 +100,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.Int64Var(&f.bodyMinRate, "body-min-rate", gateway.DefaultBodyMinRate, "after its first --body-idle-timeout a request body must arrive at this many bytes a second on average, or it is cut")
 	durationVar(fs, &f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	fs.Var(&storeValue{&f.store}, "store", "where bucket state lives: memory, or a Redis `URL` (redis://host:port/db, rediss://, redis+cluster://, redis+sentinel://) shared by many nodes; default: the config's store.url, else memory")
+	fs.Var(&f.dataDir, "data-dir", "`DIR` of the durable file (tollgate.db) that keeps the Cloud Map registry and Service Quotas requests, history and approved values when the store is not Redis; '' keeps them in memory (default: the config's store.data_dir, else $TOLLGATE_DATA_DIR, else $XDG_STATE_HOME/tollgate, else ~/.local/state/tollgate)")
 	durationVar(fs, &f.storeTimeout, "store-timeout", 0, "least wait for Redis per decision before --store-on-failure decides; while Redis answers slowly the wait grows, up to 4 times this (default: the config's store.timeout, else 50ms)")
 	choiceVar(fs, &f.storeOnFailure, "store-on-failure", "", []string{"local", "open", "closed", "fail-local", "fail-open", "fail-closed"}, "decisions while Redis does not answer: local (each node continues from the state Redis last reported, within its --store-nodes share), open (allow) or closed (deny, and /readyz answers 503) (default: the config's store.on_failure, else local)")
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
@@ -231,6 +233,8 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 		ShutdownTimeout:  f.shutdownTimeout,
 		DrainDelay:       f.drainDelay,
 		Store:            config.Store{URL: f.store, Timeout: f.storeTimeout, TLS: f.storeTLS},
+		DataDir:          f.dataDir.dir,
+		DataDirSet:       f.dataDir.set,
 		DenyCache:        f.denyCache,
 		StorePipelines:   f.storePipelines,
 		StoreNodes:       f.storeNodes,
@@ -250,6 +254,9 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 		},
 		Kube:       node.KubeOptions{Kubeconfig: f.kube.kubeconfig, LeaderElect: f.kube.leaderElect, Identity: f.kube.identity, LeaseDuration: f.kube.leaseDuration},
 		Supervisor: supervisor(log),
+	}
+	if !f.dataDir.set {
+		o.DataDir = defaultDataDir()
 	}
 	if f.storeTimeout < 0 {
 		return o, fmt.Errorf("--store-timeout %v must be positive", f.storeTimeout)
