@@ -145,9 +145,42 @@ type Pending struct {
 // the body's hash is left, which [Pending.Body] checks as the body is
 // read. Errors are [Verifier.Verify]'s, and counted against remote.
 func (v *Verifier) VerifyHeaders(r *http.Request, remote string) (Pending, *Error) {
-	p, e := v.verifyHeaders(r)
+	s, e := ParseSigned(r)
 	if e != nil {
 		v.noteOutcome(r, "", remote, false)
+		return Pending{}, e
+	}
+	return v.VerifySigned(r, s, remote)
+}
+
+// Signed is a request's signature as [ParseSigned] read it, not yet
+// checked.
+type Signed struct {
+	// Cred is the credential scope the request claims.
+	Cred Credential
+	auth requestAuth
+}
+
+// ParseSigned reads r's SigV4 signature (its Authorization header or a
+// presigned URL's query) without checking it, so that a caller can judge
+// the credential scope it claims (its region, its service, the failure
+// bound of its key: [Verifier.Admit]) before it spends a verification on
+// it; [Verifier.VerifySigned] then checks it. The error is AWS's answer
+// to a missing or malformed signature.
+func ParseSigned(r *http.Request) (Signed, *Error) {
+	a, err := parseRequestAuth(r)
+	if err != nil {
+		return Signed{}, AuthError(err)
+	}
+	return Signed{Cred: a.cred, auth: a}, nil
+}
+
+// VerifySigned is [Verifier.VerifyHeaders] on a signature ParseSigned
+// read from r.
+func (v *Verifier) VerifySigned(r *http.Request, s Signed, remote string) (Pending, *Error) {
+	p, e := v.verifyHeaders(r, s.auth)
+	if e != nil {
+		v.note(s.Cred.AccessKeyID, remote, false)
 	} else if p.payload != nil {
 		p.payload.v, p.payload.id, p.payload.remote = v, p.Cred.AccessKeyID, remote
 	}
@@ -188,11 +221,7 @@ func errPayloadHash() *Error {
 		"The provided 'x-amz-content-sha256' header does not match what was computed."}
 }
 
-func (v *Verifier) verifyHeaders(r *http.Request) (Pending, *Error) {
-	a, err := parseRequestAuth(r)
-	if err != nil {
-		return Pending{}, AuthError(err)
-	}
+func (v *Verifier) verifyHeaders(r *http.Request, a requestAuth) (Pending, *Error) {
 	key, ok := v.keys.Load().keys[a.cred.AccessKeyID]
 	if !ok {
 		return Pending{}, errUnrecognizedClient()

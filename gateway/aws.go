@@ -77,9 +77,24 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			"Content-Type must be "+awsjson.ContentType+", got "+clip(ct))
 		return
 	}
-	cred, err := awsjson.CredentialOf(r)
-	if err != nil {
-		e := awsjson.AuthError(err)
+	var (
+		cred   awsjson.Credential
+		signed awsjson.Signed
+		e      *awsjson.Error
+	)
+	if g.verifier != nil {
+		// Parsed once: its scope is judged here, its signature checked
+		// below.
+		signed, e = awsjson.ParseSigned(r)
+		cred = signed.Cred
+	} else if cred, err = awsjson.CredentialOf(r); err != nil {
+		e = awsjson.AuthError(err)
+	}
+	if e != nil {
+		if g.verifier != nil {
+			// Refused before its body is read: answered at once (below).
+			w.Header().Set("Connection", "close")
+		}
 		g.metrics.authFails.WithLabelValues(e.Code).Inc()
 		e.Write(w)
 		return
@@ -103,7 +118,6 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		// Before the body is read: a key that keeps failing from this
 		// address, or a flood of unproven requests, costs no read and no
 		// verification.
-		var e *awsjson.Error
 		if proven, e = g.verifier.Admit(cred.AccessKeyID, r.RemoteAddr); e != nil {
 			g.metrics.authFails.WithLabelValues(e.Code).Inc()
 			if e.Status == http.StatusServiceUnavailable {
@@ -115,7 +129,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		// Then as far as the headers allow: with X-Amz-Content-Sha256 the
 		// signature itself, so that a client that cannot sign holds no
 		// body budget, and the body is hashed as it arrives.
-		if pending, e = g.verifier.VerifyHeaders(r, r.RemoteAddr); e != nil {
+		if pending, e = g.verifier.VerifySigned(r, signed, r.RemoteAddr); e != nil {
 			// Refused before its body is read, and answered at once:
 			// net/http would otherwise read up to 256 KiB of it before
 			// answering, at the client's pace.
