@@ -140,11 +140,19 @@ func (r *run) report() *Report {
 	for _, st := range r.stats {
 		st.finish()
 	}
+	// The resolutions and keys of the records are not needed past the
+	// reading: free them for the searches.
+	r.entries, r.buckets, r.plans = nil, nil, nil
+	rows := r.rows()
 	var ls []*limitSearch
 	var whos []*Who
 	if r.trace != nil {
+		listed := make([]*keyStats, len(r.stats)) // the searches of the buckets not listed are not needed
+		for _, i := range rows {
+			listed[i] = r.stats[i]
+		}
 		var err error
-		if ls, _, err = searchLimits(r.trace, r.stats); err != nil {
+		if ls, _, err = searchLimits(r.trace, listed); err != nil {
 			rep.Errors = append(rep.Errors, "limits not searched: "+err.Error())
 		}
 		if rep.Timeline, err = timeline(r.trace, r.stats); err != nil {
@@ -154,7 +162,6 @@ func (r *run) report() *Report {
 			rep.Errors = append(rep.Errors, "callers not counted: "+err.Error())
 		}
 	}
-	rows := r.rows()
 	rep.BucketCount = len(r.stats)
 	for _, st := range r.stats {
 		if st.throttled > 0 {
