@@ -151,12 +151,13 @@ func playSearch(t *testing.T, calls []int64, l bucket.Limit) Bucket {
 	}
 	defer tr.close()
 	st := newKeyStats(quota.Key{}, l, 0)
+	var mins throttledMinutes
 	for _, at := range calls {
-		st.arrive(at)
+		st.arrive(at, &mins)
 		tr.add(0, at, 0, 0)
 	}
-	st.finish()
-	ls, _, err := searchLimits(tr, []*keyStats{st})
+	st.finish(mins)
+	ls, _, err := searchLimits(tr, []*keyStats{&st})
 	if err != nil {
 		t.Fatal(err)
 	}

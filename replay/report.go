@@ -137,8 +137,8 @@ func count(m map[string]int64, s string) {
 
 func (r *run) report() *Report {
 	rep := r.rep
-	for _, st := range r.stats {
-		st.finish()
+	for i := range r.stats {
+		r.stats[i].finish(r.minutes)
 	}
 	// The resolutions and keys of the records are not needed past the
 	// reading: free them for the searches.
@@ -149,7 +149,7 @@ func (r *run) report() *Report {
 	if r.trace != nil {
 		listed := make([]*keyStats, len(r.stats)) // the searches of the buckets not listed are not needed
 		for _, i := range rows {
-			listed[i] = r.stats[i]
+			listed[i] = &r.stats[i]
 		}
 		var err error
 		if ls, _, err = searchLimits(r.trace, listed); err != nil {
@@ -169,19 +169,20 @@ func (r *run) report() *Report {
 		}
 	}
 	for _, i := range rows {
-		st := r.stats[i]
+		st := &r.stats[i]
+		ms := r.minutes.get(st)
 		b := Bucket{
 			Service: st.key.Service, Account: st.key.Account, Region: st.key.Region, Category: st.key.Category,
 			Group: r.opt.Groups[st.group].Name,
 			Burst: st.limit.Capacity(), Rate: st.limit.RefillPerSecond(),
 			Calls: st.calls, Throttled: st.throttled, Failed: st.failed,
 			Attempts: st.attempts, ThrottledAttempts: st.throttledAttempts,
-			Recorded: st.recorded, WorstCount: st.worstCount, ThrottledMinutes: st.minutes,
+			Recorded: st.recorded, WorstCount: ms.worstCount, ThrottledMinutes: ms.minutes,
 			PeakInstant: st.peak, BurstAtRate: st.need,
 		}
-		if st.firstMin != 0 {
-			b.FirstMinute = time.Unix(0, st.firstMin).UTC()
-			b.WorstMinute = time.Unix(0, st.worstMin).UTC()
+		if ms.firstMin != 0 {
+			b.FirstMinute = time.Unix(0, ms.firstMin).UTC()
+			b.WorstMinute = time.Unix(0, ms.worstMin).UTC()
 		}
 		if ls != nil {
 			ls[i].fill(&b)
@@ -206,7 +207,7 @@ func (r *run) rows() []int {
 		}
 	}
 	slices.SortFunc(idx, func(a, b int) int {
-		x, y := r.stats[a], r.stats[b]
+		x, y := &r.stats[a], &r.stats[b]
 		return cmp.Or(cmp.Compare(y.throttled, x.throttled), cmp.Compare(y.failed, x.failed), cmp.Compare(y.calls, x.calls),
 			cmp.Compare(x.key.Account, y.key.Account), cmp.Compare(x.key.Region, y.key.Region),
 			cmp.Compare(x.key.Service, y.key.Service), cmp.Compare(x.key.Category, y.key.Category))

@@ -24,10 +24,16 @@ import (
 // needs a burst past any limit bucket accepts anyway.
 const saturate = int64(1) << 61
 
+// keyStats is one bucket's numbers. The buckets' are one slice of them,
+// indexed by bucket (a million tenants are a million buckets): what only a
+// throttled bucket needs, its minutes, is kept apart (minuteStats), for
+// the throttled ones only.
 type keyStats struct {
 	key   quota.Key
 	limit bucket.Limit
 	group int32
+	next  int32 // the next bucket of the same key hash, or -1 (run.bucket)
+	mins  int32 // its minuteStats in run.minutes, plus 1; 0 until throttled
 
 	calls, throttled, recorded          int64
 	tokens                              int64 // taken by the calls: calls, or tasks for Fargate's tasks buckets
@@ -37,27 +43,53 @@ type keyStats struct {
 	batchAt, batchN, peak int64
 	firstAt               int64 // the first call's instant
 
-	minute, minuteCount int64
-	firstMin, worstMin  int64
-	worstCount, minutes int64
-
 	needTat, need int64 // unbounded bucket at the configured rate, and its burst
 }
 
-func newKeyStats(k quota.Key, l bucket.Limit, g int32) *keyStats {
-	return &keyStats{key: k, limit: l, group: g}
+// minuteStats are a throttled bucket's minutes: the minute being counted
+// and its throttles, the first and the worst minute, and the minutes with
+// a throttle.
+type minuteStats struct {
+	minute, minuteCount int64
+	firstMin, worstMin  int64
+	worstCount, minutes int64
+}
+
+// throttledMinutes are the minuteStats of the throttled buckets.
+type throttledMinutes []minuteStats
+
+// of returns the minutes of s, adding them on its first throttle.
+func (m *throttledMinutes) of(s *keyStats) *minuteStats {
+	if s.mins == 0 {
+		*m = append(*m, minuteStats{})
+		s.mins = int32(len(*m))
+	}
+	return &(*m)[s.mins-1]
+}
+
+// get returns the minutes of s, the zero minuteStats when it was never
+// throttled.
+func (m throttledMinutes) get(s *keyStats) minuteStats {
+	if s.mins == 0 {
+		return minuteStats{}
+	}
+	return m[s.mins-1]
+}
+
+func newKeyStats(k quota.Key, l bucket.Limit, g int32) keyStats {
+	return keyStats{key: k, limit: l, group: g, next: -1}
 }
 
 // arrive counts one call of one token played at instant at, in time
 // order, and whether the bucket alone would throttle it without retries;
 // it reports whether it was allowed.
-func (s *keyStats) arrive(at int64) bool {
+func (s *keyStats) arrive(at int64, m *throttledMinutes) bool {
 	s.count(at, 1)
 	st, d := s.limit.TakeAt(s.noRetry, at, 1)
 	if d.Allowed {
 		s.noRetry = st
 	} else {
-		s.throttle(at)
+		s.throttle(at, m)
 	}
 	return d.Allowed
 }
@@ -80,12 +112,12 @@ func (s *keyStats) count(at, n int64) {
 }
 
 // throttle counts a call throttled without retries at instant at.
-func (s *keyStats) throttle(at int64) {
+func (s *keyStats) throttle(at int64, m *throttledMinutes) {
 	s.throttled++
-	s.countThrottle(at)
+	m.of(s).countThrottle(at)
 }
 
-func (s *keyStats) countThrottle(at int64) {
+func (s *minuteStats) countThrottle(at int64) {
 	m := minuteOf(at)
 	if s.firstMin == 0 {
 		s.firstMin = m
@@ -97,7 +129,7 @@ func (s *keyStats) countThrottle(at int64) {
 	s.minuteCount++
 }
 
-func (s *keyStats) closeMinute() {
+func (s *minuteStats) closeMinute() {
 	if s.minuteCount > 0 {
 		s.minutes++
 	}
@@ -124,9 +156,11 @@ func (s *keyStats) flush() {
 }
 
 // finish closes the last instant and minute.
-func (s *keyStats) finish() {
+func (s *keyStats) finish(m throttledMinutes) {
 	if s.batchN > 0 {
 		s.flush()
 	}
-	s.closeMinute()
+	if s.mins != 0 {
+		m[s.mins-1].closeMinute()
+	}
 }

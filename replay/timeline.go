@@ -67,7 +67,7 @@ type TimelineBucket struct {
 }
 
 // timeline plays the trace again for the most throttled buckets.
-func timeline(tr *traceWriter, stats []*keyStats) (*Timeline, error) {
+func timeline(tr *traceWriter, stats []keyStats) (*Timeline, error) {
 	if len(stats) == 0 {
 		return nil, nil
 	}
