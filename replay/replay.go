@@ -256,8 +256,8 @@ func sum(m map[string]int64) (n int64) {
 
 // recorded counts the log's own throttling errors of known buckets.
 func (r *run) recorded() (n int64) {
-	for _, st := range r.stats {
-		n += st.recorded
+	for i := range r.stats.len() {
+		n += r.stats.at(i).recorded
 	}
 	return n
 }

@@ -137,8 +137,8 @@ func count(m map[string]int64, s string) {
 
 func (r *run) report() *Report {
 	rep := r.rep
-	for i := range r.stats {
-		r.stats[i].finish(r.minutes)
+	for i := range r.stats.len() {
+		r.stats.at(i).finish(r.minutes)
 	}
 	// The resolutions and keys of the records are not needed past the
 	// reading: free them for the searches.
@@ -147,29 +147,29 @@ func (r *run) report() *Report {
 	var ls []*limitSearch
 	var whos []*Who
 	if r.trace != nil {
-		listed := make([]*keyStats, len(r.stats)) // the searches of the buckets not listed are not needed
+		listed := make([]*keyStats, r.stats.len()) // the searches of the buckets not listed are not needed
 		for _, i := range rows {
-			listed[i] = &r.stats[i]
+			listed[i] = r.stats.at(i)
 		}
 		var err error
 		if ls, _, err = searchLimits(r.trace, listed); err != nil {
 			rep.Errors = append(rep.Errors, "limits not searched: "+err.Error())
 		}
-		if rep.Timeline, err = timeline(r.trace, r.stats); err != nil {
+		if rep.Timeline, err = timeline(r.trace, &r.stats); err != nil {
 			rep.Errors = append(rep.Errors, "timeline not drawn: "+err.Error())
 		}
 		if whos, err = r.who(); err != nil {
 			rep.Errors = append(rep.Errors, "callers not counted: "+err.Error())
 		}
 	}
-	rep.BucketCount = len(r.stats)
-	for _, st := range r.stats {
-		if st.throttled > 0 {
+	rep.BucketCount = r.stats.len()
+	for i := range r.stats.len() {
+		if r.stats.at(i).throttled > 0 {
 			rep.ThrottledBuckets++
 		}
 	}
 	for _, i := range rows {
-		st := &r.stats[i]
+		st := r.stats.at(i)
 		ms := r.minutes.get(st)
 		b := Bucket{
 			Service: st.key.Service, Account: st.key.Account, Region: st.key.Region, Category: st.key.Category,
@@ -200,14 +200,14 @@ func (r *run) report() *Report {
 // key): all of them, or only the throttled (Options.ThrottledOnly), at
 // most Options.Top.
 func (r *run) rows() []int {
-	idx := make([]int, 0, len(r.stats))
-	for i, st := range r.stats {
-		if !r.opt.ThrottledOnly || st.throttled > 0 {
+	idx := make([]int, 0, r.stats.len())
+	for i := range r.stats.len() {
+		if !r.opt.ThrottledOnly || r.stats.at(i).throttled > 0 {
 			idx = append(idx, i)
 		}
 	}
 	slices.SortFunc(idx, func(a, b int) int {
-		x, y := &r.stats[a], &r.stats[b]
+		x, y := r.stats.at(a), r.stats.at(b)
 		return cmp.Or(cmp.Compare(y.throttled, x.throttled), cmp.Compare(y.failed, x.failed), cmp.Compare(y.calls, x.calls),
 			cmp.Compare(x.key.Account, y.key.Account), cmp.Compare(x.key.Region, y.key.Region),
 			cmp.Compare(x.key.Service, y.key.Service), cmp.Compare(x.key.Category, y.key.Category))

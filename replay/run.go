@@ -58,7 +58,7 @@ type run struct {
 	entries map[entryKey]entry
 	buckets map[uint64]int32 // the first bucket of each key hash; keyStats.next chains the others
 	seed    maphash.Seed
-	stats   []keyStats       // indexed by bucket
+	stats   statTable        // indexed by bucket
 	minutes throttledMinutes // of the throttled buckets
 	sorted  *sorter
 	sortErr error // the sorter could not spill: the replay fails
@@ -183,7 +183,7 @@ func (r *run) add(rec *Record) {
 		}
 		return
 	}
-	st := &r.stats[e.bucket]
+	st := r.stats.at(int(e.bucket))
 	if rec.ErrorCode != "" && (isThrottle(rec.ErrorCode, e.throttle) || r.serviceThrottle(rec)) {
 		st.recorded++
 		return
@@ -268,8 +268,8 @@ func (r *run) bucket(key quota.Key, limit bucket.Limit, g int32) int32 {
 	h := maphash.Comparable(r.seed, key)
 	first, ok := r.buckets[h]
 	if ok {
-		for b := first; b >= 0; b = r.stats[b].next {
-			if r.stats[b].key == key {
+		for b := first; b >= 0; b = r.stats.at(int(b)).next {
+			if r.stats.at(int(b)).key == key {
 				return b
 			}
 		}
@@ -283,7 +283,7 @@ func (r *run) bucket(key quota.Key, limit bucket.Limit, g int32) int32 {
 		st.next = first
 	}
 	r.buckets[h] = b
-	r.stats = append(r.stats, st)
+	r.stats.add(st)
 	return b
 }
 
@@ -339,12 +339,12 @@ func (r *run) service(source string) *quota.Service {
 // buckets' keys, then a plan's by its charges, so that it does not depend
 // on the order the records were read in.
 func (r *run) tieOrder() func(a, b sortEntry) int {
-	idx := make([]int32, len(r.stats))
+	idx := make([]int32, r.stats.len())
 	for i := range idx {
 		idx[i] = int32(i)
 	}
 	slices.SortFunc(idx, func(a, b int32) int {
-		ka, kb := r.stats[a].key, r.stats[b].key
+		ka, kb := r.stats.at(int(a)).key, r.stats.at(int(b)).key
 		return cmp.Or(cmp.Compare(ka.Service, kb.Service), cmp.Compare(ka.Account, kb.Account),
 			cmp.Compare(ka.Region, kb.Region), cmp.Compare(ka.Category, kb.Category))
 	})
@@ -385,7 +385,7 @@ func (r *run) play(a sortEntry) {
 		r.playCharged(at, ^a.v, uint64(a.x))
 		return
 	}
-	st := &r.stats[a.v]
+	st := r.stats.at(int(a.v))
 	if r.trace != nil {
 		flags := uint8(0)
 		if !st.arrive(at, &r.minutes) {
@@ -412,19 +412,19 @@ func (r *run) playCharged(at int64, plan int32, caller uint64) {
 	)
 	n := min(len(cs), len(lim)) // Charges gives at most three
 	for i, c := range cs[:n] {
-		st := &r.stats[c.Bucket]
+		st := r.stats.at(int(c.Bucket))
 		st.count(at, c.Tokens)
 		lim[i], sts[i], loc[i] = st.limit, st.noRetry, sim.Charge{Bucket: int32(i), Tokens: c.Tokens}
 	}
 	short := sim.TakeAll(lim[:n], sts[:n], loc[:n], at, out[:n])
 	if short < 0 {
 		for i, c := range cs[:n] {
-			r.stats[c.Bucket].noRetry = sts[i]
+			r.stats.at(int(c.Bucket)).noRetry = sts[i]
 		}
 	} else {
-		r.stats[cs[0].Bucket].throttle(at, &r.minutes)
+		r.stats.at(int(cs[0].Bucket)).throttle(at, &r.minutes)
 		if short > 0 {
-			r.stats[cs[short].Bucket].throttle(at, &r.minutes)
+			r.stats.at(int(cs[short].Bucket)).throttle(at, &r.minutes)
 		}
 	}
 	if r.trace != nil {
@@ -440,7 +440,7 @@ func (r *run) playCharged(at int64, plan int32, caller uint64) {
 		}
 	}
 	// The plan is valid and the group in range: ArriveCharged cannot fail.
-	_ = r.player.ArriveCharged(at, plan, r.stats[cs[0].Bucket].group)
+	_ = r.player.ArriveCharged(at, plan, r.stats.at(int(cs[0].Bucket)).group)
 }
 
 // observe counts an attempt of the player's, as tollgate serve counts a
@@ -448,19 +448,19 @@ func (r *run) playCharged(at int64, plan int32, caller uint64) {
 // when refused on its own category and on the bucket it was short of.
 func (r *run) observe(a sim.Attempt) {
 	if a.Plan < 0 {
-		r.count(&r.stats[a.Bucket], a)
+		r.count(r.stats.at(int(a.Bucket)), a)
 		return
 	}
 	cs := r.player.Plan(a.Plan)
 	if a.Allowed {
 		for _, c := range cs {
-			r.count(&r.stats[c.Bucket], a)
+			r.count(r.stats.at(int(c.Bucket)), a)
 		}
 		return
 	}
-	r.count(&r.stats[cs[0].Bucket], a)
+	r.count(r.stats.at(int(cs[0].Bucket)), a)
 	if a.Short > 0 {
-		r.count(&r.stats[cs[a.Short].Bucket], a)
+		r.count(r.stats.at(int(cs[a.Short].Bucket)), a)
 	}
 }
 

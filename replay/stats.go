@@ -76,6 +76,33 @@ func (m throttledMinutes) get(s *keyStats) minuteStats {
 	return m[s.mins-1]
 }
 
+// statChunk is how many buckets' numbers a chunk of a statTable holds.
+const statChunk = 4096
+
+// statTable is the buckets' numbers, indexed by bucket, in chunks of
+// statChunk: growing it never copies what it holds, so a million buckets
+// never need room for two copies of their numbers at once.
+type statTable struct {
+	chunks [][]keyStats
+	n      int
+}
+
+// len returns the number of buckets.
+func (t *statTable) len() int { return t.n }
+
+// at returns the numbers of bucket i.
+func (t *statTable) at(i int) *keyStats { return &t.chunks[i/statChunk][i%statChunk] }
+
+// add appends the numbers of a new bucket.
+func (t *statTable) add(s keyStats) {
+	if t.n%statChunk == 0 {
+		t.chunks = append(t.chunks, make([]keyStats, 0, statChunk))
+	}
+	c := &t.chunks[len(t.chunks)-1]
+	*c = append(*c, s)
+	t.n++
+}
+
 func newKeyStats(k quota.Key, l bucket.Limit, g int32) keyStats {
 	return keyStats{key: k, limit: l, group: g, next: -1}
 }
