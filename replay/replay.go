@@ -29,7 +29,7 @@
 // and region and a directory lists them in no useful order, and the
 // console's downloads, lookup-events and many Lake and Athena exports list
 // the newest first. Every call is sorted by time before it is played
-// (sorter.go): in memory up to a couple of million calls, past that in
+// (sorter.go): in memory up to half a million calls, past that in
 // sorted runs spilled to an unlinked temporary file (Options.TempDir;
 // 20 bytes a call) and merged; the calls of one instant are played in
 // the order of their buckets' keys, not the order they were read in.
