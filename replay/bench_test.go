@@ -88,7 +88,7 @@ func BenchmarkSearchLimits(b *testing.B) {
 		stats := make([]*keyStats, nb)
 		var mins throttledMinutes
 		for i := range stats {
-			st := newKeyStats(quota.Key{}, bucket.MustLimit(50, 20), 0)
+			st := newKeyStats(bucketKey{}, bucket.MustLimit(50, 20), 0)
 			stats[i] = &st
 		}
 		at := int64(1_700_000_000) * int64(time.Second)

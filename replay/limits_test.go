@@ -150,7 +150,7 @@ func playSearch(t *testing.T, calls []int64, l bucket.Limit) Bucket {
 		t.Fatal(err)
 	}
 	defer tr.close()
-	st := newKeyStats(quota.Key{}, l, 0)
+	st := newKeyStats(bucketKey{}, l, 0)
 	var mins throttledMinutes
 	for _, at := range calls {
 		st.arrive(at, &mins)

@@ -169,10 +169,10 @@ func (r *run) report() *Report {
 		}
 	}
 	for _, i := range rows {
-		st := r.stats.at(i)
+		st, key := r.stats.at(i), r.stats.key(i)
 		ms := r.minutes.get(st)
 		b := Bucket{
-			Service: st.key.Service, Account: st.key.Account, Region: st.key.Region, Category: st.key.Category,
+			Service: key.Service, Account: key.Account, Region: key.Region, Category: key.Category,
 			Group: r.opt.Groups[st.group].Name,
 			Burst: st.limit.Capacity(), Rate: st.limit.RefillPerSecond(),
 			Calls: st.calls, Throttled: st.throttled, Failed: st.failed,
@@ -208,9 +208,12 @@ func (r *run) rows() []int {
 	}
 	slices.SortFunc(idx, func(a, b int) int {
 		x, y := r.stats.at(a), r.stats.at(b)
-		return cmp.Or(cmp.Compare(y.throttled, x.throttled), cmp.Compare(y.failed, x.failed), cmp.Compare(y.calls, x.calls),
-			cmp.Compare(x.key.Account, y.key.Account), cmp.Compare(x.key.Region, y.key.Region),
-			cmp.Compare(x.key.Service, y.key.Service), cmp.Compare(x.key.Category, y.key.Category))
+		if c := cmp.Or(cmp.Compare(y.throttled, x.throttled), cmp.Compare(y.failed, x.failed), cmp.Compare(y.calls, x.calls)); c != 0 {
+			return c
+		}
+		kx, ky := r.stats.key(a), r.stats.key(b)
+		return cmp.Or(cmp.Compare(kx.Account, ky.Account), cmp.Compare(kx.Region, ky.Region),
+			cmp.Compare(kx.Service, ky.Service), cmp.Compare(kx.Category, ky.Category))
 	})
 	if r.opt.Top > 0 && len(idx) > r.opt.Top {
 		idx = idx[:r.opt.Top]

@@ -265,11 +265,12 @@ func (r *run) resolve(rec *Record) entry {
 // keyStats.next on a collision, rather than by their keys: a map of keys
 // would hold every key twice, a hundred bytes a bucket.
 func (r *run) bucket(key quota.Key, limit bucket.Limit, g int32) int32 {
-	h := maphash.Comparable(r.seed, key)
+	bk := r.stats.intern(key)
+	h := maphash.Comparable(r.seed, bk)
 	first, ok := r.buckets[h]
 	if ok {
 		for b := first; b >= 0; b = r.stats.at(int(b)).next {
-			if r.stats.at(int(b)).key == key {
+			if r.stats.at(int(b)).key == bk {
 				return b
 			}
 		}
@@ -278,7 +279,7 @@ func (r *run) bucket(key quota.Key, limit bucket.Limit, g int32) int32 {
 		limit = r.opt.Limits(key, limit)
 	}
 	b := r.player.AddBucket(limit)
-	st := newKeyStats(key, limit, g)
+	st := newKeyStats(bk, limit, g)
 	if ok {
 		st.next = first
 	}
@@ -344,7 +345,7 @@ func (r *run) tieOrder() func(a, b sortEntry) int {
 		idx[i] = int32(i)
 	}
 	slices.SortFunc(idx, func(a, b int32) int {
-		ka, kb := r.stats.at(int(a)).key, r.stats.at(int(b)).key
+		ka, kb := r.stats.key(int(a)), r.stats.key(int(b))
 		return cmp.Or(cmp.Compare(ka.Service, kb.Service), cmp.Compare(ka.Account, kb.Account),
 			cmp.Compare(ka.Region, kb.Region), cmp.Compare(ka.Category, kb.Category))
 	})

@@ -29,7 +29,7 @@ const saturate = int64(1) << 61
 // throttled bucket needs, its minutes, is kept apart (minuteStats), for
 // the throttled ones only.
 type keyStats struct {
-	key   quota.Key
+	key   bucketKey
 	limit bucket.Limit
 	group int32
 	next  int32 // the next bucket of the same key hash, or -1 (run.bucket)
@@ -85,6 +85,47 @@ const statChunk = 4096
 type statTable struct {
 	chunks [][]keyStats
 	n      int
+	names  keyNames
+}
+
+// bucketKey is a bucket's quota.Key as the table holds it: the account,
+// and the service, region and category as ids of names held once
+// (statTable.names), 28 bytes rather than 64.
+type bucketKey struct {
+	account                   string
+	service, region, category uint32
+}
+
+// keyNames are the services', regions' and categories' names of the
+// buckets' keys, each held once.
+type keyNames struct {
+	names []string
+	ids   map[string]uint32
+}
+
+// id returns the id of name s, adding it on first sight.
+func (n *keyNames) id(s string) uint32 {
+	if id, ok := n.ids[s]; ok {
+		return id
+	}
+	if n.ids == nil {
+		n.ids = map[string]uint32{}
+	}
+	id := uint32(len(n.names))
+	n.names = append(n.names, s)
+	n.ids[s] = id
+	return id
+}
+
+// intern returns the bucketKey of k.
+func (t *statTable) intern(k quota.Key) bucketKey {
+	return bucketKey{account: k.Account, service: t.names.id(k.Service), region: t.names.id(k.Region), category: t.names.id(k.Category)}
+}
+
+// key returns the quota.Key of bucket i.
+func (t *statTable) key(i int) quota.Key {
+	k := t.at(i).key
+	return quota.Key{Service: t.names.names[k.service], Account: k.account, Region: t.names.names[k.region], Category: t.names.names[k.category]}
 }
 
 // len returns the number of buckets.
@@ -103,7 +144,7 @@ func (t *statTable) add(s keyStats) {
 	t.n++
 }
 
-func newKeyStats(k quota.Key, l bucket.Limit, g int32) keyStats {
+func newKeyStats(k bucketKey, l bucket.Limit, g int32) keyStats {
 	return keyStats{key: k, limit: l, group: g, next: -1}
 }
 

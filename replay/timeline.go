@@ -96,10 +96,10 @@ func timeline(tr *traceWriter, stats *statTable) (*Timeline, error) {
 		slot[i] = -1
 	}
 	for j, i := range idx {
-		s := stats.at(i)
+		s, key := stats.at(i), stats.key(i)
 		slot[i] = j
 		tl.Buckets = append(tl.Buckets, TimelineBucket{
-			Account: s.key.Account, Region: s.key.Region, Service: s.key.Service, Category: s.key.Category,
+			Account: key.Account, Region: key.Region, Service: key.Service, Category: key.Category,
 			Burst: s.limit.Capacity(), Rate: s.limit.RefillPerSecond(),
 			Calls: make([]int64, n), Throttled: make([]int64, n),
 		})
