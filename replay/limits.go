@@ -124,8 +124,8 @@ type limitSearch struct {
 	ivOf            []int64 // candidates, kept for the verdicts
 }
 
-func newLimitSearch(s *keyStats) *limitSearch {
-	b := max(s.limit.Capacity(), s.peak)
+func newLimitSearch(s *keyStats, lim bucket.Limit) *limitSearch {
+	b := max(lim.Capacity(), s.peak)
 	l := &limitSearch{burst: b, maxIv: maxWindow / b, allowed: s.tokens / 1000}
 	dur := s.batchAt - s.firstAt // T, the last call's instant less the first's
 	// (n − B)·I ≤ T: the whole log bounds the interval admitting all.
@@ -138,7 +138,7 @@ func newLimitSearch(s *keyStats) *limitSearch {
 	if m := s.tokens - l.allowed - b; m > 0 {
 		l.rate999.no = min(l.rate999.no, dur/m+1)
 	}
-	iv := int64(s.limit.Interval())
+	iv := int64(lim.Interval())
 	l.maxBurst = maxWindow / iv
 	// The exact burst admitting all at the configured rate admits 99.9 %;
 	// a burst of n − a − T/I or less cannot.
@@ -289,13 +289,13 @@ func satMul(n, iv int64) int64 {
 // searchLimits plays the trace until the searches of every bucket of
 // stats that is not nil end, and returns the searches (nil for the nil
 // buckets: a report that lists few of many buckets searches only those)
-// and the plays it took.
-func searchLimits(tr *traceWriter, stats []*keyStats) ([]*limitSearch, int, error) {
+// and the plays it took. limitOf returns the limit of a bucket.
+func searchLimits(tr *traceWriter, stats []*keyStats, limitOf func(b int32) bucket.Limit) ([]*limitSearch, int, error) {
 	ls := make([]*limitSearch, len(stats))
 	n := 0
 	for i, s := range stats {
 		if s != nil {
-			ls[i] = newLimitSearch(s)
+			ls[i] = newLimitSearch(s, limitOf(int32(i)))
 			n++
 		}
 	}
@@ -307,7 +307,7 @@ func searchLimits(tr *traceWriter, stats []*keyStats) ([]*limitSearch, int, erro
 		open := false
 		for i, l := range ls {
 			if l != nil && !l.done() {
-				l.prepare(k, int64(stats[i].limit.Interval()))
+				l.prepare(k, int64(limitOf(int32(i)).Interval()))
 				open = true
 			}
 		}

@@ -138,7 +138,7 @@ func count(m map[string]int64, s string) {
 func (r *run) report() *Report {
 	rep := r.rep
 	for i := range r.stats.len() {
-		r.stats.at(i).finish(r.minutes)
+		r.stats.at(i).finish(r.player.Limit(int32(i)), r.minutes)
 	}
 	// The resolutions and keys of the records are not needed past the
 	// reading: free them for the searches.
@@ -152,10 +152,10 @@ func (r *run) report() *Report {
 			listed[i] = r.stats.at(i)
 		}
 		var err error
-		if ls, _, err = searchLimits(r.trace, listed); err != nil {
+		if ls, _, err = searchLimits(r.trace, listed, r.player.Limit); err != nil {
 			rep.Errors = append(rep.Errors, "limits not searched: "+err.Error())
 		}
-		if rep.Timeline, err = timeline(r.trace, &r.stats); err != nil {
+		if rep.Timeline, err = timeline(r.trace, &r.stats, r.player.Limit); err != nil {
 			rep.Errors = append(rep.Errors, "timeline not drawn: "+err.Error())
 		}
 		if whos, err = r.who(); err != nil {
@@ -169,12 +169,12 @@ func (r *run) report() *Report {
 		}
 	}
 	for _, i := range rows {
-		st, key := r.stats.at(i), r.stats.key(i)
+		st, key, lim := r.stats.at(i), r.stats.key(i), r.player.Limit(int32(i))
 		ms := r.minutes.get(st)
 		b := Bucket{
 			Service: key.Service, Account: key.Account, Region: key.Region, Category: key.Category,
 			Group: r.opt.Groups[st.group].Name,
-			Burst: st.limit.Capacity(), Rate: st.limit.RefillPerSecond(),
+			Burst: lim.Capacity(), Rate: lim.RefillPerSecond(),
 			Calls: st.calls, Throttled: st.throttled, Failed: st.failed,
 			Attempts: st.attempts, ThrottledAttempts: st.throttledAttempts,
 			Recorded: st.recorded, WorstCount: ms.worstCount, ThrottledMinutes: ms.minutes,

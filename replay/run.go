@@ -279,7 +279,7 @@ func (r *run) bucket(key quota.Key, limit bucket.Limit, g int32) int32 {
 		limit = r.opt.Limits(key, limit)
 	}
 	b := r.player.AddBucket(limit)
-	st := newKeyStats(bk, limit, g)
+	st := newKeyStats(bk, g)
 	if ok {
 		st.next = first
 	}
@@ -386,15 +386,15 @@ func (r *run) play(a sortEntry) {
 		r.playCharged(at, ^a.v, uint64(a.x))
 		return
 	}
-	st := r.stats.at(int(a.v))
+	st, lim := r.stats.at(int(a.v)), r.player.Limit(a.v)
 	if r.trace != nil {
 		flags := uint8(0)
-		if !st.arrive(at, &r.minutes) {
+		if !st.arrive(at, lim, &r.minutes) {
 			flags = traceThrottled
 		}
 		r.trace.add(a.v, at, uint64(a.x), flags)
 	} else {
-		st.arrive(at, &r.minutes)
+		st.arrive(at, lim, &r.minutes)
 	}
 	// The bucket index is valid and the group in range: Arrive cannot fail.
 	_ = r.player.Arrive(at, a.v, st.group)
@@ -413,9 +413,9 @@ func (r *run) playCharged(at int64, plan int32, caller uint64) {
 	)
 	n := min(len(cs), len(lim)) // Charges gives at most three
 	for i, c := range cs[:n] {
-		st := r.stats.at(int(c.Bucket))
-		st.count(at, c.Tokens)
-		lim[i], sts[i], loc[i] = st.limit, st.noRetry, sim.Charge{Bucket: int32(i), Tokens: c.Tokens}
+		st, l := r.stats.at(int(c.Bucket)), r.player.Limit(c.Bucket)
+		st.count(at, c.Tokens, int64(l.Interval()))
+		lim[i], sts[i], loc[i] = l, st.noRetry, sim.Charge{Bucket: int32(i), Tokens: c.Tokens}
 	}
 	short := sim.TakeAll(lim[:n], sts[:n], loc[:n], at, out[:n])
 	if short < 0 {

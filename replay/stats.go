@@ -29,8 +29,7 @@ const saturate = int64(1) << 61
 // throttled bucket needs, its minutes, is kept apart (minuteStats), for
 // the throttled ones only.
 type keyStats struct {
-	key   bucketKey
-	limit bucket.Limit
+	key   bucketKey // its limit is the player's (sim.Player.Limit), held once
 	group int32
 	next  int32 // the next bucket of the same key hash, or -1 (run.bucket)
 	mins  int32 // its minuteStats in run.minutes, plus 1; 0 until throttled
@@ -144,16 +143,16 @@ func (t *statTable) add(s keyStats) {
 	t.n++
 }
 
-func newKeyStats(k bucketKey, l bucket.Limit, g int32) keyStats {
-	return keyStats{key: k, limit: l, group: g, next: -1}
+func newKeyStats(k bucketKey, g int32) keyStats {
+	return keyStats{key: k, group: g, next: -1}
 }
 
 // arrive counts one call of one token played at instant at, in time
 // order, and whether the bucket alone would throttle it without retries;
-// it reports whether it was allowed.
-func (s *keyStats) arrive(at int64, m *throttledMinutes) bool {
-	s.count(at, 1)
-	st, d := s.limit.TakeAt(s.noRetry, at, 1)
+// it reports whether it was allowed. l is the bucket's limit.
+func (s *keyStats) arrive(at int64, l bucket.Limit, m *throttledMinutes) bool {
+	s.count(at, 1, int64(l.Interval()))
+	st, d := l.TakeAt(s.noRetry, at, 1)
 	if d.Allowed {
 		s.noRetry = st
 	} else {
@@ -165,15 +164,16 @@ func (s *keyStats) arrive(at int64, m *throttledMinutes) bool {
 // count counts one call of n tokens played at instant at, in time order:
 // the call, and its tokens towards the most taken at one instant and the
 // smallest admitting burst. Whether it was throttled is counted apart
-// (throttle): a call of several buckets is throttled all or none.
-func (s *keyStats) count(at, n int64) {
+// (throttle): a call of several buckets is throttled all or none. iv is
+// the interval of the bucket's limit.
+func (s *keyStats) count(at, n, iv int64) {
 	if s.calls == 0 {
 		s.firstAt = at
 	}
 	s.calls++
 	s.tokens += n
 	if s.batchN > 0 && at != s.batchAt {
-		s.flush()
+		s.flush(iv)
 	}
 	s.batchAt = at
 	s.batchN += n
@@ -207,12 +207,12 @@ func (s *minuteStats) closeMinute() {
 	s.minuteCount = 0
 }
 
-// flush takes the calls made at one instant from the unbounded bucket.
-func (s *keyStats) flush() {
+// flush takes the calls made at one instant from the unbounded bucket of
+// interval iv.
+func (s *keyStats) flush(iv int64) {
 	t, n := s.batchAt, s.batchN
 	s.batchN = 0
 	s.peak = max(s.peak, n) // tokens at one instant
-	iv := int64(s.limit.Interval())
 	tat := max(s.needTat, t)
 	if debt := tat - t + n*iv; debt < saturate && n*iv/n == iv {
 		tat = t + debt
@@ -223,10 +223,10 @@ func (s *keyStats) flush() {
 	s.need = max(s.need, (tat-t+iv-1)/iv)
 }
 
-// finish closes the last instant and minute.
-func (s *keyStats) finish(m throttledMinutes) {
+// finish closes the last instant and minute; l is the bucket's limit.
+func (s *keyStats) finish(l bucket.Limit, m throttledMinutes) {
 	if s.batchN > 0 {
-		s.flush()
+		s.flush(int64(l.Interval()))
 	}
 	if s.mins != 0 {
 		m[s.mins-1].closeMinute()

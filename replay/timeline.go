@@ -7,6 +7,7 @@ package replay
 
 import (
 	"cmp"
+	"github.com/tollgate/tollgate/bucket"
 	"slices"
 	"time"
 )
@@ -67,7 +68,7 @@ type TimelineBucket struct {
 }
 
 // timeline plays the trace again for the most throttled buckets.
-func timeline(tr *traceWriter, stats *statTable) (*Timeline, error) {
+func timeline(tr *traceWriter, stats *statTable, limitOf func(b int32) bucket.Limit) (*Timeline, error) {
 	if stats.len() == 0 {
 		return nil, nil
 	}
@@ -96,11 +97,11 @@ func timeline(tr *traceWriter, stats *statTable) (*Timeline, error) {
 		slot[i] = -1
 	}
 	for j, i := range idx {
-		s, key := stats.at(i), stats.key(i)
+		key, lim := stats.key(i), limitOf(int32(i))
 		slot[i] = j
 		tl.Buckets = append(tl.Buckets, TimelineBucket{
 			Account: key.Account, Region: key.Region, Service: key.Service, Category: key.Category,
-			Burst: s.limit.Capacity(), Rate: s.limit.RefillPerSecond(),
+			Burst: lim.Capacity(), Rate: lim.RefillPerSecond(),
 			Calls: make([]int64, n), Throttled: make([]int64, n),
 		})
 	}
