@@ -147,13 +147,15 @@ func (r *run) report() *Report {
 	var ls []*limitSearch
 	var whos []*Who
 	if r.trace != nil {
-		listed := make([]*keyStats, r.stats.len()) // the searches of the buckets not listed are not needed
-		for _, i := range rows {
-			listed[i] = r.stats.at(i)
-		}
 		var err error
-		if ls, _, err = searchLimits(r.trace, listed, r.player.Limit); err != nil {
-			rep.Errors = append(rep.Errors, "limits not searched: "+err.Error())
+		if len(rows) > 0 {
+			listed := make([]*keyStats, r.stats.len()) // the searches of the buckets not listed are not needed
+			for _, i := range rows {
+				listed[i] = r.stats.at(i)
+			}
+			if ls, _, err = searchLimits(r.trace, listed, r.player.Limit); err != nil {
+				rep.Errors = append(rep.Errors, "limits not searched: "+err.Error())
+			}
 		}
 		if rep.Timeline, err = timeline(r.trace, &r.stats, r.player.Limit); err != nil {
 			rep.Errors = append(rep.Errors, "timeline not drawn: "+err.Error())
@@ -200,7 +202,7 @@ func (r *run) report() *Report {
 // key): all of them, or only the throttled (Options.ThrottledOnly), at
 // most Options.Top.
 func (r *run) rows() []int {
-	idx := make([]int, 0, r.stats.len())
+	var idx []int // not sized to the buckets: --throttled-only lists few of many
 	for i := range r.stats.len() {
 		if !r.opt.ThrottledOnly || r.stats.at(i).throttled > 0 {
 			idx = append(idx, i)

@@ -7,9 +7,10 @@ package replay
 
 import (
 	"cmp"
-	"github.com/tollgate/tollgate/bucket"
 	"slices"
 	"time"
+
+	"github.com/tollgate/tollgate/bucket"
 )
 
 // timelineBuckets is how many buckets the figure follows; maxBins bounds
