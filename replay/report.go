@@ -140,9 +140,6 @@ func (r *run) report() *Report {
 	for i := range r.stats.len() {
 		r.stats.at(i).finish(r.player.Limit(int32(i)), r.minutes)
 	}
-	// The resolutions and keys of the records are not needed past the
-	// reading: free them for the searches.
-	r.entries, r.buckets, r.plans = nil, nil, nil
 	rows := r.rows()
 	var ls []*limitSearch
 	var whos []*Who
