@@ -86,8 +86,12 @@ func BenchmarkSearchLimits(b *testing.B) {
 			b.Fatal(err)
 		}
 		stats := make([]*keyStats, nb)
+		var mins throttledMinutes
+		lim := bucket.MustLimit(50, 20)
+		limitOf := func(int32) bucket.Limit { return lim }
 		for i := range stats {
-			stats[i] = newKeyStats(quota.Key{}, bucket.MustLimit(50, 20), 0)
+			st := newKeyStats(bucketKey{}, 0)
+			stats[i] = &st
 		}
 		at := int64(1_700_000_000) * int64(time.Second)
 		for range calls {
@@ -98,14 +102,14 @@ func BenchmarkSearchLimits(b *testing.B) {
 			if rng.IntN(2) == 0 {
 				k = int32(rng.IntN(nb / 10))
 			}
-			stats[k].arrive(at)
+			stats[k].arrive(at, lim, &mins)
 			tr.add(k, at, 0, 0)
 		}
 		for _, s := range stats {
-			s.finish()
+			s.finish(lim, mins)
 		}
 		b.StartTimer()
-		_, p, err := searchLimits(tr, stats)
+		_, p, err := searchLimits(tr, stats, limitOf)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -124,8 +124,8 @@ type limitSearch struct {
 	ivOf            []int64 // candidates, kept for the verdicts
 }
 
-func newLimitSearch(s *keyStats) *limitSearch {
-	b := max(s.limit.Capacity(), s.peak)
+func newLimitSearch(s *keyStats, lim bucket.Limit) *limitSearch {
+	b := max(lim.Capacity(), s.peak)
 	l := &limitSearch{burst: b, maxIv: maxWindow / b, allowed: s.tokens / 1000}
 	dur := s.batchAt - s.firstAt // T, the last call's instant less the first's
 	// (n − B)·I ≤ T: the whole log bounds the interval admitting all.
@@ -138,7 +138,7 @@ func newLimitSearch(s *keyStats) *limitSearch {
 	if m := s.tokens - l.allowed - b; m > 0 {
 		l.rate999.no = min(l.rate999.no, dur/m+1)
 	}
-	iv := int64(s.limit.Interval())
+	iv := int64(lim.Interval())
 	l.maxBurst = maxWindow / iv
 	// The exact burst admitting all at the configured rate admits 99.9 %;
 	// a burst of n − a − T/I or less cannot.
@@ -286,22 +286,28 @@ func satMul(n, iv int64) int64 {
 	return int64(lo)
 }
 
-// searchLimits plays the trace until every bucket's searches end, and
-// returns the searches and the plays it took.
-func searchLimits(tr *traceWriter, stats []*keyStats) ([]*limitSearch, int, error) {
+// searchLimits plays the trace until the searches of every bucket of
+// stats that is not nil end, and returns the searches (nil for the nil
+// buckets: a report that lists few of many buckets searches only those)
+// and the plays it took. limitOf returns the limit of a bucket.
+func searchLimits(tr *traceWriter, stats []*keyStats, limitOf func(b int32) bucket.Limit) ([]*limitSearch, int, error) {
 	ls := make([]*limitSearch, len(stats))
+	n := 0
 	for i, s := range stats {
-		ls[i] = newLimitSearch(s)
+		if s != nil {
+			ls[i] = newLimitSearch(s, limitOf(int32(i)))
+			n++
+		}
 	}
 	k := searchWidth
-	if n := len(stats) * 3; n*k > searchBudget {
+	if n := n * 3; n*k > searchBudget {
 		k = max(searchBudget/n, 2)
 	}
 	for plays := range maxPlays {
 		open := false
 		for i, l := range ls {
-			if !l.done() {
-				l.prepare(k, int64(stats[i].limit.Interval()))
+			if l != nil && !l.done() {
+				l.prepare(k, int64(limitOf(int32(i)).Interval()))
 				open = true
 			}
 		}
@@ -309,7 +315,7 @@ func searchLimits(tr *traceWriter, stats []*keyStats) ([]*limitSearch, int, erro
 			return ls, plays, nil
 		}
 		err := tr.play(func(b int32, at int64, _ uint64, _ uint8) {
-			if l := ls[b]; len(l.admits)+len(l.rates)+len(l.bursts) > 0 {
+			if l := ls[b]; l != nil && len(l.admits)+len(l.rates)+len(l.bursts) > 0 {
 				l.arrive(at)
 			}
 		})
@@ -317,7 +323,7 @@ func searchLimits(tr *traceWriter, stats []*keyStats) ([]*limitSearch, int, erro
 			return nil, plays, err
 		}
 		for _, l := range ls {
-			if len(l.admits)+len(l.rates)+len(l.bursts) > 0 {
+			if l != nil && len(l.admits)+len(l.rates)+len(l.bursts) > 0 {
 				l.conclude()
 				l.admits, l.rates, l.bursts = l.admits[:0], l.rates[:0], l.bursts[:0]
 			}

@@ -150,13 +150,14 @@ func playSearch(t *testing.T, calls []int64, l bucket.Limit) Bucket {
 		t.Fatal(err)
 	}
 	defer tr.close()
-	st := newKeyStats(quota.Key{}, l, 0)
+	st := newKeyStats(bucketKey{}, 0)
+	var mins throttledMinutes
 	for _, at := range calls {
-		st.arrive(at)
+		st.arrive(at, l, &mins)
 		tr.add(0, at, 0, 0)
 	}
-	st.finish()
-	ls, _, err := searchLimits(tr, []*keyStats{st})
+	st.finish(l, mins)
+	ls, _, err := searchLimits(tr, []*keyStats{&st}, func(int32) bucket.Limit { return l })
 	if err != nil {
 		t.Fatal(err)
 	}

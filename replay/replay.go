@@ -29,7 +29,7 @@
 // and region and a directory lists them in no useful order, and the
 // console's downloads, lookup-events and many Lake and Athena exports list
 // the newest first. Every call is sorted by time before it is played
-// (sorter.go): in memory up to a couple of million calls, past that in
+// (sorter.go): in memory up to half a million calls, past that in
 // sorted runs spilled to an unlinked temporary file (Options.TempDir;
 // 20 bytes a call) and merged; the calls of one instant are played in
 // the order of their buckets' keys, not the order they were read in.
@@ -232,6 +232,10 @@ func Run(inputs []Input, opt Options) (*Report, error) {
 			return nil, fmt.Errorf("replay: %w", r.sortErr)
 		}
 	}
+	// The records' resolutions, the buckets' index and the callers'
+	// ids are not needed past the reading: free them for the sorting and
+	// the searches (with a million tenants, tens of megabytes).
+	r.entries, r.buckets, r.plans, r.callers.ids = nil, nil, nil, [dims]map[string]uint16{}
 	inexact, err := r.sorted.drain(r.tieOrder(), r.play)
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
@@ -256,8 +260,8 @@ func sum(m map[string]int64) (n int64) {
 
 // recorded counts the log's own throttling errors of known buckets.
 func (r *run) recorded() (n int64) {
-	for _, st := range r.stats {
-		n += st.recorded
+	for i := range r.stats.len() {
+		n += r.stats.at(i).recorded
 	}
 	return n
 }

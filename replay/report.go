@@ -137,44 +137,51 @@ func count(m map[string]int64, s string) {
 
 func (r *run) report() *Report {
 	rep := r.rep
-	for _, st := range r.stats {
-		st.finish()
+	for i := range r.stats.len() {
+		r.stats.at(i).finish(r.player.Limit(int32(i)), r.minutes)
 	}
+	rows := r.rows()
 	var ls []*limitSearch
 	var whos []*Who
 	if r.trace != nil {
 		var err error
-		if ls, _, err = searchLimits(r.trace, r.stats); err != nil {
-			rep.Errors = append(rep.Errors, "limits not searched: "+err.Error())
+		if len(rows) > 0 {
+			listed := make([]*keyStats, r.stats.len()) // the searches of the buckets not listed are not needed
+			for _, i := range rows {
+				listed[i] = r.stats.at(i)
+			}
+			if ls, _, err = searchLimits(r.trace, listed, r.player.Limit); err != nil {
+				rep.Errors = append(rep.Errors, "limits not searched: "+err.Error())
+			}
 		}
-		if rep.Timeline, err = timeline(r.trace, r.stats); err != nil {
+		if rep.Timeline, err = timeline(r.trace, &r.stats, r.player.Limit); err != nil {
 			rep.Errors = append(rep.Errors, "timeline not drawn: "+err.Error())
 		}
 		if whos, err = r.who(); err != nil {
 			rep.Errors = append(rep.Errors, "callers not counted: "+err.Error())
 		}
 	}
-	rows := r.rows()
-	rep.BucketCount = len(r.stats)
-	for _, st := range r.stats {
-		if st.throttled > 0 {
+	rep.BucketCount = r.stats.len()
+	for i := range r.stats.len() {
+		if r.stats.at(i).throttled > 0 {
 			rep.ThrottledBuckets++
 		}
 	}
 	for _, i := range rows {
-		st := r.stats[i]
+		st, key, lim := r.stats.at(i), r.stats.key(i), r.player.Limit(int32(i))
+		ms := r.minutes.get(st)
 		b := Bucket{
-			Service: st.key.Service, Account: st.key.Account, Region: st.key.Region, Category: st.key.Category,
+			Service: key.Service, Account: key.Account, Region: key.Region, Category: key.Category,
 			Group: r.opt.Groups[st.group].Name,
-			Burst: st.limit.Capacity(), Rate: st.limit.RefillPerSecond(),
+			Burst: lim.Capacity(), Rate: lim.RefillPerSecond(),
 			Calls: st.calls, Throttled: st.throttled, Failed: st.failed,
 			Attempts: st.attempts, ThrottledAttempts: st.throttledAttempts,
-			Recorded: st.recorded, WorstCount: st.worstCount, ThrottledMinutes: st.minutes,
+			Recorded: st.recorded, WorstCount: ms.worstCount, ThrottledMinutes: ms.minutes,
 			PeakInstant: st.peak, BurstAtRate: st.need,
 		}
-		if st.firstMin != 0 {
-			b.FirstMinute = time.Unix(0, st.firstMin).UTC()
-			b.WorstMinute = time.Unix(0, st.worstMin).UTC()
+		if ms.firstMin != 0 {
+			b.FirstMinute = time.Unix(0, ms.firstMin).UTC()
+			b.WorstMinute = time.Unix(0, ms.worstMin).UTC()
 		}
 		if ls != nil {
 			ls[i].fill(&b)
@@ -192,17 +199,20 @@ func (r *run) report() *Report {
 // key): all of them, or only the throttled (Options.ThrottledOnly), at
 // most Options.Top.
 func (r *run) rows() []int {
-	idx := make([]int, 0, len(r.stats))
-	for i, st := range r.stats {
-		if !r.opt.ThrottledOnly || st.throttled > 0 {
+	var idx []int // not sized to the buckets: --throttled-only lists few of many
+	for i := range r.stats.len() {
+		if !r.opt.ThrottledOnly || r.stats.at(i).throttled > 0 {
 			idx = append(idx, i)
 		}
 	}
 	slices.SortFunc(idx, func(a, b int) int {
-		x, y := r.stats[a], r.stats[b]
-		return cmp.Or(cmp.Compare(y.throttled, x.throttled), cmp.Compare(y.failed, x.failed), cmp.Compare(y.calls, x.calls),
-			cmp.Compare(x.key.Account, y.key.Account), cmp.Compare(x.key.Region, y.key.Region),
-			cmp.Compare(x.key.Service, y.key.Service), cmp.Compare(x.key.Category, y.key.Category))
+		x, y := r.stats.at(a), r.stats.at(b)
+		if c := cmp.Or(cmp.Compare(y.throttled, x.throttled), cmp.Compare(y.failed, x.failed), cmp.Compare(y.calls, x.calls)); c != 0 {
+			return c
+		}
+		kx, ky := r.stats.key(a), r.stats.key(b)
+		return cmp.Or(cmp.Compare(kx.Account, ky.Account), cmp.Compare(kx.Region, ky.Region),
+			cmp.Compare(kx.Service, ky.Service), cmp.Compare(kx.Category, ky.Category))
 	})
 	if r.opt.Top > 0 && len(idx) > r.opt.Top {
 		idx = idx[:r.opt.Top]

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"slices"
 	"strings"
@@ -55,8 +56,10 @@ type run struct {
 	opt     Options
 	player  *sim.Player
 	entries map[entryKey]entry
-	buckets map[quota.Key]int32
-	stats   []*keyStats
+	buckets map[uint64]int32 // the first bucket of each key hash; keyStats.next chains the others
+	seed    maphash.Seed
+	stats   statTable        // indexed by bucket
+	minutes throttledMinutes // of the throttled buckets
 	sorted  *sorter
 	sortErr error // the sorter could not spill: the replay fails
 	total   int64
@@ -76,7 +79,8 @@ func newRun(opt Options, p *sim.Player) *run {
 		opt:     opt,
 		player:  p,
 		entries: make(map[entryKey]entry),
-		buckets: make(map[quota.Key]int32),
+		buckets: make(map[uint64]int32),
+		seed:    maphash.MakeSeed(),
 		groupOf: make(map[string]int32),
 		plans:   make(map[string]int32),
 		anyIdx:  -1,
@@ -179,7 +183,7 @@ func (r *run) add(rec *Record) {
 		}
 		return
 	}
-	st := r.stats[e.bucket]
+	st := r.stats.at(int(e.bucket))
 	if rec.ErrorCode != "" && (isThrottle(rec.ErrorCode, e.throttle) || r.serviceThrottle(rec)) {
 		st.recorded++
 		return
@@ -256,16 +260,31 @@ func (r *run) resolve(rec *Record) entry {
 
 // bucket returns the index of the bucket of key, adding it, of limit (as
 // Options.Limits changes it) and client group g, on first sight.
+//
+// The buckets are found by their key's hash, chained through
+// keyStats.next on a collision, rather than by their keys: a map of keys
+// would hold every key twice, a hundred bytes a bucket.
 func (r *run) bucket(key quota.Key, limit bucket.Limit, g int32) int32 {
-	if b, ok := r.buckets[key]; ok {
-		return b
+	bk := r.stats.intern(key)
+	h := maphash.Comparable(r.seed, bk)
+	first, ok := r.buckets[h]
+	if ok {
+		for b := first; b >= 0; b = r.stats.at(int(b)).next {
+			if r.stats.at(int(b)).key == bk {
+				return b
+			}
+		}
 	}
 	if r.opt.Limits != nil {
 		limit = r.opt.Limits(key, limit)
 	}
 	b := r.player.AddBucket(limit)
-	r.buckets[key] = b
-	r.stats = append(r.stats, newKeyStats(key, limit, g))
+	st := newKeyStats(bk, g)
+	if ok {
+		st.next = first
+	}
+	r.buckets[h] = b
+	r.stats.add(st)
 	return b
 }
 
@@ -321,12 +340,12 @@ func (r *run) service(source string) *quota.Service {
 // buckets' keys, then a plan's by its charges, so that it does not depend
 // on the order the records were read in.
 func (r *run) tieOrder() func(a, b sortEntry) int {
-	idx := make([]int32, len(r.stats))
+	idx := make([]int32, r.stats.len())
 	for i := range idx {
 		idx[i] = int32(i)
 	}
 	slices.SortFunc(idx, func(a, b int32) int {
-		ka, kb := r.stats[a].key, r.stats[b].key
+		ka, kb := r.stats.key(int(a)), r.stats.key(int(b))
 		return cmp.Or(cmp.Compare(ka.Service, kb.Service), cmp.Compare(ka.Account, kb.Account),
 			cmp.Compare(ka.Region, kb.Region), cmp.Compare(ka.Category, kb.Category))
 	})
@@ -367,15 +386,15 @@ func (r *run) play(a sortEntry) {
 		r.playCharged(at, ^a.v, uint64(a.x))
 		return
 	}
-	st := r.stats[a.v]
+	st, lim := r.stats.at(int(a.v)), r.player.Limit(a.v)
 	if r.trace != nil {
 		flags := uint8(0)
-		if !st.arrive(at) {
+		if !st.arrive(at, lim, &r.minutes) {
 			flags = traceThrottled
 		}
 		r.trace.add(a.v, at, uint64(a.x), flags)
 	} else {
-		st.arrive(at)
+		st.arrive(at, lim, &r.minutes)
 	}
 	// The bucket index is valid and the group in range: Arrive cannot fail.
 	_ = r.player.Arrive(at, a.v, st.group)
@@ -394,19 +413,19 @@ func (r *run) playCharged(at int64, plan int32, caller uint64) {
 	)
 	n := min(len(cs), len(lim)) // Charges gives at most three
 	for i, c := range cs[:n] {
-		st := r.stats[c.Bucket]
-		st.count(at, c.Tokens)
-		lim[i], sts[i], loc[i] = st.limit, st.noRetry, sim.Charge{Bucket: int32(i), Tokens: c.Tokens}
+		st, l := r.stats.at(int(c.Bucket)), r.player.Limit(c.Bucket)
+		st.count(at, c.Tokens, int64(l.Interval()))
+		lim[i], sts[i], loc[i] = l, st.noRetry, sim.Charge{Bucket: int32(i), Tokens: c.Tokens}
 	}
 	short := sim.TakeAll(lim[:n], sts[:n], loc[:n], at, out[:n])
 	if short < 0 {
 		for i, c := range cs[:n] {
-			r.stats[c.Bucket].noRetry = sts[i]
+			r.stats.at(int(c.Bucket)).noRetry = sts[i]
 		}
 	} else {
-		r.stats[cs[0].Bucket].throttle(at)
+		r.stats.at(int(cs[0].Bucket)).throttle(at, &r.minutes)
 		if short > 0 {
-			r.stats[cs[short].Bucket].throttle(at)
+			r.stats.at(int(cs[short].Bucket)).throttle(at, &r.minutes)
 		}
 	}
 	if r.trace != nil {
@@ -422,7 +441,7 @@ func (r *run) playCharged(at int64, plan int32, caller uint64) {
 		}
 	}
 	// The plan is valid and the group in range: ArriveCharged cannot fail.
-	_ = r.player.ArriveCharged(at, plan, r.stats[cs[0].Bucket].group)
+	_ = r.player.ArriveCharged(at, plan, r.stats.at(int(cs[0].Bucket)).group)
 }
 
 // observe counts an attempt of the player's, as tollgate serve counts a
@@ -430,19 +449,19 @@ func (r *run) playCharged(at int64, plan int32, caller uint64) {
 // when refused on its own category and on the bucket it was short of.
 func (r *run) observe(a sim.Attempt) {
 	if a.Plan < 0 {
-		r.count(r.stats[a.Bucket], a)
+		r.count(r.stats.at(int(a.Bucket)), a)
 		return
 	}
 	cs := r.player.Plan(a.Plan)
 	if a.Allowed {
 		for _, c := range cs {
-			r.count(r.stats[c.Bucket], a)
+			r.count(r.stats.at(int(c.Bucket)), a)
 		}
 		return
 	}
-	r.count(r.stats[cs[0].Bucket], a)
+	r.count(r.stats.at(int(cs[0].Bucket)), a)
 	if a.Short > 0 {
-		r.count(r.stats[cs[a.Short].Bucket], a)
+		r.count(r.stats.at(int(cs[a.Short].Bucket)), a)
 	}
 }
 

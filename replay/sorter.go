@@ -2,7 +2,7 @@ package replay
 
 // This file puts the calls of a replay in time order, whatever order the
 // logs hold them in — files in any order, records oldest or newest first
-// or shuffled — with memory bounded: up to maxInMemory calls are sorted
+// or shuffled — with memory bounded: up to spillCalls calls are sorted
 // in memory; past that, sorted runs are spilled to an unlinked temporary
 // file and merged. Calls at one instant are played in an order of their
 // own content (the caller's tie order), not the order they were read in,
@@ -18,10 +18,18 @@ import (
 	"slices"
 )
 
-// maxInMemory is how many calls are sorted in memory (20 bytes each)
-// before a sorted run is spilled to disk, and how many calls of one
-// instant are put in tie order together.
+// maxInMemory is how many calls of one instant are put in tie order
+// together.
 const maxInMemory = 1 << 21
+
+// spillCalls is how many calls are held (24 bytes each) before a sorted
+// run is spilled: fewer than maxInMemory, as a log of a million tenants
+// needs its memory for their buckets, and merging runs costs little.
+const spillCalls = 1 << 19
+
+// cursorBuffer is the read buffer of each spilled run while they are
+// merged.
+const cursorBuffer = 16 << 10
 
 // sortEntry is one call to sort: its instant, and what it is (v, x: the
 // caller's).
@@ -37,33 +45,36 @@ type sortRun struct{ off, n int64 }
 
 // sorter collects calls and plays them back in time order.
 type sorter struct {
-	max  int // maxInMemory, smaller in tests
-	dir  string
-	buf  []sortEntry
-	f    *os.File // nil until the first spill
-	w    *bufio.Writer
-	off  int64
-	runs []sortRun
+	max   int // maxInMemory, smaller in tests
+	spill int // spillCalls, or max when smaller
+	dir   string
+	buf   []sortEntry
+	f     *os.File // nil until the first spill
+	w     *bufio.Writer
+	off   int64
+	runs  []sortRun
 }
 
 // sortMemory is maxInMemory; tests lower it to spill small logs.
 var sortMemory = maxInMemory
 
-func newSorter(dir string) *sorter { return &sorter{max: sortMemory, dir: dir} }
+func newSorter(dir string) *sorter {
+	return &sorter{max: sortMemory, spill: min(sortMemory, spillCalls), dir: dir}
+}
 
 // add adds one call, spilling a sorted run when memory is full.
 func (s *sorter) add(e sortEntry) error {
 	s.buf = append(s.buf, e)
-	if len(s.buf) >= s.max {
-		return s.spill()
+	if len(s.buf) >= s.spill {
+		return s.spillRun()
 	}
 	return nil
 }
 
 func byTime(a, b sortEntry) int { return cmp.Compare(a.at, b.at) }
 
-// spill writes the calls in memory as one sorted run.
-func (s *sorter) spill() error {
+// spillRun writes the calls in memory as one sorted run.
+func (s *sorter) spillRun() error {
 	if s.f == nil {
 		f, err := os.CreateTemp(s.dir, "tollgate-replay-*.sort")
 		if err != nil {
@@ -157,7 +168,7 @@ func (s *sorter) drain(tie func(a, b sortEntry) int, play func(sortEntry)) (inex
 		return inexact, nil
 	}
 	if len(s.buf) > 0 {
-		if err := s.spill(); err != nil {
+		if err := s.spillRun(); err != nil {
 			return 0, err
 		}
 	}
@@ -167,7 +178,7 @@ func (s *sorter) drain(tie func(a, b sortEntry) int, play func(sortEntry)) (inex
 	s.buf = nil
 	cs := make([]*cursor, 0, len(s.runs))
 	for _, r := range s.runs {
-		c := &cursor{r: bufio.NewReaderSize(io.NewSectionReader(s.f, r.off, r.n*sortEntrySize), 64<<10), left: r.n}
+		c := &cursor{r: bufio.NewReaderSize(io.NewSectionReader(s.f, r.off, r.n*sortEntrySize), cursorBuffer), left: r.n}
 		ok, err := c.next()
 		if err != nil {
 			return 0, err

@@ -24,10 +24,15 @@ import (
 // needs a burst past any limit bucket accepts anyway.
 const saturate = int64(1) << 61
 
+// keyStats is one bucket's numbers. The buckets' are one slice of them,
+// indexed by bucket (a million tenants are a million buckets): what only a
+// throttled bucket needs, its minutes, is kept apart (minuteStats), for
+// the throttled ones only.
 type keyStats struct {
-	key   quota.Key
-	limit bucket.Limit
+	key   bucketKey // its limit is the player's (sim.Player.Limit), held once
 	group int32
+	next  int32 // the next bucket of the same key hash, or -1 (run.bucket)
+	mins  int32 // its minuteStats in run.minutes, plus 1; 0 until throttled
 
 	calls, throttled, recorded          int64
 	tokens                              int64 // taken by the calls: calls, or tasks for Fargate's tasks buckets
@@ -37,27 +42,121 @@ type keyStats struct {
 	batchAt, batchN, peak int64
 	firstAt               int64 // the first call's instant
 
-	minute, minuteCount int64
-	firstMin, worstMin  int64
-	worstCount, minutes int64
-
 	needTat, need int64 // unbounded bucket at the configured rate, and its burst
 }
 
-func newKeyStats(k quota.Key, l bucket.Limit, g int32) *keyStats {
-	return &keyStats{key: k, limit: l, group: g}
+// minuteStats are a throttled bucket's minutes: the minute being counted
+// and its throttles, the first and the worst minute, and the minutes with
+// a throttle.
+type minuteStats struct {
+	minute, minuteCount int64
+	firstMin, worstMin  int64
+	worstCount, minutes int64
+}
+
+// throttledMinutes are the minuteStats of the throttled buckets.
+type throttledMinutes []minuteStats
+
+// of returns the minutes of s, adding them on its first throttle.
+func (m *throttledMinutes) of(s *keyStats) *minuteStats {
+	if s.mins == 0 {
+		*m = append(*m, minuteStats{})
+		s.mins = int32(len(*m))
+	}
+	return &(*m)[s.mins-1]
+}
+
+// get returns the minutes of s, the zero minuteStats when it was never
+// throttled.
+func (m throttledMinutes) get(s *keyStats) minuteStats {
+	if s.mins == 0 {
+		return minuteStats{}
+	}
+	return m[s.mins-1]
+}
+
+// statChunk is how many buckets' numbers a chunk of a statTable holds.
+const statChunk = 4096
+
+// statTable is the buckets' numbers, indexed by bucket, in chunks of
+// statChunk: growing it never copies what it holds, so a million buckets
+// never need room for two copies of their numbers at once.
+type statTable struct {
+	chunks [][]keyStats
+	n      int
+	names  keyNames
+}
+
+// bucketKey is a bucket's quota.Key as the table holds it: the account,
+// and the service, region and category as ids of names held once
+// (statTable.names), 28 bytes rather than 64.
+type bucketKey struct {
+	account                   string
+	service, region, category uint32
+}
+
+// keyNames are the services', regions' and categories' names of the
+// buckets' keys, each held once.
+type keyNames struct {
+	names []string
+	ids   map[string]uint32
+}
+
+// id returns the id of name s, adding it on first sight.
+func (n *keyNames) id(s string) uint32 {
+	if id, ok := n.ids[s]; ok {
+		return id
+	}
+	if n.ids == nil {
+		n.ids = map[string]uint32{}
+	}
+	id := uint32(len(n.names))
+	n.names = append(n.names, s)
+	n.ids[s] = id
+	return id
+}
+
+// intern returns the bucketKey of k.
+func (t *statTable) intern(k quota.Key) bucketKey {
+	return bucketKey{account: k.Account, service: t.names.id(k.Service), region: t.names.id(k.Region), category: t.names.id(k.Category)}
+}
+
+// key returns the quota.Key of bucket i.
+func (t *statTable) key(i int) quota.Key {
+	k := t.at(i).key
+	return quota.Key{Service: t.names.names[k.service], Account: k.account, Region: t.names.names[k.region], Category: t.names.names[k.category]}
+}
+
+// len returns the number of buckets.
+func (t *statTable) len() int { return t.n }
+
+// at returns the numbers of bucket i.
+func (t *statTable) at(i int) *keyStats { return &t.chunks[i/statChunk][i%statChunk] }
+
+// add appends the numbers of a new bucket.
+func (t *statTable) add(s keyStats) {
+	if t.n%statChunk == 0 {
+		t.chunks = append(t.chunks, make([]keyStats, 0, statChunk))
+	}
+	c := &t.chunks[len(t.chunks)-1]
+	*c = append(*c, s)
+	t.n++
+}
+
+func newKeyStats(k bucketKey, g int32) keyStats {
+	return keyStats{key: k, group: g, next: -1}
 }
 
 // arrive counts one call of one token played at instant at, in time
 // order, and whether the bucket alone would throttle it without retries;
-// it reports whether it was allowed.
-func (s *keyStats) arrive(at int64) bool {
-	s.count(at, 1)
-	st, d := s.limit.TakeAt(s.noRetry, at, 1)
+// it reports whether it was allowed. l is the bucket's limit.
+func (s *keyStats) arrive(at int64, l bucket.Limit, m *throttledMinutes) bool {
+	s.count(at, 1, int64(l.Interval()))
+	st, d := l.TakeAt(s.noRetry, at, 1)
 	if d.Allowed {
 		s.noRetry = st
 	} else {
-		s.throttle(at)
+		s.throttle(at, m)
 	}
 	return d.Allowed
 }
@@ -65,27 +164,28 @@ func (s *keyStats) arrive(at int64) bool {
 // count counts one call of n tokens played at instant at, in time order:
 // the call, and its tokens towards the most taken at one instant and the
 // smallest admitting burst. Whether it was throttled is counted apart
-// (throttle): a call of several buckets is throttled all or none.
-func (s *keyStats) count(at, n int64) {
+// (throttle): a call of several buckets is throttled all or none. iv is
+// the interval of the bucket's limit.
+func (s *keyStats) count(at, n, iv int64) {
 	if s.calls == 0 {
 		s.firstAt = at
 	}
 	s.calls++
 	s.tokens += n
 	if s.batchN > 0 && at != s.batchAt {
-		s.flush()
+		s.flush(iv)
 	}
 	s.batchAt = at
 	s.batchN += n
 }
 
 // throttle counts a call throttled without retries at instant at.
-func (s *keyStats) throttle(at int64) {
+func (s *keyStats) throttle(at int64, m *throttledMinutes) {
 	s.throttled++
-	s.countThrottle(at)
+	m.of(s).countThrottle(at)
 }
 
-func (s *keyStats) countThrottle(at int64) {
+func (s *minuteStats) countThrottle(at int64) {
 	m := minuteOf(at)
 	if s.firstMin == 0 {
 		s.firstMin = m
@@ -97,7 +197,7 @@ func (s *keyStats) countThrottle(at int64) {
 	s.minuteCount++
 }
 
-func (s *keyStats) closeMinute() {
+func (s *minuteStats) closeMinute() {
 	if s.minuteCount > 0 {
 		s.minutes++
 	}
@@ -107,12 +207,12 @@ func (s *keyStats) closeMinute() {
 	s.minuteCount = 0
 }
 
-// flush takes the calls made at one instant from the unbounded bucket.
-func (s *keyStats) flush() {
+// flush takes the calls made at one instant from the unbounded bucket of
+// interval iv.
+func (s *keyStats) flush(iv int64) {
 	t, n := s.batchAt, s.batchN
 	s.batchN = 0
 	s.peak = max(s.peak, n) // tokens at one instant
-	iv := int64(s.limit.Interval())
 	tat := max(s.needTat, t)
 	if debt := tat - t + n*iv; debt < saturate && n*iv/n == iv {
 		tat = t + debt
@@ -123,10 +223,12 @@ func (s *keyStats) flush() {
 	s.need = max(s.need, (tat-t+iv-1)/iv)
 }
 
-// finish closes the last instant and minute.
-func (s *keyStats) finish() {
+// finish closes the last instant and minute; l is the bucket's limit.
+func (s *keyStats) finish(l bucket.Limit, m throttledMinutes) {
 	if s.batchN > 0 {
-		s.flush()
+		s.flush(int64(l.Interval()))
 	}
-	s.closeMinute()
+	if s.mins != 0 {
+		m[s.mins-1].closeMinute()
+	}
 }

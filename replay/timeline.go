@@ -9,6 +9,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/tollgate/tollgate/bucket"
 )
 
 // timelineBuckets is how many buckets the figure follows; maxBins bounds
@@ -67,13 +69,14 @@ type TimelineBucket struct {
 }
 
 // timeline plays the trace again for the most throttled buckets.
-func timeline(tr *traceWriter, stats []*keyStats) (*Timeline, error) {
-	if len(stats) == 0 {
+func timeline(tr *traceWriter, stats *statTable, limitOf func(b int32) bucket.Limit) (*Timeline, error) {
+	if stats.len() == 0 {
 		return nil, nil
 	}
 	var idx []int
-	first, last := stats[0].firstAt, stats[0].batchAt
-	for i, s := range stats {
+	first, last := stats.at(0).firstAt, stats.at(0).batchAt
+	for i := range stats.len() {
+		s := stats.at(i)
 		if s.throttled > 0 {
 			idx = append(idx, i)
 		}
@@ -83,23 +86,23 @@ func timeline(tr *traceWriter, stats []*keyStats) (*Timeline, error) {
 		return nil, nil
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
-		return cmp.Or(cmp.Compare(stats[b].throttled, stats[a].throttled), cmp.Compare(stats[b].calls, stats[a].calls))
+		return cmp.Or(cmp.Compare(stats.at(b).throttled, stats.at(a).throttled), cmp.Compare(stats.at(b).calls, stats.at(a).calls))
 	})
 	idx = idx[:min(len(idx), timelineBuckets)]
 	step := int64(binStep(time.Duration(last - first)))
 	start := first - ((first%step)+step)%step
 	n := (last-start)/step + 1
 	tl := &Timeline{Start: time.Unix(0, start).UTC(), Step: time.Duration(step)}
-	slot := make([]int, len(stats)) // the bucket's place in tl.Buckets, or -1
+	slot := make([]int, stats.len()) // the bucket's place in tl.Buckets, or -1
 	for i := range slot {
 		slot[i] = -1
 	}
 	for j, i := range idx {
-		s := stats[i]
+		key, lim := stats.key(i), limitOf(int32(i))
 		slot[i] = j
 		tl.Buckets = append(tl.Buckets, TimelineBucket{
-			Account: s.key.Account, Region: s.key.Region, Service: s.key.Service, Category: s.key.Category,
-			Burst: s.limit.Capacity(), Rate: s.limit.RefillPerSecond(),
+			Account: key.Account, Region: key.Region, Service: key.Service, Category: key.Category,
+			Burst: lim.Capacity(), Rate: lim.RefillPerSecond(),
 			Calls: make([]int64, n), Throttled: make([]int64, n),
 		})
 	}

@@ -127,15 +127,15 @@ type Top struct {
 // Who, indexed like stats (nil for the others).
 func (r *run) who() ([]*Who, error) {
 	var idx []int
-	for i, s := range r.stats {
-		if s.throttled > 0 {
+	for i := range r.stats.len() {
+		if r.stats.at(i).throttled > 0 {
 			idx = append(idx, i)
 		}
 	}
 	if len(idx) == 0 {
 		return nil, nil
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(r.stats[b].throttled, r.stats[a].throttled) })
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(r.stats.at(b).throttled, r.stats.at(a).throttled) })
 	idx = idx[:min(len(idx), whoBuckets)]
 	type sums struct {
 		calls, throttles [dims]*spacesaving.Summary
@@ -165,7 +165,7 @@ func (r *run) who() ([]*Who, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Who, len(r.stats))
+	out := make([]*Who, r.stats.len())
 	for b, s := range slot {
 		w := &Who{}
 		for d, t := range []*Tops{&w.Principals, &w.UserAgents, &w.Sources, &w.Actions} {

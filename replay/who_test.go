@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -65,7 +66,9 @@ func TestWhoPointsAtTheBurst(t *testing.T) {
 }
 
 // TestTopAndThrottledOnly: rows come most throttled first; --top and
-// --throttled-only bound them, and the counts still cover every bucket.
+// --throttled-only bound them, and the counts still cover every bucket;
+// a bucket listed among fewer has the row it has among all (its limits
+// are searched alike, though the others' are not).
 func TestTopAndThrottledOnly(t *testing.T) {
 	var lines []string
 	for i := range 120 {
@@ -74,6 +77,7 @@ func TestTopAndThrottledOnly(t *testing.T) {
 	for range 120 {
 		lines = append(lines, `{"eventTime":"2026-11-30T12:00:30Z","eventSource":"ecs.amazonaws.com","eventName":"DescribeClusters","awsRegion":"us-east-1","userIdentity":{"accountId":"999999999999"}}`)
 	}
+	var all *Report
 	for _, tc := range []struct {
 		opt  Options
 		want []string
@@ -93,6 +97,14 @@ func TestTopAndThrottledOnly(t *testing.T) {
 		}
 		if strings.Join(got, " ") != strings.Join(tc.want, " ") || r.BucketCount != 2 || r.ThrottledBuckets != 1 {
 			t.Errorf("%+v: rows %v of %d (%d throttled), want %v of 2 (1)", tc.opt, got, r.BucketCount, r.ThrottledBuckets, tc.want)
+		}
+		if all == nil {
+			all = r
+		} else if len(r.Buckets) > 0 && !reflect.DeepEqual(r.Buckets[0], all.Buckets[0]) {
+			t.Errorf("%+v: the listed bucket's row\n%+v\ndiffers from its row among all\n%+v", tc.opt, r.Buckets[0], all.Buckets[0])
+		}
+		if r.Buckets[0].AdmitBurst == 0 {
+			t.Errorf("%+v: no smallest admitting limits searched for the listed bucket", tc.opt)
 		}
 	}
 }
