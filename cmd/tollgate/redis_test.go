@@ -437,3 +437,13 @@ func get(t *testing.T, url string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestServeRefusesAStoreTimeoutBelowARoundTrip: --store-timeout 1us
+// (issue 36: two nodes admitted twice the limit, each deciding alone) is
+// refused at start with the reason, before anything listens.
+func TestServeRefusesAStoreTimeoutBelowARoundTrip(t *testing.T) {
+	code, _, errs := runCmd("serve", "--listen", "127.0.0.1:0", "--store", "redis://127.0.0.1:1", "--store-timeout", "1us")
+	if code == 0 || !strings.Contains(errs, "--store-timeout 1µs is below 1ms, less than a Redis round trip can take") {
+		t.Fatalf("serve --store-timeout 1us: exit %d, %q", code, errs)
+	}
+}

@@ -248,6 +248,9 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 	if f.storeTimeout < 0 {
 		return o, fmt.Errorf("--store-timeout %v must be positive", f.storeTimeout)
 	}
+	if f.storeTimeout > 0 && f.storeTimeout < config.MinStoreTimeout {
+		return o, fmt.Errorf("--store-timeout %v is below %v, less than a Redis round trip can take: every decision would be made without Redis, by --store-on-failure; use at least %v (the default is 50ms)", f.storeTimeout, config.MinStoreTimeout, config.MinStoreTimeout)
+	}
 	switch f.storeOnFailure {
 	case "":
 	case "local", "fail-local":

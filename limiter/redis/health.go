@@ -31,7 +31,10 @@ var _ limiter.HealthReporter = (*Store)(nil)
 // ready unless its policy is FailOpen. The status says "redis up", "redis
 // down" or "redis never reached" and names the failure policy; it does
 // not say why Redis is down (the answer may be public, and the cause
-// names internal addresses): the store's log does.
+// names internal addresses): the store's log does. A FailLocal store that
+// has not yet counted the nodes sharing its Redis (see [Store.Nodes]) is
+// not ready either, and says "nodes not yet counted": until it has, it
+// would decide closed whatever Redis did not answer.
 func (s *Store) Health(ctx context.Context) limiter.Health {
 	c := &s.health
 	c.mu.Lock()
@@ -74,6 +77,9 @@ func (s *Store) Health(ctx context.Context) limiter.Health {
 
 func (s *Store) healthOf(err error) limiter.Health {
 	if err == nil {
+		if s.policy == FailLocal && !s.Counted() {
+			return limiter.Health{Status: "redis up, nodes sharing it not yet counted (on failure: local; closed until counted)"}
+		}
 		return limiter.Health{Ready: true, Status: "redis up (on failure: " + s.policy.String() + ")"}
 	}
 	if !s.contacted.Load() {
@@ -81,6 +87,9 @@ func (s *Store) healthOf(err error) limiter.Health {
 			Ready:  s.policy == FailOpen,
 			Status: "redis never reached (on failure: " + s.policy.String() + ")",
 		}
+	}
+	if s.policy == FailLocal && !s.Counted() {
+		return limiter.Health{Status: "redis down, nodes sharing it not yet counted (on failure: local; closed until counted)"}
 	}
 	return limiter.Health{
 		Ready:  s.policy != FailClosed,

@@ -24,8 +24,8 @@ import (
 //     managed service, an ACL) is not warned about.
 //
 // Without Run, a store decides as well, but counts no nodes: under
-// FailLocal it shares a bucket among Options.Nodes nodes, or keeps all of
-// it. Call Run once.
+// FailLocal it shares a bucket among Options.Nodes nodes, or, without
+// them, decides closed what Redis does not answer. Call Run once.
 func (s *Store) Run(ctx context.Context) error {
 	t := time.NewTicker(s.nodeTTL / 3)
 	defer t.Stop()

@@ -43,7 +43,7 @@ func TestNeverReachedIsNotReady(t *testing.T) {
 		return
 	}
 	srv := redistest.Start(t)
-	s := newStore(t, newClient(t, srv), Options{Logger: slog.New(slog.DiscardHandler)})
+	s := newStore(t, newClient(t, srv), Options{Nodes: 1, Logger: slog.New(slog.DiscardHandler)})
 	if h := s.Health(ctx); !h.Ready || !s.Reached() {
 		t.Fatalf("Redis up: %+v (reached %v)", h, s.Reached())
 	}
