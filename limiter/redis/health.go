@@ -80,7 +80,11 @@ func (s *Store) healthOf(err error) limiter.Health {
 		if s.policy == FailLocal && !s.Counted() {
 			return limiter.Health{Status: "redis up, nodes sharing it not yet counted (on failure: local; closed until counted)"}
 		}
-		return limiter.Health{Ready: true, Status: "redis up (on failure: " + s.policy.String() + ")"}
+		status := "redis up (on failure: " + s.policy.String() + ")"
+		if p := s.Persistence(); p != "" {
+			status += "; a restart of Redis " + p
+		}
+		return limiter.Health{Ready: true, Status: status}
 	}
 	if !s.contacted.Load() {
 		return limiter.Health{

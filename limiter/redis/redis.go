@@ -278,7 +278,8 @@ type Store struct {
 	nodeID    string
 	nodeTTL   time.Duration
 	count     nodeCount
-	contacted atomic.Bool // Redis has answered at least once
+	contacted atomic.Bool            // Redis has answered at least once
+	persist   atomic.Pointer[string] // what a restart of Redis loses (run.go); nil: not read yet
 
 	// waiting for Redis (breaker.go)
 	est      waitEstimator
