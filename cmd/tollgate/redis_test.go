@@ -354,8 +354,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // TestServeLocalPolicyWithRedisUnreachable starts a node whose Redis is
-// not there, with the default failure policy and JSON logs: each key is
-// throttled by the node's own bucket (3 takes, then 429), /readyz answers
+// not there, with the default failure policy and JSON logs: a node that
+// could not count the nodes sharing its Redis denies every take (issue
+// 36: it decided from a whole bucket, as if alone); with --store-nodes 1
+// each key is throttled by the node's own bucket (3 takes, then 429),
+// /readyz answers
 // 503 saying Redis was never reached (200 before, with one warning), an
 // error says so at once and at most every 10 s, and every log line,
 // go-redis's included, is JSON, go-redis's at most one per 10 s. A node
@@ -370,7 +373,11 @@ func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
       - {name: hot, capacity: 3, refill_per_second: 0.001, actions: [Hit]}
 `), 0o644)
 	start := time.Now()
-	s := startJSONServer(t, "--config", cfg, "--store", "redis://"+dead)
+	uncounted := startServer(t, "--config", cfg, "--store", "redis://"+dead)
+	if status, resp := take(t, uncounted.addr, `{"service":"bench","account":"a","region":"us-east-1","action":"Hit"}`); status != 429 {
+		t.Fatalf("a node that has not counted the nodes, Redis unreachable: %d %s, want 429", status, resp)
+	}
+	s := startJSONServer(t, "--config", cfg, "--store", "redis://"+dead, "--store-nodes", "1")
 	for _, key := range []string{"a", "b"} {
 		body := `{"service":"bench","account":"` + key + `","region":"us-east-1","action":"Hit"}`
 		for i := range 5 {
