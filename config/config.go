@@ -70,6 +70,7 @@ type Store struct {
 	// file's directory); "" for serve's --data-dir.
 	DataDir string
 	// Timeout bounds one call to the store; 0 means the store's default.
+	// A timeout below [MinStoreTimeout] is refused.
 	Timeout time.Duration
 	// OnFailure is what decisions do while the store is unreachable:
 	// "local" (each node decides from its own in-memory bucket), "open"
@@ -80,6 +81,14 @@ type Store struct {
 	// roots, no client certificate). See [TLS].
 	TLS TLS
 }
+
+// MinStoreTimeout is the least store timeout a config (or serve's
+// --store-timeout) may set: below a millisecond a Redis round trip (a
+// network hop, a Lua call, a scheduler's turn on a loaded machine) is
+// not dependably answered, every decision would be made without Redis,
+// and the nodes' failure policy would decide them all. The Redis store
+// also refuses, at start, a timeout below the round trip it measures.
+const MinStoreTimeout = time.Millisecond
 
 // Load reads the config file at path with [ReadFile]'s bounds (ctx ends
 // a read in progress) and parses it; an empty path means [Default].

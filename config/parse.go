@@ -250,6 +250,10 @@ func (p *parser) config(root *yaml.Node) *Config {
 						p.errorf(v, f, "%q is not a positive duration such as 50ms", s)
 						return
 					}
+					if d < MinStoreTimeout {
+						p.errorf(v, f, "%s is below %v, less than a Redis round trip can take: every decision would be made without Redis, by store.on_failure; use at least %v (the default is 50ms)", s, MinStoreTimeout, MinStoreTimeout)
+						return
+					}
 					store.Timeout = d
 				},
 				"on_failure": func(_, v *yaml.Node, f string) {

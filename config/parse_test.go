@@ -255,3 +255,17 @@ func TestDidYouMean(t *testing.T) {
 		t.Errorf("a name far from every category: %v, want an error without a suggestion", err)
 	}
 }
+
+// TestStoreTimeoutBelowTheFloor: a store timeout below MinStoreTimeout
+// (issue 36: 1us made every decision without Redis, and two nodes admitted
+// twice the limit) is refused with its place in the file and the reason.
+func TestStoreTimeoutBelowTheFloor(t *testing.T) {
+	_, err := Parse("s.yaml", []byte("services:\n  - preset: ecs\nstore:\n  url: redis://h\n  timeout: 1us\n"))
+	if err == nil || !strings.Contains(err.Error(), "s.yaml:5:12: store.timeout: 1us is below 1ms, less than a Redis round trip can take") {
+		t.Fatalf("timeout 1us: %v", err)
+	}
+	c, err := Parse("s.yaml", []byte("services:\n  - preset: ecs\nstore:\n  url: redis://h\n  timeout: 1ms\n"))
+	if err != nil || c.Store.Timeout != MinStoreTimeout {
+		t.Fatalf("timeout 1ms: %+v, %v", c, err)
+	}
+}

@@ -18,10 +18,7 @@ import (
 // no data directory memory does: it returns nil, and says so at start.
 // The returned function closes it.
 func openDurable(opts Options, file, st config.Store, log *slog.Logger) (*bolt.DB, func(), error) {
-	dir := opts.DataDir
-	if !opts.DataDirSet && file.DataDir != "" {
-		dir = file.DataDir
-	}
+	dir := dataDir(opts, file)
 	switch {
 	case st.URL != "memory":
 		if dir != "" && (opts.DataDirSet || file.DataDir != "") {
@@ -64,3 +61,15 @@ func (h stateExport) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 func (stateExport) Help() string {
 	return "the durable state (Cloud Map registry, Service Quotas) as JSON lines, one consistent read: `tollgate state import` reads it"
 }
+
+// dataDir is the data directory in force: opts.DataDir unless only the
+// config's store section names one.
+func dataDir(opts Options, file config.Store) string {
+	if !opts.DataDirSet && file.DataDir != "" {
+		return file.DataDir
+	}
+	return opts.DataDir
+}
+
+// checkpointFile is the name of the bucket checkpoint in a data directory.
+const checkpointFile = "buckets.checkpoint"

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -113,6 +114,15 @@ type Options struct {
 	// Memory bounds the memory store (buckets and bytes of keys held);
 	// its zero value takes memory.Options' defaults.
 	Memory memory.Options
+	// BucketCheckpoint, with the memory store, is a file the buckets in
+	// debt are written to every CheckpointEvery and when Run stops (after
+	// the last request), and read from at New, so that a restart hands no
+	// tenant a fresh burst (see memory.Store.SaveCheckpoint); "" keeps
+	// none, unless DataDir (or the config's store.data_dir) names a data
+	// directory: then its buckets.checkpoint. A checkpoint that is corrupt
+	// or from a newer tollgate is refused. With Redis it is an error:
+	// Redis keeps the buckets.
+	BucketCheckpoint string
 	// RLS overrides the config's rls section.
 	RLS RLSOptions
 	// Kube is how autoscaled services on Kubernetes reach the API server.
@@ -223,9 +233,26 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	if certs.http, httpTLS, err = loadListenerCerts(opts.TLS, "HTTP listener", tlsSource{"--tls-cert", "--tls-key", "--tls-client-ca"}, []string{"h2", "http/1.1"}, log); err != nil {
 		return nil, err
 	}
+	if dir := dataDir(opts, cfg.Store); opts.BucketCheckpoint == "" && dir != "" && st.URL == "memory" {
+		// The buckets in debt are kept beside the registry and Service
+		// Quotas, so that a restart of the embedded default hands no
+		// tenant a fresh burst either.
+		opts.BucketCheckpoint = filepath.Join(dir, checkpointFile)
+	}
+	if opts.BucketCheckpoint != "" && st.URL != "memory" {
+		return nil, fmt.Errorf("--bucket-checkpoint %s: the store is Redis, which keeps the buckets itself (see its persistence); a checkpoint is for the memory store", opts.BucketCheckpoint)
+	}
 	store, closeStore, redis, err := openStore(ctx, st, certs.storeTLS(), opts.Memory, opts.DenyCache, opts.StorePipelines, opts.StoreNodes, log, reg)
 	if err != nil {
 		return nil, err
+	}
+	if ms, ok := store.(*memory.Store); ok && opts.BucketCheckpoint != "" {
+		restored, err := ms.LoadCheckpoint(opts.BucketCheckpoint)
+		if err != nil {
+			closeStore()
+			return nil, fmt.Errorf("%w; move the file aside to start with every bucket full", err)
+		}
+		log.Info("bucket checkpoint read", "file", opts.BucketCheckpoint, "buckets_in_debt", restored, "every", CheckpointEvery)
 	}
 	durable, closeDurable, err := openDurable(opts, cfg.Store, st, log)
 	if err != nil {

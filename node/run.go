@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -74,6 +75,11 @@ func (n *Node) Run(ctx context.Context) error {
 			sweepEvery(background, n.sweep, 10*time.Second)
 			return nil
 		})
+		if path := n.opts.BucketCheckpoint; path != "" {
+			grp.Go(func() error { // the buckets in debt, to a file: every CheckpointEvery, and once the last request is served
+				return checkpointEvery(background, n.sweep, path, CheckpointEvery, n.log)
+			})
+		}
 	}
 	if n.rls != nil {
 		grp.Go(func() error { // Envoy rate limit service (gRPC), stopped with the background work
@@ -143,6 +149,36 @@ func (n *Node) Run(ctx context.Context) error {
 		n.log.Info("stopped")
 	}
 	return err
+}
+
+// CheckpointEvery is how often a node writes its memory store's buckets in
+// debt to Options.BucketCheckpoint. A graceful stop writes them after the
+// last request; a crash forgets the takes since the last write (at most
+// this interval's worth: what the buckets held at that write plus this
+// interval's refill).
+const CheckpointEvery = 5 * time.Second
+
+// checkpointEvery writes s's buckets in debt to path every period and
+// once more when ctx ends; a failed periodic write is logged (the next
+// may succeed), a failed last one is returned.
+func checkpointEvery(ctx context.Context, s *memory.Store, path string, period time.Duration, log *slog.Logger) error {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			n, err := s.SaveCheckpoint(path)
+			if err != nil {
+				return err
+			}
+			log.Info("bucket checkpoint written", "file", path, "buckets_in_debt", n)
+			return nil
+		case <-t.C:
+			if _, err := s.SaveCheckpoint(path); err != nil {
+				log.Warn("bucket checkpoint not written; retrying in "+period.String(), "error", err)
+			}
+		}
+	}
 }
 
 // sweepEvery makes the memory store forget refilled buckets every period,

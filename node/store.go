@@ -49,6 +49,9 @@ func openStore(ctx context.Context, st config.Store, tlsConfig func(serverName s
 	if st.URL == "memory" {
 		return memory.New(mem), func() {}, nil, nil
 	}
+	if st.Timeout != 0 && st.Timeout < config.MinStoreTimeout {
+		return nil, nil, nil, fmt.Errorf("--store-timeout (store.timeout) %v: %w: it is below %v, less than a Redis round trip can take", st.Timeout, redisstore.ErrTimeoutTooShort, config.MinStoreTimeout)
+	}
 	policy := redisstore.FailLocal
 	if st.OnFailure != "" {
 		p, err := redisstore.ParseFailurePolicy(st.OnFailure)
@@ -73,9 +76,18 @@ func openStore(ctx context.Context, st config.Store, tlsConfig func(serverName s
 		return nil, nil, nil, fmt.Errorf("--store: %w", err)
 	}
 	// A Redis that does not answer here is logged by the store's Run, as
-	// an error repeated until it answers.
+	// an error repeated until it answers. One that does answer is timed:
+	// a take timeout below its round trip would leave every decision to
+	// the failure policy.
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	_ = store.Ping(pctx)
+	if store.Ping(pctx) == nil {
+		if rtt, err := store.RoundTrip(pctx, 5); err == nil && rtt >= store.Timeout() {
+			cancel()
+			store.Close()
+			return nil, nil, nil, fmt.Errorf("--store-timeout (store.timeout) %v: %w: the shortest of 5 PINGs to %s took %v, so every decision would be made without Redis, by the failure policy; set it to at least a few times the round trip (the default is 50ms)",
+				store.Timeout(), redisstore.ErrTimeoutTooShort, redactURL(st.URL), rtt.Round(time.Microsecond))
+		}
+	}
 	cancel()
 	stat := func(pick func(redisstore.Stats) uint64) func() float64 {
 		return func() float64 { return float64(pick(store.Stats())) }
@@ -100,7 +112,7 @@ func openStore(ctx context.Context, st config.Store, tlsConfig func(serverName s
 	}, stat(func(s redisstore.Stats) uint64 { return s.Errors })))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tollgate_store_nodes",
-		Help: "The nodes among which a decision made without Redis shares a bucket: --store-nodes, or the live nodes counted in Redis.",
+		Help: "The nodes among which a decision made without Redis shares a bucket: --store-nodes, or the live nodes counted in Redis (0 until counted: such decisions deny, and /readyz is not ready).",
 	}, func() float64 { return float64(store.Nodes()) }))
 	return store, func() { store.Close() }, store, nil
 }

@@ -1,8 +1,13 @@
 package node
 
 import (
+	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/internal/redistest"
+	redisstore "github.com/tollgate/tollgate/limiter/redis"
 )
 
 // readyz returns the node's /readyz status and body.
@@ -61,5 +67,63 @@ func TestNotReadyUntilRedisFirstAnswers(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("30 s after Redis started: /readyz %d %q, %d live nodes read; want 200, redis up, 2 (both nodes)", status, body, n.redis.LiveNodes())
 		}
+	}
+}
+
+// TestStoreTimeoutBelowARoundTripIsRefused is issue 36's --store-timeout
+// 1us: refused at start (before, two nodes each decided every take alone
+// and admitted twice the limit) and, in the config file, at reload, with
+// the reason; the floor is the config's and the Redis store's both.
+func TestStoreTimeoutBelowARoundTripIsRefused(t *testing.T) {
+	if config.MinStoreTimeout != redisstore.MinTimeout {
+		t.Fatalf("config.MinStoreTimeout %v, redis.MinTimeout %v: one floor", config.MinStoreTimeout, redisstore.MinTimeout)
+	}
+	_, err := New(context.Background(), Options{Listen: "127.0.0.1:0", Store: config.Store{URL: "redis://127.0.0.1:1", Timeout: time.Microsecond}, Logger: slog.New(slog.DiscardHandler)})
+	if !errors.Is(err, redisstore.ErrTimeoutTooShort) || !strings.Contains(err.Error(), "below 1ms") {
+		t.Fatalf("New with a 1µs store timeout: %v", err)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tollgate.yaml")
+	if err := os.WriteFile(cfg, []byte("services:\n  - preset: ecs\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logtest.Buffer{}
+	n := newTestNode(t, logs, Options{ConfigPath: cfg})
+	run(t, n, logs)
+	if err := os.WriteFile(cfg, []byte("services:\n  - preset: ecs\nstore:\n  url: redis://127.0.0.1:1\n  timeout: 1us\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Reload(context.Background()); err == nil || !strings.Contains(err.Error(), "tollgate.yaml:5:12: store.timeout: 1us is below 1ms, less than a Redis round trip can take") {
+		t.Fatalf("reload with store.timeout 1us: %v", err)
+	}
+}
+
+// TestNotReadyUntilTheNodesAreCounted: a node on a Redis that answers but
+// has not yet counted the nodes sharing it is not ready (it would decide
+// closed whatever Redis did not answer); Run counts them at once, and
+// the node is ready, tollgate_store_nodes 1. With --store-nodes set there
+// is nothing to count.
+func TestNotReadyUntilTheNodesAreCounted(t *testing.T) {
+	t.Parallel() // its own redis-server and nodes
+	srv := redistest.Start(t)
+	logs := &logtest.Buffer{}
+	n := newTestNode(t, logs, Options{Store: config.Store{URL: srv.URL(), Timeout: 10 * time.Second}})
+	// Before Run (which serves /readyz too), the store's health.
+	if h := n.redis.Health(context.Background()); h.Ready || !strings.Contains(h.Status, "not yet counted") {
+		t.Fatalf("health before Run counted the nodes: %+v, want not ready, not yet counted", h)
+	}
+	run(t, n, logs)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		status, body := readyz(t, n)
+		if status == http.StatusOK && strings.Contains(body, "redis up") && n.redis.Nodes() == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after Run: /readyz %d %q, sharing among %d; want 200, redis up, 1", status, body, n.redis.Nodes())
+		}
+	}
+	fixed := newTestNode(t, &logtest.Buffer{}, Options{Store: config.Store{URL: srv.URL(), Timeout: 10 * time.Second}, StoreNodes: 3})
+	if h := fixed.redis.Health(context.Background()); !h.Ready {
+		t.Fatalf("health with --store-nodes 3, before Run: %+v, want ready", h)
 	}
 }

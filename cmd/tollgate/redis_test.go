@@ -354,8 +354,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // TestServeLocalPolicyWithRedisUnreachable starts a node whose Redis is
-// not there, with the default failure policy and JSON logs: each key is
-// throttled by the node's own bucket (3 takes, then 429), /readyz answers
+// not there, with the default failure policy and JSON logs: a node that
+// could not count the nodes sharing its Redis denies every take (issue
+// 36: it decided from a whole bucket, as if alone); with --store-nodes 1
+// each key is throttled by the node's own bucket (3 takes, then 429),
+// /readyz answers
 // 503 saying Redis was never reached (200 before, with one warning), an
 // error says so at once and at most every 10 s, and every log line,
 // go-redis's included, is JSON, go-redis's at most one per 10 s. A node
@@ -370,7 +373,11 @@ func TestServeLocalPolicyWithRedisUnreachable(t *testing.T) {
       - {name: hot, capacity: 3, refill_per_second: 0.001, actions: [Hit]}
 `), 0o644)
 	start := time.Now()
-	s := startJSONServer(t, "--config", cfg, "--store", "redis://"+dead)
+	uncounted := startServer(t, "--config", cfg, "--store", "redis://"+dead)
+	if status, resp := take(t, uncounted.addr, `{"service":"bench","account":"a","region":"us-east-1","action":"Hit"}`); status != 429 {
+		t.Fatalf("a node that has not counted the nodes, Redis unreachable: %d %s, want 429", status, resp)
+	}
+	s := startJSONServer(t, "--config", cfg, "--store", "redis://"+dead, "--store-nodes", "1")
 	for _, key := range []string{"a", "b"} {
 		body := `{"service":"bench","account":"` + key + `","region":"us-east-1","action":"Hit"}`
 		for i := range 5 {
@@ -436,4 +443,14 @@ func get(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// TestServeRefusesAStoreTimeoutBelowARoundTrip: --store-timeout 1us
+// (issue 36: two nodes admitted twice the limit, each deciding alone) is
+// refused at start with the reason, before anything listens.
+func TestServeRefusesAStoreTimeoutBelowARoundTrip(t *testing.T) {
+	code, _, errs := runCmd("serve", "--listen", "127.0.0.1:0", "--store", "redis://127.0.0.1:1", "--store-timeout", "1us")
+	if code == 0 || !strings.Contains(errs, "--store-timeout 1µs is below 1ms, less than a Redis round trip can take") {
+		t.Fatalf("serve --store-timeout 1us: exit %d, %q", code, errs)
+	}
 }

@@ -53,6 +53,7 @@ type serveFlags struct {
 	storePipelines   int
 	memMaxBuckets    int
 	memMaxKeyBytes   int64
+	bucketCheckpoint string
 	storeNodes       int
 	rlsRequireDomain bool
 	rlsWatch         bool
@@ -106,6 +107,7 @@ func (f *serveFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.denyCache, "deny-cache", true, "with Redis, deny takes of buckets known to be empty without a round trip")
 	fs.IntVar(&f.memMaxBuckets, "memory-max-buckets", memory.DefaultMaxBuckets, "with the memory store, the most buckets in debt it holds; beyond it the buckets closest to full are forgotten (counted in tollgate_buckets_evicted_total); -1: no bound")
 	fs.Int64Var(&f.memMaxKeyBytes, "memory-max-key-bytes", memory.DefaultMaxKeyBytes, "with the memory store, the most bytes of bucket keys it holds, as --memory-max-buckets; -1: no bound")
+	fs.StringVar(&f.bucketCheckpoint, "bucket-checkpoint", "", "with the memory store, a file the buckets in debt are written to every 5s and at shutdown, and read at start, so a restart hands no tenant a fresh burst (a crash forgets at most the last 5s of takes); a corrupt or newer file is refused (default: buckets.checkpoint in the data directory)")
 	fs.IntVar(&f.storeNodes, "store-nodes", 0, "with Redis and --store-on-failure local, the number of tollgate nodes sharing the store: while Redis does not answer, each node decides from its share (capacity and refill divided by this number); 0 counts the live nodes, which announce themselves in Redis, and a number set wins over the count")
 	fs.IntVar(&f.storePipelines, "store-pipelines", 0, "with Redis, pipelines in flight at once (0: the store's default, 2); 1 batches more per round trip, which suits a Redis on the same host")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving while /readyz answers 503, so load balancers stop sending traffic before the listener closes")
@@ -239,6 +241,7 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 		StorePipelines:   f.storePipelines,
 		StoreNodes:       f.storeNodes,
 		Memory:           memory.Options{MaxBuckets: f.memMaxBuckets, MaxKeyBytes: f.memMaxKeyBytes},
+		BucketCheckpoint: f.bucketCheckpoint,
 		RLS: node.RLSOptions{
 			ConfigDir:       f.rlsConfig,
 			GRPCListen:      f.grpcListen,
@@ -260,6 +263,9 @@ func (f serveFlags) options(ctx context.Context, log *slog.Logger) (node.Options
 	}
 	if f.storeTimeout < 0 {
 		return o, fmt.Errorf("--store-timeout %v must be positive", f.storeTimeout)
+	}
+	if f.storeTimeout > 0 && f.storeTimeout < config.MinStoreTimeout {
+		return o, fmt.Errorf("--store-timeout %v is below %v, less than a Redis round trip can take: every decision would be made without Redis, by --store-on-failure; use at least %v (the default is 50ms)", f.storeTimeout, config.MinStoreTimeout, config.MinStoreTimeout)
 	}
 	switch f.storeOnFailure {
 	case "":

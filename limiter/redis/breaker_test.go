@@ -21,7 +21,7 @@ func TestStallContinuesFromRedisState(t *testing.T) {
 	}
 	srv := redistest.Start(t)
 	hourly := bucket.MustLimit(3, 1.0/3600)
-	s := newStore(t, newClient(t, srv), Options{Timeout: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	s := newStore(t, newClient(t, srv), Options{Timeout: 100 * time.Millisecond, Nodes: 1, Logger: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
 	// Emptied through Redis: wait as long as a loaded machine needs.
 	for i := 0; i < 3; {
@@ -65,7 +65,7 @@ func TestBreakerFailsFast(t *testing.T) {
 		t.Skip("pauses redis-server")
 	}
 	srv := redistest.Start(t)
-	s := newStore(t, newClient(t, srv), Options{Timeout: 300 * time.Millisecond, MaxTimeout: 300 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	s := newStore(t, newClient(t, srv), Options{Timeout: 300 * time.Millisecond, MaxTimeout: 300 * time.Millisecond, Nodes: 1, Logger: slog.New(slog.DiscardHandler)})
 	s.waitHealthy(t)
 	ctx := context.Background()
 	srv.Pause()

@@ -31,7 +31,10 @@ var _ limiter.HealthReporter = (*Store)(nil)
 // ready unless its policy is FailOpen. The status says "redis up", "redis
 // down" or "redis never reached" and names the failure policy; it does
 // not say why Redis is down (the answer may be public, and the cause
-// names internal addresses): the store's log does.
+// names internal addresses): the store's log does. A FailLocal store that
+// has not yet counted the nodes sharing its Redis (see [Store.Nodes]) is
+// not ready either, and says "nodes not yet counted": until it has, it
+// would decide closed whatever Redis did not answer.
 func (s *Store) Health(ctx context.Context) limiter.Health {
 	c := &s.health
 	c.mu.Lock()
@@ -74,13 +77,23 @@ func (s *Store) Health(ctx context.Context) limiter.Health {
 
 func (s *Store) healthOf(err error) limiter.Health {
 	if err == nil {
-		return limiter.Health{Ready: true, Status: "redis up (on failure: " + s.policy.String() + ")"}
+		if s.policy == FailLocal && !s.Counted() {
+			return limiter.Health{Status: "redis up, nodes sharing it not yet counted (on failure: local; closed until counted)"}
+		}
+		status := "redis up (on failure: " + s.policy.String() + ")"
+		if p := s.Persistence(); p != "" {
+			status += "; a restart of Redis " + p
+		}
+		return limiter.Health{Ready: true, Status: status}
 	}
 	if !s.contacted.Load() {
 		return limiter.Health{
 			Ready:  s.policy == FailOpen,
 			Status: "redis never reached (on failure: " + s.policy.String() + ")",
 		}
+	}
+	if s.policy == FailLocal && !s.Counted() {
+		return limiter.Health{Status: "redis down, nodes sharing it not yet counted (on failure: local; closed until counted)"}
 	}
 	return limiter.Health{
 		Ready:  s.policy != FailClosed,

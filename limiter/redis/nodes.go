@@ -70,19 +70,27 @@ func (c *nodeCount) observe(n, now int64, ttl time.Duration) {
 	}
 }
 
-// divisor is the number of nodes FailLocal shares a bucket among.
+// divisor is the number of nodes FailLocal shares a bucket among: 0
+// while the store has not counted them (and Options.Nodes is not set).
 func (c *nodeCount) divisor() int64 {
 	if c.fixed > 0 {
 		return c.fixed
 	}
-	return max(c.held.Load(), 1)
+	return c.held.Load()
 }
 
 // Nodes returns the number of nodes among which a local decision shares a
 // bucket: Options.Nodes when set, otherwise the highest count of live
-// nodes read in Redis within the last NodeTTL (1 before Run has read
-// one).
+// nodes read in Redis within the last NodeTTL; 0 before Run has read
+// one. While it is 0 a FailLocal store decides what Redis does not
+// answer as FailClosed would (it cannot know its share: deciding from a
+// whole bucket is how N nodes admit N buckets), and [Store.Health]
+// reports it not ready.
 func (s *Store) Nodes() int { return int(s.count.divisor()) }
+
+// Counted reports whether the store knows how many nodes share its
+// Redis: Options.Nodes is set, or Run has read a count.
+func (s *Store) Counted() bool { return s.count.divisor() > 0 }
 
 // LiveNodes returns the count of live nodes Run read in Redis last, this
 // node included; 0 before it has read one.
@@ -108,10 +116,17 @@ func defaultNodeID() string {
 	return host + "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(b[:])
 }
 
+// announceWait is the least time an announcement waits for Redis: a
+// count is worth a longer wait than a take (it is made every NodeTTL/3,
+// off the request path), and a take timeout shorter than a loaded
+// machine's round trip must not leave the node uncounted.
+const announceWait = 2 * time.Second
+
 // announce announces the node in Redis and records the count of live
-// nodes it reads back.
+// nodes it reads back. It waits for Redis announceWait, or the store's
+// longest wait if longer.
 func (s *Store) announce(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.maxWait)
+	ctx, cancel := context.WithTimeout(ctx, max(s.maxWait, announceWait))
 	defer cancel()
 	now := ""
 	if s.now != nil {

@@ -158,8 +158,8 @@ func TestLiveNodesCountAndExpire(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if a.Nodes() != 1 || a.LiveNodes() != 0 {
-		t.Fatalf("before any announcement: shares among %d, %d live; want 1, 0", a.Nodes(), a.LiveNodes())
+	if a.Nodes() != 0 || a.LiveNodes() != 0 || a.Counted() || !fixed.Counted() {
+		t.Fatalf("before any announcement: shares among %d, %d live, counted %v (fixed: %v); want 0, 0, false (true)", a.Nodes(), a.LiveNodes(), a.Counted(), fixed.Counted())
 	}
 	announce(a)
 	announce(b)

@@ -110,10 +110,11 @@ func (s *Store) failFast(key string, limit bucket.Limit, n int64) bucket.Decisio
 
 // fallback is the decision of the failure policy: from what Redis last
 // said of key (FailLocal), of a full bucket (FailOpen) or of an empty one
-// (FailClosed).
+// (FailClosed, and FailLocal before the nodes sharing Redis are counted).
 func (s *Store) fallback(key string, limit bucket.Limit, n int64, ent *shadowEntry, fate *uint8) bucket.Decision {
 	if s.shadow != nil {
-		return s.shadow.decide(key, ent, limit, share(limit, s.count.divisor()), n, fate, s.clock())
+		nodes := s.count.divisor()
+		return s.shadow.decide(key, ent, limit, share(limit, nodes), nodes == 0, n, fate, s.clock())
 	}
 	var st bucket.State
 	if s.policy == FailClosed {

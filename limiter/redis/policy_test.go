@@ -50,7 +50,7 @@ func TestFailurePoliciesWhenRedisStopsOrDies(t *testing.T) {
 				}
 				logs := newLogCounter()
 				// Short enough to keep a paused Redis from slowing the test.
-				s := newStore(t, newClient(t, srv), Options{FailurePolicy: policy, Timeout: 100 * time.Millisecond, Logger: slog.New(logs), LogInterval: time.Hour})
+				s := newStore(t, newClient(t, srv), Options{FailurePolicy: policy, Nodes: 1, Timeout: 100 * time.Millisecond, Logger: slog.New(logs), LogInterval: time.Hour})
 				s.waitHealthy(t)
 
 				if mode == "SIGSTOP" {

@@ -75,7 +75,13 @@
 // within the last NodeTTL (so a Redis restarted empty, or an outage
 // longer than the TTL, does not lower it before the nodes announce
 // again). Options.Nodes, when set, wins over the count; with Nodes < N,
-// N nodes admit up to N/Nodes times a bucket's worth.
+// N nodes admit up to N/Nodes times a bucket's worth. A store that has
+// not read a count (Run not yet answered, or a node started while Redis
+// is unreachable) cannot know its share: it decides as [FailClosed] does
+// until it has counted, and [Store.Health] reports it not ready, so that
+// a node started in an outage never decides from a whole bucket. Run's
+// announcements wait for Redis at least two seconds, whatever the take
+// timeout, so a short timeout never leaves a node uncounted.
 //
 // A stall is not an outage: only breakerFailures (3) pipelines in a row
 // that get no answer within MaxTimeout, or whose connection is refused,
@@ -156,6 +162,17 @@ const MaxWindow = time.Duration(1) << 52
 // [MaxWindow].
 var ErrUnsupportedLimit = errors.New("redis: limit refills too slowly for the Redis store")
 
+// MinTimeout is the least Options.Timeout [Open] accepts: below a
+// millisecond a Redis round trip (a network hop, a Lua call, a scheduler's
+// turn on a loaded machine) is not dependably answered, and every take
+// would be decided by the failure policy. [Store.RoundTrip] measures the
+// round trip itself, for a start-up check against a farther Redis.
+const MinTimeout = time.Millisecond
+
+// ErrTimeoutTooShort is wrapped by the errors for a take timeout shorter
+// than a Redis round trip can take.
+var ErrTimeoutTooShort = errors.New("redis: store timeout shorter than a round trip to Redis")
+
 // ErrClosed is returned by takes on a closed store.
 var ErrClosed = errors.New("redis: store closed")
 
@@ -165,7 +182,8 @@ type Options struct {
 	// "" means "tg:". It should not contain braces (see Key layout).
 	KeyPrefix string
 	// Timeout is the least time a take or batch waits for Redis, queueing
-	// included, before FailurePolicy decides it; 0 means 50 ms. The store
+	// included, before FailurePolicy decides it; 0 means 50 ms. [Open]
+	// refuses one below [MinTimeout]. The store
 	// waits longer, up to MaxTimeout, while Redis's recent answers take
 	// longer: twice the smoothed round trip plus four deviations (see
 	// Failures).
@@ -178,7 +196,8 @@ type Options struct {
 	// for FailLocal: while Redis does not answer, each node decides from
 	// its share of a bucket, capacity and refill divided by Nodes (see
 	// Failures). 0 means the count of live nodes that [Store.Run] reads
-	// in Redis (1 until it has read one); a Nodes set wins over it.
+	// in Redis (until it has read one, FailLocal decides closed); a Nodes
+	// set wins over it.
 	Nodes int
 	// NodeID names this node in Redis's set of live nodes; "" means the
 	// host name, the process id and a random suffix. Nodes sharing a
@@ -259,7 +278,8 @@ type Store struct {
 	nodeID    string
 	nodeTTL   time.Duration
 	count     nodeCount
-	contacted atomic.Bool // Redis has answered at least once
+	contacted atomic.Bool            // Redis has answered at least once
+	persist   atomic.Pointer[string] // what a restart of Redis loses (run.go); nil: not read yet
 
 	// waiting for Redis (breaker.go)
 	est      waitEstimator
@@ -379,7 +399,13 @@ func New(client goredis.UniversalClient, opts Options) *Store {
 
 // Open returns a store on a new client for a store URL (see [NewClient]),
 // which the store closes in Close. It does not connect: see [Store.Ping].
+//
+// Open refuses a Timeout below [MinTimeout] with an error wrapping
+// [ErrTimeoutTooShort].
 func Open(rawURL string, opts Options) (*Store, error) {
+	if opts.Timeout > 0 && opts.Timeout < MinTimeout {
+		return nil, fmt.Errorf("%w: %v is below %v", ErrTimeoutTooShort, opts.Timeout, MinTimeout)
+	}
 	client, err := NewClientTLS(rawURL, opts.TLSConfig)
 	if err != nil {
 		return nil, err
@@ -399,6 +425,33 @@ func (s *Store) Ping(ctx context.Context) error {
 	s.reached()
 	return nil
 }
+
+// RoundTrip returns the shortest of n PINGs to Redis (at least one), each
+// waiting at most the store's longest wait: the least a take's round trip
+// costs, whatever the load. A start-up check compares it with
+// [Store.Timeout].
+func (s *Store) RoundTrip(ctx context.Context, n int) (time.Duration, error) {
+	least := time.Duration(-1)
+	for range max(n, 1) {
+		pctx, cancel := context.WithTimeout(ctx, s.maxWait)
+		t0 := time.Now()
+		err := s.client.Ping(pctx).Err()
+		d := time.Since(t0)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("redis store: measuring the round trip: %w", err)
+		}
+		if least < 0 || d < least {
+			least = d
+		}
+	}
+	s.reached()
+	return least, nil
+}
+
+// Timeout returns the least time a take waits for Redis (Options.Timeout,
+// or its default).
+func (s *Store) Timeout() time.Duration { return s.timeout }
 
 // Close stops the store's pipeline goroutines, once the pipelines in flight
 // end. Takes after Close return ErrClosed; takes in flight are decided by

@@ -6,6 +6,7 @@ package redis
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -18,14 +19,16 @@ import (
 //     is logged at once and then every Options.LogInterval (every take is
 //     decided by the failure policy, and [Store.Health] reports the store
 //     not ready unless the policy is FailOpen);
-//   - at its first answer, a warning when Redis keeps no persistence
-//     (neither an append-only file nor RDB snapshots): a restart of Redis
-//     then refills every bucket. A Redis that refuses CONFIG GET (a
-//     managed service, an ACL) is not warned about.
+//   - at its first answer, what a restart of Redis would lose (see
+//     [Store.Persistence], which Health's status repeats): a warning
+//     when Redis keeps no persistence (neither an append-only file nor
+//     RDB snapshots: a restart refills every bucket), information
+//     otherwise. A Redis that refuses CONFIG GET (a managed service, an
+//     ACL) is read with INFO persistence instead.
 //
 // Without Run, a store decides as well, but counts no nodes: under
-// FailLocal it shares a bucket among Options.Nodes nodes, or keeps all of
-// it. Call Run once.
+// FailLocal it shares a bucket among Options.Nodes nodes, or, without
+// them, decides closed what Redis does not answer. Call Run once.
 func (s *Store) Run(ctx context.Context) error {
 	t := time.NewTicker(s.nodeTTL / 3)
 	defer t.Stop()
@@ -78,24 +81,73 @@ func (s *Store) logNeverReached(err error) {
 		"error", err)
 }
 
-// checkPersistence warns when Redis keeps neither an append-only file nor
-// RDB snapshots. A CONFIG GET refused (renamed, forbidden by an ACL) or
-// unanswered says nothing: it is logged at debug level only.
+// checkPersistence reads what a restart of Redis would lose (its
+// append-only file and fsync policy, its RDB schedule), keeps it for
+// [Store.Persistence] and Health, and logs it: a warning when Redis keeps
+// neither an append-only file nor RDB snapshots, information otherwise.
+// A CONFIG GET refused (renamed, forbidden by an ACL, a managed service)
+// falls back to INFO persistence, which tells whether an append-only file
+// is on but not its fsync policy.
 func (s *Store) checkPersistence(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, s.maxWait)
+	ctx, cancel := context.WithTimeout(ctx, max(s.maxWait, announceWait))
 	defer cancel()
-	aof, err := s.client.ConfigGet(ctx, "appendonly").Result()
+	conf, err := s.client.ConfigGet(ctx, "append*").Result()
+	var save map[string]string
 	if err == nil {
-		var rdb map[string]string
-		if rdb, err = s.client.ConfigGet(ctx, "save").Result(); err == nil {
-			a, okA := aof["appendonly"]
-			r, okR := rdb["save"]
-			if okA && okR && a != "yes" && r == "" {
-				s.log.Warn("redis keeps no persistence (appendonly no, save \"\"): a restart of Redis refills every bucket, and the nodes admit a full burst on every key again",
+		save, err = s.client.ConfigGet(ctx, "save").Result()
+	}
+	if err == nil {
+		a, okA := conf["appendonly"]
+		r, okR := save["save"]
+		if okA && okR {
+			loses := persistenceLoss(a, conf["appendfsync"], r)
+			s.persist.Store(&loses)
+			if a != "yes" && r == "" {
+				s.log.Warn("redis keeps no persistence (appendonly no, save \"\"): a restart of Redis refills every bucket, and the nodes admit a full burst on every key again; appendonly yes with appendfsync always loses nothing",
 					"key_prefix", s.prefix)
+				return
 			}
+			s.log.Info("redis persistence: a restart of Redis "+loses, "key_prefix", s.prefix)
 			return
 		}
 	}
-	s.log.Debug("redis store: persistence not checked: CONFIG GET refused", "error", err)
+	s.log.Debug("redis store: CONFIG GET refused; reading INFO persistence", "error", err)
+	info, ierr := s.client.Info(ctx, "persistence").Result()
+	loses := "loses: unknown (CONFIG GET and INFO persistence refused)"
+	if ierr == nil {
+		switch {
+		case strings.Contains(info, "aof_enabled:1"):
+			loses = "loses at most what its append-only file's fsync policy allows (aof_enabled:1; appendfsync unknown: CONFIG GET refused)"
+		case strings.Contains(info, "aof_enabled:0"):
+			loses = "loses the takes since its last RDB snapshot, or every bucket without one (aof_enabled:0; save schedule unknown: CONFIG GET refused)"
+		}
+	}
+	s.persist.Store(&loses)
+	s.log.Info("redis persistence: a restart of Redis "+loses, "key_prefix", s.prefix)
+}
+
+// persistenceLoss says what a restart of a Redis with these settings
+// loses, after "a restart of Redis ".
+func persistenceLoss(appendonly, appendfsync, save string) string {
+	switch {
+	case appendonly == "yes" && appendfsync == "always":
+		return "loses nothing (appendonly yes, appendfsync always)"
+	case appendonly == "yes" && appendfsync == "everysec":
+		return "loses up to 1 s of takes (appendonly yes, appendfsync everysec; always loses nothing)"
+	case appendonly == "yes":
+		return "loses the takes the OS had not yet written, up to about 30 s (appendonly yes, appendfsync " + appendfsync + "; always loses nothing)"
+	case save != "":
+		return "loses the takes since its last RDB snapshot (appendonly no, save \"" + save + "\"; appendonly yes with appendfsync always loses nothing)"
+	}
+	return "loses every bucket (appendonly no, save \"\")"
+}
+
+// Persistence says what a restart of Redis would lose, as Run read it
+// at Redis's first answer ("" before): for a readiness probe and the
+// start-up log.
+func (s *Store) Persistence() string {
+	if p := s.persist.Load(); p != nil {
+		return *p
+	}
+	return ""
 }

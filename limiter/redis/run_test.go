@@ -43,7 +43,7 @@ func TestNeverReachedIsNotReady(t *testing.T) {
 		return
 	}
 	srv := redistest.Start(t)
-	s := newStore(t, newClient(t, srv), Options{Logger: slog.New(slog.DiscardHandler)})
+	s := newStore(t, newClient(t, srv), Options{Nodes: 1, Logger: slog.New(slog.DiscardHandler)})
 	if h := s.Health(ctx); !h.Ready || !s.Reached() {
 		t.Fatalf("Redis up: %+v (reached %v)", h, s.Reached())
 	}
@@ -146,4 +146,48 @@ func TestWarnsWithoutPersistence(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("an append-only file", admin)
+}
+
+// TestSaysWhatARestartLoses: the store reads Redis's persistence settings
+// and says, in its log and its health status, what a restart of Redis
+// would lose: nothing with appendonly yes and appendfsync always; up to a
+// second with everysec; the takes since the last snapshot with RDB only;
+// and, CONFIG GET refused, what INFO persistence tells.
+func TestSaysWhatARestartLoses(t *testing.T) {
+	t.Parallel() // its own redis-server and stores
+	if testing.Short() {
+		t.Skip("starts redis-server")
+	}
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	admin := newClient(t, srv)
+	set := func(k, v string) {
+		t.Helper()
+		if err := admin.ConfigSet(ctx, k, v).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	says := func(client goredis.UniversalClient, want string) {
+		t.Helper()
+		s := newStore(t, client, Options{Nodes: 1, Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		s.checkPersistence(ctx)
+		s.waitHealthy(t)
+		if h := s.Health(ctx); !strings.Contains(s.Persistence(), want) || !strings.Contains(h.Status, "a restart of Redis "+want) {
+			t.Fatalf("persistence %q, health %q; want %q", s.Persistence(), h.Status, want)
+		}
+	}
+	says(admin, "loses every bucket (appendonly no, save \"\")")
+	set("save", "3600 1")
+	says(admin, "loses the takes since its last RDB snapshot (appendonly no, save \"3600 1\"")
+	set("appendonly", "yes")
+	set("appendfsync", "everysec")
+	says(admin, "loses up to 1 s of takes")
+	set("appendfsync", "always")
+	says(admin, "loses nothing (appendonly yes, appendfsync always)")
+	if err := admin.Do(ctx, "ACL", "SETUSER", "noconfig", "on", ">secret", "~*", "+@all", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	limited := goredis.NewClient(&goredis.Options{Addr: srv.Addr, Username: "noconfig", Password: "secret"})
+	t.Cleanup(func() { limited.Close() })
+	says(limited, "loses at most what its append-only file's fsync policy allows (aof_enabled:1; appendfsync unknown: CONFIG GET refused)")
 }

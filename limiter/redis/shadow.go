@@ -220,9 +220,10 @@ func (e *shadowEntry) rebase(now int64) {
 }
 
 // decide is the local decision of a take of n tokens of key at now, with
-// limit as the take's and share the node's part of it. fate is the take's
-// own, nil for a take that was never sent.
-func (t *shadows) decide(key string, e *shadowEntry, limit, share bucket.Limit, n int64, fate *uint8, now int64) bucket.Decision {
+// limit as the take's and share the node's part of it; closed denies it
+// as an empty bucket would (the node's share is not known). fate is the
+// take's own, nil for a take that was never sent.
+func (t *shadows) decide(key string, e *shadowEntry, limit, share bucket.Limit, closed bool, n int64, fate *uint8, now int64) bucket.Decision {
 	sh := t.shard(key)
 	if e != nil {
 		sh = e.sh
@@ -244,6 +245,9 @@ func (t *shadows) decide(key string, e *shadowEntry, limit, share bucket.Limit, 
 		own = n
 	}
 	next, d := share.TakeAt(bucket.State(e.view-own*e.iv), now, n)
+	if closed {
+		next, d = limit.TakeAt(bucket.State(now+limit.Capacity()*int64(limit.Interval())), now, n)
+	}
 	d.Limit = limit
 	if fate != nil {
 		switch f {

@@ -66,7 +66,7 @@ func TestShadowNeverOverAdmits(t *testing.T) {
 				for k := rng.IntN(4); k > 0; k-- {
 					if now >= outFrom && now < outTo {
 						// The breaker is open: decided at once, never sent.
-						d := tab.decide(key, nil, limit, limit, 1, nil, now)
+						d := tab.decide(key, nil, limit, limit, false, 1, nil, now)
 						local++
 						if d.Allowed {
 							localAllowed++
@@ -140,7 +140,7 @@ func TestShadowNeverOverAdmits(t *testing.T) {
 					o.ent.settle(limit, 1, &o.fate, outLost, false, 0, now, false)
 					if !o.decided { // Store.finish: the failure policy decides
 						o.decided = true
-						d := tab.decide(key, o.ent, limit, limit, 1, &o.fate, now)
+						d := tab.decide(key, o.ent, limit, limit, false, 1, &o.fate, now)
 						local++
 						admit(d.Allowed, now)
 					}
@@ -150,7 +150,7 @@ func TestShadowNeverOverAdmits(t *testing.T) {
 			for _, o := range ops {
 				if !o.decided && o.timeout <= now {
 					o.decided = true
-					d := tab.decide(key, o.ent, limit, limit, 1, &o.fate, now)
+					d := tab.decide(key, o.ent, limit, limit, false, 1, &o.fate, now)
 					local++
 					admit(d.Allowed, now)
 				}
@@ -181,17 +181,17 @@ func TestShadowUnseenKeyIsAShare(t *testing.T) {
 	sh := share(limit, 2)
 	now := int64(time.Hour)
 	n := 0
-	for tab.decide("k", nil, limit, sh, 1, nil, now).Allowed {
+	for tab.decide("k", nil, limit, sh, false, 1, nil, now).Allowed {
 		n++
 	}
 	if n != 25 {
 		t.Fatalf("an unseen key admitted %d takes on one of 2 nodes, want 25", n)
 	}
-	d := tab.decide("k", nil, limit, sh, 1, nil, now)
+	d := tab.decide("k", nil, limit, sh, false, 1, nil, now)
 	if d.Limit != limit || d.RetryAfter != 100*time.Millisecond {
 		t.Fatalf("denied take: %+v, want the take's limit and a retry at the share's rate (10/s)", d)
 	}
-	if !tab.decide("k", nil, limit, sh, 1, nil, now+int64(100*time.Millisecond)).Allowed {
+	if !tab.decide("k", nil, limit, sh, false, 1, nil, now+int64(100*time.Millisecond)).Allowed {
 		t.Fatal("the share did not refill")
 	}
 }
@@ -209,7 +209,7 @@ func TestShadowContinuesFromRedis(t *testing.T) {
 	// Redis admitted it, leaving 3 tokens: full again in 47 intervals.
 	e.settle(limit, 1, &fate, outAnswered, true, 47*iv, now, false)
 	n := 0
-	for tab.decide("k", nil, limit, limit, 1, nil, now).Allowed {
+	for tab.decide("k", nil, limit, limit, false, 1, nil, now).Allowed {
 		n++
 	}
 	if n != 3 || wb != 0 {
@@ -228,7 +228,7 @@ func TestShadowTableIsBounded(t *testing.T) {
 	const bound = 64 * 100
 	tab := newShadows(bound, 1)
 	now := int64(time.Hour)
-	tab.decide("owed", nil, limit, limit, 1, nil, now) // admitted locally: owed to Redis
+	tab.decide("owed", nil, limit, limit, false, 1, nil, now) // admitted locally: owed to Redis
 	for i := range 20 * bound {
 		e, _ := tab.send("k"+strconv.Itoa(i), limit, 1, now)
 		var fate uint8

@@ -209,7 +209,8 @@ func TestFailurePolicyWhenUnreachable(t *testing.T) {
 			defer client.Close()
 			logs := newLogCounter()
 			clock := limitertest.NewClock() // for the local buckets
-			s := New(client, Options{FailurePolicy: policy, Logger: slog.New(logs), LogInterval: time.Hour, Timeout: 10 * time.Millisecond, Now: clock.Now})
+			// One node: its share is the whole bucket.
+			s := New(client, Options{FailurePolicy: policy, Nodes: 1, Logger: slog.New(logs), LogInterval: time.Hour, Timeout: 10 * time.Millisecond, Now: clock.Now})
 			defer s.Close()
 			ctx := context.Background()
 			for i := range 30 {

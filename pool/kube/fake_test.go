@@ -28,10 +28,18 @@ const wait = 30 * time.Second
 // eventually polls cond until it holds or wait passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
+	eventuallyWithin(t, wait, what, cond)
+}
+
+// eventuallyWithin is eventually with its own bound, for a condition
+// that takes many steps of the code under test (each a few API calls and
+// a settle), which a loaded machine stretches.
+func eventuallyWithin(t *testing.T, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", wait, what)
+			t.Fatalf("not within %v: %s", bound, what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
