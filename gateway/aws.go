@@ -122,7 +122,12 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			g.metrics.authFails.WithLabelValues(e.Code).Inc()
 			if e.Status == http.StatusServiceUnavailable {
 				w.Header()["Retry-After"] = []string{"1"}
+			} else {
+				// A key that keeps failing from this address: its
+				// answer waits, its connection closes.
+				g.delayFailure(r.Context())
 			}
+			w.Header().Set("Connection", "close")
 			e.Write(w)
 			return
 		}
@@ -287,5 +292,25 @@ func writeAWSBodyError(w http.ResponseWriter, err error, g *Gateway) {
 		awsjson.WriteError(w, status, "RequestTimeoutException", g.slowMessage(err))
 	default:
 		awsjson.WriteError(w, status, "SerializationException", err.Error())
+	}
+}
+
+// delayFailure waits Options.FailureDelay before a refusal is answered,
+// unless MaxDelayed refusals wait already or ctx ends.
+func (g *Gateway) delayFailure(ctx context.Context) {
+	if g.failureDelay <= 0 {
+		return
+	}
+	select {
+	case g.delayed <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-g.delayed }()
+	t := time.NewTimer(g.failureDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }

@@ -19,8 +19,11 @@ import (
 // Defaults of the body timing options (see Options.BodyIdleTimeout).
 const (
 	DefaultBodyIdleTimeout = 5 * time.Second
-	DefaultBodyMinRate     = 1024
-	DefaultBodyTimeout     = 30 * time.Second
+	// DefaultFailureDelay and MaxDelayed: see Options.FailureDelay.
+	DefaultFailureDelay = time.Second
+	MaxDelayed          = 4096
+	DefaultBodyMinRate  = 1024
+	DefaultBodyTimeout  = 30 * time.Second
 )
 
 // bodyStep is the fewest bytes a body's hold grows by: a body that sends

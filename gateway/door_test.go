@@ -310,7 +310,10 @@ func attack(ctx context.Context, t *testing.T, workers int, client func(i int) *
 // secret, and with made-up keys, is refused before verification once
 // its burst is spent; the tenant's correct signatures are all served.
 func TestABadSignerOnTheTenantsAddressLeavesItServed(t *testing.T) {
-	d := newDoor(t, Options{}, awsjson.FailureOptions{})
+	// A short failure delay: the attacker sees its refusals within the
+	// test's 200 tenant calls (TestFailingKeyWaitsForItsAnswer has the
+	// default's).
+	d := newDoor(t, Options{FailureDelay: 5 * time.Millisecond}, awsjson.FailureOptions{})
 	tenant := clientFrom("127.0.0.1")
 	attacker := clientFrom("127.0.0.1")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -423,5 +426,35 @@ func TestAWSBodiesAreBoundedPerAPI(t *testing.T) {
 		if status != tc.want {
 			t.Errorf("%s, %d bytes (chunked %v): %d %s, want %d", tc.target, tc.size, tc.chunked, status, code, tc.want)
 		}
+	}
+}
+
+// TestFailingKeyWaitsForItsAnswer: once a key has spent its failures from
+// an address, its next request is answered ThrottlingException only after
+// the failure delay, on a closed connection, so a client that reconnects
+// at once cannot flood the server; the tenant on the same address with
+// its own key is answered at once meanwhile.
+func TestFailingKeyWaitsForItsAnswer(t *testing.T) {
+	const delay = 2 * time.Second
+	d := newDoor(t, Options{FailureDelay: delay}, awsjson.FailureOptions{PairBurst: 1, PairRate: 0.001})
+	c := clientFrom("127.0.0.1")
+	if _, code := call(c, signedCall(t, d.url, doorOther, "not-the-secret")); code != "InvalidSignatureException" {
+		t.Fatalf("the first bad signature: %s", code)
+	}
+	done := make(chan string, 1)
+	start := time.Now()
+	go func() {
+		_, code := call(clientFrom("127.0.0.1"), signedCall(t, d.url, doorOther, "not-the-secret"))
+		done <- code
+	}()
+	time.Sleep(100 * time.Millisecond) // the refusal is waiting by now
+	if status, code := call(c, signedCall(t, d.url, doorTenant, doorTenantKey)); status != http.StatusOK {
+		t.Fatalf("the tenant beside a waiting refusal: %d %s", status, code)
+	}
+	if code := <-done; code != "ThrottlingException" {
+		t.Fatalf("the failing key's next request: %s, want ThrottlingException", code)
+	}
+	if took := time.Since(start); took < delay {
+		t.Errorf("the refusal came after %v, before the failure delay of %v", took, delay)
 	}
 }

@@ -117,6 +117,15 @@ type Options struct {
 	BodyIdleTimeout time.Duration
 	BodyMinRate     float64
 	BodyTimeout     time.Duration
+	// FailureDelay is how long a request refused because its access key
+	// keeps failing from its address waits before its answer, as
+	// PostgreSQL's auth_delay and sshd's failure delay make a failing
+	// client wait: one that reconnects at once after each refusal then
+	// comes back at most once a FailureDelay per connection, so a crowd of
+	// them costs the server a trickle of connections, not a flood. At
+	// most MaxDelayed requests wait at once; past that they are answered
+	// at once. 0 means DefaultFailureDelay (1 s); negative means none.
+	FailureDelay time.Duration
 	// AdminFailures bounds wrong admin tokens per client address: a burst
 	// of AdminFailures.Burst, refilled at AdminFailures.Rate a second;
 	// past it an address is answered 429 without its token being
@@ -193,19 +202,22 @@ type Gateway struct {
 	bodyIdle    time.Duration
 	bodyMinRate float64
 	bodyTimeout time.Duration
-	adminFails  *adminFailures
-	policy      atomic.Pointer[policy]
-	ready       atomic.Bool
-	metrics     *metrics
-	mux         *http.ServeMux
-	routes      map[string]*routeMetrics // by mux pattern
-	handlers    map[string]http.Handler  // by service name
-	live        *liveview.Recorder       // nil: no live view
-	adminMore   []adminEndpoint          // Options.AdminHandlers, for GET /v1/admin/
-	pools       func(service string) http.Handler
-	poolMetrics *routeMetrics
-	verifier    *awsjson.Verifier // nil: identities as claimed
-	names       accountNames      // 12-digit account ids back to the accounts buckets are named by
+	// failureDelay and delayed: see Options.FailureDelay.
+	failureDelay time.Duration
+	delayed      chan struct{}
+	adminFails   *adminFailures
+	policy       atomic.Pointer[policy]
+	ready        atomic.Bool
+	metrics      *metrics
+	mux          *http.ServeMux
+	routes       map[string]*routeMetrics // by mux pattern
+	handlers     map[string]http.Handler  // by service name
+	live         *liveview.Recorder       // nil: no live view
+	adminMore    []adminEndpoint          // Options.AdminHandlers, for GET /v1/admin/
+	pools        func(service string) http.Handler
+	poolMetrics  *routeMetrics
+	verifier     *awsjson.Verifier // nil: identities as claimed
+	names        accountNames      // 12-digit account ids back to the accounts buckets are named by
 }
 
 // policy is a config with what the gateway derives from it, swapped as one.
@@ -257,6 +269,10 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if g.bodyMinRate <= 0 {
 		g.bodyMinRate = DefaultBodyMinRate
+	}
+	g.failureDelay, g.delayed = opts.FailureDelay, make(chan struct{}, MaxDelayed)
+	if g.failureDelay == 0 {
+		g.failureDelay = DefaultFailureDelay
 	}
 	if g.bodyTimeout <= 0 {
 		g.bodyTimeout = DefaultBodyTimeout
