@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/forward"
 )
 
 // handlerPool runs a pool of one service whose instance answers with h,
@@ -84,7 +85,7 @@ func TestProxiedStreamsFlushAsTheyCome(t *testing.T) {
 				})
 				front, client := handlerPool(t, h, 60*time.Second, h2)
 				req, _ := http.NewRequest(http.MethodGet, front.URL+"/stream", nil)
-				if !fastPath(req) {
+				if !forward.FastPath(req) {
 					t.Fatal("the request would not take the forwarder")
 				}
 				resp, err := client.Do(req)
@@ -196,31 +197,6 @@ func TestProxiedWebSocket(t *testing.T) {
 		line, err := br.ReadString('\n')
 		if err != nil || line != msg {
 			t.Fatalf("echo of %q: %q %v", msg, line, err)
-		}
-	}
-}
-
-// Trailers, announced or not, reach a net/http client through the pool.
-func TestProxiedTrailers(t *testing.T) {
-	t.Parallel()
-	front, client := handlerPool(t, answers, 60*time.Second, false)
-	for path, want := range map[string]map[string]string{
-		"/trailers":    {"X-Sum": "42", "X-Count": "1"},
-		"/unannounced": {"X-Late": "yes"},
-	} {
-		resp, err := client.Get(front.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || string(body) != "body" {
-			t.Fatalf("%s: %q %v", path, body, err)
-		}
-		for k, v := range want {
-			if got := resp.Trailer.Get(k); got != v {
-				t.Errorf("%s: trailer %s = %q, want %q (all: %v)", path, k, got, v, resp.Trailer)
-			}
 		}
 	}
 }

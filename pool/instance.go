@@ -125,6 +125,39 @@ func (in *instance) exitedErr() (bool, error) {
 	}
 }
 
+// Name names the instance in logs (forward.Target).
+func (in *instance) Name() string { return in.name }
+
+// URL is where requests to the instance go (forward.Target); set before
+// it is reported ready.
+func (in *instance) URL() *url.URL { return in.url }
+
+// AwaitExit is asked by the proxy after a dropped connection, which
+// usually means the instance died; its exit is noticed a moment later
+// (forward.Target). It waits briefly for it, so the answer says what
+// happened, and, when it exited on its own, until the engine was told
+// (revision.gone): the request still runs there then, so the crash's log
+// line counts it among the requests that failed with it.
+func (in *instance) AwaitExit() (bool, error) {
+	if in.run == nil {
+		return false, nil
+	}
+	t := time.NewTimer(time.Second)
+	select {
+	case <-in.gone:
+	case <-in.run.Done():
+		if in.killed.Load() == nil {
+			select {
+			case <-in.gone:
+			case <-t.C:
+			}
+		}
+	case <-t.C:
+	}
+	t.Stop()
+	return in.exitedErr()
+}
+
 // setAddr records where requests to the instance go; revision.mu is held.
 func (in *instance) setAddr(addr string) {
 	in.url = &url.URL{Scheme: "http", Host: addr}

@@ -3,8 +3,6 @@ package pool
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -234,28 +232,6 @@ func TestConcurrencyIsTimeWeighted(t *testing.T) {
 	in.end(t0.Add(1500 * time.Millisecond))
 	if got := in.concurrency(t0.Add(2 * time.Second)); got < 0.999 || got > 1.001 {
 		t.Fatalf("average in flight %v, want 1", got)
-	}
-}
-
-type timeoutErr struct{}
-
-func (timeoutErr) Error() string   { return "i/o timeout" }
-func (timeoutErr) Timeout() bool   { return true }
-func (timeoutErr) Temporary() bool { return true }
-
-func TestProxyErrorStatus(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want int
-	}{
-		{context.DeadlineExceeded, http.StatusGatewayTimeout},
-		{fmt.Errorf("read: %w", timeoutErr{}), http.StatusGatewayTimeout},
-		{errors.New("connection refused"), http.StatusBadGateway},
-		{io.ErrUnexpectedEOF, http.StatusBadGateway},
-	} {
-		if got, _ := proxyError(context.Background(), c.err); got != c.want {
-			t.Errorf("proxyError(%v) = %d, want %d", c.err, got, c.want)
-		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/forward"
 )
 
 // DefaultStopGrace is how long a stopped instance has between SIGTERM and
@@ -27,7 +28,7 @@ type revision struct {
 	runner   Runner
 	log      *slog.Logger
 	m        *serviceMetrics
-	proxy    *proxy
+	proxy    *forward.Proxy
 	wg       sync.WaitGroup // the instance goroutines
 	started  chan struct{}  // closed once run has begun
 	finished chan struct{}  // closed once run has returned
@@ -99,7 +100,7 @@ func newRevision(service, name string, cfg autoscale.Config, runner Runner, lim 
 		return nil, fmt.Errorf("service %s: %w", service, err)
 	}
 	rv.eng = eng
-	rv.proxy = newProxy(rv, cfg.WithDefaults().MaxConcurrency)
+	rv.proxy = forward.New(forward.Options{Service: service, Logger: rv.log, MaxConcurrency: cfg.WithDefaults().MaxConcurrency})
 	return rv, nil
 }
 
@@ -416,18 +417,12 @@ func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		in = wt.inst
 	}
-	ctx = context.WithValue(ctx, instanceKey{}, in)
-	ctx = context.WithValue(ctx, clientCtxKey{}, r.Context())
-	rv.proxy.ServeHTTP(w, r.WithContext(ctx))
+	rv.proxy.Serve(w, r.WithContext(ctx), in, r.Context())
 }
 
 // requestTimeoutGrace is how long past the request timeout the answer
 // saying so may take to write.
 const requestTimeoutGrace = 5 * time.Second
-
-// clientCtxKey carries the client's own request context (without the
-// request timeout) to the proxy's error handler.
-type clientCtxKey struct{}
 
 // retryAfter is the Retry-After of a 429 for a request that waited
 // pending for wait: wait in whole seconds, rounded up, at least 1.
@@ -463,9 +458,6 @@ func (rv *revision) finish(id autoscale.RequestID, in *instance, wt *waiter) {
 	}
 	rv.apply(now, ev)
 }
-
-// instanceKey carries the chosen instance in a proxied request's context.
-type instanceKey struct{}
 
 // stopGrace is the current grace period between SIGTERM and the kill.
 func (rv *revision) stopGrace() time.Duration {

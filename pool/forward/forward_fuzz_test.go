@@ -1,4 +1,4 @@
-package pool
+package forward
 
 import (
 	"bufio"
@@ -53,7 +53,7 @@ func FuzzForwarderResponse(f *testing.F) {
 		}()
 		c := newUpConn(client)
 		client.SetDeadline(time.Now().Add(10 * time.Second))
-		p := newProxy(&revision{service: "s", log: testLogger(t)}, 1)
+		p := New(Options{Service: "s", Logger: testLogger(t), MaxConcurrency: 1})
 		r := httptest.NewRequestWithContext(context.Background(), method, "/", nil)
 		rec := finalRecorder{httptest.NewRecorder()}
 		resp, err := roundTrip(c, rec, r, "instance:80")
@@ -109,7 +109,7 @@ func FuzzWriteHead(f *testing.F) {
 			Header:     http.Header{key: {value}},
 			RemoteAddr: "192.0.2.1:1234",
 		}
-		if !fastPath(r) {
+		if !FastPath(r) {
 			return
 		}
 		var buf bytes.Buffer

@@ -1,8 +1,10 @@
-package pool
+package forward
 
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -61,13 +63,13 @@ func readHead(br *bufio.Reader) error {
 
 // serveRaw proxies one GET through p to the instance at addr, behind a
 // real HTTP server, and returns the client's status and body.
-func serveRaw(t *testing.T, p *proxy, addr string) (int, string) {
+func serveRaw(t *testing.T, p *Proxy, addr string) (int, string) {
 	t.Helper()
-	in := &instance{name: "raw", url: mustURL(t, "http://"+addr)}
+	in := &testTarget{name: "raw", url: mustURL(t, "http://"+addr)}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
-		p.ServeHTTP(w, r.WithContext(context.WithValue(ctx, instanceKey{}, in)))
+		p.serveHTTP(w, r.WithContext(context.WithValue(ctx, targetKey{}, in)))
 	}))
 	defer front.Close()
 	a := rawDo(t, front.Listener.Addr().String(), "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
@@ -85,7 +87,7 @@ func TestForwarderRetriesAConnectionClosedWhileIdle(t *testing.T) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
 	})
-	p := newProxy(&revision{service: "s", log: testLogger(t)}, 4)
+	p := New(Options{Service: "s", Logger: testLogger(t), MaxConcurrency: 4})
 	defer p.CloseIdleConnections()
 	for i := range 5 {
 		if code, body := serveRaw(t, p, ri.ln.Addr().String()); code != 200 || body != "ok" {
@@ -118,12 +120,12 @@ func TestForwarderKeepsConnectionsPerInstance(t *testing.T) {
 	}
 	inst.Start()
 	defer inst.Close()
-	p := newProxy(&revision{service: "s", log: testLogger(t)}, 4)
-	in := &instance{name: "i", url: mustURL(t, inst.URL)}
+	p := New(Options{Service: "s", Logger: testLogger(t), MaxConcurrency: 4})
+	in := &testTarget{name: "i", url: mustURL(t, inst.URL)}
 	do := func(target string) int {
-		ctx := context.WithValue(context.Background(), instanceKey{}, in)
+		ctx := context.WithValue(context.Background(), targetKey{}, in)
 		rec := httptest.NewRecorder()
-		p.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, target, nil))
+		p.serveHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, target, nil))
 		return rec.Code
 	}
 	for range 50 {
@@ -181,7 +183,7 @@ func TestForwarderBoundsTheResponseHead(t *testing.T) {
 				answer(c)
 			}
 		})
-		p := newProxy(&revision{service: "s", log: testLogger(t)}, 4)
+		p := New(Options{Service: "s", Logger: testLogger(t), MaxConcurrency: 4})
 		if code, body := serveRaw(t, p, ri.ln.Addr().String()); code != http.StatusBadGateway {
 			t.Errorf("%s: %d %q, want 502", name, code, body)
 		}
@@ -203,11 +205,11 @@ func TestProxyRefusesAnInvalidStatus(t *testing.T) {
 			io.WriteString(c, "HTTP/1.1 000 Zero\r\nContent-Length: 0\r\n\r\n")
 		}
 	})
-	in := &instance{name: "raw", url: mustURL(t, "http://"+ri.ln.Addr().String())}
-	p := newProxy(&revision{service: "s", log: testLogger(t)}, 4)
+	in := &testTarget{name: "raw", url: mustURL(t, "http://"+ri.ln.Addr().String())}
+	p := New(Options{Service: "s", Logger: testLogger(t), MaxConcurrency: 4})
 	defer p.CloseIdleConnections()
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), instanceKey{}, in)))
+		p.serveHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, in)))
 	}))
 	defer front.Close()
 	for _, req := range []string{
@@ -227,8 +229,8 @@ func TestForwarderRefusesAnUnsendableHeader(t *testing.T) {
 	t.Parallel()
 	var reached atomic.Int64
 	ph := newProxyHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }), 30*time.Second)
-	for _, serve := range []http.HandlerFunc{ph.p.ServeHTTP, ph.p.rp.ServeHTTP} {
-		ctx := context.WithValue(context.Background(), instanceKey{}, ph.in)
+	for _, serve := range []http.HandlerFunc{ph.p.serveHTTP, ph.p.rp.ServeHTTP} {
+		ctx := context.WithValue(context.Background(), targetKey{}, ph.in)
 		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
 		req.Header.Set("X-Bad", "a\r\nX-Injected: 1")
 		rec := httptest.NewRecorder()
@@ -271,17 +273,17 @@ func TestFastPath(t *testing.T) {
 		for k, v := range c.header {
 			r.Header.Set(k, v)
 		}
-		if got := fastPath(r); got != c.want {
-			t.Errorf("%s %s %v body %q: fastPath %v, want %v", c.method, c.target, c.header, c.body, got, c.want)
+		if got := FastPath(r); got != c.want {
+			t.Errorf("%s %s %v body %q: FastPath %v, want %v", c.method, c.target, c.header, c.body, got, c.want)
 		}
 	}
 	r := httptest.NewRequest("OPTIONS", "*", nil)
-	if fastPath(r) {
+	if FastPath(r) {
 		t.Error("OPTIONS *: taken by the forwarder")
 	}
 	r = httptest.NewRequest("GET", "/", nil)
 	r.Host = "bücher.example"
-	if fastPath(r) {
+	if FastPath(r) {
 		t.Error("a host to punycode: taken by the forwarder")
 	}
 }
@@ -293,4 +295,52 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// Trailers, announced or not, reach a net/http client through the forwarder.
+func TestProxiedTrailers(t *testing.T) {
+	t.Parallel()
+	ph := newProxyHarness(t, answers, 60*time.Second)
+	client := ph.fast.Client()
+	for path, want := range map[string]map[string]string{
+		"/trailers":    {"X-Sum": "42", "X-Count": "1"},
+		"/unannounced": {"X-Late": "yes"},
+	} {
+		resp, err := client.Get(ph.fast.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(body) != "body" {
+			t.Fatalf("%s: %q %v", path, body, err)
+		}
+		for k, v := range want {
+			if got := resp.Trailer.Get(k); got != v {
+				t.Errorf("%s: trailer %s = %q, want %q (all: %v)", path, k, got, v, resp.Trailer)
+			}
+		}
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func TestProxyErrorStatus(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{context.DeadlineExceeded, http.StatusGatewayTimeout},
+		{fmt.Errorf("read: %w", timeoutErr{}), http.StatusGatewayTimeout},
+		{errors.New("connection refused"), http.StatusBadGateway},
+		{io.ErrUnexpectedEOF, http.StatusBadGateway},
+	} {
+		if got, _ := proxyError(context.Background(), c.err); got != c.want {
+			t.Errorf("proxyError(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
 }

@@ -1,14 +1,16 @@
-package pool
+package forward
 
 import (
 	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -21,8 +23,8 @@ import (
 // httputil.ReverseProxy alone, so a test can check that both give the
 // client the same answer.
 type proxyHarness struct {
-	p         *proxy
-	in        *instance
+	p         *Proxy
+	in        *testTarget
 	instance  *httptest.Server
 	fast, std *httptest.Server
 }
@@ -31,22 +33,22 @@ func newProxyHarness(t *testing.T, h http.Handler, timeout time.Duration) *proxy
 	t.Helper()
 	ph := &proxyHarness{instance: httptest.NewServer(h)}
 	t.Cleanup(ph.instance.Close)
-	ph.p = newProxy(&revision{service: "s", log: testLogger(t)}, 8)
+	ph.p = New(Options{Service: "s", Logger: testLogger(t), MaxConcurrency: 8})
 	t.Cleanup(ph.p.CloseIdleConnections)
-	ph.in = &instance{name: "s-1", url: &url.URL{Scheme: "http", Host: ph.instance.Listener.Addr().String()}}
+	ph.in = &testTarget{name: "s-1", url: &url.URL{Scheme: "http", Host: ph.instance.Listener.Addr().String()}}
 	front := func(serve http.HandlerFunc) *httptest.Server {
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			// As revision.ServeHTTP hands it to the proxy.
 			ctx, cancel := context.WithTimeout(r.Context(), timeout)
 			defer cancel()
-			ctx = context.WithValue(ctx, instanceKey{}, ph.in)
+			ctx = context.WithValue(ctx, targetKey{}, ph.in)
 			ctx = context.WithValue(ctx, clientCtxKey{}, r.Context())
 			serve(w, r.WithContext(ctx))
 		}))
 		t.Cleanup(s.Close)
 		return s
 	}
-	ph.fast = front(ph.p.ServeHTTP)
+	ph.fast = front(ph.p.serveHTTP)
 	ph.std = front(ph.p.rp.ServeHTTP)
 	return ph
 }
@@ -293,4 +295,24 @@ func TestForwarderAnswersAsReverseProxy(t *testing.T) {
 	if len(a.body) != 1<<20 || a.resp.ContentLength != 1<<20 {
 		t.Errorf("big body: %d bytes, Content-Length %d", len(a.body), a.resp.ContentLength)
 	}
+}
+
+// testTarget is an instance for the proxy alone: a name and an address,
+// and no process whose exit it could wait for.
+type testTarget struct {
+	name string
+	url  *url.URL
+}
+
+func (t *testTarget) Name() string             { return t.name }
+func (t *testTarget) URL() *url.URL            { return t.url }
+func (t *testTarget) AwaitExit() (bool, error) { return false, nil }
+
+// testLogger is the proxy's log in a test: on stderr with -v, else
+// discarded.
+func testLogger(_ testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
 }

@@ -1,4 +1,4 @@
-package pool
+package forward
 
 import (
 	"bufio"
@@ -36,11 +36,11 @@ import (
 // one.
 const maxInformational = 32
 
-// fastPath reports whether the forwarder takes r: no body, replayable as
+// FastPath reports whether the forwarder takes r: no body, replayable as
 // http.Transport defines it (so a connection the instance had closed
 // while idle can be retried on a new one), no upgrade, an origin-form
 // path, and a Host it sends as it is.
-func fastPath(r *http.Request) bool {
+func FastPath(r *http.Request) bool {
 	if r.ContentLength != 0 || r.URL.Opaque != "" || !strings.HasPrefix(r.URL.Path, "/") {
 		return false
 	}
@@ -77,7 +77,7 @@ func plainHost(h string) bool {
 // after the answer began aborts the client's connection
 // (http.ErrAbortHandler) under an HTTP server, so a cut answer never
 // looks complete.
-func (p *proxy) forward(w http.ResponseWriter, r *http.Request, host string) error {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, host string) error {
 	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
 		c, reused, err := p.conns.get(ctx, host, time.Now())
@@ -97,7 +97,7 @@ func (p *proxy) forward(w http.ResponseWriter, r *http.Request, host string) err
 				// The instance closed this idle connection (a restart, its
 				// keep-alive timeout) or wrote on it while it idled, before
 				// it answered the request: the others are likely the same;
-				// a new one takes the request (replayable: fastPath).
+				// a new one takes the request (replayable: FastPath).
 				p.conns.drop(host)
 				continue
 			}
@@ -204,7 +204,7 @@ func roundTrip(c *upConn, w http.ResponseWriter, r *http.Request, host string) (
 // (flushed as it comes for a stream) and its trailers. It reports whether
 // c may take another request: the body was read to its end and the
 // instance keeps the connection.
-func (p *proxy) relay(w http.ResponseWriter, r *http.Request, resp *http.Response, c *upConn) bool {
+func (p *Proxy) relay(w http.ResponseWriter, r *http.Request, resp *http.Response, c *upConn) bool {
 	removeHopByHop(resp.Header)
 	h := w.Header()
 	for k, vv := range resp.Header {
@@ -242,7 +242,7 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, resp *http.Respons
 		}
 		if rerr != nil || werr != nil {
 			if werr == nil && r.Context().Err() == nil {
-				p.rv.log.Info("proxy: the instance's answer ended early", "method", r.Method, "path", r.URL.Path, "error", rerr)
+				p.log.Info("proxy: the instance's answer ended early", "method", r.Method, "path", r.URL.Path, "error", rerr)
 			}
 			// The answer began: abort it, as httputil.ReverseProxy does,
 			// so the client sees a cut connection, not a complete answer.
