@@ -17,7 +17,7 @@ import (
 const MaxTrafficRevisions = 10
 
 // tagPattern is a tag: a lower-case DNS label without "--", so that the
-// first "---" of a Host ends it (pool.TagPattern is the same).
+// first "---" of a Host ends it (traffic.TagPattern is the same).
 var tagPattern = regexp.MustCompile(`^[a-z]([a-z0-9]|-[a-z0-9]){0,62}$`)
 
 // TrafficTarget is one entry of an autoscaled service's traffic block:

@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/kube"
 	"github.com/tollgate/tollgate/pool/process"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // pools turns the config's autoscale sections into the pool's specs:
@@ -76,7 +77,7 @@ func (b pools) apply(p *pool.Pool, cfg *config.Config) error {
 		return err
 	}
 	err = p.Apply(specs)
-	var te *pool.TrafficError
+	var te *traffic.Error
 	if errors.As(err, &te) {
 		if a := cfg.Autoscale[te.Service]; a != nil && te.Entry < len(a.Traffic) && len(a.Traffic) > 0 {
 			at := a.Traffic[max(te.Entry, 0)].At
@@ -90,25 +91,25 @@ func (b pools) apply(p *pool.Pool, cfg *config.Config) error {
 	return err
 }
 
-// traffic is a's traffic block as the pool takes it.
-func traffic(a *config.Autoscale) []pool.TrafficTarget {
+// trafficOf is a's traffic block as the pool takes it.
+func trafficOf(a *config.Autoscale) []traffic.Target {
 	if len(a.Traffic) == 0 {
 		return nil
 	}
-	out := make([]pool.TrafficTarget, 0, len(a.Traffic))
+	out := make([]traffic.Target, 0, len(a.Traffic))
 	for _, e := range a.Traffic {
-		out = append(out, pool.TrafficTarget{RevisionName: e.Revision, LatestRevision: e.LatestRevision, Percent: e.Percent, Tag: e.Tag})
+		out = append(out, traffic.Target{RevisionName: e.Revision, LatestRevision: e.LatestRevision, Percent: e.Percent, Tag: e.Tag})
 	}
 	return out
 }
 
 // sticky is a's sticky block as the pool takes it: the zero value (per
 // request) when there is none.
-func sticky(a *config.Autoscale) pool.Sticky {
+func sticky(a *config.Autoscale) traffic.Sticky {
 	if a.Sticky == nil {
-		return pool.Sticky{}
+		return traffic.Sticky{}
 	}
-	return pool.Sticky{Header: a.Sticky.Header, Cookie: a.Sticky.Cookie, ClientAddress: a.Sticky.ClientAddress}
+	return traffic.Sticky{Header: a.Sticky.Header, Cookie: a.Sticky.Cookie, ClientAddress: a.Sticky.ClientAddress}
 }
 
 // specs turns the autoscale sections of cfg into the pool's specs, each
@@ -144,7 +145,7 @@ func (b pools) specs(cfg *config.Config) ([]pool.ServiceSpec, error) {
 			RequestTimeout: a.RequestTimeout,
 			MaxPending:     a.MaxPending,
 			RolloutTimeout: a.RolloutTimeout,
-			Traffic:        traffic(a),
+			Traffic:        trafficOf(a),
 			Sticky:         sticky(a),
 			Bound:          bound,
 		}

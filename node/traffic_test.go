@@ -18,7 +18,7 @@ import (
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/internal/testservice"
-	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 func TestMain(m *testing.M) { testservice.Main(m) }
@@ -173,7 +173,7 @@ func TestTrafficThroughConfigAndAdmin(t *testing.T) {
 }
 
 // TestTrafficKeepingTooManyIsRefusedAtItsBlock: a reload whose traffic
-// would keep more than pool.MaxRevisions revisions running (though it
+// would keep more than traffic.MaxRevisions revisions running (though it
 // names fewer) is refused at the traffic block's place in the file. The
 // pool is not run: revisions take over at once, and nothing starts.
 func TestTrafficKeepingTooManyIsRefusedAtItsBlock(t *testing.T) {
@@ -195,12 +195,12 @@ func TestTrafficKeepingTooManyIsRefusedAtItsBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for v := 2; v <= pool.MaxRevisions; v++ {
+	for v := 2; v <= traffic.MaxRevisions; v++ {
 		if err := b.apply(p, parse(v, 1, v-1)); err != nil {
 			t.Fatalf("version %d: %v", v, err)
 		}
 	}
-	err = b.apply(p, parse(pool.MaxRevisions+1, 1, pool.MaxRevisions-1))
+	err = b.apply(p, parse(traffic.MaxRevisions+1, 1, traffic.MaxRevisions-1))
 	want := dir + "/c.yaml:10:11: services[0].autoscale.traffic: would keep 11 revisions running"
 	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, config.ErrInvalidConfig) {
 		t.Fatalf("reload keeping 11 revisions: %v, want %s", err, want)

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // BoundRevision is a revision a spec names with its runner: the pool runs
@@ -62,7 +64,7 @@ func checkBoundSpec(s ServiceSpec) error {
 	highest, latest := 0, 0
 	for _, b := range s.Bound {
 		bad := func(format string, args ...any) error {
-			return &TrafficError{Service: s.Name, Entry: b.Entry, Msg: fmt.Sprintf(format, args...)}
+			return &traffic.Error{Service: s.Name, Entry: b.Entry, Msg: fmt.Sprintf(format, args...)}
 		}
 		n := revisionNumber(s.Name, b.Name)
 		switch {
@@ -82,7 +84,7 @@ func checkBoundSpec(s ServiceSpec) error {
 		}
 	}
 	if latest > 0 && latest < highest {
-		return &TrafficError{Service: s.Name, Entry: -1, Msg: fmt.Sprintf("the latest revision, %s, is bound older than another bound revision (%s)", revisionName(s.Name, latest), revisionName(s.Name, highest))}
+		return &traffic.Error{Service: s.Name, Entry: -1, Msg: fmt.Sprintf("the latest revision, %s, is bound older than another bound revision (%s)", revisionName(s.Name, latest), revisionName(s.Name, highest))}
 	}
 	return nil
 }
@@ -117,7 +119,7 @@ func (svc *service) nextName(s ServiceSpec) string {
 func (svc *service) checkBound(s ServiceSpec, next string) error {
 	for _, b := range s.Bound {
 		bad := func(format string, args ...any) error {
-			return &TrafficError{Service: s.Name, Entry: b.Entry, Msg: fmt.Sprintf(format, args...)}
+			return &traffic.Error{Service: s.Name, Entry: b.Entry, Msg: fmt.Sprintf(format, args...)}
 		}
 		rv := svc.revisionByName(b.Name)
 		switch {

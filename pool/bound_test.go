@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // boundSpec is service s on r2 (Template "b") with s-00001 bound to r1
@@ -16,7 +17,7 @@ import (
 func boundSpec(r1, r2 Runner) ServiceSpec {
 	return ServiceSpec{Name: "s", Runner: r2, Template: "b", Engine: autoscale.Config{MinInstances: 1},
 		Bound:   []BoundRevision{{Name: "s-00001", Runner: r1, Where: "r1", Entry: 0}},
-		Traffic: []TrafficTarget{{RevisionName: "s-00001", Percent: 90}, {LatestRevision: true, Percent: 10}}}
+		Traffic: []traffic.Target{{RevisionName: "s-00001", Percent: 90}, {LatestRevision: true, Percent: 10}}}
 }
 
 // names lists the running revisions of service s.
@@ -88,7 +89,7 @@ func TestBoundRevisionsNumberTheLatest(t *testing.T) {
 	r1, r2 := &serverRunner{tag: "v1"}, &serverRunner{tag: "v2"}
 	s := boundSpec(r1, r2)
 	s.Bound = append(s.Bound, BoundRevision{Name: "s-00003", Latest: true, Entry: 1})
-	s.Traffic[1] = TrafficTarget{RevisionName: "s-00003", Percent: 10}
+	s.Traffic[1] = traffic.Target{RevisionName: "s-00003", Percent: 10}
 	p, _ := newTestPool(t, s)
 	if got := names(t, p); len(got) != 2 || got[0] != "s-00001" || got[1] != "s-00003" {
 		t.Fatalf("revisions %v, want [s-00001 s-00003]", got)
@@ -120,7 +121,7 @@ func TestBoundRevisionsAtReload(t *testing.T) {
 	}
 	refused := func(s ServiceSpec, entry int, msg string) {
 		t.Helper()
-		var te *TrafficError
+		var te *traffic.Error
 		if err := p.Apply([]ServiceSpec{s}); !errors.As(err, &te) || te.Entry != entry || !strings.Contains(te.Msg, msg) || !errors.Is(err, ErrInvalidSpec) {
 			t.Fatalf("err = %v, want entry %d: ...%s...", err, entry, msg)
 		}
@@ -158,7 +159,7 @@ func TestTrafficFixedRefusesSetTraffic(t *testing.T) {
 	s := boundSpec(&serverRunner{tag: "v1"}, &serverRunner{tag: "v2"})
 	s.TrafficFixed = "set in the config"
 	p, _ := newTestPool(t, s)
-	if err := p.SetTraffic("s", []TrafficTarget{{LatestRevision: true, Percent: 100}}); !errors.Is(err, ErrTrafficFixed) || !strings.Contains(err.Error(), "set in the config") {
+	if err := p.SetTraffic("s", []traffic.Target{{LatestRevision: true, Percent: 100}}); !errors.Is(err, ErrTrafficFixed) || !strings.Contains(err.Error(), "set in the config") {
 		t.Fatalf("SetTraffic: %v, want ErrTrafficFixed", err)
 	}
 	mux := http.NewServeMux()

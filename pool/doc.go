@@ -94,10 +94,10 @@
 // untagged requests over its running revisions by percent, a weighted
 // round robin over 100 slots, as Knative's and Cloud Run's traffic block;
 // without one the latest ready revision takes them all. A tag reaches its
-// revision by a Host TAG---... or TagHeader. Each revision has its own
+// revision by a Host TAG---... or traffic.TagHeader. Each revision has its own
 // engine, instances, windows and bounds. The pool keeps running the
 // latest revision, the latest ready one and those the traffic names or
-// tags (at most MaxRevisions in all); the others drain and stop, and are
+// tags (at most traffic.MaxRevisions in all); the others drain and stop, and are
 // kept retired as Knative keeps revisions (KeepMinRevisions and the other
 // bounds): a later traffic block naming one runs it again, so a rollback
 // is a traffic change. Tags match in any case, as DNS names do.

@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/internal/testservice"
 	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // lockedBuffer is a log sink safe for the pool's goroutines.
@@ -117,7 +118,7 @@ func TestProcessWarmRolloutThroughAdminAPI(t *testing.T) {
 
 	// The second revision, tagged only: it takes no untagged request.
 	spec.Template, spec.Runner = "gen2", testRunner(t, "GENERATION=2", testservice.EnvLatency+"=100ms")
-	spec.Traffic = []pool.TrafficTarget{{RevisionName: "roll-00001", Percent: 100}, {RevisionName: "roll-00002", Tag: "next"}}
+	spec.Traffic = []traffic.Target{{RevisionName: "roll-00001", Percent: 100}, {RevisionName: "roll-00002", Tag: "next"}}
 	if err := p.Apply([]pool.ServiceSpec{spec}); err != nil {
 		t.Fatal(err)
 	}

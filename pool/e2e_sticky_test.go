@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // revisionOf sends one GET of /env with the given headers (name, value
@@ -48,12 +49,12 @@ func revisionOf(t *testing.T, url string, header ...string) string {
 func TestProcessStickySplitByHeader(t *testing.T) {
 	parallelE2E(t)
 	spec := pool.ServiceSpec{Name: "sticky", Runner: testRunner(t, "GENERATION=1"), Template: "gen1",
-		Engine: autoscale.Config{MinInstances: 1}, Sticky: pool.Sticky{Header: "X-User-Id"}}
+		Engine: autoscale.Config{MinInstances: 1}, Sticky: traffic.Sticky{Header: "X-User-Id"}}
 	p, url, _ := startPool(t, spec)
 	waitFor(t, 60*time.Second, "sticky-00001 not ready", func() bool { return readyCount(p) == 1 })
 
 	spec.Runner, spec.Template = testRunner(t, "GENERATION=2"), "gen2"
-	spec.Traffic = []pool.TrafficTarget{{RevisionName: "sticky-00001", Percent: 50}, {LatestRevision: true, Percent: 50, Tag: "canary"}}
+	spec.Traffic = []traffic.Target{{RevisionName: "sticky-00001", Percent: 50}, {LatestRevision: true, Percent: 50, Tag: "canary"}}
 	if err := p.Apply([]pool.ServiceSpec{spec}); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestProcessStickySplitByHeader(t *testing.T) {
 	}
 	for u, rev := range users {
 		if rev == "sticky-00001" {
-			if got := revisionOf(t, url, "X-User-Id", u, pool.TagHeader, "canary"); got != "sticky-00002" {
+			if got := revisionOf(t, url, "X-User-Id", u, traffic.TagHeader, "canary"); got != "sticky-00002" {
 				t.Fatalf("user %s tagged canary reached %s, want sticky-00002: the tag wins", u, got)
 			}
 			break
@@ -102,7 +103,7 @@ func TestProcessStickySplitByHeader(t *testing.T) {
 
 	// The latest listed first: the order of the block does not matter,
 	// the revisions' ages do.
-	if err := p.SetTraffic("sticky", []pool.TrafficTarget{{LatestRevision: true, Percent: 80, Tag: "canary"}, {RevisionName: "sticky-00001", Percent: 20}}); err != nil {
+	if err := p.SetTraffic("sticky", []traffic.Target{{LatestRevision: true, Percent: 80, Tag: "canary"}, {RevisionName: "sticky-00001", Percent: 20}}); err != nil {
 		t.Fatal(err)
 	}
 	moved := 0

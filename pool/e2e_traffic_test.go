@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // TestProcessTrafficSplitsNinetyTen runs two revisions of the test
@@ -22,7 +23,7 @@ func TestProcessTrafficSplitsNinetyTen(t *testing.T) {
 	waitFor(t, 60*time.Second, "split-00001 not ready", func() bool { return readyCount(p) == 1 })
 
 	spec.Runner, spec.Template = testRunner(t, "GENERATION=2"), "gen2"
-	spec.Traffic = []pool.TrafficTarget{{RevisionName: "split-00001", Percent: 90}, {LatestRevision: true, Percent: 10, Tag: "canary"}}
+	spec.Traffic = []traffic.Target{{RevisionName: "split-00001", Percent: 90}, {LatestRevision: true, Percent: 10, Tag: "canary"}}
 	if err := p.Apply([]pool.ServiceSpec{spec}); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestProcessTrafficSplitsNinetyTen(t *testing.T) {
 	t.Logf("2,000 requests at 90/10: %v", got)
 	for i := range 20 {
 		req, _ := http.NewRequest("GET", url+"/env", nil)
-		req.Header.Set(pool.TagHeader, "canary")
+		req.Header.Set(traffic.TagHeader, "canary")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

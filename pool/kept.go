@@ -9,6 +9,8 @@ package pool
 import (
 	"slices"
 	"time"
+
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // Bounds on the retired revisions a service keeps, Knative's revision
@@ -79,7 +81,7 @@ func (svc *service) keptByName(name string) *keptRevision {
 // revive runs again each kept revision t names, under its name, scaled to
 // zero until a traffic change gives it a share (shift then starts the
 // instances it needs); p.mu is held and the names were checked.
-func (p *Pool) revive(svc *service, t []TrafficTarget) error {
+func (p *Pool) revive(svc *service, t []traffic.Target) error {
 	for _, e := range t {
 		if e.RevisionName == "" || svc.revisionByName(e.RevisionName) != nil {
 			continue

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // TestGCKeptAsKnative: of retired revisions the newest 20 are kept
@@ -55,7 +56,7 @@ func TestPutToAllCarriesTheLoadHistory(t *testing.T) {
 	p, _ := newTestPool(t, spec)
 	runPool(t, p)
 	spec.Runner, spec.Template = &serverRunner{tag: "v2"}, "b"
-	spec.Traffic = []TrafficTarget{{RevisionName: "s-00001", Percent: 100}, {RevisionName: "s-00002", Tag: "next"}}
+	spec.Traffic = []traffic.Target{{RevisionName: "s-00001", Percent: 100}, {RevisionName: "s-00002", Tag: "next"}}
 	if err := p.Apply([]ServiceSpec{spec}); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestPutToAllCarriesTheLoadHistory(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "s-00001 never recommended 4 under 4 clients", func() bool { return rev("s-00001").serving() >= 4 })
 	time.Sleep(5 * time.Second) // some history
-	if err := p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00002", Percent: 100}}); err != nil {
+	if err := p.SetTraffic("s", []traffic.Target{{RevisionName: "s-00002", Percent: 100}}); err != nil {
 		t.Fatal(err)
 	}
 	rv := rev("s-00002")
@@ -116,8 +117,8 @@ func TestKeptRevisionOnARunnerInUseIsNotRunAgain(t *testing.T) {
 	if err != nil || len(ts.Retired) != 1 || ts.Retired[0].Name != "s-00001" {
 		t.Fatalf("retired: %+v %v; want s-00001", ts.Retired, err)
 	}
-	err = p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00001", Percent: 100}})
-	var te *TrafficError
+	err = p.SetTraffic("s", []traffic.Target{{RevisionName: "s-00001", Percent: 100}})
+	var te *traffic.Error
 	if !errors.As(err, &te) || te.Entry != 0 || !strings.Contains(te.Msg, "now runs revision s-00002") {
 		t.Fatalf("rollback onto a runner in use: %v; want refused at entry 0", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // Options configure a Pool. The zero value works.
@@ -67,14 +68,14 @@ type ServiceSpec struct {
 	// Runner, it is kept for a revision: give it a part in Template.
 	Liveness *Liveness
 	// Traffic splits the service's requests over its running revisions
-	// (see TrafficTarget); empty means 100 % to the latest ready one. A
+	// (see traffic.Target); empty means 100 % to the latest ready one. A
 	// reload that gives the same Traffic as the last keeps the split set
 	// since by SetTraffic.
-	Traffic []TrafficTarget
+	Traffic []traffic.Target
 	// Sticky, when set, splits by client rather than per request (see
-	// Sticky); the zero value splits per request. A reload applies it at
+	// traffic.Sticky); the zero value splits per request. A reload applies it at
 	// once.
-	Sticky Sticky
+	Sticky traffic.Sticky
 	// Bound are revisions run under a given name on their own runner,
 	// such as a traffic entry's revision bound to a Kubernetes
 	// Deployment (see BoundRevision).
@@ -139,8 +140,9 @@ func (s ServiceSpec) limits() limits {
 	return l
 }
 
-// ErrInvalidSpec is wrapped by Apply's errors about a spec.
-var ErrInvalidSpec = errors.New("pool: invalid service spec")
+// ErrInvalidSpec is wrapped by Apply's errors about a spec; it is
+// traffic.ErrInvalidSpec, which the errors about a traffic block wrap.
+var ErrInvalidSpec = traffic.ErrInvalidSpec
 
 // Pool runs the instances of autoscaled services. It is safe for
 // concurrent use.
@@ -163,14 +165,14 @@ type Pool struct {
 type service struct {
 	name     string
 	cur      atomic.Pointer[revision] // the latest ready revision
-	route    atomic.Pointer[routing]
-	sticky   atomic.Pointer[Sticky] // the client key, or nil: per request
-	reqs     atomic.Uint64          // untagged requests, for routing.pick
-	latest   *revision              // the newest revision: the spec's Template
-	revs     []*revision            // running revisions, oldest first
-	old      []*revision            // retired revisions, listed until they have stopped
-	kept     []keptRevision         // retired revisions a traffic change may run again (kept.go)
-	traffic  []TrafficTarget
+	route    atomic.Pointer[traffic.Routing[*revision]]
+	sticky   atomic.Pointer[traffic.Sticky] // the client key, or nil: per request
+	reqs     atomic.Uint64                  // untagged requests, for routing.pick
+	latest   *revision                      // the newest revision: the spec's Template
+	revs     []*revision                    // running revisions, oldest first
+	old      []*revision                    // retired revisions, listed until they have stopped
+	kept     []keptRevision                 // retired revisions a traffic change may run again (kept.go)
+	traffic  []traffic.Target
 	spec     ServiceSpec
 	number   int // the highest revision number made so far
 	shiftGen int // traffic changes begun (shift): a pending one moves only if still the last
@@ -236,10 +238,10 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		if err := s.Engine.Validate(); err != nil {
 			return fmt.Errorf("service %s: %w", s.Name, err)
 		}
-		if err := CheckTraffic(s.Name, s.Traffic); err != nil {
+		if err := traffic.Check(s.Name, s.Traffic); err != nil {
 			return err
 		}
-		if err := s.Sticky.check(s.Name); err != nil {
+		if err := s.Sticky.Check(s.Name); err != nil {
 			return err
 		}
 		if err := checkBoundSpec(s); err != nil {
@@ -405,7 +407,7 @@ func (p *Pool) Run(ctx context.Context) error {
 }
 
 // Handler serves the requests of service name: a request naming a tag
-// (TagHeader, or a Host TAG---...) goes to the revision with that tag, or
+// (traffic.TagHeader, or a Host TAG---...) goes to the revision with that tag, or
 // gets 404 when none has it; the others are split over the revisions by
 // their percents, per client when the service is sticky and the request
 // has its client key, else per request. A service the pool does not run
@@ -420,9 +422,9 @@ func (p *Pool) Handler(name string) http.Handler {
 			return
 		}
 		rt := svc.route.Load()
-		if tag := requestTag(r); tag != "" {
-			rv := rt.tags[tag]
-			if rv == nil {
+		if tag := traffic.RequestTag(r); tag != "" {
+			rv, ok := rt.Tagged(tag)
+			if !ok || rv == nil {
 				http.Error(w, "service "+name+" has no revision tagged "+strconv.Quote(tag), http.StatusNotFound)
 				return
 			}
@@ -430,12 +432,12 @@ func (p *Pool) Handler(name string) http.Handler {
 			return
 		}
 		if st := svc.sticky.Load(); st != nil {
-			if key, ok := st.key(r); ok {
-				rt.pickKey(key).ServeHTTP(w, r)
+			if key, ok := st.Key(r); ok {
+				rt.PickKey(key).ServeHTTP(w, r)
 				return
 			}
 		}
-		rt.pick(svc.reqs.Add(1)).ServeHTTP(w, r)
+		rt.Pick(svc.reqs.Add(1)).ServeHTTP(w, r)
 	})
 }
 

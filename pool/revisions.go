@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // ErrNoService is wrapped by the errors of Revisions and SetTraffic for a
@@ -53,10 +55,10 @@ type TrafficStatus struct {
 	Service string `json:"service"`
 	// Traffic is the block in force (the config's, or the last
 	// SetTraffic's); empty means 100 % to the latest ready revision.
-	Traffic []TrafficTarget `json:"traffic"`
+	Traffic []traffic.Target `json:"traffic"`
 	// Sticky is the client key untagged requests are split by; nil: per
 	// request.
-	Sticky    *Sticky          `json:"sticky,omitempty"`
+	Sticky    *traffic.Sticky  `json:"sticky,omitempty"`
 	Revisions []RevisionStatus `json:"revisions"`
 	// Retired are the revisions kept scaled to zero after they stopped
 	// taking traffic, oldest first (KeepMinRevisions and the other
@@ -84,7 +86,7 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 		return TrafficStatus{}, fmt.Errorf("%w: %q", ErrNoService, service)
 	}
 	revs, latest, ready := slices.Clone(svc.revs), svc.latest, svc.cur.Load()
-	ts := TrafficStatus{Service: service, Traffic: append([]TrafficTarget{}, svc.traffic...), Sticky: svc.sticky.Load(), Retired: []RetiredRevision{}}
+	ts := TrafficStatus{Service: service, Traffic: append([]traffic.Target{}, svc.traffic...), Sticky: svc.sticky.Load(), Retired: []RetiredRevision{}}
 	for _, k := range svc.kept {
 		ts.Retired = append(ts.Retired, RetiredRevision{Name: k.name, Runs: k.where, Since: k.retired.UTC()})
 	}
@@ -95,18 +97,9 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 	}
 	p.mu.RUnlock()
 	for i, rv := range revs {
-		rs := RevisionStatus{Name: rv.name, Latest: rv == latest, LatestReady: rv == ready, Tags: []string{}, Runs: runs[i]}
-		for _, s := range rt.slots {
-			if s == rv {
-				rs.Percent++
-			}
-		}
-		for tag, t := range rt.tags {
-			if t == rv {
-				rs.Tags = append(rs.Tags, tag)
-			}
-		}
-		slices.Sort(rs.Tags)
+		rs := RevisionStatus{Name: rv.name, Latest: rv == latest, LatestReady: rv == ready, Runs: runs[i]}
+		rs.Percent = rt.Shares()[rv]
+		rs.Tags = rt.TagsOf(rv)
 		rv.mu.Lock()
 		rs.Ready = rv.eng.Stats().Ready
 		switch {
@@ -133,12 +126,12 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 // block naming a retired revision the service keeps runs that revision
 // again (a rollback). A block CheckTraffic refuses, or one naming a
 // revision the pool neither runs nor keeps, changes nothing: the error
-// is a *TrafficError, or wraps ErrNoService; for a service whose spec
+// is a *traffic.Error, or wraps ErrNoService; for a service whose spec
 // fixes its traffic (ServiceSpec.TrafficFixed) it wraps ErrTrafficFixed;
 // when a revision whose share was to grow had no instance ready within
 // the rollout timeout the traffic stays where it was and the error wraps
 // ErrNotReady.
-func (p *Pool) SetTraffic(service string, t []TrafficTarget) error {
+func (p *Pool) SetTraffic(service string, t []traffic.Target) error {
 	sh, err := p.setTraffic(service, t)
 	if err != nil {
 		return err
@@ -148,7 +141,7 @@ func (p *Pool) SetTraffic(service string, t []TrafficTarget) error {
 }
 
 // setTraffic checks t and begins its shift.
-func (p *Pool) setTraffic(service string, t []TrafficTarget) (*shifting, error) {
+func (p *Pool) setTraffic(service string, t []traffic.Target) (*shifting, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	svc := p.services[service]
@@ -158,7 +151,7 @@ func (p *Pool) setTraffic(service string, t []TrafficTarget) (*shifting, error) 
 	if why := svc.spec.TrafficFixed; why != "" {
 		return nil, fmt.Errorf("%w: service %s: %s", ErrTrafficFixed, service, why)
 	}
-	if err := CheckTraffic(service, t); err != nil {
+	if err := traffic.Check(service, t); err != nil {
 		return nil, err
 	}
 	if err := svc.checkNames(t, "", nil); err != nil {
@@ -181,7 +174,7 @@ func (p *Pool) rolloutTimeoutOf(service string) time.Duration {
 }
 
 // maxTrafficBody bounds the body of a PUT of a traffic block: 100 entries
-// (MaxTrafficEntries) of at most ~150 bytes each, with room to spare.
+// (traffic.MaxEntries) of at most ~150 bytes each, with room to spare.
 const maxTrafficBody = 64 << 10
 
 // RevisionsHandler serves one service's revisions, for patterns ending
@@ -207,7 +200,7 @@ func (p *Pool) RevisionsHandler() http.Handler {
 		case http.MethodGet, http.MethodHead:
 		case http.MethodPut, http.MethodPost:
 			var body struct {
-				Traffic []TrafficTarget `json:"traffic"`
+				Traffic []traffic.Target `json:"traffic"`
 			}
 			dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxTrafficBody))
 			dec.DisallowUnknownFields()

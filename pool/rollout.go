@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // rollout starts a new revision for svc, the latest, with as many
@@ -20,7 +22,7 @@ import (
 // when the new block named the revision), the log, the admin API
 // (RevisionStatus.State) and tollgate_pool_rollouts_total say so, and it
 // keeps no instance beyond its min instances; p.mu is held.
-func (p *Pool) rollout(svc *service, s ServiceSpec, prev []TrafficTarget) error {
+func (p *Pool) rollout(svc *service, s ServiceSpec, prev []traffic.Target) error {
 	old := svc.cur.Load()
 	load := 0 // instances serving the untagged requests now
 	for rv, pct := range svc.routedShares() {
@@ -122,7 +124,7 @@ func (p *Pool) rollout(svc *service, s ServiceSpec, prev []TrafficTarget) error 
 // the latest (the template) but not the latest ready, its boot minimum
 // is lifted, and when the reload's traffic block named it (restore) the
 // block in force before, prev, is restored; p.mu is held.
-func (p *Pool) failRollout(svc *service, rv *revision, prev []TrafficTarget, restore bool, timeout time.Duration) {
+func (p *Pool) failRollout(svc *service, rv *revision, prev []traffic.Target, restore bool, timeout time.Duration) {
 	rv.mu.Lock()
 	why := rv.startErr
 	if why == "" {
@@ -163,7 +165,7 @@ func carryHistory(rv *revision, from []*revision) {
 
 // latestShare is the percent of untagged requests that follows the latest
 // ready revision under traffic t.
-func latestShare(t []TrafficTarget) int {
+func latestShare(t []traffic.Target) int {
 	if len(t) == 0 {
 		return 100
 	}

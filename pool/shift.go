@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // A traffic change that gives a revision a larger share of the untagged
@@ -46,9 +47,9 @@ type receiver struct {
 // sharesOf is the percent of untagged requests each revision takes under
 // traffic t (empty: 100 % to the latest ready); p.mu is held and the
 // names were checked.
-func (svc *service) sharesOf(t []TrafficTarget) map[*revision]int {
+func (svc *service) sharesOf(t []traffic.Target) map[*revision]int {
 	if len(t) == 0 {
-		t = []TrafficTarget{{LatestRevision: true, Percent: 100}}
+		t = []traffic.Target{{LatestRevision: true, Percent: 100}}
 	}
 	out := map[*revision]int{}
 	for _, e := range t {
@@ -64,13 +65,10 @@ func (svc *service) sharesOf(t []TrafficTarget) map[*revision]int {
 // routedShares is the percent of untagged requests each revision takes
 // under the routing in force.
 func (svc *service) routedShares() map[*revision]int {
-	out := map[*revision]int{}
 	if rt := svc.route.Load(); rt != nil {
-		for _, rv := range rt.slots {
-			out[rv]++
-		}
+		return rt.Shares()
 	}
-	return out
+	return map[*revision]int{}
 }
 
 // ErrNotReady is wrapped by SetTraffic's error when a revision whose
@@ -94,7 +92,7 @@ type shifting struct {
 // Cloud Run. A revision that takes all the traffic carries the load
 // history of those it takes it from, as a rollout does; p.mu is held and
 // t was checked. how says where t came from, for the log.
-func (p *Pool) shift(svc *service, t []TrafficTarget, how string) *shifting {
+func (p *Pool) shift(svc *service, t []traffic.Target, how string) *shifting {
 	sh := &shifting{done: make(chan struct{})}
 	svc.shiftGen++
 	gen := svc.shiftGen
@@ -222,7 +220,7 @@ func (p *Pool) shift(svc *service, t []TrafficTarget, how string) *shifting {
 // the warm-up floors, retires the revisions brought back for t that
 // nothing keeps (reroute), and returns the error, wrapping ErrNotReady;
 // nil when every receiver has one; p.mu is held.
-func (p *Pool) refuseUnready(svc *service, recv []receiver, t []TrafficTarget, how string, timeout time.Duration) error {
+func (p *Pool) refuseUnready(svc *service, recv []receiver, t []traffic.Target, how string, timeout time.Duration) error {
 	var unready []string
 	for _, r := range recv {
 		if r.rv.readyCount() > 0 {
@@ -254,7 +252,7 @@ func (p *Pool) refuseUnready(svc *service, recv []receiver, t []TrafficTarget, h
 
 // trafficString is a traffic block as the log and errors print it:
 // "hello-00001 90%, latest 10% (tag canary)"; empty is "latest 100%".
-func trafficString(t []TrafficTarget) string {
+func trafficString(t []traffic.Target) string {
 	if len(t) == 0 {
 		return "latest 100%"
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // syncBuffer is a log sink safe for the pool's goroutines.
@@ -58,7 +59,7 @@ func TestShiftStaysWhenTheRevisionNeverGetsReady(t *testing.T) {
 	})
 	spec.Runner, spec.Template = &serverRunner{tag: "v2", startupDelay: time.Hour}, "b"
 	spec.Engine.MinInstances = 0
-	spec.Traffic = []TrafficTarget{{RevisionName: "s-00001", Percent: 100}, {LatestRevision: true, Tag: "next"}}
+	spec.Traffic = []traffic.Target{{RevisionName: "s-00001", Percent: 100}, {LatestRevision: true, Tag: "next"}}
 	if err := p.Apply([]ServiceSpec{spec}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestNewRevisionNamedWithAShareWaitsForItsInstance(t *testing.T) {
 	})
 	spec.Runner, spec.Template = &serverRunner{tag: "v2", startupDelay: 2 * time.Second}, "b"
 	spec.Engine.MinInstances = 0
-	spec.Traffic = []TrafficTarget{{RevisionName: "s-00001", Percent: 50}, {RevisionName: "s-00002", Percent: 50}}
+	spec.Traffic = []traffic.Target{{RevisionName: "s-00001", Percent: 50}, {RevisionName: "s-00002", Percent: 50}}
 	if err := p.Apply([]ServiceSpec{spec}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // getHost sends one GET through h with the given Host and headers (name,
@@ -47,7 +48,7 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 	// untagged request, and its tag reaches it.
 	r2 := &serverRunner{tag: "v2"}
 	err := p.Apply([]ServiceSpec{{Name: "s", Runner: r2, Template: "b", Engine: autoscale.Config{MinInstances: 1},
-		Traffic: []TrafficTarget{{RevisionName: "s-00001", Percent: 100}, {RevisionName: "s-00002", Tag: "canary"}}}})
+		Traffic: []traffic.Target{{RevisionName: "s-00001", Percent: 100}, {RevisionName: "s-00002", Tag: "canary"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 		if c, b := getHost(h, "s.example.com"); c != 200 || !strings.HasPrefix(b, "v1 s-00001") {
 			t.Fatalf("untagged request %d: %d %q, want s-00001 (s-00002 takes 0 %%)", i, c, b)
 		}
-		if c, b := getHost(h, "s.example.com", TagHeader, "canary"); c != 200 || !strings.HasPrefix(b, "v2 s-00002") {
+		if c, b := getHost(h, "s.example.com", traffic.TagHeader, "canary"); c != 200 || !strings.HasPrefix(b, "v2 s-00002") {
 			t.Fatalf("request %d tagged by header: %d %q, want s-00002", i, c, b)
 		}
 		if c, b := getHost(h, "canary---s.example.com"); c != 200 || !strings.HasPrefix(b, "v2 s-00002") {
@@ -69,7 +70,7 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 		if c, b := getHost(h, "CANARY---s.example.com"); c != 200 || !strings.HasPrefix(b, "v2 s-00002") {
 			t.Fatalf("request %d tagged by an upper-case host: %d %q, want s-00002", i, c, b)
 		}
-		if c, b := getHost(h, "s.example.com", TagHeader, "Canary"); c != 200 || !strings.HasPrefix(b, "v2 s-00002") {
+		if c, b := getHost(h, "s.example.com", traffic.TagHeader, "Canary"); c != 200 || !strings.HasPrefix(b, "v2 s-00002") {
 			t.Fatalf("request %d tagged by a capitalised header: %d %q, want s-00002", i, c, b)
 		}
 	}
@@ -137,7 +138,7 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 
 	// Promote the latest: the old revision drains and stops; it is kept
 	// retired.
-	if err := p.SetTraffic("s", []TrafficTarget{{LatestRevision: true, Percent: 100}}); err != nil {
+	if err := p.SetTraffic("s", []traffic.Target{{LatestRevision: true, Percent: 100}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "s-00001's instance was not stopped", func() bool { return r1.running() == 0 })
@@ -171,7 +172,7 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 	}
 	// A rollback is a traffic change: the retired s-00001 runs again on
 	// its own runner and takes the traffic once its instance is ready.
-	if err := p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00001", Percent: 100}}); err != nil {
+	if err := p.SetTraffic("s", []traffic.Target{{RevisionName: "s-00001", Percent: 100}}); err != nil {
 		t.Fatalf("traffic back to the retired s-00001: %v", err)
 	}
 	for i := range 20 {
@@ -179,7 +180,7 @@ func TestTrafficCanaryTagThenSplitThenPromote(t *testing.T) {
 			t.Fatalf("request %d after the rollback: %d %q, want s-00001", i, c, b)
 		}
 	}
-	if err := p.SetTraffic("s", []TrafficTarget{{RevisionName: "s-00009", Percent: 100}}); !errors.Is(err, ErrInvalidSpec) {
+	if err := p.SetTraffic("s", []traffic.Target{{RevisionName: "s-00009", Percent: 100}}); !errors.Is(err, ErrInvalidSpec) {
 		t.Fatalf("traffic to s-00009, never made: %v, want refused", err)
 	}
 }
@@ -195,11 +196,11 @@ func TestTrafficRefusedChangesNothing(t *testing.T) {
 	runPool(t, p)
 	bad := spec
 	bad.Template = "b" // would make s-00002, but not s-00003
-	bad.Traffic = []TrafficTarget{{LatestRevision: true, Percent: 50}, {RevisionName: "s-00003", Percent: 50}}
+	bad.Traffic = []traffic.Target{{LatestRevision: true, Percent: 50}, {RevisionName: "s-00003", Percent: 50}}
 	err := p.Apply([]ServiceSpec{bad})
-	var te *TrafficError
+	var te *traffic.Error
 	if !errors.As(err, &te) || te.Entry != 1 || !errors.Is(err, ErrInvalidSpec) {
-		t.Fatalf("Apply naming s-00003: %v, want a TrafficError at entry 1", err)
+		t.Fatalf("Apply naming s-00003: %v, want a traffic.Error at entry 1", err)
 	}
 	ts, err := p.Revisions("s")
 	if err != nil || len(ts.Revisions) != 1 || ts.Revisions[0].Name != "s-00001" || ts.Revisions[0].Percent != 100 || len(ts.Traffic) != 0 {
@@ -210,97 +211,40 @@ func TestTrafficRefusedChangesNothing(t *testing.T) {
 	}
 }
 
-func TestCheckTraffic(t *testing.T) {
-	latest := func(pct int, tag string) TrafficTarget {
-		return TrafficTarget{LatestRevision: true, Percent: pct, Tag: tag}
-	}
-	rev := func(name string, pct int, tag string) TrafficTarget {
-		return TrafficTarget{RevisionName: name, Percent: pct, Tag: tag}
-	}
-	for _, c := range []struct {
-		name    string
-		traffic []TrafficTarget
-		entry   int // -2: valid
-	}{
-		{"empty", nil, -2},
-		{"all latest", []TrafficTarget{latest(100, "")}, -2},
-		{"split with a tag-only entry", []TrafficTarget{rev("s-00001", 90, "stable"), latest(10, ""), rev("s-00002", 0, "canary")}, -2},
-		{"sum 99", []TrafficTarget{rev("s-00001", 90, ""), latest(9, "")}, -1},
-		{"sum 110", []TrafficTarget{rev("s-00001", 100, ""), latest(10, "")}, -1},
-		{"duplicate tag", []TrafficTarget{rev("s-00001", 50, "a"), latest(50, "a")}, 1},
-		{"bad tag", []TrafficTarget{latest(100, "Canary")}, 0},
-		{"tag with --", []TrafficTarget{latest(100, "a--b")}, 0},
-		{"both revision and latest", []TrafficTarget{{RevisionName: "s-00001", LatestRevision: true, Percent: 100}}, 0},
-		{"neither", []TrafficTarget{{Percent: 100}}, 0},
-		{"percent 0 untagged", []TrafficTarget{latest(100, ""), rev("s-00001", 0, "")}, 1},
-		{"negative", []TrafficTarget{latest(100, ""), rev("s-00001", -10, "x"), rev("s-00001", 10, "")}, 1},
-		{"another service's revision", []TrafficTarget{rev("t-00001", 100, "")}, 0},
-	} {
-		err := CheckTraffic("s", c.traffic)
-		var te *TrafficError
-		switch {
-		case c.entry == -2 && err != nil:
-			t.Errorf("%s: %v", c.name, err)
-		case c.entry != -2 && (!errors.As(err, &te) || te.Entry != c.entry):
-			t.Errorf("%s: %v, want an error at entry %d", c.name, err, c.entry)
-		}
-	}
-	var many []TrafficTarget
-	for i := range MaxRevisions + 1 {
-		many = append(many, rev(revisionName("s", i+1), 0, "t"+itoa(i)))
-	}
-	many[0].Percent = 100
-	if err := CheckTraffic("s", many); err == nil {
-		t.Errorf("%d revisions accepted", len(many))
-	}
-	// 10,000 tags on one revision: refused whole, before any is looked at.
-	tags := []TrafficTarget{latest(100, "")}
-	for i := range 10_000 {
-		tags = append(tags, rev("s-00001", 0, "t"+itoa(i)))
-	}
-	var te *TrafficError
-	if err := CheckTraffic("s", tags); !errors.As(err, &te) || te.Entry != -1 || !strings.Contains(te.Msg, "at most 100") {
-		t.Errorf("10,001 entries: %v; want refused as a whole, at most %d", err, MaxTrafficEntries)
-	}
-	if err := CheckTraffic("s", tags[:MaxTrafficEntries]); err != nil {
-		t.Errorf("%d entries: %v", MaxTrafficEntries, err)
-	}
-}
-
 // TestTrafficKeepsAtMostMaxRevisions checks that a service keeps each
 // revision its traffic tags, that a reload that would keep more than
-// MaxRevisions running (the latest, the latest ready and those named) is
+// traffic.MaxRevisions running (the latest, the latest ready and those named) is
 // refused, and that untagging the oldest makes room.
 func TestTrafficKeepsAtMostMaxRevisions(t *testing.T) {
 	t.Parallel()
 	p, _ := newTestPool(t)
-	tagged := func(from, to int) []TrafficTarget {
-		tr := []TrafficTarget{{LatestRevision: true, Percent: 100}}
+	tagged := func(from, to int) []traffic.Target {
+		tr := []traffic.Target{{LatestRevision: true, Percent: 100}}
 		for i := from; i <= to; i++ {
-			tr = append(tr, TrafficTarget{RevisionName: revisionName("s", i), Tag: "t" + itoa(i)})
+			tr = append(tr, traffic.Target{RevisionName: revisionName("s", i), Tag: "t" + itoa(i)})
 		}
 		return tr
 	}
-	apply := func(template int, traffic []TrafficTarget) error {
+	apply := func(template int, traffic []traffic.Target) error {
 		return p.Apply([]ServiceSpec{{Name: "s", Runner: &serverRunner{}, Template: itoa(template), Traffic: traffic}})
 	}
-	for i := 1; i <= MaxRevisions; i++ {
+	for i := 1; i <= traffic.MaxRevisions; i++ {
 		if err := apply(i, tagged(1, i-1)); err != nil {
 			t.Fatalf("revision %d: %v", i, err)
 		}
 	}
 	// s-00001 to s-00009 tagged, s-00010 the latest ready, s-00011 new:
 	// 11 to run, though the block names only 9.
-	err := apply(MaxRevisions+1, tagged(1, MaxRevisions-1))
-	var te *TrafficError
+	err := apply(traffic.MaxRevisions+1, tagged(1, traffic.MaxRevisions-1))
+	var te *traffic.Error
 	if !errors.As(err, &te) || te.Entry != -1 {
 		t.Fatalf("an 11th revision: %v, want refused", err)
 	}
-	if err := apply(MaxRevisions+1, tagged(2, MaxRevisions)); err != nil {
+	if err := apply(traffic.MaxRevisions+1, tagged(2, traffic.MaxRevisions)); err != nil {
 		t.Fatalf("an 11th revision with s-00001 untagged: %v", err)
 	}
 	ts, err := p.Revisions("s")
-	if err != nil || len(ts.Revisions) != MaxRevisions || ts.Revisions[0].Name != "s-00002" || ts.Revisions[MaxRevisions-1].Name != revisionName("s", MaxRevisions+1) {
+	if err != nil || len(ts.Revisions) != traffic.MaxRevisions || ts.Revisions[0].Name != "s-00002" || ts.Revisions[traffic.MaxRevisions-1].Name != revisionName("s", traffic.MaxRevisions+1) {
 		t.Fatalf("revisions: %+v, %v", ts, err)
 	}
 }

@@ -81,7 +81,7 @@ type TrafficChange struct {
 	Traffic []TrafficTarget
 }
 
-// tagPattern is a tag, as pool.TagPattern.
+// tagPattern is a tag, as traffic.TagPattern.
 var tagPattern = regexp.MustCompile(`^[a-z]([a-z0-9]|-[a-z0-9]){0,62}$`)
 
 // serviceNamePattern is a service name: a DNS label.

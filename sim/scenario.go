@@ -194,7 +194,7 @@ type Clients struct {
 	Tag string
 	// StickyKey, when set, is the client key every call of the group
 	// carries (a user id header, a cookie, a client address): the backend
-	// splits them as a sticky service (pool.Sticky) does, by
+	// splits them as a sticky service (traffic.Sticky) does, by
 	// autoscale.Split.PickKey over its revisions laid oldest first, so
 	// they all reach one revision while the split stays. Groups without
 	// it are split per request. Not with Tag, which would win.

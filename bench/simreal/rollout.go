@@ -30,6 +30,7 @@ import (
 	"github.com/tollgate/tollgate/internal/testservice"
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/process"
+	"github.com/tollgate/tollgate/pool/traffic"
 	"github.com/tollgate/tollgate/sim"
 )
 
@@ -56,15 +57,15 @@ type rolloutStep struct {
 }
 
 // stepTraffic is the traffic block of a step, as both take it.
-func stepTraffic(percent int) []pool.TrafficTarget {
+func stepTraffic(percent int) []traffic.Target {
 	if percent == 100 {
-		return []pool.TrafficTarget{{LatestRevision: true, Percent: 100}}
+		return []traffic.Target{{LatestRevision: true, Percent: 100}}
 	}
-	return []pool.TrafficTarget{{RevisionName: revNames[0], Percent: 100 - percent},
+	return []traffic.Target{{RevisionName: revNames[0], Percent: 100 - percent},
 		{LatestRevision: true, Percent: percent, Tag: "canary"}}
 }
 
-func simTraffic(t []pool.TrafficTarget) []sim.TrafficTarget {
+func simTraffic(t []traffic.Target) []sim.TrafficTarget {
 	out := make([]sim.TrafficTarget, len(t))
 	for i, e := range t {
 		out[i] = sim.TrafficTarget{Revision: e.RevisionName, LatestRevision: e.LatestRevision, Percent: e.Percent, Tag: e.Tag}
@@ -125,7 +126,7 @@ func rolloutReal(bin string) (revSeries, time.Duration, error) {
 			Ports:  instancePorts,
 		})
 	}
-	spec := func(version string, traffic []pool.TrafficTarget) ([]pool.ServiceSpec, error) {
+	spec := func(version string, traffic []traffic.Target) ([]pool.ServiceSpec, error) {
 		r, err := runner(version)
 		if err != nil {
 			return nil, err
@@ -169,7 +170,7 @@ func rolloutReal(bin string) (revSeries, time.Duration, error) {
 			switch k := events - 1; {
 			case events == 0 && t >= deployAt:
 				events++
-				s, err := spec("v2", []pool.TrafficTarget{{RevisionName: revNames[0], Percent: 100}, {LatestRevision: true, Tag: "canary"}})
+				s, err := spec("v2", []traffic.Target{{RevisionName: revNames[0], Percent: 100}, {LatestRevision: true, Tag: "canary"}})
 				if err == nil {
 					err = p.Apply(s)
 				}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // Two tollgate replicas (leader election) with the same spec, as two
@@ -49,7 +50,7 @@ func TestClusterTwoReplicasSplitBoundRevisions(t *testing.T) {
 		p := pool.New(pool.Options{Logger: log, Registry: prometheus.NewRegistry()})
 		err := p.Apply([]pool.ServiceSpec{{Name: "hello", Runner: r2, Template: "kubernetes=hello-v2", Engine: eng,
 			Bound:   []pool.BoundRevision{{Name: "hello-00001", Runner: r1, Where: "Deployment hello-v1"}},
-			Traffic: []pool.TrafficTarget{{RevisionName: "hello-00001", Percent: 90}, {LatestRevision: true, Percent: 10}}}})
+			Traffic: []traffic.Target{{RevisionName: "hello-00001", Percent: 90}, {LatestRevision: true, Percent: 10}}}})
 		if err != nil {
 			t.Fatal(err)
 		}

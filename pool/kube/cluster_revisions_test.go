@@ -18,6 +18,7 @@ import (
 
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // addDeployment creates Deployment name at zero replicas and the Service
@@ -81,7 +82,7 @@ func TestClusterTrafficSplitsOverTwoDeployments(t *testing.T) {
 	r1, r2 := runner("hello-v1"), runner("hello-v2")
 	p := pool.New(pool.Options{Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	eng := autoscale.Config{MinInstances: 1, MaxInstances: 3, InitialColdStart: 5 * time.Second}
-	spec := func(name string, r *Runner, traffic ...pool.TrafficTarget) []pool.ServiceSpec {
+	spec := func(name string, r *Runner, traffic ...traffic.Target) []pool.ServiceSpec {
 		return []pool.ServiceSpec{{Name: "hello", Runner: r, Template: "kubernetes=" + name, Engine: eng, Traffic: traffic}}
 	}
 	if err := p.Apply(spec("hello-v1", r1)); err != nil {
@@ -110,8 +111,8 @@ func TestClusterTrafficSplitsOverTwoDeployments(t *testing.T) {
 		t.Fatalf("hello-00001 answered %q, want a pod of Deployment hello-v1", body)
 	}
 
-	if err := p.Apply(spec("hello-v2", r2, pool.TrafficTarget{RevisionName: "hello-00001", Percent: 90},
-		pool.TrafficTarget{LatestRevision: true, Percent: 10})); err != nil {
+	if err := p.Apply(spec("hello-v2", r2, traffic.Target{RevisionName: "hello-00001", Percent: 90},
+		traffic.Target{LatestRevision: true, Percent: 10})); err != nil {
 		t.Fatal(err)
 	}
 	c.waitFor(t, "hello-00002 ready with 10 %", func() bool {

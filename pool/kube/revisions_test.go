@@ -22,6 +22,7 @@ import (
 
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // deployment is one revision's Deployment on the fake API server: its
@@ -157,7 +158,7 @@ func (d *deployment) address(pod, _ string, _ int) string {
 
 // spec is the pool's spec of service hello running on d, as node makes
 // it from a kubernetes section naming d.
-func (d *deployment) spec(eng autoscale.Config, traffic ...pool.TrafficTarget) pool.ServiceSpec {
+func (d *deployment) spec(eng autoscale.Config, traffic ...traffic.Target) pool.ServiceSpec {
 	return pool.ServiceSpec{Name: "hello", Engine: eng, Runner: d.r, Template: "kubernetes=" + d.name, Traffic: traffic}
 }
 
@@ -208,7 +209,7 @@ func TestTrafficSplitsOverTwoDeployments(t *testing.T) {
 	}
 
 	err := p.Apply([]pool.ServiceSpec{v2.spec(autoscale.Config{MinInstances: 1, MaxInstances: 3},
-		pool.TrafficTarget{RevisionName: "hello-00001", Percent: 90}, pool.TrafficTarget{LatestRevision: true, Percent: 10})})
+		traffic.Target{RevisionName: "hello-00001", Percent: 90}, traffic.Target{LatestRevision: true, Percent: 10})})
 	if err != nil {
 		t.Fatal(err)
 	}

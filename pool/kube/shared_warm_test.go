@@ -11,6 +11,7 @@ import (
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/traffic"
 )
 
 // A warm rollout on a follower (leader election): the pool of a replica
@@ -30,12 +31,12 @@ func TestSharedWarmRolloutFromAFollower(t *testing.T) {
 			t.Log(logs.String())
 		}
 	}()
-	spec := func(traffic ...pool.TrafficTarget) []pool.ServiceSpec {
+	spec := func(traffic ...traffic.Target) []pool.ServiceSpec {
 		return []pool.ServiceSpec{{Name: "hello", Runner: follower, Template: "kubernetes=hello", Engine: autoscale.Config{MaxInstances: 3},
 			Bound:   []pool.BoundRevision{{Name: "hello-00001", Runner: old.r}},
 			Traffic: traffic}}
 	}
-	if err := p.Apply(spec(pool.TrafficTarget{RevisionName: "hello-00001", Percent: 100})); err != nil {
+	if err := p.Apply(spec(traffic.Target{RevisionName: "hello-00001", Percent: 100})); err != nil {
 		t.Fatal(err)
 	}
 	runAll(t, p.Run)
@@ -44,7 +45,7 @@ func TestSharedWarmRolloutFromAFollower(t *testing.T) {
 	eventually(t, "hello-00002 running", func() bool {
 		return strings.Contains(logs.String(), `msg="instances shared with other tollgate replicas" service=hello revision=hello-00002`)
 	})
-	if err := p.Apply(spec(pool.TrafficTarget{RevisionName: "hello-00001", Percent: 50}, pool.TrafficTarget{LatestRevision: true, Percent: 50})); err != nil {
+	if err := p.Apply(spec(traffic.Target{RevisionName: "hello-00001", Percent: 50}, traffic.Target{LatestRevision: true, Percent: 50})); err != nil {
 		t.Fatal(err)
 	}
 	e.replicas(1)

@@ -1,4 +1,4 @@
-package pool
+package traffic
 
 import (
 	"errors"
@@ -32,7 +32,7 @@ func TestStickyKey(t *testing.T) {
 		{Sticky{Header: "X-User-Id"}, bare, "", false},
 		{Sticky{Cookie: "session"}, bare, "", false},
 	} {
-		got, ok := c.s.key(c.r)
+		got, ok := c.s.Key(c.r)
 		if got != c.want || ok != c.ok {
 			t.Errorf("%+v: key %q %v, want %q %v", c.s, got, ok, c.want, c.ok)
 		}
@@ -41,12 +41,12 @@ func TestStickyKey(t *testing.T) {
 
 func TestStickyCheck(t *testing.T) {
 	for _, s := range []Sticky{{}, {Header: "X-User-Id"}, {Cookie: "session"}, {ClientAddress: true}} {
-		if err := s.check("s"); err != nil {
+		if err := s.Check("s"); err != nil {
 			t.Errorf("%+v: %v", s, err)
 		}
 	}
 	for _, s := range []Sticky{{Header: "X-User-Id", Cookie: "session"}, {Cookie: "a", ClientAddress: true}, {Header: "X User"}, {Cookie: "a;b"}} {
-		if err := s.check("s"); !errors.Is(err, ErrInvalidSpec) {
+		if err := s.Check("s"); !errors.Is(err, ErrInvalidSpec) {
 			t.Errorf("%+v: %v, want ErrInvalidSpec", s, err)
 		}
 	}
@@ -56,18 +56,18 @@ func TestStickyCheck(t *testing.T) {
 // order, one revision's entries together: 10 % to the new one listed
 // first gives it the last 10 slots.
 func TestKeyedSlotsOldestFirst(t *testing.T) {
-	old, mid, latest := &revision{name: "s-00001"}, &revision{name: "s-00002"}, &revision{name: "s-00003"}
-	revs := []*revision{old, mid, latest}
-	slots, err := keyedSlots(revs, []*revision{latest, old}, []int{10, 90})
+	old, mid, latest := &rev{name: "s-00001"}, &rev{name: "s-00002"}, &rev{name: "s-00003"}
+	revs := []*rev{old, mid, latest}
+	slots, err := keyedSlots(revs, []*rev{latest, old}, []int{10, 90})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for s, rv := range slots {
-		if want := map[bool]*revision{true: old, false: latest}[s < 90]; rv != want {
+		if want := map[bool]*rev{true: old, false: latest}[s < 90]; rv != want {
 			t.Fatalf("slot %d: %s, want %s", s, rv.name, want.name)
 		}
 	}
-	slots, err = keyedSlots(revs, []*revision{latest, old, mid, latest}, []int{10, 30, 40, 20})
+	slots, err = keyedSlots(revs, []*rev{latest, old, mid, latest}, []int{10, 30, 40, 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,10 @@ func TestKeyedSlotsOldestFirst(t *testing.T) {
 			t.Fatalf("slot %d: %s, want %s", s, rv.name, want.name)
 		}
 	}
-	if _, err := keyedSlots(revs, []*revision{old}, []int{90}); err == nil {
+	if _, err := keyedSlots(revs, []*rev{old}, []int{90}); err == nil {
 		t.Error("percents summing to 90 laid out")
 	}
 }
+
+// rev stands for a revision: NewRouting lays out the pool's own type.
+type rev struct{ name string }

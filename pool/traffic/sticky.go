@@ -1,13 +1,10 @@
-package pool
+package traffic
 
 import (
 	"fmt"
 	"net"
 	"net/http"
 	"regexp"
-	"slices"
-
-	"github.com/tollgate/tollgate/autoscale"
 )
 
 // Sticky makes a service's split sticky per client: the request's
@@ -33,9 +30,9 @@ type Sticky struct {
 // name.
 var httpToken = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
-// check reports a Sticky with more than one key or a name that is not an
+// Check reports a Sticky with more than one key or a name that is not an
 // HTTP token; the error wraps ErrInvalidSpec.
-func (s Sticky) check(service string) error {
+func (s Sticky) Check(service string) error {
 	n := 0
 	for _, name := range []string{s.Header, s.Cookie} {
 		if name != "" {
@@ -54,9 +51,9 @@ func (s Sticky) check(service string) error {
 	return nil
 }
 
-// key is r's client key under s, or false when r has none (then it is
+// Key is r's client key under s, or false when r has none (then it is
 // split per request).
-func (s *Sticky) key(r *http.Request) (string, bool) {
+func (s *Sticky) Key(r *http.Request) (string, bool) {
 	switch {
 	case s.Header != "":
 		k := r.Header.Get(s.Header)
@@ -75,52 +72,4 @@ func (s *Sticky) key(r *http.Request) (string, bool) {
 		return host, host != ""
 	}
 	return "", false
-}
-
-// stickyOf is s as the handler keeps it: nil for the zero value.
-func stickyOf(s Sticky) *Sticky {
-	if s == (Sticky{}) {
-		return nil
-	}
-	return &s
-}
-
-// keyedSlots lays targets (revision i takes percents[i]) over 100 slots
-// for sticky requests: as autoscale.Split lays them, with the targets
-// ordered oldest revision first (their order in revs, the entries'
-// order among one revision's), whatever order the traffic block lists
-// them in. A share that grows while the one before it shrinks then
-// takes points from its neighbour and never swaps them: in a rollout of
-// a new revision, clients only move to it. percents sum to 100.
-func keyedSlots(revs []*revision, targets []*revision, percents []int) ([100]*revision, error) {
-	var slots [100]*revision
-	order := make([]int, len(targets))
-	for i := range order {
-		order[i] = i
-	}
-	age := func(rv *revision) int {
-		if i := slices.Index(revs, rv); i >= 0 {
-			return i
-		}
-		return len(revs)
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return age(targets[a]) - age(targets[b]) })
-	sorted := make([]int, len(order))
-	for i, e := range order {
-		sorted[i] = percents[e]
-	}
-	split, err := autoscale.NewSplit(sorted)
-	if err != nil {
-		return slots, err
-	}
-	for s := range slots {
-		slots[s] = targets[order[split.Entry(s)]]
-	}
-	return slots, nil
-}
-
-// pickKey returns the revision of a sticky request with client key key:
-// the one whose range holds autoscale.StickyPoint(key).
-func (rt *routing) pickKey(key string) *revision {
-	return rt.keyed[autoscale.StickyPoint(key)]
 }
