@@ -389,3 +389,13 @@ func (rv *revision) gone(in *instance, run Instance, why error) {
 	rv.log.Warn("instance exited on its own", "instance", in.name, "pid", pid, "reason", reason, "error", why,
 		"requests_failed", failed, "failures_in_a_row", failures, "next_backoff", backoff(failures))
 }
+
+// starts is how a revision's instances have been starting: the
+// crash-loop backoff counts from its failures (instance.go).
+type starts struct {
+	failures      int       // instance exits in a row without a healthy run
+	lastFailure   time.Time // when the last of them exited: the backoff counts from it
+	lastStart     time.Time // when the last instance was launched
+	startErr      string    // why the last start failed; "" once an instance is ready
+	startErrUntil time.Time // requests get 503 at once until then (the replacement's backoff)
+}

@@ -322,3 +322,12 @@ func (rv *revision) replaced() {
 		rv.log.Warn("cannot lower the minimum raised for a replacement", "error", err)
 	}
 }
+
+// liveness is a revision's liveness check and what it bounds
+// (liveness.go, overmax.go).
+type liveness struct {
+	live         *Liveness     // the check, defaults applied; nil: none. Set before run
+	probes       *http.Client  // the probes' client; nil without a check
+	replace      int           // min instances until an unhealthy instance's replacement has started
+	overMaxGrace time.Duration // bounds an unhealthy instance's drain (MaxOverMaxGrace)
+}

@@ -24,6 +24,14 @@ type Registrar interface {
 // registrarTimeout bounds one Registrar call.
 const registrarTimeout = 10 * time.Second
 
+// registry is a revision's Registrar and the calls queued for it;
+// guarded by revision.mu.
+type registry struct {
+	reg     Registrar // nil: no registry; set before run
+	regQ    []regEvent
+	regWake chan struct{}
+}
+
 // regEvent is one queued Registrar call.
 type regEvent struct {
 	name, addr string

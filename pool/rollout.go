@@ -177,3 +177,12 @@ func latestShare(t []traffic.Target) int {
 	}
 	return n
 }
+
+// rolloutState is a revision's place in a rollout or a traffic change
+// (rollout.go, shift.go).
+type rolloutState struct {
+	floor       int    // min instances while a larger share waits for them (setFloor)
+	becameReady bool   // an instance of it has been ready: it can serve
+	deploying   bool   // its rollout waits for its first instances (rollout)
+	failed      string // why its last rollout failed (no instance ready in time); "" if none did
+}

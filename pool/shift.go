@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/pool/traffic"
 )
 
@@ -310,33 +309,4 @@ func (rv *revision) setFloor(n int) {
 	if err := rv.eng.SetConfigShared(rv.engineConfig()); err != nil {
 		rv.log.Warn("cannot apply the warm-up minimum", "instances", n, "error", err)
 	}
-}
-
-// engineConfig is the engine's config: the configured one, with its
-// minimum raised to the warm-up floor or for an unhealthy instance's
-// replacement, the runner's GPUs (GPURunner), and
-// its maximum concurrency shared (shareOf, or the runner's share of it:
-// LoadSharer, whose policy it then takes); rv.mu is held.
-func (rv *revision) engineConfig() autoscale.Config {
-	cfg := rv.cfg
-	cfg.MinInstances = max(cfg.MinInstances, min(max(rv.floor, rv.replace), maxInstances(cfg)))
-	if rv.gpus > cfg.GPUs {
-		cfg.GPUs = rv.gpus
-		cfg.IdleTimeout = min(cfg.IdleTimeout, autoscale.DefaultGPUIdleTimeout) // 0 stays the default: 10 minutes with a GPU
-	}
-	full := cfg
-	cfg = shareOf(cfg, rv.sharers)
-	ls, ok := rv.runner.(LoadSharer)
-	if !ok {
-		return cfg
-	}
-	if rv.share > 0 {
-		cfg.MaxConcurrency = rv.share
-	}
-	local := cfg.Policy
-	if local == nil {
-		local = autoscale.NewCloudRun(cfg)
-	}
-	cfg.Policy = ls.SharedPolicy(rv.service+"/"+rv.name, full, cfg.MaxConcurrency, local)
-	return cfg
 }
