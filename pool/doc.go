@@ -4,6 +4,13 @@
 // instances through a Runner, measures them once a second, and routes and
 // proxies requests to them.
 //
+// The pool is three rooms, imports going one way: this package holds the
+// revisions' lifecycle (engines, instances, liveness, registry) and the
+// moves of traffic among them (rollouts, SetTraffic); package
+// pool/traffic the traffic block, tags, the sticky key and the resolved
+// split, knowing no revision; package pool/forward the data path that
+// carries a request to its instance and the answer back, knowing neither.
+//
 // The pool owns the engine's clock and every goroutine it needs; it never
 // starts a process itself (a Runner does: package pool/process for local
 // processes) and never decides a count (the engine does). Nothing starts
