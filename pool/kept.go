@@ -31,6 +31,7 @@ type keptRevision struct {
 	where   string      // BoundRevision.Where, if bound
 	created time.Time   // when it was first made
 	retired time.Time   // when it last stopped taking traffic
+	recipe  []byte      // kept before a restart: spec is made from it when it runs again (persist.go)
 }
 
 // keep remembers the retired revision rv, replacing an earlier entry of
@@ -87,6 +88,9 @@ func (p *Pool) revive(svc *service, t []TrafficTarget) error {
 		k := svc.keptByName(e.RevisionName)
 		if k == nil {
 			continue
+		}
+		if err := p.keptSpec(svc, k); err != nil {
+			return err
 		}
 		rv, err := p.newRevision(svc, k.spec, k.spec.Engine, k.name)
 		if err != nil {
