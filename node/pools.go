@@ -50,8 +50,11 @@ func (b pools) newPool(cfg *config.Config, reg prometheus.Registerer) (*pool.Poo
 // revision names live in the process, so the config's Deployment is
 // revision 1 again (or the one after the highest bound) and the
 // Deployments those revisions ran on before the restart are neither
-// routed to nor scaled.
+// routed to nor scaled. With a data directory the names are kept.
 func (b pools) warnRenumbered(cfg *config.Config) {
+	if b.durable != nil {
+		return // the data directory keeps the names
+	}
 	for _, s := range cfg.Quota.Services() {
 		a := cfg.Autoscale[s.Name]
 		if a == nil || a.Kubernetes == nil {

@@ -81,6 +81,9 @@ func (svc *service) keptByName(name string) *keptRevision {
 // zero until a traffic change gives it a share (shift then starts the
 // instances it needs); p.mu is held and the names were checked.
 func (p *Pool) revive(svc *service, t []TrafficTarget) error {
+	if err := p.resolveKept(svc, t); err != nil {
+		return err
+	}
 	for _, e := range t {
 		if e.RevisionName == "" || svc.revisionByName(e.RevisionName) != nil {
 			continue
@@ -88,9 +91,6 @@ func (p *Pool) revive(svc *service, t []TrafficTarget) error {
 		k := svc.keptByName(e.RevisionName)
 		if k == nil {
 			continue
-		}
-		if err := p.keptSpec(svc, k); err != nil {
-			return err
 		}
 		rv, err := p.newRevision(svc, k.spec, k.spec.Engine, k.name)
 		if err != nil {

@@ -189,12 +189,41 @@ func (p *Pool) restoreTraffic(svc *service, s ServiceSpec) error {
 			"kept", trafficString(sv.Traffic), "error", err)
 		return p.revive(svc, svc.traffic)
 	}
+	if err := p.resolveKept(svc, sv.Traffic); err != nil {
+		p.log.Warn("the traffic set through the admin API before the restart names a revision that cannot run again: the config's is in force", "service", s.Name,
+			"kept", trafficString(sv.Traffic), "error", err)
+		return p.revive(svc, svc.traffic)
+	}
 	if err := p.revive(svc, sv.Traffic); err != nil {
 		return err
 	}
 	svc.traffic = slices.Clone(sv.Traffic)
 	p.persist.put[s.Name] = putTraffic{traffic: slices.Clone(sv.Traffic), spec: slices.Clone(s.Traffic)}
 	p.log.Info("traffic set through the admin API before the restart restored", "service", s.Name, "traffic", trafficString(sv.Traffic))
+	return nil
+}
+
+// resolveKept makes again, from their recipes, the specs of the
+// revisions kept from before a restart that t names and svc does not
+// run, and refuses one whose runner now runs another revision (on
+// Kubernetes, the section's one Deployment), as checkNames refuses it
+// for a revision retired since the start; p.mu is held.
+func (p *Pool) resolveKept(svc *service, t []TrafficTarget) error {
+	for i, e := range t {
+		k := svc.keptByName(e.RevisionName)
+		if e.RevisionName == "" || k == nil || svc.revisionByName(k.name) != nil || k.spec.Runner != nil {
+			continue
+		}
+		if err := p.keptSpec(svc, k); err != nil {
+			return err
+		}
+		for _, rv := range svc.revs {
+			if rv.runner == k.spec.Runner {
+				return &TrafficError{Service: svc.name, Entry: i,
+					Msg: fmt.Sprintf("retired revision %s ran on %s, which now runs revision %s: bind each revision to its own Deployment (deployment:) to roll back", k.name, orRunner(k.where), rv.name)}
+			}
+		}
+	}
 	return nil
 }
 
