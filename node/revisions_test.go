@@ -181,6 +181,13 @@ func TestRevisionsAndAdminTrafficSurviveARestart(t *testing.T) {
 	}
 	waitRevision(n, "", "hello-00002")
 	put(n, `{"traffic": [{"revision": "hello-00001", "percent": 90}, {"latest_revision": true, "percent": 10, "tag": "canary"}]}`)
+	// Answered: it is committed to the data file (an export reads the
+	// committed state).
+	if code, body := admin(t, n, "GET", "/v1/admin/state/export", ""); code != 200 ||
+		!strings.Contains(body, `{"table":"revisions","key":"hello","value":"`) ||
+		!strings.Contains(body, `\"traffic\":[{\"revision\":\"hello-00001\",\"percent\":90}`) {
+		t.Fatalf("after the PUT the export is %d:\n%s", code, body)
+	}
 	stop()
 
 	n, stop = start()
