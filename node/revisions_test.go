@@ -54,9 +54,10 @@ func TestRevisionsAndAdminTrafficOutliveThePool(t *testing.T) {
 	defer db.Close()
 	var logs logtest.Buffer
 	b := pools{log: slog.New(slog.NewTextHandler(&logs, nil)), durable: db}
+	traffic := ""
 	parse := func(version string) *config.Config {
 		t.Helper()
-		cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(trafficConfig("sh", version, "")))
+		cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(trafficConfig("sh", version, traffic)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,6 +121,25 @@ func TestRevisionsAndAdminTrafficOutliveThePool(t *testing.T) {
 	check(p, "restarted with a kept traffic naming a revision that is gone", []string{"hello-00003:100", "hello-00002:retired", "hello-00001:retired"}, `[]`)
 	if !strings.Contains(logs.String(), "names a revision that is gone") || !strings.Contains(logs.String(), "hello-00009") {
 		t.Fatalf("no log line says why the kept traffic was dropped:\n%s", logs.String())
+	}
+
+	// A PUT of all to the latest over the config's split holds across a
+	// restart while the config's traffic is the one it replaced.
+	traffic = "        - {revision: hello-00001, percent: 50}\n        - {latest_revision: true, percent: 50}\n"
+	p = start("three")
+	check(p, "the config splits 50/50", []string{"hello-00001:50", "hello-00003:50", "hello-00002:retired"},
+		`[{"revision":"hello-00001","percent":50},{"latest_revision":true,"percent":50}]`)
+	if err := p.SetTraffic("hello", nil); err != nil {
+		t.Fatal(err)
+	}
+	p = start("three")
+	check(p, "restarted after a PUT of all to the latest", []string{"hello-00003:100", "hello-00002:retired", "hello-00001:retired"}, `[]`)
+	traffic = "        - {revision: hello-00001, percent: 100}\n"
+	p = start("three")
+	check(p, "restarted with the config's traffic changed", []string{"hello-00001:100", "hello-00003:0", "hello-00002:retired"},
+		`[{"revision":"hello-00001","percent":100}]`)
+	if !strings.Contains(logs.String(), "the config's traffic changed since the admin API set it") {
+		t.Fatalf("no log line says the config's changed traffic replaced the kept one:\n%s", logs.String())
 	}
 }
 

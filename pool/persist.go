@@ -41,9 +41,11 @@ type SavedRevisions struct {
 	// Others are the service's other revisions, running or retired and
 	// kept scaled to zero, oldest retired first.
 	Others []SavedRevision `json:"others"`
-	// Traffic is the block SetTraffic set last, while the spec's own
+	// TrafficSet says Traffic is the block SetTraffic set last (empty:
+	// all to the latest ready revision), in force while the spec's own
 	// traffic is SpecTraffic (a spec with other traffic replaces it);
-	// nil when the spec's traffic is in force.
+	// false when the spec's traffic is in force.
+	TrafficSet  bool            `json:"traffic_set,omitempty"`
 	Traffic     []TrafficTarget `json:"traffic,omitempty"`
 	SpecTraffic []TrafficTarget `json:"spec_traffic,omitempty"`
 }
@@ -172,7 +174,7 @@ func (p *Pool) restoreTraffic(svc *service, s ServiceSpec) error {
 			svc.latest.created = created
 		}
 	}
-	if sv == nil || sv.Traffic == nil {
+	if sv == nil || !sv.TrafficSet {
 		return p.revive(svc, svc.traffic)
 	}
 	if !slices.Equal(sv.SpecTraffic, s.Traffic) {
@@ -271,7 +273,7 @@ func (p *Pool) snapshot(svc *service) SavedRevisions {
 		}
 	}
 	if pt, ok := p.persist.put[svc.name]; ok {
-		sv.Traffic, sv.SpecTraffic = pt.traffic, pt.spec
+		sv.TrafficSet, sv.Traffic, sv.SpecTraffic = true, pt.traffic, pt.spec
 	}
 	return sv
 }
