@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -235,5 +236,17 @@ func TestRevisionsAndAdminTrafficSurviveARestart(t *testing.T) {
 		if got := revisionOf(t, n, ""); got != "hello-00001" {
 			t.Fatalf("after the rollback PUT a request reached %q, want hello-00001", got)
 		}
+	}
+	// It runs the command it was made from, kept in the data file.
+	req, _ := http.NewRequest("GET", "http://"+n.Addr().String()+"/env", nil)
+	req.Host = "hello.example"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env map[string]string
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil || env["VERSION"] != "one" {
+		t.Fatalf("the rolled-back revision runs with VERSION=%q (%v), want one", env["VERSION"], err)
 	}
 }

@@ -118,6 +118,9 @@ func (p *Pool) restore(service string) (*SavedRevisions, error) {
 // revisions other than the one s makes; p.mu is held.
 func (p *Pool) newService(s ServiceSpec) (*service, error) {
 	svc := &service{name: s.Name}
+	if p.persist != nil {
+		delete(p.persist.put, s.Name) // of a service removed and added again: the store has its last word
+	}
 	sv, err := p.restore(s.Name)
 	if err != nil || sv == nil {
 		return svc, err
