@@ -250,3 +250,51 @@ func TestRevisionsAndAdminTrafficSurviveARestart(t *testing.T) {
 		t.Fatalf("the rolled-back revision runs with VERSION=%q (%v), want one", env["VERSION"], err)
 	}
 }
+
+// BenchmarkSetTraffic is an admin PUT's cost in the pool (not run, so
+// that traffic moves at once): in memory, and kept in a data directory,
+// where it waits for its fsync.
+func BenchmarkSetTraffic(b *testing.B) {
+	for _, durable := range []bool{false, true} {
+		name := "memory"
+		if durable {
+			name = "data_dir"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir := b.TempDir()
+			bp := pools{log: slog.New(slog.DiscardHandler)}
+			if durable {
+				db, err := bolt.Open(filepath.Join(dir, "data"), bolt.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer db.Close()
+				bp.durable = db
+			}
+			parse := func(version string) *config.Config {
+				cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(trafficConfig("sh", version, "")))
+				if err != nil {
+					b.Fatal(err)
+				}
+				return cfg
+			}
+			p, err := bp.newPool(parse("one"), prometheus.NewRegistry())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := bp.apply(p, parse("two")); err != nil {
+				b.Fatal(err)
+			}
+			splits := [][]pool.TrafficTarget{
+				{{RevisionName: "hello-00001", Percent: 90}, {LatestRevision: true, Percent: 10}},
+				{{RevisionName: "hello-00001", Percent: 10}, {LatestRevision: true, Percent: 90}},
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				if err := p.SetTraffic("hello", splits[i%2]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
