@@ -113,7 +113,12 @@ func TestRevisionsAndAdminTrafficOutliveThePool(t *testing.T) {
 	if err := db.Read(func(r *bolt.Reader) error { return json.Unmarshal(r.Get(state.RevisionsTable, "hello"), &sv) }); err != nil {
 		t.Fatal(err)
 	}
-	sv.Traffic = []pool.TrafficTarget{{RevisionName: "hello-00009", Percent: 100}}
+	for _, o := range sv.Others {
+		if !strings.Contains(o.Template, "VERSION") || len(o.Recipe) == 0 {
+			t.Fatalf("the kept revision %s lost its template or recipe: %+v", o.Name, o)
+		}
+	}
+	sv.TrafficSet, sv.Traffic = true, []pool.TrafficTarget{{RevisionName: "hello-00009", Percent: 100}}
 	v, _ := json.Marshal(sv)
 	if err := db.Write(func(w *bolt.Writer) error { return w.Put(state.RevisionsTable, "hello", v) }); err != nil {
 		t.Fatal(err)

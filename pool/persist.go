@@ -135,7 +135,9 @@ func (p *Pool) newService(s ServiceSpec) (*service, error) {
 		if o.Retired.IsZero() {
 			o.Retired = now
 		}
-		svc.kept = append(svc.kept, keptRevision{name: o.Name, where: o.Where, created: o.Created, retired: o.Retired, recipe: o.Recipe})
+		// No runner until it runs again (keptSpec); its Template is kept.
+		svc.kept = append(svc.kept, keptRevision{name: o.Name, spec: ServiceSpec{Template: o.Template}, where: o.Where,
+			created: o.Created, retired: o.Retired, recipe: o.Recipe})
 	}
 	svc.kept = gcKept(svc.kept, now)
 	return svc, nil
