@@ -33,7 +33,8 @@ func (s revisionStore) LoadRevisions(service string) (pool.SavedRevisions, bool,
 		return json.Unmarshal(v, &sv)
 	})
 	if err != nil {
-		return pool.SavedRevisions{}, false, fmt.Errorf("%s: table %s key %s: %w", s.db.Path(), state.RevisionsTable, service, err)
+		return pool.SavedRevisions{}, false, fmt.Errorf("%s: table %s key %s is unreadable (%w); restore the file from a backup (tollgate state import) or move it away to start empty",
+			s.db.Path(), state.RevisionsTable, service, err)
 	}
 	return sv, found, nil
 }

@@ -256,6 +256,29 @@ func TestRevisionsAndAdminTrafficSurviveARestart(t *testing.T) {
 	}
 }
 
+// A revisions record that is not one refuses the start, naming the file,
+// the record and what to do, rather than renaming the revisions.
+func TestUnreadableRevisionsRecordRefusesTheStart(t *testing.T) {
+	dir := t.TempDir()
+	db, err := bolt.Open(filepath.Join(dir, "data"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Write(func(w *bolt.Writer) error { return w.Put(state.RevisionsTable, "hello", []byte("{not json")) }); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(trafficConfig("sh", "one", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pools{log: slog.New(slog.DiscardHandler), durable: db}.newPool(cfg, prometheus.NewRegistry())
+	want := db.Path() + ": table revisions key hello is unreadable"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "restore the file from a backup") {
+		t.Fatalf("start with an unreadable record: %v, want %s", err, want)
+	}
+}
+
 // BenchmarkSetTraffic is an admin PUT's cost in the pool (not run, so
 // that traffic moves at once): in memory, and kept in a data directory,
 // where it waits for its fsync.
