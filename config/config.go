@@ -41,8 +41,19 @@ type Config struct {
 }
 
 // Default returns the config tollgate serves with no file: the built-in
-// ecs and cloudmap presets ([quota.Default]), in memory, no rls section.
-func Default() *Config { return &Config{Quota: quota.Default()} }
+// ecs, cloudmap and servicequotas presets ([quota.Default]), no rls
+// section, and [DefaultApproval] deciding increase requests.
+func Default() *Config {
+	return &Config{Quota: quota.Default(), ServiceQuotas: ServiceQuotas{Approval: []Approval{DefaultApproval}}}
+}
+
+// DefaultApproval is the approval rule of the config tollgate serves with
+// no file, as AWS approves small increases without a person: a request
+// up to twice a quota's default is APPROVED at once, one above 20 times
+// is NOT_APPROVED, and one between waits PENDING for an operator (the
+// admin API, with an admin token). A config file's service_quotas
+// section replaces it; a file without one leaves every request PENDING.
+var DefaultApproval = Approval{AutoApproveFactor: 2, MaxFactor: 20}
 
 // Auth is the auth section of a config file:
 //

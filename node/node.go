@@ -298,7 +298,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	n.kube = newKubeRunners(opts.Kube, log, reg)
 	n.quotas = quotas
 	n.release = func() { n.kube.Close(); closeQuotas(); closeRegistry(); closeDurable(); closeStore() }
-	builder := pools{log: log, registry: registry, kube: n.kube, supervisor: opts.Supervisor, ports: opts.InstancePorts}
+	builder := pools{log: log, registry: registry, kube: n.kube, supervisor: opts.Supervisor, ports: opts.InstancePorts, durable: durable}
 	if n.pools, err = builder.newPool(cfg, reg); err != nil {
 		n.Close()
 		return nil, err

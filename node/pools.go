@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/pool/kube"
 	"github.com/tollgate/tollgate/pool/process"
 	"github.com/tollgate/tollgate/pool/traffic"
+	"github.com/tollgate/tollgate/state/bolt"
 )
 
 // pools turns the config's autoscale sections into the pool's specs:
@@ -27,12 +28,17 @@ type pools struct {
 	kube       *kubeRunners
 	supervisor []string
 	ports      process.PortRange // Options.InstancePorts
+	durable    *bolt.DB          // keeps the revisions and the admin traffic; nil: the process does
 }
 
 // newPool returns the pool of the config's autoscaled services, not yet
 // running; its metrics go to reg.
 func (b pools) newPool(cfg *config.Config, reg prometheus.Registerer) (*pool.Pool, error) {
-	p := pool.New(pool.Options{Logger: b.log, Registry: reg})
+	opts := pool.Options{Logger: b.log, Registry: reg}
+	if b.durable != nil {
+		opts.Revisions = revisionStore{db: b.durable, pools: b}
+	}
+	p := pool.New(opts)
 	if err := b.apply(p, cfg); err != nil {
 		return nil, err
 	}
@@ -45,8 +51,11 @@ func (b pools) newPool(cfg *config.Config, reg prometheus.Registerer) (*pool.Poo
 // revision names live in the process, so the config's Deployment is
 // revision 1 again (or the one after the highest bound) and the
 // Deployments those revisions ran on before the restart are neither
-// routed to nor scaled.
+// routed to nor scaled. With a data directory the names are kept.
 func (b pools) warnRenumbered(cfg *config.Config) {
+	if b.durable != nil {
+		return // the data directory keeps the names
+	}
 	for _, s := range cfg.Quota.Services() {
 		a := cfg.Autoscale[s.Name]
 		if a == nil || a.Kubernetes == nil {
@@ -121,54 +130,69 @@ func (b pools) specs(cfg *config.Config) ([]pool.ServiceSpec, error) {
 		if a == nil {
 			continue
 		}
-		var r pool.Runner
-		var err error
-		if a.Kubernetes != nil {
-			r, err = b.kube.runner(a)
-		} else {
-			r, err = b.runner(a)
-		}
+		spec, err := b.spec(s.Name, a)
 		if err != nil {
-			return nil, fmt.Errorf("service %s: %w", s.Name, err)
-		}
-		bound, err := b.bound(a, r)
-		if err != nil {
-			return nil, fmt.Errorf("service %s: %w", s.Name, err)
-		}
-		spec := pool.ServiceSpec{
-			Name:      s.Name,
-			Engine:    a.Engine,
-			Runner:    r,
-			Template:  a.Template(),
-			StopGrace: a.StopGrace,
-
-			RequestTimeout: a.RequestTimeout,
-			MaxPending:     a.MaxPending,
-			RolloutTimeout: a.RolloutTimeout,
-			Traffic:        trafficOf(a),
-			Sticky:         sticky(a),
-			Bound:          bound,
-		}
-		if a.Kubernetes != nil && b.kube != nil && b.kube.flags.LeaderElect {
-			spec.TrafficFixed = "with several tollgate replicas (--kube-leader-elect), traffic is set in the config's traffic: block, which every replica reloads, not per replica through the admin API"
-		}
-		if l := a.Liveness; l != nil {
-			spec.Liveness = &pool.Liveness{Path: l.Path, Period: l.Period, Timeout: l.Timeout,
-				FailureThreshold: l.FailureThreshold, InitialDelay: l.InitialDelay}
-		}
-		if cm := a.CloudMap; cm != nil {
-			sc := cloudmap.DefaultScope
-			if cm.Account != "" {
-				sc.Account = cm.Account
-			}
-			if cm.Region != "" {
-				sc.Region = cm.Region
-			}
-			spec.Registrar = b.registry.Registrar(sc, cm.Namespace, cm.Service, cm.Attributes)
+			return nil, err
 		}
 		specs = append(specs, spec)
 	}
 	return specs, nil
+}
+
+// spec is the pool's spec of the autoscale section a of service name,
+// with a runner for its command.
+func (b pools) spec(name string, a *config.Autoscale) (pool.ServiceSpec, error) {
+	var r pool.Runner
+	var err error
+	if a.Kubernetes != nil {
+		r, err = b.kube.runner(a)
+	} else {
+		r, err = b.runner(a)
+	}
+	if err != nil {
+		return pool.ServiceSpec{}, fmt.Errorf("service %s: %w", name, err)
+	}
+	bound, err := b.bound(a, r)
+	if err != nil {
+		return pool.ServiceSpec{}, fmt.Errorf("service %s: %w", name, err)
+	}
+	recipe, err := recipeOf(a)
+	if err != nil {
+		return pool.ServiceSpec{}, fmt.Errorf("service %s: %w", name, err)
+	}
+	spec := pool.ServiceSpec{
+		Name:      name,
+		Recipe:    recipe,
+		Engine:    a.Engine,
+		Runner:    r,
+		Template:  a.Template(),
+		StopGrace: a.StopGrace,
+
+		RequestTimeout: a.RequestTimeout,
+		MaxPending:     a.MaxPending,
+		RolloutTimeout: a.RolloutTimeout,
+		Traffic:        trafficOf(a),
+		Sticky:         sticky(a),
+		Bound:          bound,
+	}
+	if a.Kubernetes != nil && b.kube != nil && b.kube.flags.LeaderElect {
+		spec.TrafficFixed = "with several tollgate replicas (--kube-leader-elect), traffic is set in the config's traffic: block, which every replica reloads, not per replica through the admin API"
+	}
+	if l := a.Liveness; l != nil {
+		spec.Liveness = &pool.Liveness{Path: l.Path, Period: l.Period, Timeout: l.Timeout,
+			FailureThreshold: l.FailureThreshold, InitialDelay: l.InitialDelay}
+	}
+	if cm := a.CloudMap; cm != nil {
+		sc := cloudmap.DefaultScope
+		if cm.Account != "" {
+			sc.Account = cm.Account
+		}
+		if cm.Region != "" {
+			sc.Region = cm.Region
+		}
+		spec.Registrar = b.registry.Registrar(sc, cm.Namespace, cm.Service, cm.Attributes)
+	}
+	return spec, nil
 }
 
 // runner returns the process runner of one autoscaled service. Its

@@ -33,6 +33,7 @@ type keptRevision struct {
 	where   string      // BoundRevision.Where, if bound
 	created time.Time   // when it was first made
 	retired time.Time   // when it last stopped taking traffic
+	recipe  []byte      // kept before a restart: spec is made from it when it runs again (persist.go)
 }
 
 // keep remembers the retired revision rv, replacing an earlier entry of
@@ -82,6 +83,9 @@ func (svc *service) keptByName(name string) *keptRevision {
 // zero until a traffic change gives it a share (shift then starts the
 // instances it needs); p.mu is held and the names were checked.
 func (p *Pool) revive(svc *service, t []traffic.Target) error {
+	if err := p.resolveKept(svc, t); err != nil {
+		return err
+	}
 	for _, e := range t {
 		if e.RevisionName == "" || svc.revisionByName(e.RevisionName) != nil {
 			continue

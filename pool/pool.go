@@ -33,6 +33,10 @@ type Options struct {
 	// revision's request timeout (its requests cannot last longer) and
 	// MaxOverMaxGrace bound it too.
 	DrainTimeout time.Duration
+	// Revisions, when set, keeps each service's revisions and the
+	// traffic SetTraffic sets across restarts (see RevisionStore); nil:
+	// they live in the process.
+	Revisions RevisionStore
 }
 
 // ServiceSpec is one autoscaled service as the pool runs it.
@@ -89,6 +93,10 @@ type ServiceSpec struct {
 	// TrafficFixed, when not "", says why only the spec sets the traffic:
 	// SetTraffic then refuses with an error wrapping ErrTrafficFixed.
 	TrafficFixed string
+	// Recipe is what Options.Revisions needs to make this spec again
+	// (RevisionStore.RevisionSpec), in its own form; the pool keeps it
+	// with each revision and never reads it.
+	Recipe []byte
 }
 
 // Request bounds (ServiceSpec.RequestTimeout and MaxPending).
@@ -152,6 +160,7 @@ type Pool struct {
 	rolloutTimeout time.Duration
 	drainTimeout   time.Duration
 	overMaxGrace   time.Duration // MaxOverMaxGrace; shorter in tests
+	persist        *persister    // Options.Revisions; nil without
 
 	mu       sync.RWMutex
 	services map[string]*service
@@ -186,6 +195,7 @@ func New(opts Options) *Pool {
 		drainTimeout:   opts.DrainTimeout,
 		services:       map[string]*service{},
 		overMaxGrace:   MaxOverMaxGrace,
+		persist:        newPersister(opts.Revisions),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -210,8 +220,18 @@ func New(opts Options) *Pool {
 // applied to the running engine without restarting an instance, or, when
 // the Template changed, a new revision rolls out. A spec that cannot be
 // used fails the whole call, with an error wrapping ErrInvalidSpec or
-// autoscale.ErrInvalidConfig, and changes nothing.
+// autoscale.ErrInvalidConfig, and changes nothing. With
+// Options.Revisions it returns once what it changed is kept; a service
+// it adds takes the revisions kept of it (see RevisionStore).
 func (p *Pool) Apply(specs []ServiceSpec) error {
+	err := p.apply(specs)
+	if serr := p.endApply(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+func (p *Pool) apply(specs []ServiceSpec) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	seen := map[string]bool{}
@@ -249,10 +269,15 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		}
 		svc := p.services[s.Name]
 		if svc == nil {
-			svc = &service{name: s.Name}
+			var err error
+			if svc, err = p.newService(s); err != nil {
+				return err
+			}
 		}
 		next := ""
-		if svc.latest == nil || s.Template != svc.spec.Template {
+		if svc.latest == nil {
+			next = p.firstName(svc, s)
+		} else if s.Template != svc.spec.Template {
 			next = svc.nextName(s)
 		}
 		if err := svc.checkBound(s, next); err != nil {
@@ -274,15 +299,22 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 	for _, s := range specs {
 		svc, ok := p.services[s.Name]
 		if !ok {
-			svc = &service{name: s.Name, spec: s, traffic: s.Traffic}
+			svc, err := p.newService(s)
+			if err != nil {
+				return err
+			}
+			svc.spec, svc.traffic = s, s.Traffic
 			svc.sticky.Store(stickyOf(s.Sticky))
-			rv, err := p.newRevision(svc, s, s.Engine, svc.nextName(s))
+			rv, err := p.newRevision(svc, s, s.Engine, p.firstName(svc, s))
 			if err != nil {
 				return err
 			}
 			svc.cur.Store(rv)
 			svc.latest, svc.revs = rv, []*revision{rv}
 			if err := p.addBound(svc, s); err != nil {
+				return err
+			}
+			if err := p.restoreTraffic(svc, s); err != nil {
 				return err
 			}
 			p.services[s.Name] = svc
@@ -300,6 +332,9 @@ func (p *Pool) Apply(specs []ServiceSpec) error {
 		svc.spec = s
 		svc.sticky.Store(stickyOf(s.Sticky))
 		moved := !slices.Equal(s.Traffic, old.Traffic)
+		if moved {
+			p.dropSetTraffic(s.Name)
+		}
 		if s.Template == old.Template {
 			if err := svc.latest.setConfig(s.Engine, s.limits()); err != nil {
 				return err

@@ -130,14 +130,19 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 // fixes its traffic (ServiceSpec.TrafficFixed) it wraps ErrTrafficFixed;
 // when a revision whose share was to grow had no instance ready within
 // the rollout timeout the traffic stays where it was and the error wraps
-// ErrNotReady.
+// ErrNotReady. With Options.Revisions it returns once the new traffic
+// is kept (it then outlives a restart); when keeping it fails the error
+// wraps ErrNotKept.
 func (p *Pool) SetTraffic(service string, t []traffic.Target) error {
 	sh, err := p.setTraffic(service, t)
 	if err != nil {
 		return err
 	}
 	<-sh.done
-	return sh.err
+	if sh.err != nil {
+		return sh.err
+	}
+	return p.noteSetTraffic(service, t)
 }
 
 // setTraffic checks t and begins its shift.
@@ -218,6 +223,8 @@ func (p *Pool) RevisionsHandler() http.Handler {
 					code = http.StatusNotFound
 				case errors.Is(err, ErrTrafficFixed), errors.Is(err, ErrNotReady):
 					code = http.StatusConflict
+				case errors.Is(err, ErrNotKept):
+					code = http.StatusInternalServerError
 				}
 				http.Error(w, err.Error(), code)
 				return

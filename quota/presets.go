@@ -169,12 +169,15 @@ func PresetOfTargetPrefix(prefix string) (string, bool) {
 	return "", false
 }
 
-// Default returns the config tollgate serves with no file: the ecs and
-// cloudmap presets, no overrides.
+// Default returns the config tollgate serves with no file: the ecs,
+// cloudmap and servicequotas presets, no overrides, so that a first run
+// answers ECS, Cloud Map and the Service Quotas API through which a
+// tenant asks for more.
 func Default() *Config {
 	ecs, _ := Preset("ecs")
 	cloudmap, _ := Preset("cloudmap")
-	c, err := NewConfig([]*Service{ecs, cloudmap}, nil, nil)
+	sq, _ := Preset("servicequotas")
+	c, err := NewConfig([]*Service{ecs, cloudmap, sq}, nil, nil)
 	if err != nil {
 		panic(err)
 	}

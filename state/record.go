@@ -16,6 +16,11 @@ type Record struct {
 	Value string `json:"value"`
 }
 
+// RevisionsTable is the table of the autoscaled services' revisions:
+// one record a service, its key the service's name, its value the JSON
+// of pool.SavedRevisions (written by package node for package pool).
+const RevisionsTable = "revisions"
+
 // Limits of a record stream, so that reading one is bounded in memory.
 const (
 	// MaxLineBytes bounds one line of a stream (a record and its JSON).

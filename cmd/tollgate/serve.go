@@ -84,7 +84,7 @@ type kubeFlags struct {
 // define registers every flag of `tollgate serve` on fs, with its default.
 func (f *serveFlags) define(fs *flag.FlagSet) {
 	addrVar(fs, &f.listen, "listen", "127.0.0.1:8080", "`HOST:PORT` to listen on (:PORT for every interface)")
-	fs.StringVar(&f.configPath, "config", "", "quota config `FILE` (YAML); default: the built-in ecs and cloudmap presets")
+	fs.StringVar(&f.configPath, "config", "", "quota config `FILE` (YAML); default: the built-in ecs, cloudmap and servicequotas presets")
 	choiceVar(fs, &f.logFormat, "log-format", "text", []string{"text", "json"}, "log `FORMAT`: text or json")
 	choiceVar(fs, &f.logLevel, "log-level", "info", []string{"debug", "info", "warn", "error"}, "log `LEVEL`: debug, info, warn or error (debug logs every request)")
 	fs.StringVar(&f.credentials, "credentials", "", "AWS shared credentials `FILE` ([name] sections with aws_access_key_id and aws_secret_access_key): every AWS request must then carry a valid SigV4 signature by one of its keys; re-read when it changes (default: the config's auth.credentials_file, else signatures are not verified)")

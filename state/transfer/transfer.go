@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -34,7 +35,14 @@ import (
 var ErrNotEmpty = errors.New("the store already holds state; import into an empty one")
 
 // tables are the tables an export holds.
-var tables = []string{cloudmap.Table, servicequotas.Table}
+var tables = []string{cloudmap.Table, servicequotas.Table, state.RevisionsTable}
+
+// RedisRevisionsKey is the Redis hash that holds the revisions table in
+// Redis (field: the service's name, value: the record's), so that an
+// export through Redis keeps the autoscaled services' revisions and
+// admin traffic. A node on Redis does not read it: its revisions live in
+// the process.
+const RedisRevisionsKey = "tollgate:revisions"
 
 // ExportDB writes every record of an open embedded store to w, from one
 // read transaction: a consistent copy, also while it serves.
@@ -72,6 +80,20 @@ func ExportRedis(ctx context.Context, client goredis.UniversalClient, w io.Write
 	}
 	if err := servicequotas.ExportRedis(ctx, client, sw); err != nil {
 		return err
+	}
+	revs, err := client.HGetAll(ctx, RedisRevisionsKey).Result()
+	if err != nil {
+		return fmt.Errorf("redis: reading %s: %w", RedisRevisionsKey, err)
+	}
+	names := make([]string, 0, len(revs))
+	for name := range revs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if err := sw.Write(state.Record{Table: state.RevisionsTable, Key: name, Value: revs[name]}); err != nil {
+			return err
+		}
 	}
 	return sw.Flush()
 }
@@ -112,7 +134,7 @@ type checked struct{ *state.Reader }
 
 func (c *checked) Next() (state.Record, error) {
 	rec, err := c.Reader.Next()
-	if err == nil && rec.Table != cloudmap.Table && rec.Table != servicequotas.Table {
+	if err == nil && !slices.Contains(tables, rec.Table) {
 		return rec, fmt.Errorf("line %d: table %q is none of %v", c.Line(), rec.Table, tables)
 	}
 	return rec, err
@@ -134,6 +156,9 @@ func ImportRedis(ctx context.Context, client goredis.UniversalClient, r io.Reade
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrNotEmpty, err)
 	}
+	if n, err := client.Exists(ctx, RedisRevisionsKey).Result(); err != nil || n > 0 {
+		return 0, fmt.Errorf("%w: %s holds revisions (%v)", ErrNotEmpty, RedisRevisionsKey, err)
+	}
 	n := 0
 	for {
 		rec, err := sr.Next()
@@ -148,6 +173,8 @@ func ImportRedis(ctx context.Context, client goredis.UniversalClient, r io.Reade
 			err = cm.Put(ctx, rec)
 		case servicequotas.Table:
 			err = sq.Put(ctx, rec)
+		case state.RevisionsTable:
+			err = client.HSet(ctx, RedisRevisionsKey, rec.Key, rec.Value).Err()
 		default:
 			err = fmt.Errorf("table %q is none of %v", rec.Table, tables)
 		}

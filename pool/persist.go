@@ -1,0 +1,371 @@
+package pool
+
+// This file keeps a service's revisions across restarts through a
+// RevisionStore (Options.Revisions): the number of the last revision
+// made, the latest revision's name and the others' (with what it takes
+// to make them again), and the traffic SetTraffic set, so that a restart
+// neither renames revisions nor forgets a rollback target or an
+// operator's split.
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tollgate/tollgate/pool/traffic"
+)
+
+// RevisionStore keeps what the pool knows of each service's revisions
+// beyond the process (a durable store). Nil in Options: revisions live
+// in the process, and names begin again at start.
+type RevisionStore interface {
+	// LoadRevisions returns what SaveRevisions last kept of service; ok
+	// is false when nothing was.
+	LoadRevisions(service string) (saved SavedRevisions, ok bool, err error)
+	// SaveRevisions keeps every s, returning once they are durable.
+	SaveRevisions(s []SavedRevisions) error
+	// RevisionSpec makes again the spec of a revision of service kept
+	// with recipe (ServiceSpec.Recipe), to run it again after a restart:
+	// its runner, engine config and limits.
+	RevisionSpec(service string, recipe []byte) (ServiceSpec, error)
+}
+
+// SavedRevisions is what a RevisionStore keeps of one service.
+type SavedRevisions struct {
+	Service string `json:"service"`
+	// Number is the highest revision number made: the next is one more.
+	Number int `json:"number"`
+	// Latest is the newest revision, made from the spec then in force.
+	Latest SavedRevision `json:"latest"`
+	// Others are the service's other revisions, running or retired and
+	// kept scaled to zero, oldest retired first.
+	Others []SavedRevision `json:"others"`
+	// TrafficSet says Traffic is the block SetTraffic set last (empty:
+	// all to the latest ready revision), in force while the spec's own
+	// traffic is SpecTraffic (a spec with other traffic replaces it);
+	// false when the spec's traffic is in force.
+	TrafficSet  bool             `json:"traffic_set,omitempty"`
+	Traffic     []traffic.Target `json:"traffic,omitempty"`
+	SpecTraffic []traffic.Target `json:"spec_traffic,omitempty"`
+}
+
+// SavedRevision is one revision a RevisionStore keeps.
+type SavedRevision struct {
+	Name string `json:"name"`
+	// Template is its spec's Template: a spec with the same one at start
+	// is this revision again.
+	Template string `json:"template"`
+	// Recipe is its spec's Recipe, for RevisionStore.RevisionSpec.
+	Recipe []byte `json:"recipe,omitempty"`
+	// Where is what its runner ran, when a spec bound it.
+	Where   string    `json:"where,omitempty"`
+	Created time.Time `json:"created"`
+	// Retired is when it stopped taking traffic; zero while it ran.
+	Retired time.Time `json:"retired,omitzero"`
+}
+
+// ErrNotKept is wrapped by SetTraffic's error when the traffic moved but
+// the RevisionStore failed to keep it: it holds until a restart.
+var ErrNotKept = errors.New("pool: the change was made but could not be kept")
+
+// persister is the pool's side of its RevisionStore. Its maps are
+// guarded by Pool.mu; saveMu orders the saves, so that a later one
+// never writes an older state.
+type persister struct {
+	store  RevisionStore
+	saveMu sync.Mutex
+	loaded map[string]*SavedRevisions // read during the current Apply
+	put    map[string]putTraffic      // traffic set by SetTraffic, by service
+	last   map[string]SavedRevisions  // the state last saved, by service
+}
+
+// putTraffic is a block SetTraffic set, and the spec's traffic then.
+type putTraffic struct{ traffic, spec []traffic.Target }
+
+func newPersister(s RevisionStore) *persister {
+	if s == nil {
+		return nil
+	}
+	return &persister{store: s, loaded: map[string]*SavedRevisions{}, put: map[string]putTraffic{}, last: map[string]SavedRevisions{}}
+}
+
+// restore reads what the store kept of service, once per Apply; nil when
+// nothing or without a store. A store that fails to read is an error:
+// starting without the state would rename revisions.
+func (p *Pool) restore(service string) (*SavedRevisions, error) {
+	ps := p.persist
+	if ps == nil {
+		return nil, nil
+	}
+	if sv, ok := ps.loaded[service]; ok {
+		return sv, nil
+	}
+	sv, ok, err := ps.store.LoadRevisions(service)
+	if err != nil {
+		return nil, fmt.Errorf("service %s: reading its revisions: %w", service, err)
+	}
+	var out *SavedRevisions
+	if ok {
+		out = &sv
+	}
+	ps.loaded[service] = out
+	return out, nil
+}
+
+// newService is a service not yet run by p, with the revisions the
+// store kept of it: its revision count and, kept scaled to zero, its
+// revisions other than the one s makes; p.mu is held.
+func (p *Pool) newService(s ServiceSpec) (*service, error) {
+	svc := &service{name: s.Name}
+	if p.persist != nil {
+		delete(p.persist.put, s.Name) // of a service removed and added again: the store has its last word
+	}
+	sv, err := p.restore(s.Name)
+	if err != nil || sv == nil {
+		return svc, err
+	}
+	svc.number = sv.Number
+	now := time.Now()
+	others := sv.Others
+	if sv.Latest.Template != s.Template || latestBound(s) != "" {
+		others = append(slices.Clone(others), sv.Latest)
+	}
+	for _, o := range others {
+		if o.Retired.IsZero() {
+			o.Retired = now
+		}
+		// No runner until it runs again (keptSpec); its Template is kept.
+		svc.kept = append(svc.kept, keptRevision{name: o.Name, spec: ServiceSpec{Template: o.Template}, where: o.Where,
+			created: o.Created, retired: o.Retired, recipe: o.Recipe})
+	}
+	svc.kept = gcKept(svc.kept, now)
+	return svc, nil
+}
+
+// latestBound is the name s binds its latest revision to, or "".
+func latestBound(s ServiceSpec) string {
+	for _, b := range s.Bound {
+		if b.Latest {
+			return b.Name
+		}
+	}
+	return ""
+}
+
+// firstName is the name of the revision s makes for svc, which p does
+// not run yet: the latest revision kept from before the restart when s
+// has its Template, else the next; p.mu is held.
+func (p *Pool) firstName(svc *service, s ServiceSpec) string {
+	if p.persist != nil && latestBound(s) == "" {
+		if sv := p.persist.loaded[s.Name]; sv != nil && sv.Latest.Template == s.Template && sv.Latest.Name != "" {
+			return sv.Latest.Name
+		}
+	}
+	return svc.nextName(s)
+}
+
+// restoreTraffic gives svc, just made from s, the traffic SetTraffic set
+// before the restart, when s's traffic is still the one it replaced and
+// every revision it names runs or is kept; else it logs why not and
+// keeps s's; p.mu is held.
+func (p *Pool) restoreTraffic(svc *service, s ServiceSpec) error {
+	if p.persist == nil {
+		return nil
+	}
+	sv := p.persist.loaded[s.Name]
+	if sv != nil {
+		if created := sv.Latest.Created; svc.latest.name == sv.Latest.Name && !created.IsZero() {
+			svc.latest.created = created
+		}
+	}
+	if sv == nil || !sv.TrafficSet {
+		return p.revive(svc, svc.traffic)
+	}
+	if !slices.Equal(sv.SpecTraffic, s.Traffic) {
+		p.log.Info("the config's traffic changed since the admin API set it: the config's is in force", "service", s.Name,
+			"kept", trafficString(sv.Traffic))
+		return p.revive(svc, svc.traffic)
+	}
+	if err := traffic.Check(s.Name, sv.Traffic); err != nil {
+		p.log.Warn("the traffic set through the admin API before the restart is not valid: the config's is in force", "service", s.Name, "error", err)
+		return p.revive(svc, svc.traffic)
+	}
+	if err := svc.checkNames(sv.Traffic, "", boundNames(s)); err != nil {
+		p.log.Warn("the traffic set through the admin API before the restart names a revision that is gone: the config's is in force", "service", s.Name,
+			"kept", trafficString(sv.Traffic), "error", err)
+		return p.revive(svc, svc.traffic)
+	}
+	if err := p.resolveKept(svc, sv.Traffic); err != nil {
+		p.log.Warn("the traffic set through the admin API before the restart names a revision that cannot run again: the config's is in force", "service", s.Name,
+			"kept", trafficString(sv.Traffic), "error", err)
+		return p.revive(svc, svc.traffic)
+	}
+	if err := p.revive(svc, sv.Traffic); err != nil {
+		return err
+	}
+	svc.traffic = slices.Clone(sv.Traffic)
+	p.persist.put[s.Name] = putTraffic{traffic: slices.Clone(sv.Traffic), spec: slices.Clone(s.Traffic)}
+	p.log.Info("traffic set through the admin API before the restart restored", "service", s.Name, "traffic", trafficString(sv.Traffic))
+	return nil
+}
+
+// resolveKept makes again, from their recipes, the specs of the
+// revisions kept from before a restart that t names and svc does not
+// run, and refuses one whose runner now runs another revision (on
+// Kubernetes, the section's one Deployment), as checkNames refuses it
+// for a revision retired since the start; p.mu is held.
+func (p *Pool) resolveKept(svc *service, t []traffic.Target) error {
+	for i, e := range t {
+		k := svc.keptByName(e.RevisionName)
+		if e.RevisionName == "" || k == nil || svc.revisionByName(k.name) != nil || k.spec.Runner != nil {
+			continue
+		}
+		if err := p.keptSpec(svc, k); err != nil {
+			return err
+		}
+		for _, rv := range svc.revs {
+			if rv.runner == k.spec.Runner {
+				return &traffic.Error{Service: svc.name, Entry: i,
+					Msg: fmt.Sprintf("retired revision %s ran on %s, which now runs revision %s: bind each revision to its own Deployment (deployment:) to roll back", k.name, orRunner(k.where), rv.name)}
+			}
+		}
+	}
+	return nil
+}
+
+// keptSpec makes k's spec again from its recipe when it was kept before
+// a restart; p.mu is held.
+func (p *Pool) keptSpec(svc *service, k *keptRevision) error {
+	if k.spec.Runner != nil {
+		return nil
+	}
+	if p.persist == nil || k.recipe == nil {
+		return fmt.Errorf("%w: service %s: revision %s cannot be made again (nothing says how)", ErrInvalidSpec, svc.name, k.name)
+	}
+	s, err := p.persist.store.RevisionSpec(svc.name, k.recipe)
+	if err != nil {
+		return fmt.Errorf("service %s: revision %s: %w", svc.name, k.name, err)
+	}
+	s.Name, s.Recipe = svc.name, k.recipe
+	k.spec = s
+	return nil
+}
+
+// snapshot is what the store keeps of svc now; p.mu is held.
+func (p *Pool) snapshot(svc *service) SavedRevisions {
+	at := func(t time.Time) time.Time {
+		if t.IsZero() {
+			return t
+		}
+		return t.Round(0).UTC()
+	}
+	saved := func(rv *revision) SavedRevision {
+		rv.mu.Lock()
+		defer rv.mu.Unlock()
+		return SavedRevision{Name: rv.name, Template: rv.spec.Template, Recipe: rv.spec.Recipe, Where: rv.where, Created: at(rv.created)}
+	}
+	sv := SavedRevisions{Service: svc.name, Number: svc.number, Latest: saved(svc.latest), Others: []SavedRevision{}}
+	for _, k := range svc.kept {
+		if svc.revisionByName(k.name) == nil {
+			sv.Others = append(sv.Others, SavedRevision{Name: k.name, Template: k.spec.Template, Recipe: k.recipeOf(), Where: k.where,
+				Created: at(k.created), Retired: at(k.retired)})
+		}
+	}
+	for _, rv := range svc.revs {
+		if rv != svc.latest {
+			sv.Others = append(sv.Others, saved(rv))
+		}
+	}
+	if pt, ok := p.persist.put[svc.name]; ok {
+		sv.TrafficSet, sv.Traffic, sv.SpecTraffic = true, pt.traffic, pt.spec
+	}
+	return sv
+}
+
+// recipeOf is the recipe k is made again from.
+func (k *keptRevision) recipeOf() []byte {
+	if k.spec.Recipe != nil {
+		return k.spec.Recipe
+	}
+	return k.recipe
+}
+
+// save keeps, in one write, the state of every service (or of only) that
+// changed since it was last kept; without a store it does nothing.
+func (p *Pool) save(only string) error {
+	ps := p.persist
+	if ps == nil {
+		return nil
+	}
+	ps.saveMu.Lock()
+	defer ps.saveMu.Unlock()
+	p.mu.RLock()
+	var changed []SavedRevisions
+	for name, svc := range p.services {
+		if (only != "" && name != only) || svc.latest == nil {
+			continue
+		}
+		sv := p.snapshot(svc)
+		if last, ok := ps.last[name]; !ok || !reflect.DeepEqual(last, sv) {
+			changed = append(changed, sv)
+		}
+	}
+	p.mu.RUnlock()
+	if len(changed) == 0 {
+		return nil
+	}
+	slices.SortFunc(changed, func(a, b SavedRevisions) int { return cmpString(a.Service, b.Service) })
+	if err := ps.store.SaveRevisions(changed); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotKept, err)
+	}
+	for _, sv := range changed {
+		ps.last[sv.Service] = sv
+	}
+	return nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// noteSetTraffic records t as set by SetTraffic for service, if it is
+// the traffic in force (no later change took over), and keeps it.
+func (p *Pool) noteSetTraffic(service string, t []traffic.Target) error {
+	if p.persist == nil {
+		return nil
+	}
+	p.mu.Lock()
+	if svc := p.services[service]; svc != nil && slices.Equal(svc.traffic, t) {
+		p.persist.put[service] = putTraffic{traffic: slices.Clone(t), spec: slices.Clone(svc.spec.Traffic)}
+	}
+	p.mu.Unlock()
+	return p.save(service)
+}
+
+// dropSetTraffic forgets the traffic SetTraffic set for service, once a
+// spec with other traffic replaced it; p.mu is held.
+func (p *Pool) dropSetTraffic(service string) {
+	if p.persist != nil {
+		delete(p.persist.put, service)
+	}
+}
+
+// endApply saves what an Apply changed and forgets what it read.
+func (p *Pool) endApply() error {
+	if p.persist == nil {
+		return nil
+	}
+	p.mu.Lock()
+	clear(p.persist.loaded)
+	p.mu.Unlock()
+	return p.save("")
+}
