@@ -141,12 +141,14 @@ func TestScaleLogShowsTheServiceNeedsOfASharedPolicy(t *testing.T) {
 		t.Fatalf("request: %d %s", code, body)
 	}
 	var e ScaleEvent
-	eventually(t, 10*time.Second, "a scale decision", func() bool {
+	// The decision is in Status before its log line is written: wait for
+	// both.
+	eventually(t, 10*time.Second, "a scale decision and its log line", func() bool {
 		sc := p.Status()[0].Scales
 		if len(sc) > 0 {
 			e = sc[len(sc)-1]
 		}
-		return len(sc) > 0
+		return len(sc) > 0 && strings.Contains(logs.String(), "msg=scale ")
 	})
 	if e.To != 3 || e.Reason != "metrics" || e.DriverCount != 3 || e.NeedConcurrency != 2.222 || e.InFlight != 8 || e.DecidedOn != "every replica's load" {
 		t.Errorf("scale decision %+v: want 0 → 3 for metrics, driver count 3, need_concurrency 2.222 and 8 in flight on every replica's load", e)
