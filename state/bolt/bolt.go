@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,12 @@ const initialMmap = 1 << 30
 
 // metaTable holds the schema version (key "schema").
 const metaTable = "_meta"
+
+// DerivedPrefix starts the name of a table that its owner derives from
+// its records (indexes, counters): an export leaves it out, an import
+// drops it, and the owner rebuilds it from the records when it is absent.
+// The store's own metaTable starts with it too, and is kept.
+const DerivedPrefix = "_"
 
 // Options configure Open. The zero value works.
 type Options struct {
@@ -261,6 +268,16 @@ func (w *Writer) Put(table, key string, value []byte) error {
 	return nil
 }
 
+// Get returns key's value in table as this transaction sees it, nil when
+// absent; valid only within the transaction.
+func (w *Writer) Get(table, key string) []byte {
+	b := w.tx.Bucket([]byte(table))
+	if b == nil {
+		return nil
+	}
+	return b.Get([]byte(key))
+}
+
 // Transaction identifies one transaction: the writes of one group commit
 // see the same one, a group retried after a rollback a new one.
 type Transaction struct{ tx *bbolt.Tx }
@@ -336,7 +353,7 @@ func (r *Reader) Each(table, prefix string, fn func(key, value []byte) error) er
 func (d *DB) Export(w *state.Writer) error {
 	return d.db.View(func(tx *bbolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
-			if string(name) == metaTable {
+			if strings.HasPrefix(string(name), DerivedPrefix) {
 				return nil
 			}
 			return b.ForEach(func(k, v []byte) error {
@@ -355,9 +372,28 @@ type Source interface {
 }
 
 // Import writes every record r reads into the store, in transactions of
-// a few thousand records, and returns how many it wrote.
+// a few thousand records, and returns how many it wrote. It first drops
+// the derived tables, which their owners rebuild from the records.
 func (d *DB) Import(r Source) (int, error) {
 	n := 0
+	err := d.db.Update(func(tx *bbolt.Tx) error {
+		var derived [][]byte
+		_ = tx.ForEach(func(name []byte, _ *bbolt.Bucket) error {
+			if string(name) != metaTable && strings.HasPrefix(string(name), DerivedPrefix) {
+				derived = append(derived, append([]byte(nil), name...))
+			}
+			return nil
+		})
+		for _, name := range derived {
+			if err := tx.DeleteBucket(name); err != nil {
+				return fmt.Errorf("table %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: import: %w", d.path, err)
+	}
 	for done := false; !done; {
 		err := d.db.Update(func(tx *bbolt.Tx) error {
 			w := &Writer{tx: tx}
@@ -370,8 +406,8 @@ func (d *DB) Import(r Source) (int, error) {
 					}
 					return err
 				}
-				if rec.Table == metaTable {
-					return fmt.Errorf("line %d: table %s is the store's own", r.Line(), metaTable)
+				if strings.HasPrefix(rec.Table, DerivedPrefix) {
+					return fmt.Errorf("line %d: table %s is derived (tables starting with %q are the store's own)", r.Line(), rec.Table, DerivedPrefix)
 				}
 				if err := w.Put(rec.Table, rec.Key, []byte(rec.Value)); err != nil {
 					return err
