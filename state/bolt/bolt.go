@@ -348,6 +348,49 @@ func (r *Reader) Each(table, prefix string, fn func(key, value []byte) error) er
 	return nil
 }
 
+// EachBefore calls fn on the keys of table that start with prefix and
+// sort before before ("" for no bound), in descending key order, until
+// fn returns an error; key and value are valid only during the call.
+func (r *Reader) EachBefore(table, prefix, before string, fn func(key, value []byte) error) error {
+	b := r.tx.Bucket([]byte(table))
+	if b == nil {
+		return nil
+	}
+	c := b.Cursor()
+	p := []byte(prefix)
+	upper := []byte(before)
+	if before == "" || !bytes.HasPrefix(upper, p) || bytes.Compare(upper, p) < 0 {
+		upper = prefixEnd(p)
+	}
+	var k, v []byte
+	if upper == nil {
+		k, v = c.Last()
+	} else if k, v = c.Seek(upper); k == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	for ; k != nil && bytes.HasPrefix(k, p); k, v = c.Prev() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prefixEnd is the least key above every key starting with p; nil when
+// there is none (p is all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
 // Export writes every record of the store to w, from one read
 // transaction: a consistent copy, while writes go on.
 func (d *DB) Export(w *state.Writer) error {
