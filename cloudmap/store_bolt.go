@@ -141,7 +141,7 @@ func (b *boltStore) build() error {
 	sizes := map[string]int64{}
 	for _, scope := range scopes {
 		err := b.db.Read(func(r *bolt.Reader) error {
-			s, known, err := readScope(r, scope)
+			s, known, _, err := readScope(r, scope)
 			if err == nil && !known {
 				sizes[scope] = s.size
 			}
@@ -166,12 +166,13 @@ func (b *boltStore) build() error {
 
 // readScope reads one scope's records: its services, namespaces,
 // operations and tags first, then their revisions and instances, which
-// need their service. A scope without records is a new state.
-func readScope(r *bolt.Reader, scope string) (s *state, known bool, err error) {
+// need their service; found tells whether it has any.
+func readScope(r *bolt.Reader, scope string) (s *state, known, found bool, err error) {
 	s = newState()
 	prefix := scope + "\x00"
 	for pass := range 2 {
 		err := r.Each(Table, prefix, func(k, v []byte) error {
+			found = true
 			field := string(k[len(prefix):])
 			late := strings.HasPrefix(field, kindInstance+":") || strings.HasPrefix(field, kindRevision+":")
 			switch {
@@ -191,11 +192,11 @@ func readScope(r *bolt.Reader, scope string) (s *state, known bool, err error) {
 			return nil
 		})
 		if err != nil {
-			return nil, false, err
+			return nil, false, false, err
 		}
 	}
 	s.reindex()
-	return s, known, nil
+	return s, known, found, nil
 }
 
 // scope makes scope loaded and the most recently used, reading it from
@@ -208,10 +209,10 @@ func (b *boltStore) scope(scope string) error {
 		return nil
 	}
 	var s *state
-	var known bool
+	var known, found bool
 	var size []byte
 	err := b.db.Read(func(r *bolt.Reader) (err error) {
-		s, known, err = readScope(r, scope)
+		s, known, found, err = readScope(r, scope)
 		if v := r.Get(derivedTable, sizePrefix+scope); v != nil {
 			size = append(size, v...)
 		}
@@ -220,7 +221,7 @@ func (b *boltStore) scope(scope string) error {
 	if err != nil {
 		return fmt.Errorf("cloudmap: reading scope %s from %s: %w", scope, b.db.Path(), err)
 	}
-	if s.Seq == 0 {
+	if !found {
 		return nil // never written
 	}
 	if known {

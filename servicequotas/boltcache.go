@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tollgate/tollgate/state"
 	"github.com/tollgate/tollgate/state/bolt"
 )
 
@@ -119,21 +120,34 @@ func (b *boltBackend) build() error {
 	}); err != nil {
 		return err
 	}
-	return b.db.Write(func(w *bolt.Writer) error {
+	err := b.db.Write(func(w *bolt.Writer) error {
 		for _, p := range []string{idxAccount, idxSeq, idxUnmapped} {
 			if err := w.DeletePrefix(derivedTable, p); err != nil {
 				return err
 			}
 		}
-		open := 0
-		for _, x := range all {
-			if err := x.put(w); err != nil {
-				return err
-			}
-			if x.unmapped && x.open {
-				open++
-			}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var recs []state.Record
+	open := 0
+	for _, x := range all {
+		ref := x.account + "\x00" + x.id
+		recs = append(recs, state.Record{Table: derivedTable, Key: idxAccount + ref},
+			state.Record{Table: derivedTable, Key: idxSeq + seqKey(x.seq), Value: ref})
+		if x.unmapped && !x.open {
+			recs = append(recs, state.Record{Table: derivedTable, Key: idxUnmapped + seqKey(x.closed), Value: ref})
 		}
+		if x.unmapped && x.open {
+			open++
+		}
+	}
+	if err := b.db.Fill(recs); err != nil {
+		return err
+	}
+	return b.db.Write(func(w *bolt.Writer) error {
 		if err := w.Put(derivedTable, idxUnmappedOpen, strconv.AppendInt(nil, int64(open), 10)); err != nil {
 			return err
 		}

@@ -26,12 +26,14 @@ package bolt
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -404,6 +406,33 @@ func (d *DB) Export(w *state.Writer) error {
 			})
 		})
 	})
+}
+
+// Fill writes recs in (table, key) order, a few thousand a transaction:
+// one bbolt transaction that inserts many keys slows down with the square
+// of their number. It is for a table an owner derives from its records,
+// which it marks complete in a last write of its own.
+func (d *DB) Fill(recs []state.Record) error {
+	slices.SortFunc(recs, func(a, b state.Record) int {
+		return cmp.Or(strings.Compare(a.Table, b.Table), strings.Compare(a.Key, b.Key))
+	})
+	for len(recs) > 0 {
+		chunk := recs[:min(len(recs), 4096)]
+		recs = recs[len(chunk):]
+		err := d.db.Update(func(tx *bbolt.Tx) error {
+			w := &Writer{tx: tx}
+			for _, r := range chunk {
+				if err := w.Put(r.Table, r.Key, []byte(r.Value)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.path, err)
+		}
+	}
+	return nil
 }
 
 // Source is a stream of records, such as a *state.Reader.
