@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/tollgate/tollgate/state/bolt"
 )
@@ -67,6 +68,10 @@ type scopeChange struct {
 type loaded struct {
 	scope string
 	size  int64 // its size when last counted in held
+	// used is set by a read, which holds mem.mu only for reading and so
+	// cannot reorder the list: a scope found used at the back gets a
+	// second chance at the front (as CLOCK does).
+	used atomic.Bool
 }
 
 // Record keys of a scope besides its records (whose fields start with a
@@ -257,7 +262,9 @@ func (b *boltStore) settle(scope string) {
 	}
 	for e := b.lru.Back(); e != nil && (b.held > b.maxBytes || len(b.elems) > maxCachedScopes); {
 		prev := e.Prev()
-		if l := e.Value.(*loaded); !b.group.Busy(l.scope) {
+		if l := e.Value.(*loaded); l.used.Swap(false) {
+			b.lru.MoveToFront(e)
+		} else if !b.group.Busy(l.scope) {
 			b.lru.Remove(e)
 			delete(b.elems, l.scope)
 			delete(m.scopes, l.scope)
@@ -270,6 +277,13 @@ func (b *boltStore) settle(scope string) {
 
 func (b *boltStore) view(_ context.Context, scope string, _ bool, fn func(*state) error) error {
 	m := b.mem
+	m.mu.RLock()
+	if e := b.elems[scope]; e != nil {
+		defer m.mu.RUnlock()
+		e.Value.(*loaded).used.Store(true)
+		return fn(m.scopes[scope])
+	}
+	m.mu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := b.scope(scope); err != nil {
