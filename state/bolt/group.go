@@ -1,9 +1,6 @@
 package bolt
 
-import (
-	"fmt"
-	"sync"
-)
+import "sync"
 
 // Group writes what its owner changed in memory to a DB, so that a write
 // returns only once its change is on disk and concurrent writes share a
@@ -61,12 +58,7 @@ func (g *Group[K]) Pending() bool { return len(g.pending) > 0 }
 
 // Write commits every change noted so far and returns once it is on disk
 // (or the commit failed); mu not held.
-func (g *Group[K]) Write() error {
-	if err := g.db.Write(g.commit); err != nil {
-		return fmt.Errorf("%w", err)
-	}
-	return nil
-}
+func (g *Group[K]) Write() error { return g.db.Write(g.commit) }
 
 func (g *Group[K]) commit(w *Writer) error {
 	g.mu.Lock()
