@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -121,3 +123,69 @@ func TestBoltStoreDropsAndRereadsScopes(t *testing.T) {
 	}
 	sameStates(t, m, readAll(t, again, m))
 }
+
+// Writers and readers of many scopes at once, with room for none of
+// them: every write answered is on disk and in the scope when read
+// again, while scopes are dropped and read back between the calls.
+func TestBoltStoreConcurrentScopesWithoutRoom(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	r, err := New(Options{Durable: db, CacheBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	errs := make(chan error, 64)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			sc := Scope{Account: fmt.Sprintf("%012d", w%4), Region: regionsOf(w)}
+			for i := range 10 {
+				id := fmt.Sprintf("i-%d-%d", w, i)
+				if err := r.RegisterInstance(ctx, sc, "local", "web", id, map[string]string{"AWS_INSTANCE_PORT": "80"}); err != nil {
+					errs <- err
+					return
+				}
+				found := false
+				if err := r.store.view(ctx, sc.key(), false, func(s *state) error {
+					for _, sv := range s.Services {
+						found = found || sv.Instances[id] != nil
+					}
+					return nil
+				}); err != nil || !found {
+					errs <- fmt.Errorf("%s in %s: not found after its registration (%v)", id, sc.key(), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	again, err := newBoltStore(r.lim, db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for w := range 8 {
+		sc := Scope{Account: fmt.Sprintf("%012d", w%4), Region: regionsOf(w)}
+		_ = again.view(ctx, sc.key(), false, func(s *state) error {
+			for _, sv := range s.Services {
+				for id := range sv.Instances {
+					if strings.HasPrefix(id, fmt.Sprintf("i-%d-", w)) {
+						n++
+					}
+				}
+			}
+			return nil
+		})
+	}
+	if n != 80 {
+		t.Fatalf("%d instances read back from the file, want 80", n)
+	}
+}
+
+// regionsOf spreads writers over two regions.
+func regionsOf(w int) string { return []string{"us-east-1", "eu-west-1"}[w/4] }
