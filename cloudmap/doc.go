@@ -7,8 +7,9 @@
 //
 // It owns the registry's state: namespaces, services, instances, their
 // health and each service's InstancesRevision, kept in memory, with
-// Options.Durable also in an embedded store on disk (state/bolt: every
-// change written, as the records Redis holds, before its answer), or with
+// Options.Durable in an embedded store on disk (state/bolt: every change
+// written, as the records Redis holds, before its answer; memory holds
+// the scopes recently used, up to Options.CacheBytes), or with
 // Options.Redis in Redis so that several tollgate nodes answer the same
 // registry. It never throttles: the gateway does that before a request gets
 // here (the registry is the cloudmap preset's in-process upstream, see

@@ -122,6 +122,12 @@ type Options struct {
 	// embedded store: New loads it, and every change is on disk before
 	// its answer. nil means memory alone.
 	Durable *bolt.DB
+	// CacheBytes bounds the scopes, estimated as Limits.UnknownBytes
+	// estimates them, that a Durable registry keeps in memory: each is
+	// read from the file when first used, and the least recently used
+	// whose changes are all on disk are dropped beyond it. 0 means
+	// DefaultCacheBytes.
+	CacheBytes int64
 	// RedisPrefix starts every Redis key; empty means "tollgate:cloudmap:".
 	RedisPrefix string
 	// RedisCacheBytes bounds the state, estimated as Limits.UnknownBytes
@@ -161,11 +167,11 @@ type Registry struct {
 }
 
 // New returns a registry; it starts nothing. It fails when
-// OperationDelay, MaxBodyBytes, StoreTimeout or RedisCacheBytes is
-// negative, or when the Durable store's records cannot be read.
+// OperationDelay, MaxBodyBytes, StoreTimeout, RedisCacheBytes or
+// CacheBytes is negative, or when the Durable store's records cannot be read.
 func New(opts Options) (*Registry, error) {
-	if opts.OperationDelay < 0 || opts.MaxBodyBytes < 0 || opts.StoreTimeout < 0 || opts.RedisCacheBytes < 0 {
-		return nil, errors.New("cloudmap: OperationDelay, MaxBodyBytes, StoreTimeout and RedisCacheBytes must not be negative")
+	if opts.OperationDelay < 0 || opts.MaxBodyBytes < 0 || opts.StoreTimeout < 0 || opts.RedisCacheBytes < 0 || opts.CacheBytes < 0 {
+		return nil, errors.New("cloudmap: OperationDelay, MaxBodyBytes, StoreTimeout, RedisCacheBytes and CacheBytes must not be negative")
 	}
 	r := &Registry{now: opts.Now, rand: opts.Rand, delay: opts.OperationDelay,
 		lim: opts.Limits.withDefaults(), log: opts.Logger, maxBody: opts.MaxBodyBytes}
@@ -200,7 +206,7 @@ func New(opts Options) (*Registry, error) {
 		r.store = newRedisStore(redisConfig{client: opts.Redis, prefix: p, timeout: timeout, maxStale: maxStale, now: r.now,
 			budget: budget{max: r.lim.UnknownBytes, perAccount: r.lim.UnknownAccountBytes}, cacheBytes: cacheBytes})
 	} else if opts.Durable != nil {
-		b, err := newBoltStore(r.lim, opts.Durable)
+		b, err := newBoltStore(r.lim, opts.Durable, opts.CacheBytes)
 		if err != nil {
 			return nil, err
 		}

@@ -108,6 +108,11 @@ func (m *memStore) addAccount(account string, n int64) {
 func (m *memStore) update(_ context.Context, scope string, known bool, fn func(*state) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.apply(scope, known, fn)
+}
+
+// apply is update with m.mu held.
+func (m *memStore) apply(scope string, known bool, fn func(*state) error) error {
 	acct := accountOf(scope)
 	s, ok := m.scopes[scope]
 	if known && !m.known[scope] {

@@ -42,6 +42,20 @@ func openDB(t *testing.T, dir string) *bolt.DB {
 	return db
 }
 
+// readAll reads into b every scope want holds, and returns b's memory
+// store.
+func readAll(t *testing.T, b *boltStore, want *memStore) *memStore {
+	t.Helper()
+	b.mem.mu.Lock()
+	defer b.mem.mu.Unlock()
+	for scope := range want.scopes {
+		if err := b.scope(scope); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.mem
+}
+
 // sameStates fails unless the two stores hold the same scopes, each with
 // the same records, derived indexes, size and budget.
 func sameStates(t *testing.T, want, got *memStore) {
@@ -127,11 +141,11 @@ func TestBoltStoreReloadsEveryChange(t *testing.T) {
 	}
 	db = openDB(t, dir)
 	defer db.Close()
-	again, err := newBoltStore(r.lim, db)
+	again, err := newBoltStore(r.lim, db, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameStates(t, r.store.(*boltStore).mem, again.mem)
+	sameStates(t, r.store.(*boltStore).mem, readAll(t, again, r.store.(*boltStore).mem))
 }
 
 func svcID(t *testing.T, answer string) string {
@@ -173,11 +187,11 @@ func TestBoltStoreConcurrentRegistrations(t *testing.T) {
 	db.Close()
 	db = openDB(t, dir)
 	defer db.Close()
-	again, err := newBoltStore(r.lim, db)
+	again, err := newBoltStore(r.lim, db, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameStates(t, r.store.(*boltStore).mem, again.mem)
+	sameStates(t, r.store.(*boltStore).mem, readAll(t, again, r.store.(*boltStore).mem))
 	n := 0
 	for _, sv := range again.mem.scopes[sc.key()].Services {
 		n += len(sv.Instances)

@@ -2,6 +2,7 @@ package servicequotas
 
 import (
 	"cmp"
+	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,31 +52,74 @@ type tagsRecord struct {
 	Tags     map[string]string `json:"tags"`
 }
 
-// boltBackend is the memory backend kept on disk: everything is held in
-// memory (its bounds are the memory backend's), and every change is
-// written to the embedded store before the call returns; concurrent
-// changes share a commit. A commit moves the records noted so far
-// (memoryBackend.dirty) to unsaved and writes them as they are then;
-// unsaved empties only once a commit succeeded, so that one rolled back
-// and retried writes them again.
+// derivedTable holds what the embedded store derives from Table, so that
+// a start reads neither the requests nor their indexes:
+//
+//	a NUL <account> NUL <id>   "": the account's requests
+//	s NUL <seq>                <account> NUL <id>: every request by seq (the admin listing)
+//	u NUL <closed seq>         <account> NUL <id>: unmapped closed requests, closed longest ago first
+//	#unmapped-open             unmapped accounts' PENDING requests
+//	#built                     the table is complete
+//
+// Seqs are 16 hex digits. It is written in the transaction of the
+// records it indexes, left out of an export and rebuilt from the records
+// when absent (after an import, or from a file of an earlier tollgate).
+const derivedTable = bolt.DerivedPrefix + Table
+
+const (
+	idxAccount      = "a\x00"
+	idxSeq          = "s\x00"
+	idxUnmapped     = "u\x00"
+	idxUnmappedOpen = "#unmapped-open"
+	idxBuilt        = "#built"
+)
+
+// DefaultCacheRequests is how many requests the embedded store keeps in
+// memory when Options.CacheRequests is 0.
+const DefaultCacheRequests = 20_000
+
+// boltBackend keeps Service Quotas in the embedded store, with the
+// memory backend as a cache over it: an account's requests are read
+// (from derivedTable's index of them) when the account is first used,
+// and the least recently used accounts whose changes are all on disk are
+// dropped while more than maxRequests are held. The applied values, the
+// tags and the unmapped accounts' closed requests' order are read at
+// start and kept: the limiter reads every applied value, and each is
+// bounded by the memory backend's limits. Every change is written before
+// the call returns; concurrent changes share a commit (bolt.Group).
 type boltBackend struct {
 	*memoryBackend
-	db      *bolt.DB
-	unsaved map[string]bool // guarded by mu
-	// tx is the transaction that last wrote unsaved: the other writes of
-	// its group write only what they take from dirty. Guarded by mu.
-	tx bolt.Transaction
+	db          *bolt.DB
+	group       *bolt.Group[string]
+	maxRequests int
+	// Guarded by mu: the accounts memory holds, most recently used
+	// first; the requests they hold as last counted; the accounts used
+	// since (to count again).
+	lru     *list.List
+	elems   map[string]*list.Element
+	held    int
+	touched []string
 }
 
-// newBoltBackend loads what db holds and keeps it there from now on.
-func newBoltBackend(db *bolt.DB) (*boltBackend, error) {
+// cachedAccount is the LRU entry of an account memory holds.
+type cachedAccount struct {
+	account string
+	n       int // its requests (at least 1) when last counted in held
+}
+
+// newBoltBackend reads the applied values, the tags and the counters db
+// holds, and each account's requests when first used. maxRequests 0
+// means DefaultCacheRequests.
+func newBoltBackend(db *bolt.DB, maxRequests int) (*boltBackend, error) {
+	if maxRequests == 0 {
+		maxRequests = DefaultCacheRequests
+	}
 	m := newMemoryBackend()
-	m.dirty = map[string]bool{}
-	b := &boltBackend{memoryBackend: m, db: db, unsaved: map[string]bool{}}
-	if err := db.Read(func(r *bolt.Reader) error {
-		return loadRecords(m, func(fn func(k, v []byte) error) error { return r.Each(Table, "", fn) })
-	}); err != nil {
-		return nil, fmt.Errorf("servicequotas: loading the requests from %s: %w", db.Path(), err)
+	b := &boltBackend{memoryBackend: m, db: db, maxRequests: maxRequests, lru: list.New(), elems: map[string]*list.Element{}}
+	b.group = bolt.NewGroup(db, &m.mu, b.flush)
+	m.disk = b
+	if err := b.start(); err != nil {
+		return nil, fmt.Errorf("servicequotas: reading the requests from %s: %w", db.Path(), err)
 	}
 	return b, nil
 }
@@ -161,64 +205,21 @@ func loadRecords(m *memoryBackend, each func(fn func(k, v []byte) error) error) 
 		a.closed = append(a.closed, r.ID)
 		if r.Unmapped {
 			m.unmappedClosed = append(m.unmappedClosed, r.ID)
+			m.closedAcct[r.ID] = r.Account
 		}
 	}
 	return nil
 }
 
 // write commits the changes noted so far and returns err, or the
-// commit's error.
+// commit's error; then drops what the cache holds beyond its bound.
 func (b *boltBackend) write(err error) error {
-	if werr := b.db.Write(b.commit); werr != nil {
+	werr := b.group.Write()
+	b.settle()
+	if werr != nil {
 		return storeErr("write", werr)
 	}
 	return err
-}
-
-// commit writes every record noted so far, as memory holds it now.
-func (b *boltBackend) commit(w *bolt.Writer) error {
-	m := b.memoryBackend
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	// The first write of a transaction writes every unsaved record (a
-	// group retried after a rollback must write them again); the others
-	// only what they take.
-	write := b.unsaved
-	if b.tx == w.Transaction() {
-		write = map[string]bool{}
-	}
-	b.tx = w.Transaction()
-	for k := range m.dirty {
-		b.unsaved[k] = true
-		write[k] = true
-	}
-	clear(m.dirty)
-	for k := range write {
-		v, err := m.record(k)
-		if err == nil {
-			if v == nil {
-				err = w.Delete(Table, k)
-			} else {
-				err = w.Put(Table, k, v)
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := w.Put(Table, recSeq, strconv.AppendInt(nil, m.seq, 10)); err != nil {
-		return err
-	}
-	if err := w.Put(Table, recVersion, strconv.AppendInt(nil, m.ver, 10)); err != nil {
-		return err
-	}
-	w.OnCommit(func() {
-		m.mu.Lock()
-		clear(b.unsaved)
-		b.tx = bolt.Transaction{}
-		m.mu.Unlock()
-	})
-	return nil
 }
 
 // record is the value of record k (m locked) as memory holds it; nil when
@@ -260,8 +261,24 @@ func accountOf(key string) string {
 	return key
 }
 
+func (b *boltBackend) get(ctx context.Context, id string) (Request, error) {
+	defer b.settle()
+	return b.memoryBackend.get(ctx, id)
+}
+
+func (b *boltBackend) account(ctx context.Context, account string) ([]Request, error) {
+	defer b.settle()
+	return b.memoryBackend.account(ctx, account)
+}
+
+func (b *boltBackend) page(ctx context.Context, f pageFilter) ([]Request, int64, error) {
+	defer b.settle()
+	return b.memoryBackend.page(ctx, f)
+}
+
 func (b *boltBackend) create(ctx context.Context, r Request, e expect) error {
 	if err := b.memoryBackend.create(ctx, r, e); err != nil {
+		b.settle()
 		return err
 	}
 	return b.write(nil)
@@ -270,6 +287,7 @@ func (b *boltBackend) create(ctx context.Context, r Request, e expect) error {
 func (b *boltBackend) decide(ctx context.Context, id, status, reason string, now int64) (Request, error) {
 	r, err := b.memoryBackend.decide(ctx, id, status, reason, now)
 	if err != nil {
+		b.settle()
 		return r, err
 	}
 	return r, b.write(nil)

@@ -20,6 +20,20 @@ func openDB(t *testing.T, dir string) *bolt.DB {
 	return db
 }
 
+// readAll reads into b every account want holds, and returns b's memory
+// backend.
+func readAll(t *testing.T, b *boltBackend, want *memoryBackend) *memoryBackend {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for account := range want.accounts {
+		if err := b.need(account); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.memoryBackend
+}
+
 // sameBackend fails unless got holds what want holds, indexes included.
 func sameBackend(t *testing.T, want, got *memoryBackend) {
 	t.Helper()
@@ -32,9 +46,10 @@ func sameBackend(t *testing.T, want, got *memoryBackend) {
 		{"unmappedClosed", want.unmappedClosed, got.unmappedClosed}, {"vals", want.vals, got.vals},
 		{"unmappedVals", want.unmappedVals, got.unmappedVals}, {"tagSets", want.tagSets, got.tagSets},
 		{"tagged", want.tagged, got.tagged}, {"unmappedTagged", want.unmappedTagged, got.unmappedTagged},
+		{"closedAcct", want.closedAcct, got.closedAcct},
 	} {
 		if !reflect.DeepEqual(f.want, f.got) {
-			t.Fatalf("%s is %v, reloaded %v", f.name, f.want, f.got)
+			t.Fatalf("%s differs: %.300v, reloaded %.300v", f.name, fmt.Sprint(f.want), fmt.Sprint(f.got))
 		}
 	}
 }
@@ -46,7 +61,7 @@ func sameBackend(t *testing.T, want, got *memoryBackend) {
 func TestBoltBackendReloadsEveryChange(t *testing.T) {
 	dir := t.TempDir()
 	db := openDB(t, dir)
-	b, err := newBoltBackend(db)
+	b, err := newBoltBackend(db, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +133,11 @@ func TestBoltBackendReloadsEveryChange(t *testing.T) {
 	db.Close()
 	db = openDB(t, dir)
 	defer db.Close()
-	again, err := newBoltBackend(db)
+	again, err := newBoltBackend(db, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameBackend(t, b.memoryBackend, again.memoryBackend)
+	sameBackend(t, b.memoryBackend, readAll(t, again, b.memoryBackend))
 }
 
 // FuzzLoadRecords reads any record from a data file beside good ones: a

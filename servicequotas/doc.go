@@ -87,8 +87,9 @@
 // # State and nodes
 //
 // Each request is its own record beside per-account indexes, in memory
-// (with Options.Durable also on disk in an embedded store, each change
-// written before its answer; see Table) or with Options.Redis in Redis (a
+// (with Options.Durable on disk in an embedded store, each change written
+// before its answer, memory holding the accounts recently used up to
+// Options.CacheRequests; see Table) or with Options.Redis in Redis (a
 // hash per request, sorted sets per account, applied values one hash
 // field each; see redisPrefix). Making
 // or deciding a request is one atomic step (a Lua script in Redis) that

@@ -27,17 +27,48 @@ type memoryBackend struct {
 	tagSets        map[string]map[string]string
 	tagged         map[string]int
 	unmappedTagged map[string]bool
-	// dirty, when not nil, collects the records each change touched
-	// (see note), for the embedded store to write.
-	dirty map[string]bool
+	// closedAcct is the account of each of unmappedClosed.
+	closedAcct map[string]string
+	// disk, when not nil, is the embedded store this backend caches: it
+	// holds the requests of the accounts it read (see need), is told of
+	// every change (note), and the requests of the others are on disk.
+	disk *boltBackend
 }
 
 // note records that the record key (recReq, recApplied or recTags and
-// an id) changed, when changes are collected.
-func (m *memoryBackend) note(kind, id string) {
-	if m.dirty != nil {
-		m.dirty[kind+id] = true
+// an id) of owner (an account, "" for the records every node reads)
+// changed, for the embedded store to write.
+func (m *memoryBackend) note(kind, id, owner string) {
+	if m.disk != nil {
+		m.disk.group.Note(kind+id, owner)
 	}
+}
+
+// need reads account's requests from disk unless memory holds them (m.mu
+// held).
+func (m *memoryBackend) need(account string) error {
+	if m.disk == nil {
+		return nil
+	}
+	return m.disk.need(account)
+}
+
+// needID reads the requests of request id's account from disk unless
+// memory holds them (m.mu held); a request on disk only is then in reqs.
+func (m *memoryBackend) needID(id string) error {
+	if m.disk == nil {
+		return nil
+	}
+	return m.disk.needID(id)
+}
+
+// needOldest reads the account of the unmapped request closed longest
+// ago when closing one more would forget it (m.mu held).
+func (m *memoryBackend) needOldest() error {
+	if len(m.unmappedClosed) < MaxClosedUnmapped {
+		return nil
+	}
+	return m.need(m.closedAcct[m.unmappedClosed[0]])
 }
 
 type memAccount struct {
@@ -49,12 +80,21 @@ type memAccount struct {
 func newMemoryBackend() *memoryBackend {
 	return &memoryBackend{reqs: map[string]*Request{}, accounts: map[string]*memAccount{},
 		vals: map[string]float64{}, unmappedVals: map[string]bool{},
-		tagSets: map[string]map[string]string{}, tagged: map[string]int{}, unmappedTagged: map[string]bool{}}
+		tagSets: map[string]map[string]string{}, tagged: map[string]int{}, unmappedTagged: map[string]bool{},
+		closedAcct: map[string]string{}}
 }
 
 func (m *memoryBackend) create(_ context.Context, r Request, e expect) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.need(r.Account); err != nil {
+		return err
+	}
+	if r.Unmapped && r.Status != StatusPending {
+		if err := m.needOldest(); err != nil {
+			return err
+		}
+	}
 	key := r.applied()
 	v, set := m.vals[key]
 	if v != e.value || set != e.set {
@@ -82,7 +122,7 @@ func (m *memoryBackend) create(_ context.Context, r Request, e expect) error {
 	m.seq++
 	r.seq = m.seq
 	m.reqs[r.ID] = &r
-	m.note(recReq, r.ID)
+	m.note(recReq, r.ID, r.Account)
 	a.ids = append(a.ids, r.ID)
 	if r.Status == StatusPending {
 		a.open[r.openKey()] = r.ID
@@ -99,7 +139,7 @@ func (m *memoryBackend) create(_ context.Context, r Request, e expect) error {
 // forgets what is now beyond the bounds.
 func (m *memoryBackend) close(a *memAccount, r *Request) {
 	if r.Status == StatusApproved {
-		m.note(recApplied, r.applied())
+		m.note(recApplied, r.applied(), "")
 		m.vals[r.applied()] = r.DesiredValue
 		if r.Unmapped {
 			m.unmappedVals[r.applied()] = true
@@ -111,6 +151,7 @@ func (m *memoryBackend) close(a *memAccount, r *Request) {
 	a.closed = append(a.closed, r.ID)
 	if r.Unmapped {
 		m.unmappedClosed = append(m.unmappedClosed, r.ID)
+		m.closedAcct[r.ID] = r.Account
 	}
 	for len(a.closed) > MaxClosedPerAccount {
 		m.forget(a.closed[0])
@@ -124,7 +165,8 @@ func (m *memoryBackend) close(a *memAccount, r *Request) {
 func (m *memoryBackend) forget(id string) {
 	r := m.reqs[id]
 	delete(m.reqs, id)
-	m.note(recReq, id)
+	delete(m.closedAcct, id)
+	m.note(recReq, id, r.Account)
 	a := m.accounts[r.Account]
 	drop := func(ids []string) []string {
 		if i := slices.Index(ids, id); i >= 0 {
@@ -145,6 +187,9 @@ func (m *memoryBackend) forget(id string) {
 func (m *memoryBackend) decide(_ context.Context, id, status, reason string, now int64) (Request, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.needID(id); err != nil {
+		return Request{}, err
+	}
 	r, ok := m.reqs[id]
 	if !ok {
 		return Request{}, errNotFound
@@ -152,13 +197,18 @@ func (m *memoryBackend) decide(_ context.Context, id, status, reason string, now
 	if r.Status != StatusPending {
 		return *r, errNotPending
 	}
+	if r.Unmapped {
+		if err := m.needOldest(); err != nil {
+			return Request{}, err
+		}
+	}
 	a := m.accounts[r.Account]
 	delete(a.open, r.openKey())
 	if r.Unmapped {
 		m.unmappedOpen--
 	}
 	r.Status, r.Reason, r.LastUpdated = status, reason, now
-	m.note(recReq, id)
+	m.note(recReq, id, r.Account)
 	out := *r
 	m.close(a, r)
 	return out, nil
@@ -167,6 +217,9 @@ func (m *memoryBackend) decide(_ context.Context, id, status, reason string, now
 func (m *memoryBackend) get(_ context.Context, id string) (Request, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.needID(id); err != nil {
+		return Request{}, err
+	}
 	r, ok := m.reqs[id]
 	if !ok {
 		return Request{}, errNotFound
@@ -177,6 +230,9 @@ func (m *memoryBackend) get(_ context.Context, id string) (Request, error) {
 func (m *memoryBackend) account(_ context.Context, account string) ([]Request, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.need(account); err != nil {
+		return nil, err
+	}
 	a := m.accounts[account]
 	if a == nil {
 		return nil, nil
@@ -198,6 +254,9 @@ func (m *memoryBackend) page(_ context.Context, f pageFilter) ([]Request, int64,
 		}
 	}
 	if f.account != "" {
+		if err := m.need(f.account); err != nil {
+			return nil, 0, err
+		}
 		if a := m.accounts[f.account]; a != nil {
 			for _, id := range a.ids {
 				keep(m.reqs[id])
@@ -206,6 +265,15 @@ func (m *memoryBackend) page(_ context.Context, f pageFilter) ([]Request, int64,
 	} else {
 		for _, r := range m.reqs {
 			keep(r)
+		}
+		if m.disk != nil {
+			// The accounts memory does not hold: their requests are on
+			// disk, as they were when last written.
+			disk, err := m.disk.pageDisk(f)
+			if err != nil {
+				return nil, 0, err
+			}
+			sel = append(sel, disk...)
 		}
 	}
 	slices.SortFunc(sel, func(x, y *Request) int { return cmp.Compare(y.seq, x.seq) })
@@ -252,7 +320,7 @@ func (m *memoryBackend) version(context.Context) (int64, error) {
 func (m *memoryBackend) set(_ context.Context, key string, value float64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.note(recApplied, key)
+	m.note(recApplied, key, "")
 	if value == 0 {
 		delete(m.vals, key)
 	} else {

@@ -35,6 +35,12 @@ type Options struct {
 	// applied values and tags in this embedded store: New loads it, and
 	// every change is on disk before its answer. nil means memory alone.
 	Durable *bolt.DB
+	// CacheRequests bounds the requests a Durable store keeps in memory:
+	// an account's are read from the file when it is first used, and the
+	// least recently used accounts whose changes are all on disk are
+	// dropped beyond it. 0 means DefaultCacheRequests; negative is an
+	// error.
+	CacheRequests int
 	// PollInterval is how often Run checks Redis for changes made on
 	// other nodes; 0 means DefaultPollInterval.
 	PollInterval time.Duration
@@ -80,6 +86,9 @@ type limitKey struct{ service, account, region, category string }
 // New returns a Service. It starts nothing; call Run to follow other
 // nodes' changes.
 func New(o Options) (*Service, error) {
+	if o.CacheRequests < 0 {
+		return nil, errors.New("servicequotas: CacheRequests must not be negative")
+	}
 	cfg := o.Config
 	if cfg == nil {
 		cfg = quota.Default()
@@ -98,7 +107,7 @@ func New(o Options) (*Service, error) {
 	case o.Redis != nil:
 		s.be = &redisBackend{rdb: o.Redis}
 	case o.Durable != nil:
-		b, err := newBoltBackend(o.Durable)
+		b, err := newBoltBackend(o.Durable, o.CacheRequests)
 		if err != nil {
 			return nil, err
 		}

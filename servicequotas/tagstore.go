@@ -61,7 +61,7 @@ func (m *memoryBackend) tag(_ context.Context, res tagRes, tags map[string]strin
 		}
 	}
 	maps.Copy(cur, tags)
-	m.note(recTags, res.key)
+	m.note(recTags, res.key, "")
 	return nil
 }
 
@@ -75,7 +75,7 @@ func (m *memoryBackend) untag(_ context.Context, res tagRes, keys []string) erro
 	for _, k := range keys {
 		delete(cur, k)
 	}
-	m.note(recTags, res.key)
+	m.note(recTags, res.key, "")
 	if len(cur) == 0 {
 		delete(m.tagSets, res.key)
 		if m.tagged[res.account]--; m.tagged[res.account] <= 0 {

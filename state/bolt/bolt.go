@@ -26,13 +26,16 @@ package bolt
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +53,12 @@ const initialMmap = 1 << 30
 
 // metaTable holds the schema version (key "schema").
 const metaTable = "_meta"
+
+// DerivedPrefix starts the name of a table that its owner derives from
+// its records (indexes, counters): an export leaves it out, an import
+// drops it, and the owner rebuilds it from the records when it is absent.
+// The store's own metaTable starts with it too, and is kept.
+const DerivedPrefix = "_"
 
 // Options configure Open. The zero value works.
 type Options struct {
@@ -261,6 +270,16 @@ func (w *Writer) Put(table, key string, value []byte) error {
 	return nil
 }
 
+// Get returns key's value in table as this transaction sees it, nil when
+// absent; valid only within the transaction.
+func (w *Writer) Get(table, key string) []byte {
+	b := w.tx.Bucket([]byte(table))
+	if b == nil {
+		return nil
+	}
+	return b.Get([]byte(key))
+}
+
 // Transaction identifies one transaction: the writes of one group commit
 // see the same one, a group retried after a rollback a new one.
 type Transaction struct{ tx *bbolt.Tx }
@@ -331,12 +350,55 @@ func (r *Reader) Each(table, prefix string, fn func(key, value []byte) error) er
 	return nil
 }
 
+// EachBefore calls fn on the keys of table that start with prefix and
+// sort before before ("" for no bound), in descending key order, until
+// fn returns an error; key and value are valid only during the call.
+func (r *Reader) EachBefore(table, prefix, before string, fn func(key, value []byte) error) error {
+	b := r.tx.Bucket([]byte(table))
+	if b == nil {
+		return nil
+	}
+	c := b.Cursor()
+	p := []byte(prefix)
+	upper := []byte(before)
+	if before == "" || !bytes.HasPrefix(upper, p) || bytes.Compare(upper, p) < 0 {
+		upper = prefixEnd(p)
+	}
+	var k, v []byte
+	if upper == nil {
+		k, v = c.Last()
+	} else if k, v = c.Seek(upper); k == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	for ; k != nil && bytes.HasPrefix(k, p); k, v = c.Prev() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prefixEnd is the least key above every key starting with p; nil when
+// there is none (p is all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
 // Export writes every record of the store to w, from one read
 // transaction: a consistent copy, while writes go on.
 func (d *DB) Export(w *state.Writer) error {
 	return d.db.View(func(tx *bbolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
-			if string(name) == metaTable {
+			if strings.HasPrefix(string(name), DerivedPrefix) {
 				return nil
 			}
 			return b.ForEach(func(k, v []byte) error {
@@ -344,6 +406,33 @@ func (d *DB) Export(w *state.Writer) error {
 			})
 		})
 	})
+}
+
+// Fill writes recs in (table, key) order, a few thousand a transaction:
+// one bbolt transaction that inserts many keys slows down with the square
+// of their number. It is for a table an owner derives from its records,
+// which it marks complete in a last write of its own.
+func (d *DB) Fill(recs []state.Record) error {
+	slices.SortFunc(recs, func(a, b state.Record) int {
+		return cmp.Or(strings.Compare(a.Table, b.Table), strings.Compare(a.Key, b.Key))
+	})
+	for len(recs) > 0 {
+		chunk := recs[:min(len(recs), 4096)]
+		recs = recs[len(chunk):]
+		err := d.db.Update(func(tx *bbolt.Tx) error {
+			w := &Writer{tx: tx}
+			for _, r := range chunk {
+				if err := w.Put(r.Table, r.Key, []byte(r.Value)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.path, err)
+		}
+	}
+	return nil
 }
 
 // Source is a stream of records, such as a *state.Reader.
@@ -355,9 +444,28 @@ type Source interface {
 }
 
 // Import writes every record r reads into the store, in transactions of
-// a few thousand records, and returns how many it wrote.
+// a few thousand records, and returns how many it wrote. It first drops
+// the derived tables, which their owners rebuild from the records.
 func (d *DB) Import(r Source) (int, error) {
 	n := 0
+	err := d.db.Update(func(tx *bbolt.Tx) error {
+		var derived [][]byte
+		_ = tx.ForEach(func(name []byte, _ *bbolt.Bucket) error {
+			if string(name) != metaTable && strings.HasPrefix(string(name), DerivedPrefix) {
+				derived = append(derived, append([]byte(nil), name...))
+			}
+			return nil
+		})
+		for _, name := range derived {
+			if err := tx.DeleteBucket(name); err != nil {
+				return fmt.Errorf("table %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: import: %w", d.path, err)
+	}
 	for done := false; !done; {
 		err := d.db.Update(func(tx *bbolt.Tx) error {
 			w := &Writer{tx: tx}
@@ -370,8 +478,8 @@ func (d *DB) Import(r Source) (int, error) {
 					}
 					return err
 				}
-				if rec.Table == metaTable {
-					return fmt.Errorf("line %d: table %s is the store's own", r.Line(), metaTable)
+				if strings.HasPrefix(rec.Table, DerivedPrefix) {
+					return fmt.Errorf("line %d: table %s is derived (tables starting with %q are the store's own)", r.Line(), rec.Table, DerivedPrefix)
 				}
 				if err := w.Put(rec.Table, rec.Key, []byte(rec.Value)); err != nil {
 					return err
