@@ -37,9 +37,10 @@ const DefaultListen = "127.0.0.1:8080"
 // readHeaderTimeout of its first byte (a client that trickles them, as
 // slowloris does, is cut there), and all of it within readTimeout (its
 // body also at the gateway's minimum rate, see gateway.Options). A
-// keep-alive connection idle for idleTimeout is closed: idle connections
-// cost a goroutine and a descriptor each, and a client that wants one
-// back reconnects in a round trip.
+// connection idle for idleTimeout, a keep-alive one or a new one that
+// has sent nothing yet (see headerClockListener), is closed: idle
+// connections cost a goroutine and a descriptor each, and a client that
+// wants one back reconnects in a round trip.
 const (
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 30 * time.Second
@@ -392,7 +393,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	}
 	fileLimit := openFileLimit()
 	maxConns := connBound(fileLimit)
-	n.ln = boundListener(n.ln, maxConns)
+	n.ln = headerClockListener{Listener: boundListener(n.ln, maxConns), idle: idleTimeout, header: readHeaderTimeout}
 	log.Info("listening", "addr", n.ln.Addr().String(), "tls", tlsMode(opts.TLS), "config", n.configName, "store", redactURL(st.URL), "admin", opts.AdminToken != "",
 		"max_connections", maxConns, "open_file_limit", fileLimit)
 	return n, nil

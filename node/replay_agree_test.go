@@ -112,4 +112,7 @@ overrides:
 			t.Errorf("account %s: replay throttled %d, serve %d; the bucket arithmetic says %d", acct, replayed[acct], served[acct], w)
 		}
 	}
+	if t.Failed() {
+		t.Logf("the node's log:\n%s", logs.String())
+	}
 }

@@ -226,9 +226,15 @@ func (r *Runner) sharedVictims(now time.Time, from, want, notReady int) (to int,
 		case v.committed.IsZero() && !slices.Contains(victims, key):
 			delete(r.victims, key) // held again, or no longer needed
 			changed = true
-		case !v.committed.IsZero() && now.Sub(v.committed) > r.o.Election.LeaseDuration:
+		case !v.committed.IsZero() && now.Sub(v.committed) > r.o.Election.LeaseDuration && len(r.ready) <= from:
 			// Replicas were lowered for it long ago and it is still
-			// ready: the ReplicaSet removed another pod. Free again.
+			// ready while the endpoints list no more ready pods than
+			// replicas: the ReplicaSet removed another pod. Free
+			// again. (With more listed, the deletions have not reached
+			// the endpoints yet, however long that takes on a loaded
+			// control plane: freed then, it was the first chosen
+			// again, already gone, and replicas lowered for it a
+			// second time took unmarked pods, perhaps held ones.)
 			delete(r.victims, key)
 			changed = true
 		}

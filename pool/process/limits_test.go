@@ -75,7 +75,13 @@ func TestCPULimitSupervised(t *testing.T) {
 			start := time.Now()
 			resp, err := http.Get("http://" + inst.Addr() + "/?cpu=2s")
 			if err != nil {
-				walls <- fmt.Sprintf("%s: GET: %v", name, err)
+				state := "still running"
+				select {
+				case <-inst.Done():
+					state = fmt.Sprintf("exited: %v", inst.Err())
+				case <-time.After(2 * time.Second):
+				}
+				walls <- fmt.Sprintf("%s: GET: %v (the instance %s)\nrunner log:\n%s", name, err, state, buf.String())
 				return
 			}
 			io.Copy(io.Discard, resp.Body)

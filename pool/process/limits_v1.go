@@ -37,6 +37,7 @@ import (
 // v1Limits is a runner's cgroup v1 enforcement.
 type v1Limits struct {
 	hier   cgroup1.Hierarchy       // the cpu and memory subsystems, those in use
+	home   cgroup1.Path            // tollgate's own cgroups' paths, read once (see homePath)
 	parent cgroup1.Cgroup          // tollgate's own cgroups there: the forking thread's home
 	res    *specs.LinuxResources   // what each instance's cgroups get
 	dirs   map[cgroup1.Name]string // tollgate's own cgroup directories
@@ -44,6 +45,23 @@ type v1Limits struct {
 
 // pather is what cgroup1's subsystems that have directories implement.
 type pather interface{ Path(string) string }
+
+// v1Away is held while the forking thread is out of tollgate's own
+// cgroups v1, in an instance's for a fork (see forkIn). The forking
+// thread may be the main thread, and /proc/self/cgroup, which
+// cgroup1.NestedPath reads, is the main thread's: read meanwhile, it
+// names the instance's cgroups, and cgroups made from it were nested in
+// that instance's, so that its kill killed theirs (seen as another
+// instance's connection closing at once, "EOF", in loaded test runs).
+var v1Away sync.Mutex
+
+// homePath reads tollgate's own cgroup v1 paths while the forking thread
+// is in them.
+func homePath() cgroup1.Path {
+	v1Away.Lock()
+	defer v1Away.Unlock()
+	return cgroup1.NestedPath("") // read now, not when called
+}
 
 // v1Swept holds the v1 cgroup directories this process has swept of the
 // cgroups of dead tollgates, each once.
@@ -71,7 +89,7 @@ func newV1Limits(cpus float64, memory int64, log *slog.Logger) (*v1Limits, error
 	}
 	var subs []cgroup1.Subsystem
 	dirs := map[cgroup1.Name]string{}
-	own := cgroup1.NestedPath("")
+	own := homePath()
 	for _, s := range all {
 		p, ok := s.(pather)
 		if !ok || !slices.Contains(want, s.Name()) {
@@ -100,7 +118,7 @@ func newV1Limits(cpus float64, memory int64, log *slog.Logger) (*v1Limits, error
 			res.Memory.Swap = res.Memory.Limit
 		}
 	}
-	l := &v1Limits{hier: hier, parent: parent, res: res, dirs: dirs}
+	l := &v1Limits{hier: hier, home: own, parent: parent, res: res, dirs: dirs}
 	probe, err := l.create(cgroupPrefix() + "probe-" + randomSuffix())
 	if err != nil {
 		return nil, fmt.Errorf("tollgate may not make limited cgroups in its cgroup v1 %v: %w", want, err)
@@ -118,7 +136,14 @@ func newV1Limits(cpus float64, memory int64, log *slog.Logger) (*v1Limits, error
 
 // create makes the cgroups called name, with the limits, under tollgate's.
 func (l *v1Limits) create(name string) (cgroup1.Cgroup, error) {
-	return cgroup1.New(cgroup1.NestedPath(name), l.res, cgroup1.WithHierarchy(l.hier))
+	under := func(n cgroup1.Name) (string, error) {
+		home, err := l.home(n)
+		if err != nil {
+			return "", err
+		}
+		return filepath.Join(home, name), nil
+	}
+	return cgroup1.New(under, l.res, cgroup1.WithHierarchy(l.hier))
 }
 
 // group makes the cgroups of one instance, called name.

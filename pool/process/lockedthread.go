@@ -53,6 +53,8 @@ func forkIn(tid int, req *forkRequest) error {
 	if req.v1 == nil {
 		return req.cmd.Start()
 	}
+	v1Away.Lock() // this thread may be the main thread: see v1Away
+	defer v1Away.Unlock()
 	if err := req.v1.join(tid); err != nil {
 		req.log.Warn("cannot start the instance in its cgroup v1; it runs unlimited", "cgroup", req.v1.name, "err", err)
 		_ = req.v1.leave(tid) // a part of the cgroups may have taken it
