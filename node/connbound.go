@@ -1,10 +1,11 @@
 package node
 
 import (
+	"errors"
+	"fmt"
 	"net"
+	"sync"
 	"syscall"
-
-	"golang.org/x/net/netutil"
 )
 
 // The HTTP listener accepts at most a share of the process's open-file
@@ -56,11 +57,72 @@ func openFileLimit() uint64 {
 }
 
 // boundListener bounds ln's open connections at bound (ln itself when
-// bound is 0), with x/net's netutil.LimitListener: Accept waits for a
-// connection to close once bound are open.
+// bound is 0): Accept waits for a connection to close once bound are
+// open, as x/net's netutil.LimitListener does. It is written here
+// because LimitListener's connections hide CloseWrite: net/http then
+// cannot half-close a connection it refuses (a body over its bound,
+// answered 413), and the client, still writing, gets a reset in place of
+// the answer.
 func boundListener(ln net.Listener, bound int) net.Listener {
 	if bound <= 0 {
 		return ln
 	}
-	return netutil.LimitListener(ln, bound)
+	return &boundedListener{Listener: ln, slots: make(chan struct{}, bound), done: make(chan struct{})}
+}
+
+// boundedListener is boundListener's listener: slots holds a token for
+// each open connection.
+type boundedListener struct {
+	net.Listener
+	slots     chan struct{}
+	done      chan struct{} // closed by Close: ends an Accept waiting for a slot
+	closeOnce sync.Once
+}
+
+// Accept waits for a free slot, then accepts.
+func (l *boundedListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &boundedConn{Conn: c, free: func() { <-l.slots }}, nil
+}
+
+// Close closes the listener and ends an Accept waiting for a slot.
+func (l *boundedListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.done) })
+	return err
+}
+
+// boundedConn frees its slot on its first Close.
+type boundedConn struct {
+	net.Conn
+	freeOnce sync.Once
+	free     func()
+}
+
+// Close closes the connection and frees its slot once.
+func (c *boundedConn) Close() error {
+	err := c.Conn.Close()
+	c.freeOnce.Do(c.free)
+	return err
+}
+
+// CloseWrite half-closes the connection (see boundListener).
+func (c *boundedConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+// closeWrite half-closes c when it can (a TCP or TLS connection, or one
+// of the wrappers here around one).
+func closeWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return fmt.Errorf("node: %T cannot half-close: %w", c, errors.ErrUnsupported)
 }

@@ -2,7 +2,9 @@ package node
 
 import (
 	"errors"
+	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,5 +84,52 @@ func TestBoundedListenerWaitsForAClose(t *testing.T) {
 	ln.Close()
 	if err := <-acceptErr; !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Accept after Close = %v, want net.ErrClosed", err)
+	}
+}
+
+// TestBoundedConnectionsHalfClose: a connection accepted through the
+// bound and the header clock can be half-closed, as net/http does before
+// it closes a connection it refused (so the client reads the answer, not
+// a reset): the client reads the answer to its end, and what it sends
+// after still arrives.
+func TestBoundedConnectionsHalfClose(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := headerClockListener{Listener: boundListener(inner, 2), idle: time.Minute, header: time.Minute}
+	defer ln.Close()
+	client, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	cw, ok := server.(interface{ CloseWrite() error })
+	if !ok {
+		t.Fatalf("%T has no CloseWrite", server)
+	}
+	if _, err := server.Write([]byte("HTTP/1.1 413 Request Entity Too Large\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.CloseWrite(); err != nil {
+		t.Fatalf("CloseWrite: %v", err)
+	}
+	_ = client.SetReadDeadline(time.Now().Add(30 * time.Second))
+	answer, err := io.ReadAll(client)
+	if err != nil || !strings.HasPrefix(string(answer), "HTTP/1.1 413") {
+		t.Fatalf("the client read %q, %v; want the 413 and then EOF", answer, err)
+	}
+	if _, err := client.Write([]byte("rest of the body")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	_ = server.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(server, buf); err != nil || string(buf) != "rest of the body" {
+		t.Fatalf("after the half-close the server read %q, %v", buf, err)
 	}
 }

@@ -80,3 +80,7 @@ func (c *headerClockConn) SetDeadline(t time.Time) error {
 	}
 	return c.Conn.SetWriteDeadline(t)
 }
+
+// CloseWrite half-closes the connection, so that net/http can let a
+// refused client read its answer before the connection closes.
+func (c *headerClockConn) CloseWrite() error { return closeWrite(c.Conn) }
