@@ -199,6 +199,23 @@ func (f *FailureBound) Admit(key, remote string, now time.Time) Admission {
 	return AdmitBudget
 }
 
+// prove is Note of a success: it returns until when the pair is proven,
+// or 0 when it has spent its failures (and is refused all the same).
+func (f *FailureBound) prove(key, remote string, now time.Time) (until int64) {
+	f.Note(key, remote, true, now)
+	ns := now.UnixNano()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, tracked := f.pairs[pairKey{key, clientOf(remote)}]
+	if !tracked {
+		return 0
+	}
+	if _, d := f.pairLimit.TakeAt(s.failures, ns, 1); !d.Allowed {
+		return 0
+	}
+	return s.provenUntil
+}
+
 // Note records the outcome of a verification of key's from remote: a
 // success proves the pair, a failure counts against the pair and the key.
 func (f *FailureBound) Note(key, remote string, ok bool, now time.Time) {
@@ -253,10 +270,25 @@ func (f *FailureBound) Tracked() int {
 	return len(f.pairs)
 }
 
+// proof is what a key remembers of the bound's last word on it: that it
+// verified from addr and is proven there until until (Unix ns). It lets a
+// proven tenant's requests be admitted and noted without the bound's lock
+// and maps (see [Verifier.AdmitSigned]); any failure of the key from addr
+// drops it, so the bound decides again.
+type proof struct {
+	addr  string
+	until int64
+}
+
+// proofRefresh is how stale a proof may be before a success renews it in
+// the bound: a proven tenant writes to the bound's table once in this
+// long, not on every request.
+const proofRefresh = time.Minute
+
 // keyOf is the key a FailureBound counts an access key id under: the id
 // when the credentials hold it, else unknownKey.
 func (v *Verifier) keyOf(accessKeyID string) string {
-	if _, ok := v.keys.Load().creds.keys[accessKeyID]; ok {
+	if _, ok := v.keys.Load().keys[accessKeyID]; ok {
 		return accessKeyID
 	}
 	return unknownKey
@@ -268,10 +300,32 @@ func (v *Verifier) keyOf(accessKeyID string) string {
 // address that spent their failures, ServiceUnavailableException while
 // the verification budget is spent for requests like it).
 func (v *Verifier) Admit(accessKeyID, remote string) (proven bool, e *Error) {
+	s := Signed{Cred: Credential{AccessKeyID: accessKeyID}}
+	return v.AdmitSigned(&s, remote)
+}
+
+// AdmitSigned is [Verifier.Admit] for a signature [ParseSigned] read,
+// which keeps what it looked up of the key for [Verifier.VerifySigned]. A
+// key proven from remote's address lately is admitted from what the key
+// remembers, without the failure bound's lock.
+func (v *Verifier) AdmitSigned(s *Signed, remote string) (proven bool, e *Error) {
+	ks, known := v.keys.Load().keys[s.Cred.AccessKeyID]
+	s.key, s.keys = ks, true
 	if v.failures == nil {
 		return false, nil
 	}
-	switch v.failures.Admit(v.keyOf(accessKeyID), remote, v.now()) {
+	now := v.now()
+	addr := clientOf(remote)
+	if known {
+		if pr := ks.proof.Load(); pr != nil && pr.until > now.UnixNano() && pr.addr == addr {
+			return true, nil
+		}
+	}
+	id := unknownKey
+	if known {
+		id = s.Cred.AccessKeyID
+	}
+	switch v.failures.Admit(id, remote, now) {
 	case AdmitProven:
 		return true, nil
 	case RefuseFailing:
@@ -301,7 +355,38 @@ func (v *Verifier) noteOutcome(r *http.Request, id, remote string, ok bool) {
 // note tells the failure bound how a verification of access key id from
 // remote went.
 func (v *Verifier) note(id, remote string, ok bool) {
-	if v.failures != nil {
-		v.failures.Note(v.keyOf(id), remote, ok, v.now())
+	if v.failures == nil {
+		return
+	}
+	ks, known := v.keys.Load().keys[id]
+	if !known {
+		v.failures.Note(unknownKey, remote, ok, v.now())
+		return
+	}
+	if ok {
+		v.noteSuccess(ks, id, remote)
+		return
+	}
+	addr := clientOf(remote)
+	if pr := ks.proof.Load(); pr != nil && pr.addr == addr {
+		ks.proof.CompareAndSwap(pr, nil)
+	}
+	v.failures.Note(id, remote, false, v.now())
+}
+
+// noteSuccess records that key ks (of access key id id) verified from
+// remote: in the failure bound once a proofRefresh, and in the key's proof.
+func (v *Verifier) noteSuccess(ks *keyState, id, remote string) {
+	if v.failures == nil {
+		return
+	}
+	now := v.now()
+	ns := now.UnixNano()
+	addr := clientOf(remote)
+	if pr := ks.proof.Load(); pr != nil && pr.addr == addr && pr.until-int64(v.failures.provenFor) > ns-int64(proofRefresh) {
+		return // renewed lately
+	}
+	if until := v.failures.prove(id, remote, now); until > 0 {
+		ks.proof.Store(&proof{addr: addr, until: until})
 	}
 }

@@ -52,4 +52,4 @@ trap 'kill -INT $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$dir"' EX
 for _ in $(seq 100); do curl -sf "127.0.0.1:$lport/healthz" >/dev/null && break; sleep 0.2; done
 echo "# D=$D a phase, tenant at $RATE calls/s"
 "${pin_client[@]}" "$dir/door" -url "http://127.0.0.1:$lport" -key AKIDDOORTENANT -secret tenant-secret \
-  -other AKIDDOOROTHER -d "$D" -rate "$RATE" -phases "$PHASES" -slow-length "${SLOW_LENGTH:-500000}"
+  -other AKIDDOOROTHER -server-pid "$server" -d "$D" -rate "$RATE" -phases "$PHASES" -slow-length "${SLOW_LENGTH:-500000}"
