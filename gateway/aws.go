@@ -108,11 +108,9 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	if !pol.cfg.ServesRegion(cred.Region) {
 		// Before the body is read or the signature checked: a region
 		// nobody serves opens no bucket and reaches no API.
+		// Answered at once, on a connection kept open: it costs no
+		// reconnection to refuse.
 		e := awsjson.RegionError(cred.Region)
-		if g.verifier != nil {
-			g.refuseEarly(w, r, e)
-			return
-		}
 		g.metrics.authFails.WithLabelValues(e.Code).Inc()
 		e.Write(w)
 		return
@@ -296,7 +294,7 @@ func writeAWSBodyError(w http.ResponseWriter, err error, g *Gateway) {
 // refuseEarly answers a request refused from its headers, before its
 // body is read, when signatures are verified: a failed authentication
 // (a missing, malformed or wrong signature, a key failing from its
-// address, a region not served) or a verification shed by the budget. Its
+// address) or a verification shed by the budget. Its
 // connection is closed (net/http would otherwise read up to 256 KiB of
 // the body first, at the client's pace), and its answer waits the failure
 // delay (see Options.FailureDelay), so that a client reconnecting at once
