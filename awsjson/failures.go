@@ -1,6 +1,7 @@
 package awsjson
 
 import (
+	"hash/maphash"
 	"net"
 	"net/http"
 	"sync"
@@ -270,14 +271,24 @@ func (f *FailureBound) Tracked() int {
 	return len(f.pairs)
 }
 
-// proof is what a key remembers of the bound's last word on it: that it
-// verified from addr and is proven there until until (Unix ns). It lets a
-// proven tenant's requests be admitted and noted without the bound's lock
-// and maps (see [Verifier.AdmitSigned]); any failure of the key from addr
-// drops it, so the bound decides again.
-type proof struct {
-	addr  string
-	until int64
+// A key remembers the failure bound's last word on it: that it verified
+// from an address (its addrHash) and is proven there until an instant. It
+// lets a proven tenant's requests be admitted and noted without the
+// bound's lock and maps (see [Verifier.AdmitSigned]); any failure of the
+// key from that address drops it, so the bound decides again. The two
+// words are stored apart: a reader that sees one proof's address with
+// another's instant sees a key that did verify from that address lately,
+// and a proof decides only the budget and the in-flight share, never
+// whether a signature is checked. Addresses are compared by a 64-bit hash
+// with a seed of the process's, which nobody outside can aim a collision
+// at.
+
+// addrSeed is the seed of addrHash.
+var addrSeed = maphash.MakeSeed()
+
+// addrHash is the hash of a client address a key's proof holds, never 0.
+func addrHash(addr string) uint64 {
+	return max(maphash.String(addrSeed, addr), 1)
 }
 
 // proofRefresh is how stale a proof may be before a success renews it in
@@ -316,10 +327,8 @@ func (v *Verifier) AdmitSigned(s *Signed, remote string) (proven bool, e *Error)
 	}
 	now := v.now()
 	addr := clientOf(remote)
-	if known {
-		if pr := ks.proof.Load(); pr != nil && pr.until > now.UnixNano() && pr.addr == addr {
-			return true, nil
-		}
+	if known && ks.proofAddr.Load() == addrHash(addr) && ks.proofUntil.Load() > now.UnixNano() {
+		return true, nil
 	}
 	id := unknownKey
 	if known {
@@ -367,10 +376,7 @@ func (v *Verifier) note(id, remote string, ok bool) {
 		v.noteSuccess(ks, id, remote)
 		return
 	}
-	addr := clientOf(remote)
-	if pr := ks.proof.Load(); pr != nil && pr.addr == addr {
-		ks.proof.CompareAndSwap(pr, nil)
-	}
+	ks.proofAddr.CompareAndSwap(addrHash(clientOf(remote)), 0)
 	v.failures.Note(id, remote, false, v.now())
 }
 
@@ -382,11 +388,12 @@ func (v *Verifier) noteSuccess(ks *keyState, id, remote string) {
 	}
 	now := v.now()
 	ns := now.UnixNano()
-	addr := clientOf(remote)
-	if pr := ks.proof.Load(); pr != nil && pr.addr == addr && pr.until-int64(v.failures.provenFor) > ns-int64(proofRefresh) {
+	h := addrHash(clientOf(remote))
+	if ks.proofAddr.Load() == h && ks.proofUntil.Load()-int64(v.failures.provenFor) > ns-int64(proofRefresh) {
 		return // renewed lately
 	}
 	if until := v.failures.prove(id, remote, now); until > 0 {
-		ks.proof.Store(&proof{addr: addr, until: until})
+		ks.proofUntil.Store(until)
+		ks.proofAddr.Store(h)
 	}
 }

@@ -73,8 +73,12 @@ type verifierKeys struct {
 // keyState is an access key's secret and its recent signing keys.
 type keyState struct {
 	signing signingKeys // first: read on every request
-	secret  Secret
-	proof   atomic.Pointer[proof] // the failure bound's last proof of the key; nil: none
+	// proofAddr and proofUntil are the failure bound's last proof of the
+	// key (see proof): beside the signing keys, in the cache line the
+	// key's lookup reads anyway.
+	proofAddr  atomic.Uint64 // addrHash of the address; 0: none
+	proofUntil atomic.Int64  // Unix ns
+	secret     Secret
 }
 
 // VerifierOptions tune a [Verifier]. The zero value is AWS's behaviour.
