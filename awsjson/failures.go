@@ -249,6 +249,21 @@ func (f *FailureBound) Note(key, remote string, ok bool, now time.Time) {
 	f.pairs[p] = s
 }
 
+// Failing reports whether key has spent its failures from remote's
+// address, or across all addresses, at now.
+func (f *FailureBound) Failing(key, remote string, now time.Time) bool {
+	ns := now.UnixNano()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, tracked := f.pairs[pairKey{key, clientOf(remote)}]; tracked {
+		if _, d := f.pairLimit.TakeAt(s.failures, ns, 1); !d.Allowed {
+			return true
+		}
+	}
+	_, d := f.keyLimit.TakeAt(f.keys[key], ns, 1)
+	return !d.Allowed
+}
+
 // forget drops the pairs that say nothing a fresh entry would not:
 // failures refilled and no proof in force.
 func (f *FailureBound) forget(ns int64) {
@@ -345,6 +360,13 @@ func (v *Verifier) AdmitSigned(s *Signed, remote string) (proven bool, e *Error)
 			"too many requests are being verified; retry later"}
 	}
 	return false, nil
+}
+
+// Failing reports whether access key id accessKeyID (the credentials'
+// ids each, every other id as one) has spent its failures from remote's
+// address or across addresses: a refusal of it can wait longer.
+func (v *Verifier) Failing(accessKeyID, remote string) bool {
+	return v.failures != nil && v.failures.Failing(v.keyOf(accessKeyID), remote, v.now())
 }
 
 // noteOutcome tells the failure bound how r's verification went; id is

@@ -93,7 +93,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if e != nil {
 		if g.verifier != nil {
-			g.refuseEarly(w, r, e)
+			g.refuseEarly(w, r, e, cred.AccessKeyID)
 			return
 		}
 		g.metrics.authFails.WithLabelValues(e.Code).Inc()
@@ -125,7 +125,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			if e.Status == http.StatusServiceUnavailable {
 				w.Header()["Retry-After"] = []string{"1"}
 			}
-			g.refuseEarly(w, r, e)
+			g.refuseEarly(w, r, e, cred.AccessKeyID)
 			return
 		}
 		// Then as far as the headers allow: with X-Amz-Content-Sha256 the
@@ -135,7 +135,7 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 			if g.log.Enabled(r.Context(), slog.LevelDebug) {
 				g.log.Debug("signature refused", "request_id", id, "access_key", cred.AccessKeyID, "remote", r.RemoteAddr, "code", e.Code, "error", e.Message)
 			}
-			g.refuseEarly(w, r, e)
+			g.refuseEarly(w, r, e, cred.AccessKeyID)
 			return
 		}
 		// A signature verified from the headers may use the in-flight
@@ -298,20 +298,31 @@ func writeAWSBodyError(w http.ResponseWriter, err error, g *Gateway) {
 // connection is closed (net/http would otherwise read up to 256 KiB of
 // the body first, at the client's pace), and its answer waits the failure
 // delay (see Options.FailureDelay), so that a client reconnecting at once
-// after each refusal comes back at most once a delay per connection.
-func (g *Gateway) refuseEarly(w http.ResponseWriter, r *http.Request, e *awsjson.Error) {
+// after each refusal comes back at most once a delay per connection. A
+// refusal of an access key id (id, "" if none could be read) that has
+// spent its failures from the address, or across addresses (a crowd with
+// one made-up key), waits failingDelayFactor times as long: the refusals
+// a persistent attacker costs fall further.
+func (g *Gateway) refuseEarly(w http.ResponseWriter, r *http.Request, e *awsjson.Error, id string) {
 	g.metrics.authFails.WithLabelValues(e.Code).Inc()
 	w.Header().Set("Connection", "close")
-	g.delayFailure(r.Context())
+	d := g.failureDelay
+	if id != "" && g.verifier.Failing(id, r.RemoteAddr) {
+		d *= failingDelayFactor
+	}
+	g.delayFailure(r.Context(), d)
 	e.Write(w)
 }
 
-// delayFailure waits Options.FailureDelay (to half as long again, at
-// random, so that clients refused together do not come back together)
+// failingDelayFactor: see refuseEarly.
+const failingDelayFactor = 4
+
+// delayFailure waits d (to half as long again, at random, so that
+// clients refused together do not come back together)
 // before a refusal is answered, unless MaxDelayed refusals wait already
 // or ctx ends.
-func (g *Gateway) delayFailure(ctx context.Context) {
-	if g.failureDelay <= 0 {
+func (g *Gateway) delayFailure(ctx context.Context, d time.Duration) {
+	if d <= 0 {
 		return
 	}
 	select {
@@ -321,7 +332,7 @@ func (g *Gateway) delayFailure(ctx context.Context) {
 		return
 	}
 	defer func() { <-g.delayed }()
-	t := time.NewTimer(g.failureDelay + rand.N(g.failureDelay/2+1))
+	t := time.NewTimer(d + rand.N(d/2+1))
 	defer t.Stop()
 	select {
 	case <-t.C:
