@@ -6,7 +6,9 @@
 # connections from one address, 1,000 from 1,000 addresses, an
 # unthrottled bad signer on the tenant's address, bad signers rotating
 # through 10,000 addresses): the share answered, p50, p99 and p99 as a
-# multiple of quiet's.
+# multiple of quiet's, and the CPU time the server used in each phase.
+# Each attack runs in a bench/door process of its own, beside the
+# tenant's, both on the client's CPUs.
 #
 #   bash bench/door.sh                 # D=20s a phase, RATE=100
 #   D=10s PHASES=quiet,slow40 bash bench/door.sh
