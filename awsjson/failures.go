@@ -1,6 +1,7 @@
 package awsjson
 
 import (
+	"hash/maphash"
 	"net"
 	"net/http"
 	"sync"
@@ -199,6 +200,23 @@ func (f *FailureBound) Admit(key, remote string, now time.Time) Admission {
 	return AdmitBudget
 }
 
+// prove is Note of a success: it returns until when the pair is proven,
+// or 0 when it has spent its failures (and is refused all the same).
+func (f *FailureBound) prove(key, remote string, now time.Time) (until int64) {
+	f.Note(key, remote, true, now)
+	ns := now.UnixNano()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, tracked := f.pairs[pairKey{key, clientOf(remote)}]
+	if !tracked {
+		return 0
+	}
+	if _, d := f.pairLimit.TakeAt(s.failures, ns, 1); !d.Allowed {
+		return 0
+	}
+	return s.provenUntil
+}
+
 // Note records the outcome of a verification of key's from remote: a
 // success proves the pair, a failure counts against the pair and the key.
 func (f *FailureBound) Note(key, remote string, ok bool, now time.Time) {
@@ -231,6 +249,21 @@ func (f *FailureBound) Note(key, remote string, ok bool, now time.Time) {
 	f.pairs[p] = s
 }
 
+// Failing reports whether key has spent its failures from remote's
+// address, or across all addresses, at now.
+func (f *FailureBound) Failing(key, remote string, now time.Time) bool {
+	ns := now.UnixNano()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, tracked := f.pairs[pairKey{key, clientOf(remote)}]; tracked {
+		if _, d := f.pairLimit.TakeAt(s.failures, ns, 1); !d.Allowed {
+			return true
+		}
+	}
+	_, d := f.keyLimit.TakeAt(f.keys[key], ns, 1)
+	return !d.Allowed
+}
+
 // forget drops the pairs that say nothing a fresh entry would not:
 // failures refilled and no proof in force.
 func (f *FailureBound) forget(ns int64) {
@@ -253,10 +286,35 @@ func (f *FailureBound) Tracked() int {
 	return len(f.pairs)
 }
 
+// A key remembers the failure bound's last word on it: that it verified
+// from an address (its addrHash) and is proven there until an instant. It
+// lets a proven tenant's requests be admitted and noted without the
+// bound's lock and maps (see [Verifier.AdmitSigned]); any failure of the
+// key from that address drops it, so the bound decides again. The two
+// words are stored apart: a reader that sees one proof's address with
+// another's instant sees a key that did verify from that address lately,
+// and a proof decides only the budget and the in-flight share, never
+// whether a signature is checked. Addresses are compared by a 64-bit hash
+// with a seed of the process's, which nobody outside can aim a collision
+// at.
+
+// addrSeed is the seed of addrHash.
+var addrSeed = maphash.MakeSeed()
+
+// addrHash is the hash of a client address a key's proof holds, never 0.
+func addrHash(addr string) uint64 {
+	return max(maphash.String(addrSeed, addr), 1)
+}
+
+// proofRefresh is how stale a proof may be before a success renews it in
+// the bound: a proven tenant writes to the bound's table once in this
+// long, not on every request.
+const proofRefresh = time.Minute
+
 // keyOf is the key a FailureBound counts an access key id under: the id
 // when the credentials hold it, else unknownKey.
 func (v *Verifier) keyOf(accessKeyID string) string {
-	if _, ok := v.keys.Load().creds.keys[accessKeyID]; ok {
+	if _, ok := v.keys.Load().keys[accessKeyID]; ok {
 		return accessKeyID
 	}
 	return unknownKey
@@ -268,10 +326,30 @@ func (v *Verifier) keyOf(accessKeyID string) string {
 // address that spent their failures, ServiceUnavailableException while
 // the verification budget is spent for requests like it).
 func (v *Verifier) Admit(accessKeyID, remote string) (proven bool, e *Error) {
+	s := Signed{Cred: Credential{AccessKeyID: accessKeyID}}
+	return v.AdmitSigned(&s, remote)
+}
+
+// AdmitSigned is [Verifier.Admit] for a signature [ParseSigned] read,
+// which keeps what it looked up of the key for [Verifier.VerifySigned]. A
+// key proven from remote's address lately is admitted from what the key
+// remembers, without the failure bound's lock.
+func (v *Verifier) AdmitSigned(s *Signed, remote string) (proven bool, e *Error) {
+	ks, known := v.keys.Load().keys[s.Cred.AccessKeyID]
+	s.key, s.keys = ks, true
 	if v.failures == nil {
 		return false, nil
 	}
-	switch v.failures.Admit(v.keyOf(accessKeyID), remote, v.now()) {
+	now := v.now()
+	addr := clientOf(remote)
+	if known && ks.proofAddr.Load() == addrHash(addr) && ks.proofUntil.Load() > now.UnixNano() {
+		return true, nil
+	}
+	id := unknownKey
+	if known {
+		id = s.Cred.AccessKeyID
+	}
+	switch v.failures.Admit(id, remote, now) {
 	case AdmitProven:
 		return true, nil
 	case RefuseFailing:
@@ -282,6 +360,13 @@ func (v *Verifier) Admit(accessKeyID, remote string) (proven bool, e *Error) {
 			"too many requests are being verified; retry later"}
 	}
 	return false, nil
+}
+
+// Failing reports whether access key id accessKeyID (the credentials'
+// ids each, every other id as one) has spent its failures from remote's
+// address or across addresses: a refusal of it can wait longer.
+func (v *Verifier) Failing(accessKeyID, remote string) bool {
+	return v.failures != nil && v.failures.Failing(v.keyOf(accessKeyID), remote, v.now())
 }
 
 // noteOutcome tells the failure bound how r's verification went; id is
@@ -301,7 +386,36 @@ func (v *Verifier) noteOutcome(r *http.Request, id, remote string, ok bool) {
 // note tells the failure bound how a verification of access key id from
 // remote went.
 func (v *Verifier) note(id, remote string, ok bool) {
-	if v.failures != nil {
-		v.failures.Note(v.keyOf(id), remote, ok, v.now())
+	if v.failures == nil {
+		return
+	}
+	ks, known := v.keys.Load().keys[id]
+	if !known {
+		v.failures.Note(unknownKey, remote, ok, v.now())
+		return
+	}
+	if ok {
+		v.noteSuccess(ks, id, remote)
+		return
+	}
+	ks.proofAddr.CompareAndSwap(addrHash(clientOf(remote)), 0)
+	v.failures.Note(id, remote, false, v.now())
+}
+
+// noteSuccess records that key ks (of access key id id) verified from
+// remote: in the failure bound once a proofRefresh, and in the key's proof.
+func (v *Verifier) noteSuccess(ks *keyState, id, remote string) {
+	if v.failures == nil {
+		return
+	}
+	now := v.now()
+	ns := now.UnixNano()
+	h := addrHash(clientOf(remote))
+	if ks.proofAddr.Load() == h && ks.proofUntil.Load()-int64(v.failures.provenFor) > ns-int64(proofRefresh) {
+		return // renewed lately
+	}
+	if until := v.failures.prove(id, remote, now); until > 0 {
+		ks.proofUntil.Store(until)
+		ks.proofAddr.Store(h)
 	}
 }

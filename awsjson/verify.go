@@ -73,7 +73,12 @@ type verifierKeys struct {
 // keyState is an access key's secret and its recent signing keys.
 type keyState struct {
 	signing signingKeys // first: read on every request
-	secret  Secret
+	// proofAddr and proofUntil are the failure bound's last proof of the
+	// key (see proof): beside the signing keys, in the cache line the
+	// key's lookup reads anyway.
+	proofAddr  atomic.Uint64 // addrHash of the address; 0: none
+	proofUntil atomic.Int64  // Unix ns
+	secret     Secret
 }
 
 // VerifierOptions tune a [Verifier]. The zero value is AWS's behaviour.
@@ -159,6 +164,8 @@ type Signed struct {
 	// Cred is the credential scope the request claims.
 	Cred Credential
 	auth requestAuth
+	key  *keyState // the key's, once looked up (keys); nil: not in the credentials
+	keys bool
 }
 
 // ParseSigned reads r's SigV4 signature (its Authorization header or a
@@ -178,7 +185,11 @@ func ParseSigned(r *http.Request) (Signed, *Error) {
 // VerifySigned is [Verifier.VerifyHeaders] on a signature ParseSigned
 // read from r.
 func (v *Verifier) VerifySigned(r *http.Request, s Signed, remote string) (Pending, *Error) {
-	p, e := v.verifyHeaders(r, s.auth)
+	key, known := s.key, s.key != nil
+	if !s.keys {
+		key, known = v.keys.Load().keys[s.auth.cred.AccessKeyID]
+	}
+	p, e := v.verifyHeaders(r, s.auth, key, known)
 	if e != nil {
 		v.note(s.Cred.AccessKeyID, remote, false)
 	} else if p.payload != nil {
@@ -198,7 +209,7 @@ func (v *Verifier) VerifyBody(r *http.Request, p Pending, body []byte, remote st
 		}
 		return Credential{}, e
 	}
-	v.noteOutcome(r, p.Cred.AccessKeyID, remote, true)
+	v.noteSuccess(p.key, p.Cred.AccessKeyID, remote)
 	return p.Cred, nil
 }
 
@@ -221,9 +232,8 @@ func errPayloadHash() *Error {
 		"The provided 'x-amz-content-sha256' header does not match what was computed."}
 }
 
-func (v *Verifier) verifyHeaders(r *http.Request, a requestAuth) (Pending, *Error) {
-	key, ok := v.keys.Load().keys[a.cred.AccessKeyID]
-	if !ok {
+func (v *Verifier) verifyHeaders(r *http.Request, a requestAuth, key *keyState, known bool) (Pending, *Error) {
+	if !known {
 		return Pending{}, errUnrecognizedClient()
 	}
 	// A temporary key must come with its own token; a long-term key

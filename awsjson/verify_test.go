@@ -302,3 +302,65 @@ func TestVerifyHeadersBeforeTheBody(t *testing.T) {
 		t.Errorf("a key that verified from another address is refused there: %v", e)
 	}
 }
+
+// TestAProofIsOfOneAddressAndEndsWithFailures: a key that verified from
+// an address is admitted there as proven (from what the key remembers,
+// without the bound's lock), not from another address; once it spends
+// its failures from that address it is refused there, proven before or
+// not, and its proof there ends after ProvenFor.
+func TestAProofIsOfOneAddressAndEndsWithFailures(t *testing.T) {
+	body := []byte(`{}`)
+	now := signedAt
+	c, _ := awsjson.ParseCredentials([]byte(testCredentials))
+	v := awsjson.NewVerifier(c, awsjson.VerifierOptions{Now: func() time.Time { return now },
+		Failures: awsjson.NewFailureBound(awsjson.FailureOptions{PairBurst: 3, PairRate: 0.001, ProvenFor: 10 * time.Minute})})
+	const secret = "secret-a/K7MDENG+bPxRfiCYEXAMPLEKEY"
+	verify := func(secret, remote string) *awsjson.Error {
+		_, e := v.Verify(signed(t, "AKIDTENANTA", secret, "", body, now), body, remote)
+		return e
+	}
+	admit := func(remote string) (bool, *awsjson.Error) {
+		s, e := awsjson.ParseSigned(signed(t, "AKIDTENANTA", secret, "", body, now))
+		if e != nil {
+			t.Fatal(e)
+		}
+		return v.AdmitSigned(&s, remote)
+	}
+	if e := verify(secret, "192.0.2.1:1"); e != nil {
+		t.Fatal(e)
+	}
+	for range 3 { // proven twice over: from the bound, then from the key
+		if proven, e := admit("192.0.2.1:2"); !proven || e != nil {
+			t.Fatalf("from the address it verified from: proven %v, %v", proven, e)
+		}
+		if e := verify(secret, "192.0.2.1:3"); e != nil {
+			t.Fatal(e)
+		}
+	}
+	if proven, e := admit("192.0.2.2:1"); proven || e != nil {
+		t.Errorf("from another address: proven %v, %v; want unproven and admitted", proven, e)
+	}
+	for range 3 {
+		if e := verify("not-the-secret", "192.0.2.1:4"); e == nil || e.Code != awsjson.CodeInvalidSignature {
+			t.Fatalf("a wrong secret: %v", e)
+		}
+	}
+	if proven, e := admit("192.0.2.1:5"); proven || e == nil || e.Code != "ThrottlingException" {
+		t.Errorf("after spending its failures where it was proven: proven %v, %v; want ThrottlingException", proven, e)
+	}
+	if proven, e := admit("192.0.2.2:2"); proven || e != nil {
+		t.Errorf("from another address after those failures: proven %v, %v; want unproven and admitted", proven, e)
+	}
+
+	if e := verify(secret, "192.0.2.3:1"); e != nil {
+		t.Fatal(e)
+	}
+	now = now.Add(5 * time.Minute) // signed anew, within the skew
+	if proven, _ := admit("192.0.2.3:2"); !proven {
+		t.Error("5 minutes after verifying: not proven")
+	}
+	now = now.Add(6 * time.Minute)
+	if proven, _ := admit("192.0.2.3:3"); proven {
+		t.Error("11 minutes after verifying (ProvenFor 10 minutes): still proven")
+	}
+}

@@ -6,7 +6,9 @@
 # connections from one address, 1,000 from 1,000 addresses, an
 # unthrottled bad signer on the tenant's address, bad signers rotating
 # through 10,000 addresses): the share answered, p50, p99 and p99 as a
-# multiple of quiet's.
+# multiple of quiet's, and the CPU time the server used in each phase.
+# Each attack runs in a bench/door process of its own, beside the
+# tenant's, both on the client's CPUs.
 #
 #   bash bench/door.sh                 # D=20s a phase, RATE=100
 #   D=10s PHASES=quiet,slow40 bash bench/door.sh
@@ -52,4 +54,4 @@ trap 'kill -INT $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$dir"' EX
 for _ in $(seq 100); do curl -sf "127.0.0.1:$lport/healthz" >/dev/null && break; sleep 0.2; done
 echo "# D=$D a phase, tenant at $RATE calls/s"
 "${pin_client[@]}" "$dir/door" -url "http://127.0.0.1:$lport" -key AKIDDOORTENANT -secret tenant-secret \
-  -other AKIDDOOROTHER -d "$D" -rate "$RATE" -phases "$PHASES" -slow-length "${SLOW_LENGTH:-500000}"
+  -other AKIDDOOROTHER -server-pid "$server" -d "$D" -rate "$RATE" -phases "$PHASES" -slow-length "${SLOW_LENGTH:-500000}"

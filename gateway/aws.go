@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -92,8 +93,8 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if e != nil {
 		if g.verifier != nil {
-			// Refused before its body is read: answered at once (below).
-			w.Header().Set("Connection", "close")
+			g.refuseEarly(w, r, e, cred.AccessKeyID)
+			return
 		}
 		g.metrics.authFails.WithLabelValues(e.Code).Inc()
 		e.Write(w)
@@ -107,6 +108,8 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 	if !pol.cfg.ServesRegion(cred.Region) {
 		// Before the body is read or the signature checked: a region
 		// nobody serves opens no bucket and reaches no API.
+		// Answered at once, on a connection kept open: it costs no
+		// reconnection to refuse.
 		e := awsjson.RegionError(cred.Region)
 		g.metrics.authFails.WithLabelValues(e.Code).Inc()
 		e.Write(w)
@@ -118,28 +121,21 @@ func (g *Gateway) serveAWS(w http.ResponseWriter, r *http.Request) {
 		// Before the body is read: a key that keeps failing from this
 		// address, or a flood of unproven requests, costs no read and no
 		// verification.
-		if proven, e = g.verifier.Admit(cred.AccessKeyID, r.RemoteAddr); e != nil {
-			g.metrics.authFails.WithLabelValues(e.Code).Inc()
+		if proven, e = g.verifier.AdmitSigned(&signed, r.RemoteAddr); e != nil {
 			if e.Status == http.StatusServiceUnavailable {
 				w.Header()["Retry-After"] = []string{"1"}
-			} else {
-				// A key that keeps failing from this address: its
-				// answer waits, its connection closes.
-				g.delayFailure(r.Context())
 			}
-			w.Header().Set("Connection", "close")
-			e.Write(w)
+			g.refuseEarly(w, r, e, cred.AccessKeyID)
 			return
 		}
 		// Then as far as the headers allow: with X-Amz-Content-Sha256 the
 		// signature itself, so that a client that cannot sign holds no
 		// body budget, and the body is hashed as it arrives.
 		if pending, e = g.verifier.VerifySigned(r, signed, r.RemoteAddr); e != nil {
-			// Refused before its body is read, and answered at once:
-			// net/http would otherwise read up to 256 KiB of it before
-			// answering, at the client's pace.
-			w.Header().Set("Connection", "close")
-			g.refuseSignature(w, r, id, cred, e)
+			if g.log.Enabled(r.Context(), slog.LevelDebug) {
+				g.log.Debug("signature refused", "request_id", id, "access_key", cred.AccessKeyID, "remote", r.RemoteAddr, "code", e.Code, "error", e.Message)
+			}
+			g.refuseEarly(w, r, e, cred.AccessKeyID)
 			return
 		}
 		// A signature verified from the headers may use the in-flight
@@ -295,19 +291,48 @@ func writeAWSBodyError(w http.ResponseWriter, err error, g *Gateway) {
 	}
 }
 
-// delayFailure waits Options.FailureDelay before a refusal is answered,
-// unless MaxDelayed refusals wait already or ctx ends.
-func (g *Gateway) delayFailure(ctx context.Context) {
-	if g.failureDelay <= 0 {
+// refuseEarly answers a request refused from its headers, before its
+// body is read, when signatures are verified: a failed authentication
+// (a missing, malformed or wrong signature, a key failing from its
+// address) or a verification shed by the budget. Its
+// connection is closed (net/http would otherwise read up to 256 KiB of
+// the body first, at the client's pace), and its answer waits the failure
+// delay (see Options.FailureDelay), so that a client reconnecting at once
+// after each refusal comes back at most once a delay per connection. A
+// refusal of an access key id (id, "" if none could be read) that has
+// spent its failures from the address, or across addresses (a crowd with
+// one made-up key), waits failingDelayFactor times as long: the refusals
+// a persistent attacker costs fall further.
+func (g *Gateway) refuseEarly(w http.ResponseWriter, r *http.Request, e *awsjson.Error, id string) {
+	g.metrics.authFails.WithLabelValues(e.Code).Inc()
+	w.Header().Set("Connection", "close")
+	d := g.failureDelay
+	if id != "" && g.verifier.Failing(id, r.RemoteAddr) {
+		d *= failingDelayFactor
+	}
+	g.delayFailure(r.Context(), d)
+	e.Write(w)
+}
+
+// failingDelayFactor: see refuseEarly.
+const failingDelayFactor = 4
+
+// delayFailure waits d (to half as long again, at random, so that
+// clients refused together do not come back together)
+// before a refusal is answered, unless MaxDelayed refusals wait already
+// or ctx ends.
+func (g *Gateway) delayFailure(ctx context.Context, d time.Duration) {
+	if d <= 0 {
 		return
 	}
 	select {
 	case g.delayed <- struct{}{}:
 	default:
+		g.metrics.delayShed.Inc()
 		return
 	}
 	defer func() { <-g.delayed }()
-	t := time.NewTimer(g.failureDelay)
+	t := time.NewTimer(d + rand.N(d/2+1))
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -23,6 +23,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tollgate/tollgate/awsjson"
 	"github.com/tollgate/tollgate/bucket"
@@ -326,12 +327,25 @@ func TestABadSignerOnTheTenantsAddressLeavesItServed(t *testing.T) {
 			return signedCall(t, d.url, fmt.Sprintf("AKIDMADEUP%d", i), "x")
 		})
 	}()
-	served, others := tenantCalls(t, d, tenant, 200, 0)
+	// The tenant calls until the attacker has been refused before
+	// verification (its burst spent) and 200 calls more, or for a minute.
+	throttled := d.g.metrics.authFails.WithLabelValues("ThrottlingException")
+	served, total, others := 0, 0, map[string]int{}
+	for deadline, after := time.Now().Add(time.Minute), 0; after < 200 && time.Now().Before(deadline); {
+		if testutil.ToFloat64(throttled) > 0 {
+			after += 50
+		}
+		n, o := tenantCalls(t, d, tenant, 50, 0)
+		served, total = served+n, total+50
+		for k, v := range o {
+			others[k] += v
+		}
+	}
 	cancel()
 	got := <-codes
-	t.Logf("tenant served %d of 200 (others %v); the attacker's answers: %v", served, others, got)
-	if served != 200 {
-		t.Errorf("the tenant was served %d of 200 beside a bad signer on its address (%v), want all", served, others)
+	t.Logf("tenant served %d of %d (others %v); the attacker's answers: %v", served, total, others, got)
+	if served != total {
+		t.Errorf("the tenant was served %d of %d beside a bad signer on its address (%v), want all", served, total, others)
 	}
 	if got["ThrottlingException"] == 0 {
 		t.Errorf("the bad signer was never refused before verification: %v", got)
@@ -348,7 +362,9 @@ func TestBadSignersFromThousandsOfAddressesLeaveTheTenantServed(t *testing.T) {
 	// may use half: the flood (3,000 attempts, over 25 a second unless
 	// they take two minutes) is shed, and the tenant must be served
 	// through it.
-	d := newDoor(t, Options{}, awsjson.FailureOptions{VerifyRate: 50})
+	// A short failure delay: the 3,000 attempts are refused within
+	// seconds (TestEveryRefusalFromTheHeadersWaits has the delay).
+	d := newDoor(t, Options{FailureDelay: 10 * time.Millisecond}, awsjson.FailureOptions{VerifyRate: 50})
 	tenant := clientFrom("127.0.0.1")
 	if status, code := call(tenant, signedCall(t, d.url, doorTenant, doorTenantKey)); status != http.StatusOK {
 		t.Fatalf("the tenant's first call: %d %s", status, code)
@@ -431,11 +447,11 @@ func TestAWSBodiesAreBoundedPerAPI(t *testing.T) {
 
 // TestFailingKeyWaitsForItsAnswer: once a key has spent its failures from
 // an address, its next request is answered ThrottlingException only after
-// the failure delay, on a closed connection, so a client that reconnects
+// four times the failure delay, on a closed connection, so a client that reconnects
 // at once cannot flood the server; the tenant on the same address with
 // its own key is answered at once meanwhile.
 func TestFailingKeyWaitsForItsAnswer(t *testing.T) {
-	const delay = 2 * time.Second
+	const delay = time.Second
 	d := newDoor(t, Options{FailureDelay: delay}, awsjson.FailureOptions{PairBurst: 1, PairRate: 0.001})
 	c := clientFrom("127.0.0.1")
 	if _, code := call(c, signedCall(t, d.url, doorOther, "not-the-secret")); code != "InvalidSignatureException" {
@@ -454,7 +470,66 @@ func TestFailingKeyWaitsForItsAnswer(t *testing.T) {
 	if code := <-done; code != "ThrottlingException" {
 		t.Fatalf("the failing key's next request: %s, want ThrottlingException", code)
 	}
-	if took := time.Since(start); took < delay {
-		t.Errorf("the refusal came after %v, before the failure delay of %v", took, delay)
+	if took := time.Since(start); took < failingDelayFactor*delay {
+		t.Errorf("the refusal came after %v, before %d times the failure delay of %v (the key has spent its failures)", took, failingDelayFactor, delay)
+	}
+}
+
+// TestEveryRefusalFromTheHeadersWaits: a request refused from its
+// headers is answered only after the failure delay, on a closed
+// connection, from its first failure on (a made-up key, no signature at
+// all), so that a crowd reconnecting at once cannot turn refusals into a
+// flood; the waiting set is bounded (past it a refusal is answered at
+// once), and a tenant is answered at once meanwhile.
+func TestEveryRefusalFromTheHeadersWaits(t *testing.T) {
+	const delay = 4 * time.Second
+	d := newDoor(t, Options{FailureDelay: delay}, awsjson.FailureOptions{})
+	d.g.delayed = make(chan struct{}, 2) // a waiting set of two
+	unsigned := func() *http.Request {
+		r := signedCall(t, d.url, doorTenant, doorTenantKey)
+		r.Header.Del("Authorization")
+		return r
+	}
+	type answer struct {
+		code  string
+		close bool
+		took  time.Duration
+	}
+	refused := func(local string, r *http.Request) <-chan answer {
+		out := make(chan answer, 1)
+		go func() {
+			start := time.Now()
+			resp, err := clientFrom(local).Do(r)
+			if err != nil {
+				out <- answer{code: err.Error()}
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			out <- answer{resp.Header.Get("X-Amzn-Errortype"), resp.Close, time.Since(start)}
+		}()
+		return out
+	}
+	made := refused("127.0.0.2", signedCall(t, d.url, "AKIDMADEUP", "x"))
+	none := refused("127.0.0.3", unsigned())
+	for len(d.g.delayed) < 2 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if status, code := call(clientFrom("127.0.0.1"), signedCall(t, d.url, doorTenant, doorTenantKey)); status != http.StatusOK {
+		t.Fatalf("the tenant beside two waiting refusals: %d %s", status, code)
+	}
+	past := <-refused("127.0.0.4", signedCall(t, d.url, doorOther, "wrong-secret"))
+	if past.code != awsjson.CodeInvalidSignature || past.took >= delay {
+		t.Errorf("a refusal past the waiting set: %s after %v, want InvalidSignatureException at once", past.code, past.took)
+	}
+	for name, want := range map[string]struct {
+		got  <-chan answer
+		code string
+	}{"a made-up key": {made, awsjson.CodeUnrecognizedClient}, "no signature": {none, "MissingAuthenticationTokenException"}} {
+		a := <-want.got
+		if a.code != want.code || !a.close || a.took < delay {
+			t.Errorf("%s, its first failure: %s (connection closed: %v) after %v, want %s on a closed connection after at least %v",
+				name, a.code, a.close, a.took, want.code, delay)
+		}
 	}
 }

@@ -117,14 +117,18 @@ type Options struct {
 	BodyIdleTimeout time.Duration
 	BodyMinRate     float64
 	BodyTimeout     time.Duration
-	// FailureDelay is how long a request refused because its access key
-	// keeps failing from its address waits before its answer, as
-	// PostgreSQL's auth_delay and sshd's failure delay make a failing
-	// client wait: one that reconnects at once after each refusal then
-	// comes back at most once a FailureDelay per connection, so a crowd of
-	// them costs the server a trickle of connections, not a flood. At
-	// most MaxDelayed requests wait at once; past that they are answered
-	// at once. 0 means DefaultFailureDelay (1 s); negative means none.
+	// FailureDelay is how long, with a Verifier, a request refused from
+	// its headers (its signature missing, malformed or wrong, its key
+	// unknown or refused for its failures, its verification shed by the
+	// budget) waits before its answer, to half as long again at random,
+	// on a connection then closed, as PostgreSQL's auth_delay and sshd's
+	// failure delay make a failing client wait: one that reconnects at
+	// once after each refusal then comes back at most once a FailureDelay
+	// per connection, so a crowd of them costs the server a trickle of
+	// connections, not a flood. A key that has spent its failures from the
+	// address or across addresses waits four times as long. At most
+	// MaxDelayed requests wait at once; past that they are answered at
+	// once. 0 means DefaultFailureDelay (1 s); negative means none.
 	FailureDelay time.Duration
 	// AdminFailures bounds wrong admin tokens per client address: a burst
 	// of AdminFailures.Burst, refilled at AdminFailures.Rate a second;

@@ -19,6 +19,7 @@ type metrics struct {
 	duration  *prometheus.HistogramVec // handler
 	reloads   *prometheus.CounterVec   // result
 	authFails *prometheus.CounterVec   // code
+	delayShed prometheus.Counter       // refusals answered at once: MaxDelayed waited already
 }
 
 // bucketCounter is a store that can say how many buckets it holds.
@@ -52,8 +53,12 @@ func newMetrics(reg prometheus.Registerer, l limiter.Limiter, live *liveview.Rec
 			Name: "tollgate_auth_failures_total",
 			Help: "AWS requests refused for their signature (missing or malformed, or, with --credentials, not verified), by the error code answered; none of them took a token.",
 		}, []string{"code"}),
+		delayShed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tollgate_auth_refusals_undelayed_total",
+			Help: "Refusals answered without the failure delay because as many as it allows (4,096) were waiting already.",
+		}),
 	}
-	reg.MustRegister(m.decisions, m.latency, m.requests, m.duration, m.reloads, m.authFails)
+	reg.MustRegister(m.decisions, m.latency, m.requests, m.duration, m.reloads, m.authFails, m.delayShed)
 	if bc, ok := l.(bucketCounter); ok {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tollgate_buckets_tracked",

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -72,7 +73,9 @@ func newRegionsRig(t *testing.T, useRedis bool) regionsRig {
 		srv := redistest.Start(t)
 		client := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 		t.Cleanup(func() { client.Close() })
-		lim = redislimiter.New(client, redislimiter.Options{})
+		// Wide of the machine's load: a first take Redis answers late would
+		// be decided closed (the store has not counted its nodes yet).
+		lim = redislimiter.New(client, redislimiter.Options{Timeout: 2 * time.Second, Nodes: 1})
 		cmOpts.Redis, sqOpts.Redis = client, client
 		count := func(pattern string) int {
 			keys, err := client.Keys(context.Background(), pattern).Result()

@@ -22,6 +22,12 @@
 //     connection each, signing with the tenant's key id and a wrong
 //     secret (its key is then failing everywhere).
 //
+// Each attack runs in a process of its own (this command again, with
+// -attack), as an attacker elsewhere would: the tenant's process then
+// measures the server, not its own scheduling of the attacker's
+// goroutines. With -server-pid, each phase reports the CPU time the
+// server used in it.
+//
 // bench/door.sh starts the server and runs every phase.
 package main
 
@@ -37,7 +43,10 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"os"
+	"os/exec"
+	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,6 +62,8 @@ type options struct {
 	rate                    float64
 	phases                  string
 	slowLength              int
+	attack                  string // run only this attack, until SIGINT (the child process)
+	serverPID               int
 }
 
 func main() {
@@ -65,7 +76,20 @@ func main() {
 	flag.Float64Var(&o.rate, "rate", 100, "the tenant's calls a second")
 	flag.StringVar(&o.phases, "phases", "quiet,slow40,slow1000,crowd1000,badsigner,rotating", "the phases, in order; p99/q is against the last quiet phase before (quiet runs first if not named first; name it again between attacks to interleave)")
 	flag.IntVar(&o.slowLength, "slow-length", 500000, "the Content-Length the slow bodies declare (tollgate's ECS bound is 512 KiB; the issue's attack declared 1048576)")
+	flag.StringVar(&o.attack, "attack", "", "run only this attack until interrupted, and print its note (how the tenant's process runs each attack)")
+	flag.IntVar(&o.serverPID, "server-pid", 0, "the server's pid, to report the CPU time it used in each phase (from /proc)")
 	flag.Parse()
+	if o.attack != "" {
+		attack, ok := attacks(o)[o.attack]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "door: unknown attack %q\n", o.attack)
+			os.Exit(2)
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		fmt.Println(attack(ctx))
+		return
+	}
 	if o.key == "" || o.secret == "" {
 		fmt.Fprintln(os.Stderr, "door: give -key and -secret (a key of the server's credentials file)")
 		os.Exit(2)
@@ -88,18 +112,23 @@ func run(o options) error {
 		phases = append([]string{"quiet"}, phases...)
 	}
 	for _, phase := range phases {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan string, 1)
-		attack, ok := attacks(o)[phase]
-		if !ok {
-			cancel()
+		if _, ok := attacks(o)[phase]; !ok {
 			return fmt.Errorf("unknown phase %q", phase)
 		}
-		go func() { done <- attack(ctx) }()
+		child, out, err := startAttack(o, phase)
+		if err != nil {
+			return err
+		}
 		time.Sleep(2 * time.Second) // the attack takes hold
+		cpu0 := serverCPU(o.serverPID)
 		res := measure(o, tenant)
-		cancel()
-		note := <-done
+		cpu := serverCPU(o.serverPID) - cpu0
+		child.Process.Signal(os.Interrupt)
+		child.Wait()
+		note := strings.TrimSpace(out.String())
+		if o.serverPID > 0 {
+			note += fmt.Sprintf("; server CPU %.2f s", cpu.Seconds())
+		}
 		p50, p99, worst := res.pct(0.50), res.pct(0.99), res.pct(1)
 		if phase == "quiet" {
 			quietP99 = p99
@@ -110,6 +139,44 @@ func run(o options) error {
 		time.Sleep(2 * time.Second) // the server settles
 	}
 	return nil
+}
+
+// startAttack runs the attack of phase in a child process (this command
+// with -attack), whose note out holds once it has exited.
+func startAttack(o options, phase string) (*exec.Cmd, *bytes.Buffer, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	out := new(bytes.Buffer)
+	cmd := exec.Command(self, "-attack", phase, "-url", o.url, "-key", o.key, "-secret", o.secret,
+		"-other", o.other, "-slow-length", strconv.Itoa(o.slowLength))
+	cmd.Stdout, cmd.Stderr = out, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("attack %s: %w", phase, err)
+	}
+	return cmd, out, nil
+}
+
+// serverCPU is the CPU time (user and system) process pid has used, from
+// /proc/pid/stat; 0 without a pid.
+func serverCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis: utime and stime
+	// are the 12th and 13th of them, in clock ticks (100 a second).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
 }
 
 // result is one phase's tenant calls.
