@@ -299,7 +299,19 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	n.kube = newKubeRunners(opts.Kube, log, reg)
 	n.quotas = quotas
 	n.release = func() { n.kube.Close(); closeQuotas(); closeRegistry(); closeDurable(); closeStore() }
-	builder := pools{log: log, registry: registry, kube: n.kube, supervisor: opts.Supervisor, ports: opts.InstancePorts, durable: durable}
+	builder := pools{log: log, registry: registry, kube: n.kube, supervisor: opts.Supervisor, ports: opts.InstancePorts}
+	if durable != nil {
+		builder.kept = boltRevisions{durable}
+	} else if st.URL != "memory" {
+		client, closeClient, err := storeClient(st, certs.storeTLS())
+		if err != nil {
+			n.Close()
+			return nil, err
+		}
+		release := n.release
+		n.release = func() { release(); closeClient() }
+		builder.kept = redisRevisions{client: client, timeout: revisionsTimeout}
+	}
 	if n.pools, err = builder.newPool(cfg, reg); err != nil {
 		n.Close()
 		return nil, err

@@ -15,7 +15,6 @@ import (
 	"github.com/tollgate/tollgate/pool/kube"
 	"github.com/tollgate/tollgate/pool/process"
 	"github.com/tollgate/tollgate/pool/traffic"
-	"github.com/tollgate/tollgate/state/bolt"
 )
 
 // pools turns the config's autoscale sections into the pool's specs:
@@ -28,15 +27,15 @@ type pools struct {
 	kube       *kubeRunners
 	supervisor []string
 	ports      process.PortRange // Options.InstancePorts
-	durable    *bolt.DB          // keeps the revisions and the admin traffic; nil: the process does
+	kept       revisionRecords   // keep the revisions and the admin traffic; nil: the process does
 }
 
 // newPool returns the pool of the config's autoscaled services, not yet
 // running; its metrics go to reg.
 func (b pools) newPool(cfg *config.Config, reg prometheus.Registerer) (*pool.Pool, error) {
 	opts := pool.Options{Logger: b.log, Registry: reg}
-	if b.durable != nil {
-		opts.Revisions = revisionStore{db: b.durable, pools: b}
+	if b.kept != nil {
+		opts.Revisions = revisionStore{records: b.kept, pools: b}
 	}
 	p := pool.New(opts)
 	if err := b.apply(p, cfg); err != nil {
@@ -51,10 +50,10 @@ func (b pools) newPool(cfg *config.Config, reg prometheus.Registerer) (*pool.Poo
 // revision names live in the process, so the config's Deployment is
 // revision 1 again (or the one after the highest bound) and the
 // Deployments those revisions ran on before the restart are neither
-// routed to nor scaled. With a data directory the names are kept.
+// routed to nor scaled. With a data directory or Redis the names are kept.
 func (b pools) warnRenumbered(cfg *config.Config) {
-	if b.durable != nil {
-		return // the data directory keeps the names
+	if b.kept != nil {
+		return // the data directory or Redis keeps the names
 	}
 	for _, s := range cfg.Quota.Services() {
 		a := cfg.Autoscale[s.Name]

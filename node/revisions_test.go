@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/config"
 	"github.com/tollgate/tollgate/internal/logtest"
+	"github.com/tollgate/tollgate/internal/redistest"
 	"github.com/tollgate/tollgate/internal/testservice"
 	"github.com/tollgate/tollgate/pool"
 	"github.com/tollgate/tollgate/pool/traffic"
@@ -54,8 +55,24 @@ func TestRevisionsAndAdminTrafficOutliveThePool(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	testRevisionsOutliveThePool(t, dir, boltRevisions{db})
+}
+
+// TestRevisionsAndAdminTrafficOutliveThePoolOnRedis: the same on Redis,
+// the store of nodes that share it.
+func TestRevisionsAndAdminTrafficOutliveThePoolOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	client, closeClient, err := storeClient(config.Store{URL: srv.URL()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient()
+	testRevisionsOutliveThePool(t, t.TempDir(), redisRevisions{client: client, timeout: 30 * time.Second})
+}
+
+func testRevisionsOutliveThePool(t *testing.T, dir string, kept revisionRecords) {
 	var logs logtest.Buffer
-	b := pools{log: slog.New(slog.NewTextHandler(&logs, nil)), durable: db}
+	b := pools{log: slog.New(slog.NewTextHandler(&logs, nil)), kept: kept}
 	block := ""
 	parse := func(version string) *config.Config {
 		t.Helper()
@@ -111,8 +128,8 @@ func TestRevisionsAndAdminTrafficOutliveThePool(t *testing.T) {
 
 	// A kept traffic naming a revision the store does not have.
 	var sv pool.SavedRevisions
-	if err := db.Read(func(r *bolt.Reader) error { return json.Unmarshal(r.Get(state.RevisionsTable, "hello"), &sv) }); err != nil {
-		t.Fatal(err)
+	if v, err := kept.get("hello"); err != nil || json.Unmarshal(v, &sv) != nil {
+		t.Fatalf("the kept record %q: %v", v, err)
 	}
 	for _, o := range sv.Others {
 		if !strings.Contains(o.Template, "VERSION") || len(o.Recipe) == 0 {
@@ -121,7 +138,7 @@ func TestRevisionsAndAdminTrafficOutliveThePool(t *testing.T) {
 	}
 	sv.TrafficSet, sv.Traffic = true, []traffic.Target{{RevisionName: "hello-00009", Percent: 100}}
 	v, _ := json.Marshal(sv)
-	if err := db.Write(func(w *bolt.Writer) error { return w.Put(state.RevisionsTable, "hello", v) }); err != nil {
+	if err := kept.put([]string{"hello"}, [][]byte{v}); err != nil {
 		t.Fatal(err)
 	}
 	p = start("three")
@@ -273,9 +290,9 @@ func TestUnreadableRevisionsRecordRefusesTheStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = pools{log: slog.New(slog.DiscardHandler), durable: db}.newPool(cfg, prometheus.NewRegistry())
+	_, err = pools{log: slog.New(slog.DiscardHandler), kept: boltRevisions{db}}.newPool(cfg, prometheus.NewRegistry())
 	want := db.Path() + ": table revisions key hello is unreadable"
-	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "restore the file from a backup") {
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "restore it from a backup") {
 		t.Fatalf("start with an unreadable record: %v, want %s", err, want)
 	}
 }
@@ -298,7 +315,7 @@ func BenchmarkSetTraffic(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer db.Close()
-				bp.durable = db
+				bp.kept = boltRevisions{db}
 			}
 			parse := func(version string) *config.Config {
 				cfg, err := config.Parse(filepath.Join(dir, "c.yaml"), []byte(trafficConfig("sh", version, "")))

@@ -40,8 +40,8 @@ var tables = []string{cloudmap.Table, servicequotas.Table, state.RevisionsTable}
 // RedisRevisionsKey is the Redis hash that holds the revisions table in
 // Redis (field: the service's name, value: the record's), so that an
 // export through Redis keeps the autoscaled services' revisions and
-// admin traffic. A node on Redis does not read it: its revisions live in
-// the process.
+// admin traffic; nodes on Redis read and write it as their revisions
+// table.
 const RedisRevisionsKey = "tollgate:revisions"
 
 // ExportDB writes every record of an open embedded store to w, from one
