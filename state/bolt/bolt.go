@@ -140,10 +140,76 @@ func Open(dir string, o Options) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	if !o.ReadOnly {
+		if err := d.dropStaleDerived(); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	if o.MaxBatchDelay > 0 {
 		db.MaxBatchDelay = o.MaxBatchDelay
 	}
 	return d, nil
+}
+
+// stampKey, in metaTable, is the number of the last transaction written
+// through this package (Write, Fill), which keeps the derived tables in
+// step with the records. A tollgate from before derived tables writes
+// records without them: its transactions leave the stamp behind, and the
+// next Open drops the derived tables, which their owners then build
+// again from the records (a downgrade and an upgrade lose nothing).
+const stampKey = "written_tx"
+
+// stamp notes tx as written in step with the derived tables.
+func stamp(tx *bbolt.Tx) error {
+	b, err := tx.CreateBucketIfNotExists([]byte(metaTable))
+	if err != nil {
+		return fmt.Errorf("table %s: %w", metaTable, err)
+	}
+	return b.Put([]byte(stampKey), strconv.AppendInt(nil, int64(tx.ID()), 10))
+}
+
+// dropStaleDerived drops the derived tables when a transaction that did
+// not keep them in step (see stampKey) wrote the file last.
+func (d *DB) dropStaleDerived() error {
+	stale := false
+	err := d.db.View(func(tx *bbolt.Tx) error {
+		var v []byte
+		if b := tx.Bucket([]byte(metaTable)); b != nil {
+			v = b.Get([]byte(stampKey))
+		}
+		stale = string(v) != strconv.Itoa(int(tx.ID()))
+		return nil
+	})
+	if err != nil || !stale {
+		return err
+	}
+	if err := d.db.Update(func(tx *bbolt.Tx) error {
+		if err := dropDerived(tx); err != nil {
+			return err
+		}
+		return stamp(tx)
+	}); err != nil {
+		return fmt.Errorf("%s: dropping derived tables written out of step: %w", d.path, err)
+	}
+	return nil
+}
+
+// dropDerived deletes every derived table (DerivedPrefix) but metaTable.
+func dropDerived(tx *bbolt.Tx) error {
+	var derived [][]byte
+	_ = tx.ForEach(func(name []byte, _ *bbolt.Bucket) error {
+		if string(name) != metaTable && strings.HasPrefix(string(name), DerivedPrefix) {
+			derived = append(derived, append([]byte(nil), name...))
+		}
+		return nil
+	})
+	for _, name := range derived {
+		if err := tx.DeleteBucket(name); err != nil {
+			return fmt.Errorf("table %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // errPanicked wraps what bbolt panicked with reading a damaged file.
@@ -242,7 +308,12 @@ func (d *DB) Write(fn func(*Writer) error) error {
 	if p := d.failed.Load(); p != nil {
 		return fmt.Errorf("%s: %w (it failed: %w)", d.path, ErrFailed, *p)
 	}
-	err := d.db.Batch(func(tx *bbolt.Tx) error { return fn(&Writer{tx: tx}) })
+	err := d.db.Batch(func(tx *bbolt.Tx) error {
+		if err := fn(&Writer{tx: tx}); err != nil {
+			return err
+		}
+		return stamp(tx)
+	})
 	if err != nil {
 		err = fmt.Errorf("%s: write: %w", d.path, err)
 		d.failed.CompareAndSwap(nil, &err)
@@ -426,7 +497,7 @@ func (d *DB) Fill(recs []state.Record) error {
 					return err
 				}
 			}
-			return nil
+			return stamp(tx)
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", d.path, err)
@@ -448,22 +519,7 @@ type Source interface {
 // the derived tables, which their owners rebuild from the records.
 func (d *DB) Import(r Source) (int, error) {
 	n := 0
-	err := d.db.Update(func(tx *bbolt.Tx) error {
-		var derived [][]byte
-		_ = tx.ForEach(func(name []byte, _ *bbolt.Bucket) error {
-			if string(name) != metaTable && strings.HasPrefix(string(name), DerivedPrefix) {
-				derived = append(derived, append([]byte(nil), name...))
-			}
-			return nil
-		})
-		for _, name := range derived {
-			if err := tx.DeleteBucket(name); err != nil {
-				return fmt.Errorf("table %s: %w", name, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := d.db.Update(dropDerived); err != nil {
 		return 0, fmt.Errorf("%s: import: %w", d.path, err)
 	}
 	for done := false; !done; {
