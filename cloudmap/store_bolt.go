@@ -98,11 +98,8 @@ func newBoltStore(lim Limits, db *bolt.DB, cacheBytes int64) (*boltStore, error)
 // start reads the sizes of the unknown accounts' scopes, building them
 // from the records first if the file has none.
 func (b *boltStore) start() error {
-	built := false
-	if err := b.db.Read(func(r *bolt.Reader) error {
-		built = r.Get(derivedTable, builtKey) != nil
-		return nil
-	}); err != nil {
+	built, err := b.db.Has(derivedTable, builtKey)
+	if err != nil {
 		return err
 	}
 	if !built {

@@ -20,11 +20,8 @@ func seqKey(n int64) string { return fmt.Sprintf("%016x", n) }
 // the applied values, the tags and the unmapped accounts' counters,
 // building derivedTable first if the file has none.
 func (b *boltBackend) start() error {
-	built := false
-	if err := b.db.Read(func(r *bolt.Reader) error {
-		built = r.Get(derivedTable, idxBuilt) != nil
-		return nil
-	}); err != nil {
+	built, err := b.db.Has(derivedTable, idxBuilt)
+	if err != nil {
 		return err
 	}
 	if !built {

@@ -326,6 +326,16 @@ func (d *DB) Read(fn func(*Reader) error) error {
 	return d.db.View(func(tx *bbolt.Tx) error { return fn(&Reader{tx: tx}) })
 }
 
+// Has reports whether table holds key.
+func (d *DB) Has(table, key string) (bool, error) {
+	found := false
+	err := d.Read(func(r *Reader) error {
+		found = r.Get(table, key) != nil
+		return nil
+	})
+	return found, err
+}
+
 // Writer writes records in one transaction.
 type Writer struct{ tx *bbolt.Tx }
 
