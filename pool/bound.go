@@ -123,17 +123,17 @@ func (svc *service) checkBound(s ServiceSpec, next string) error {
 		}
 		rv := svc.revisionByName(b.Name)
 		switch {
-		case b.Latest && next == "" && svc.latest != nil && svc.latest.name != b.Name:
-			return bad("%s runs the latest revision, %s: bind it under that name (revisions are not renamed)", orRunner(b.Where), svc.latest.name)
+		case b.Latest && next == "" && svc.latest != nil && svc.latest.Name() != b.Name:
+			return bad("%s runs the latest revision, %s: bind it under that name (revisions are not renamed)", orRunner(b.Where), svc.latest.Name())
 		case b.Latest && next != "" && rv != nil:
 			return bad("revision %s is already running (%s): the changed template makes a new revision; bind it under a new name", b.Name, orRunner(rv.where))
 		case b.Latest:
-		case rv != nil && rv.runner != b.Runner:
+		case rv != nil && rv.Runner() != b.Runner:
 			return bad("revision %s runs on %s, not %s: revisions are not renamed; bind %s under a new name", b.Name, orRunner(rv.where), orRunner(b.Where), orRunner(b.Where))
 		case rv == nil:
 			for _, o := range svc.revs {
-				if o.runner == b.Runner {
-					return bad("%s already runs revision %s: bind it under that name", orRunner(b.Where), o.name)
+				if o.Runner() == b.Runner {
+					return bad("%s already runs revision %s: bind it under that name", orRunner(b.Where), o.Name())
 				}
 			}
 		}
@@ -191,7 +191,7 @@ func (p *Pool) addBound(svc *service, s ServiceSpec) error {
 // replica orders them (sticky slots are laid in this order); p.mu is
 // held.
 func sortRevisions(svc *service) {
-	slices.SortStableFunc(svc.revs, func(a, b *revision) int {
-		return revisionNumber(svc.name, a.name) - revisionNumber(svc.name, b.name)
+	slices.SortStableFunc(svc.revs, func(a, b *rev) int {
+		return revisionNumber(svc.name, a.Name()) - revisionNumber(svc.name, b.Name())
 	})
 }

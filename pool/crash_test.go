@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/revision"
 )
 
 // TestLastCrashIsScaledDownAsExited: the only instance crashes a moment
@@ -71,30 +72,8 @@ func TestMinInstancesReplaceFailedStarts(t *testing.T) {
 	runPool(t, p)
 	eventually(t, 30*time.Second, "fewer than 3 starts for min instances 1", func() bool { return len(r.times()) >= 3 })
 	ts := r.times()
-	if gap := ts[2].Sub(ts[1]); gap < backoff(2)-100*time.Millisecond {
-		t.Fatalf("third start %v after the second failure, want a backoff of %v", gap, backoff(2))
-	}
-}
-
-// TestRemainingBackoffCountsFromTheFailure: an instance launched after
-// part of the backoff has passed since the last failure waits only the
-// rest of it.
-func TestRemainingBackoffCountsFromTheFailure(t *testing.T) {
-	for _, c := range []struct {
-		failures int
-		since    time.Duration
-		want     time.Duration
-	}{
-		{1, 0, 0},
-		{2, 0, backoffBase},
-		{2, 300 * time.Millisecond, 700 * time.Millisecond},
-		{2, 1050 * time.Millisecond, 0},
-		{4, time.Second, 3 * time.Second},
-		{20, 10 * time.Second, backoffCap - 10*time.Second},
-	} {
-		if got := remainingBackoff(c.failures, c.since); got != c.want {
-			t.Errorf("remainingBackoff(%d, %v) = %v, want %v", c.failures, c.since, got, c.want)
-		}
+	if gap := ts[2].Sub(ts[1]); gap < revision.Backoff(2)-100*time.Millisecond {
+		t.Fatalf("third start %v after the second failure, want a backoff of %v", gap, revision.Backoff(2))
 	}
 }
 

@@ -3,7 +3,6 @@ package pool
 import (
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,52 +10,6 @@ import (
 
 	"github.com/tollgate/tollgate/autoscale"
 )
-
-// gpuRunner is a serverRunner whose instances have gpus GPUs each
-// (GPURunner), as a Deployment whose pod template asks for them.
-type gpuRunner struct {
-	*serverRunner
-	gpus atomic.Int64
-}
-
-func (r *gpuRunner) GPUs() int { return int(r.gpus.Load()) }
-
-// A runner that reports GPUs makes a GPU service: idle instances are kept
-// 10 minutes at most, whatever the config's idle timeout; a shorter one
-// stays; a runner whose instances lose their GPUs gives the configured
-// timeout back.
-func TestRunnerGPUsMakeAGPUService(t *testing.T) {
-	for _, tc := range []struct {
-		idle, want time.Duration
-	}{
-		{0, autoscale.DefaultGPUIdleTimeout},
-		{15 * time.Minute, autoscale.DefaultGPUIdleTimeout},
-		{time.Hour, autoscale.DefaultGPUIdleTimeout},
-		{5 * time.Minute, 5 * time.Minute},
-	} {
-		r := &gpuRunner{serverRunner: &serverRunner{}}
-		r.gpus.Store(1)
-		rv, err := newRevision("s", "s-1", autoscale.Config{IdleTimeout: tc.idle}, r, ServiceSpec{}.limits(), testLogger(t), New(Options{}).m.revision("s", "s-1"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c := rv.eng.Config(); c.GPUs != 1 || c.IdleTimeout != tc.want {
-			t.Errorf("idle_timeout %v with a GPU runner: engine GPUs %d, idle timeout %v; want 1 and %v", tc.idle, c.GPUs, c.IdleTimeout, tc.want)
-		}
-		r.gpus.Store(0)
-		rv.mu.Lock()
-		rv.reshare() // once a second in the pool
-		c := rv.eng.Config()
-		rv.mu.Unlock()
-		want := tc.idle
-		if want == 0 {
-			want = autoscale.DefaultIdleTimeout
-		}
-		if c.GPUs != 0 || c.IdleTimeout != want {
-			t.Errorf("idle_timeout %v after the GPUs went: engine GPUs %d, idle timeout %v; want 0 and %v", tc.idle, c.GPUs, c.IdleTimeout, want)
-		}
-	}
-}
 
 // loadSharer is a sharedRunner that gives this replica share requests of
 // each instance and a policy that always asks for count instances.
@@ -92,33 +45,6 @@ type fixedPolicy int
 
 func (p fixedPolicy) Recommend(autoscale.Metrics) autoscale.Recommendation {
 	return autoscale.Recommendation{Count: int(p), Driver: autoscale.DriverConcurrency}
-}
-
-// A LoadSharer's share replaces max concurrency / sharers, and its policy
-// decides the count; it is given the whole max concurrency.
-func TestLoadSharerSetsShareAndPolicy(t *testing.T) {
-	r := &loadSharer{sharedRunner: &sharedRunner{serverRunner: &serverRunner{}}, share: 5, count: 3}
-	r.n.Store(3)
-	rv, err := newRevision("s", "s-1", autoscale.Config{MaxConcurrency: 6, MaxInstances: 10}, r, ServiceSpec{}.limits(), testLogger(t), New(Options{}).m.revision("s", "s-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rv.mu.Lock()
-	rv.reshare()
-	mc := rv.eng.Config().MaxConcurrency
-	now := time.Now()
-	rv.eng.Route(now) // a request: the engine scales from zero only for one
-	rec := rv.eng.Tick(now).Recommendation
-	rv.mu.Unlock()
-	if mc != 5 {
-		t.Errorf("engine max concurrency %d, want the runner's share 5 (not 6 / 3)", mc)
-	}
-	if rec.Count != 3 {
-		t.Errorf("count %d, want the shared policy's 3", rec.Count)
-	}
-	if len(r.keys) == 0 || r.keys[len(r.keys)-1] != "s/s-1" || r.full[len(r.full)-1] != 6 {
-		t.Errorf("SharedPolicy given keys %v and max concurrency %v, want s/s-1 and 6", r.keys, r.full)
-	}
 }
 
 // With several replicas the scale log shows what the count was decided

@@ -38,14 +38,13 @@ type keptRevision struct {
 
 // keep remembers the retired revision rv, replacing an earlier entry of
 // its name, and forgets those the bounds no longer keep; p.mu is held.
-func (svc *service) keep(rv *revision, now time.Time) {
-	rv.mu.Lock()
+func (svc *service) keep(rv *rev, now time.Time) {
+	st := rv.State()
 	s := rv.spec
-	s.Engine = rv.cfg
-	s.RequestTimeout, s.MaxPending, s.StopGrace = rv.lim.requestTimeout, rv.lim.maxPending, rv.lim.grace
-	s.Runner = rv.runner
-	k := keptRevision{name: rv.name, spec: s, where: rv.where, created: rv.created, retired: now}
-	rv.mu.Unlock()
+	s.Engine = st.Config
+	s.RequestTimeout, s.MaxPending, s.StopGrace = st.Limits.RequestTimeout, st.Limits.MaxPending, st.Limits.StopGrace
+	s.Runner = rv.Runner()
+	k := keptRevision{name: rv.Name(), spec: s, where: rv.where, created: rv.created, retired: now}
 	svc.kept = slices.DeleteFunc(svc.kept, func(o keptRevision) bool { return o.name == k.name })
 	svc.kept = gcKept(append(svc.kept, k), now)
 }
@@ -99,10 +98,10 @@ func (p *Pool) revive(svc *service, t []traffic.Target) error {
 			return err
 		}
 		rv.where, rv.created = k.where, k.created
-		svc.kept = slices.DeleteFunc(svc.kept, func(o keptRevision) bool { return o.name == rv.name })
+		svc.kept = slices.DeleteFunc(svc.kept, func(o keptRevision) bool { return o.name == rv.Name() })
 		svc.revs = append(svc.revs, rv)
 		sortRevisions(svc)
-		p.log.Info("retired revision named by the traffic: running it again", "service", svc.name, "revision", rv.name, "on", orRunner(rv.where))
+		p.log.Info("retired revision named by the traffic: running it again", "service", svc.name, "revision", rv.Name(), "on", orRunner(rv.where))
 		p.start(rv)
 	}
 	return nil

@@ -79,12 +79,12 @@ func TestPutToAllCarriesTheLoadHistory(t *testing.T) {
 		})
 	}
 	defer func() { close(stop); wg.Wait() }()
-	rev := func(name string) *revision {
+	rev := func(name string) *rev {
 		p.mu.RLock()
 		defer p.mu.RUnlock()
 		return p.services["s"].revisionByName(name)
 	}
-	eventually(t, 30*time.Second, "s-00001 never recommended 4 under 4 clients", func() bool { return rev("s-00001").serving() >= 4 })
+	eventually(t, 30*time.Second, "s-00001 never recommended 4 under 4 clients", func() bool { return rev("s-00001").Serving() >= 4 })
 	time.Sleep(5 * time.Second) // some history
 	if err := p.SetTraffic("s", []traffic.Target{{RevisionName: "s-00002", Percent: 100}}); err != nil {
 		t.Fatal(err)
@@ -92,9 +92,7 @@ func TestPutToAllCarriesTheLoadHistory(t *testing.T) {
 	rv := rev("s-00002")
 	low := 100
 	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		rv.mu.Lock()
-		n := rv.lastRec.Count
-		rv.mu.Unlock()
+		n := rv.State().Recommended
 		low = min(low, n)
 	}
 	if low < 3 {

@@ -11,96 +11,6 @@ import (
 	"github.com/tollgate/tollgate/autoscale"
 )
 
-// TestFailureRunCountsFailuresInARow: only failures in a row reach the
-// threshold; a success starts the count again.
-func TestFailureRunCountsFailuresInARow(t *testing.T) {
-	bad := errors.New("status 500")
-	var f failureRun
-	var got []bool
-	for _, err := range []error{bad, bad, nil, bad, bad, bad, bad} {
-		got = append(got, f.note(err, 3))
-	}
-	want := []bool{false, false, false, false, false, true, true}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("unhealthy after each probe: %v, want %v", got, want)
-		}
-	}
-	var one failureRun
-	if !one.note(bad, 1) {
-		t.Fatal("threshold 1: the first failure did not make the instance unhealthy")
-	}
-}
-
-// TestUnhealthyBoundIsTheRequestTimeoutOr15Minutes, on a fixed clock.
-func TestUnhealthyBoundIsTheRequestTimeoutOr15Minutes(t *testing.T) {
-	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, c := range []struct {
-		requestTimeout, want time.Duration
-	}{
-		{DefaultRequestTimeout, DefaultRequestTimeout},
-		{10 * time.Second, 10 * time.Second},
-		{MaxRequestTimeout, MaxOverMaxGrace},
-		{MaxOverMaxGrace, MaxOverMaxGrace},
-	} {
-		if got := unhealthyBound(at, c.requestTimeout, MaxOverMaxGrace); got.Sub(at) != c.want {
-			t.Errorf("request timeout %v: bound %v after, want %v", c.requestTimeout, got.Sub(at), c.want)
-		}
-	}
-}
-
-// TestOverBy: the instances beyond max, at most the candidates.
-func TestOverBy(t *testing.T) {
-	for _, c := range []struct{ count, limit, cand, want int }{
-		{2, 1, 1, 1}, // one unhealthy beside its replacement at max 1
-		{1, 1, 1, 0}, // its replacement not started yet
-		{3, 3, 1, 0}, // below max before: the replacement fits
-		{4, 3, 1, 1},
-		{5, 3, 1, 1}, // more beyond max than unhealthy: only those count
-		{5, 3, 3, 2},
-		{0, 1, 0, 0},
-	} {
-		if got := overBy(c.count, c.limit, c.cand); got != c.want {
-			t.Errorf("overBy(%d, %d, %d) = %d, want %d", c.count, c.limit, c.cand, got, c.want)
-		}
-	}
-}
-
-// TestLivenessDefaultsAndBounds: Cloud Run's defaults fill the zero
-// fields, and Apply refuses a check out of bounds, changing nothing.
-func TestLivenessDefaultsAndBounds(t *testing.T) {
-	if got := (Liveness{Path: "/h"}).WithDefaults(); got != (Liveness{"/h", 10 * time.Second, time.Second, 3, 0}) {
-		t.Fatalf("defaults: %+v", got)
-	}
-	if got := (Liveness{Path: "/h", Period: 200 * time.Millisecond}).WithDefaults(); got.Timeout != 200*time.Millisecond {
-		t.Fatalf("a period under the default timeout: timeout %v, want the period", got.Timeout)
-	}
-	for _, c := range []struct {
-		l    Liveness
-		want string
-	}{
-		{Liveness{}, "liveness path \"\""},
-		{Liveness{Path: "healthz"}, "liveness path \"healthz\""},
-		{Liveness{Path: "/" + strings.Repeat("x", 1024)}, "at most 1024 bytes"},
-		{Liveness{Path: "/h", Period: -time.Second}, "liveness period -1s"},
-		{Liveness{Path: "/h", Period: 2 * time.Hour}, "liveness period 2h0m0s"},
-		{Liveness{Path: "/h", Period: time.Second, Timeout: 2 * time.Second}, "liveness timeout 2s not in (0, period 1s]"},
-		{Liveness{Path: "/h", FailureThreshold: -1}, "liveness failure threshold -1"},
-		{Liveness{Path: "/h", FailureThreshold: 1001}, "liveness failure threshold 1001"},
-		{Liveness{Path: "/h", InitialDelay: -time.Second}, "liveness initial delay -1s"},
-	} {
-		p := New(Options{})
-		l := c.l
-		err := p.Apply([]ServiceSpec{{Name: "s", Runner: &serverRunner{}, Liveness: &l}})
-		if !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: %v, want ErrInvalidSpec saying %q", c.l, err, c.want)
-		}
-		if len(p.Services()) != 0 {
-			t.Errorf("%+v: a refused spec added a service", c.l)
-		}
-	}
-}
-
 // probeCounter is a serverRunner handler that answers every request and
 // counts the liveness probes among them.
 type probeCounter struct {
@@ -149,12 +59,47 @@ func TestLivenessProbesOnlyWhenConfigured(t *testing.T) {
 	p.mu.RLock()
 	rv := p.services["off"].latest
 	p.mu.RUnlock()
-	if rv.live != nil || rv.probes != nil {
+	if rv.State().Liveness {
 		t.Fatal("a revision without a liveness check has one set up")
 	}
 	for _, st := range p.Status() {
 		if len(st.Instances) != 1 || st.Instances[0].State != "ready" {
 			t.Fatalf("%s: %+v, want one ready instance", st.Name, st.Instances)
+		}
+	}
+}
+
+// TestLivenessDefaultsAndBounds: Cloud Run's defaults fill the zero
+// fields, and Apply refuses a check out of bounds, changing nothing.
+func TestLivenessDefaultsAndBounds(t *testing.T) {
+	if got := (Liveness{Path: "/h"}).WithDefaults(); got != (Liveness{Path: "/h", Period: 10 * time.Second, Timeout: time.Second, FailureThreshold: 3}) {
+		t.Fatalf("defaults: %+v", got)
+	}
+	if got := (Liveness{Path: "/h", Period: 200 * time.Millisecond}).WithDefaults(); got.Timeout != 200*time.Millisecond {
+		t.Fatalf("a period under the default timeout: timeout %v, want the period", got.Timeout)
+	}
+	for _, c := range []struct {
+		l    Liveness
+		want string
+	}{
+		{Liveness{}, "liveness path \"\""},
+		{Liveness{Path: "healthz"}, "liveness path \"healthz\""},
+		{Liveness{Path: "/" + strings.Repeat("x", 1024)}, "at most 1024 bytes"},
+		{Liveness{Path: "/h", Period: -time.Second}, "liveness period -1s"},
+		{Liveness{Path: "/h", Period: 2 * time.Hour}, "liveness period 2h0m0s"},
+		{Liveness{Path: "/h", Period: time.Second, Timeout: 2 * time.Second}, "liveness timeout 2s not in (0, period 1s]"},
+		{Liveness{Path: "/h", FailureThreshold: -1}, "liveness failure threshold -1"},
+		{Liveness{Path: "/h", FailureThreshold: 1001}, "liveness failure threshold 1001"},
+		{Liveness{Path: "/h", InitialDelay: -time.Second}, "liveness initial delay -1s"},
+	} {
+		p := New(Options{})
+		l := c.l
+		err := p.Apply([]ServiceSpec{{Name: "s", Runner: &serverRunner{}, Liveness: &l}})
+		if !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want ErrInvalidSpec saying %q", c.l, err, c.want)
+		}
+		if len(p.Services()) != 0 {
+			t.Errorf("%+v: a refused spec added a service", c.l)
 		}
 	}
 }

@@ -5,13 +5,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// MaxOverMaxGrace bounds how long a replaced revision's instances, or an
-// unhealthy instance beside its replacement, may keep running beyond max
-// instances while they finish their requests in flight: 15 minutes, as
-// Cloud Run's grace for instances over max.
-const MaxOverMaxGrace = 15 * time.Minute
+	"github.com/tollgate/tollgate/pool/revision"
+)
 
 // overMaxReasonRevision labels instances over max that belong to a
 // revision replaced by a traffic change or a new revision.
@@ -21,40 +17,9 @@ const overMaxReasonRevision = "revision_change"
 // if busy: its requests end within the request timeout (and the moment
 // its 504 takes), so the drain is bounded by that, by the pool's drain
 // timeout and by MaxOverMaxGrace.
-func (p *Pool) drainBound(rv *revision, now time.Time) time.Time {
-	rv.mu.Lock()
-	rt := rv.lim.requestTimeout + requestTimeoutGrace
-	rv.mu.Unlock()
+func (p *Pool) drainBound(rv *rev, now time.Time) time.Time {
+	rt := rv.State().Limits.RequestTimeout + revision.RequestTimeoutGrace
 	return now.Add(min(p.drainTimeout, rt, MaxOverMaxGrace))
-}
-
-// instanceCount is the number of instances the revision runs, those
-// stopping included.
-func (rv *revision) instanceCount() int {
-	rv.mu.Lock()
-	defer rv.mu.Unlock()
-	return len(rv.insts)
-}
-
-// overBy is how many of candidates are beyond limit among count
-// instances: count less limit, at most candidates.
-func overBy(count, limit, candidates int) int {
-	return min(candidates, max(0, count-limit))
-}
-
-// unhealthyOverMax is how many of the revision's instances are beyond its
-// max instances because unhealthy ones finish their requests beside their
-// replacements: its instances less its max, at most the unhealthy ones.
-func (rv *revision) unhealthyOverMax() int {
-	rv.mu.Lock()
-	defer rv.mu.Unlock()
-	n := 0
-	for _, in := range rv.insts {
-		if in.unhealthy {
-			n++
-		}
-	}
-	return overBy(len(rv.insts), maxInstances(rv.cfg), n)
 }
 
 // overMaxCount is one revision's instances over max, by reason.
@@ -70,13 +35,13 @@ type overMaxCount struct {
 // the service's max instances (the latest revision's), those already
 // counted as unhealthy left out, counted against the retired revisions
 // oldest first. p.mu is held.
-func (svc *service) overMax() map[*revision]overMaxCount {
+func (svc *service) overMax() map[*rev]overMaxCount {
 	svc.pruneOld()
-	out := map[*revision]overMaxCount{}
+	out := map[*rev]overMaxCount{}
 	counted := 0
 	for _, rv := range svc.revs {
-		if rv.live != nil {
-			n := rv.unhealthyOverMax()
+		if rv.State().Liveness {
+			n := rv.UnhealthyOverMax()
 			out[rv] = overMaxCount{unhealthy: n}
 			counted += n
 		}
@@ -84,13 +49,11 @@ func (svc *service) overMax() map[*revision]overMaxCount {
 	if len(svc.old) == 0 {
 		return out
 	}
-	svc.latest.mu.Lock()
-	limit := maxInstances(svc.latest.cfg)
-	svc.latest.mu.Unlock()
+	limit := svc.latest.State().MaxInstances
 	total := -counted
-	counts := map[*revision]int{}
-	for _, rv := range append(append([]*revision{}, svc.revs...), svc.old...) {
-		counts[rv] = rv.instanceCount()
+	counts := map[*rev]int{}
+	for _, rv := range append(append([]*rev{}, svc.revs...), svc.old...) {
+		counts[rv] = rv.State().Instances
 		total += counts[rv]
 	}
 	over := max(0, total-limit)
@@ -126,9 +89,9 @@ func (c *overMaxCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, svc := range c.p.services {
 		for rv, n := range svc.overMax() {
 			if slices.Contains(svc.old, rv) {
-				ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n.revisionChange), name, rv.name, overMaxReasonRevision)
+				ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n.revisionChange), name, rv.Name(), overMaxReasonRevision)
 			} else {
-				ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n.unhealthy), name, rv.name, overMaxReasonUnhealthy)
+				ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n.unhealthy), name, rv.Name(), revision.OverMaxReasonUnhealthy)
 			}
 		}
 	}

@@ -177,7 +177,7 @@ func (p *Pool) restoreTraffic(svc *service, s ServiceSpec) error {
 	}
 	sv := p.persist.loaded[s.Name]
 	if sv != nil {
-		if created := sv.Latest.Created; svc.latest.name == sv.Latest.Name && !created.IsZero() {
+		if created := sv.Latest.Created; svc.latest.Name() == sv.Latest.Name && !created.IsZero() {
 			svc.latest.created = created
 		}
 	}
@@ -227,9 +227,9 @@ func (p *Pool) resolveKept(svc *service, t []traffic.Target) error {
 			return err
 		}
 		for _, rv := range svc.revs {
-			if rv.runner == k.spec.Runner {
+			if rv.Runner() == k.spec.Runner {
 				return &traffic.Error{Service: svc.name, Entry: i,
-					Msg: fmt.Sprintf("retired revision %s ran on %s, which now runs revision %s: bind each revision to its own Deployment (deployment:) to roll back", k.name, orRunner(k.where), rv.name)}
+					Msg: fmt.Sprintf("retired revision %s ran on %s, which now runs revision %s: bind each revision to its own Deployment (deployment:) to roll back", k.name, orRunner(k.where), rv.Name())}
 			}
 		}
 	}
@@ -262,10 +262,8 @@ func (p *Pool) snapshot(svc *service) SavedRevisions {
 		}
 		return t.Round(0).UTC()
 	}
-	saved := func(rv *revision) SavedRevision {
-		rv.mu.Lock()
-		defer rv.mu.Unlock()
-		return SavedRevision{Name: rv.name, Template: rv.spec.Template, Recipe: rv.spec.Recipe, Where: rv.where, Created: at(rv.created)}
+	saved := func(rv *rev) SavedRevision {
+		return SavedRevision{Name: rv.Name(), Template: rv.spec.Template, Recipe: rv.spec.Recipe, Where: rv.where, Created: at(rv.created)}
 	}
 	sv := SavedRevisions{Service: svc.name, Number: svc.number, Latest: saved(svc.latest), Others: []SavedRevision{}}
 	for _, k := range svc.kept {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/revision"
 	"github.com/tollgate/tollgate/pool/traffic"
 )
 
@@ -127,23 +128,17 @@ func (s ServiceSpec) rolloutTimeout(def time.Duration) time.Duration {
 	return def
 }
 
-// limits are a spec's request bounds with defaults applied.
-type limits struct {
-	requestTimeout time.Duration
-	maxPending     int
-	grace          time.Duration
-}
-
-func (s ServiceSpec) limits() limits {
-	l := limits{requestTimeout: s.RequestTimeout, maxPending: s.MaxPending, grace: s.StopGrace}
-	if l.requestTimeout <= 0 {
-		l.requestTimeout = DefaultRequestTimeout
+// limits are s's request bounds with defaults applied.
+func (s ServiceSpec) limits() revision.Limits {
+	l := revision.Limits{RequestTimeout: s.RequestTimeout, MaxPending: s.MaxPending, StopGrace: s.StopGrace}
+	if l.RequestTimeout <= 0 {
+		l.RequestTimeout = DefaultRequestTimeout
 	}
-	if l.maxPending <= 0 {
-		l.maxPending = DefaultMaxPending
+	if l.MaxPending <= 0 {
+		l.MaxPending = DefaultMaxPending
 	}
-	if l.grace <= 0 {
-		l.grace = DefaultStopGrace
+	if l.StopGrace <= 0 {
+		l.StopGrace = DefaultStopGrace
 	}
 	return l
 }
@@ -156,7 +151,7 @@ var ErrInvalidSpec = traffic.ErrInvalidSpec
 // concurrent use.
 type Pool struct {
 	log            *slog.Logger
-	m              *metrics
+	m              *revision.Metrics
 	rolloutTimeout time.Duration
 	drainTimeout   time.Duration
 	overMaxGrace   time.Duration // MaxOverMaxGrace; shorter in tests
@@ -173,13 +168,13 @@ type Pool struct {
 // reqs are guarded by Pool.mu.
 type service struct {
 	name     string
-	cur      atomic.Pointer[revision] // the latest ready revision
-	route    atomic.Pointer[traffic.Routing[*revision]]
+	cur      atomic.Pointer[rev] // the latest ready revision
+	route    atomic.Pointer[traffic.Routing[*rev]]
 	sticky   atomic.Pointer[traffic.Sticky] // the client key, or nil: per request
 	reqs     atomic.Uint64                  // untagged requests, for routing.pick
-	latest   *revision                      // the newest revision: the spec's Template
-	revs     []*revision                    // running revisions, oldest first
-	old      []*revision                    // retired revisions, listed until they have stopped
+	latest   *rev                           // the newest revision: the spec's Template
+	revs     []*rev                         // running revisions, oldest first
+	old      []*rev                         // retired revisions, listed until they have stopped
 	kept     []keptRevision                 // retired revisions a traffic change may run again (kept.go)
 	traffic  []traffic.Target
 	spec     ServiceSpec
@@ -210,7 +205,7 @@ func New(opts Options) *Pool {
 	if p.drainTimeout <= 0 {
 		p.drainTimeout = 5 * time.Minute
 	}
-	p.m = newMetrics(reg)
+	p.m = revision.NewMetrics(reg)
 	reg.MustRegister(newOverMaxCollector(p))
 	return p
 }
@@ -251,7 +246,7 @@ func (p *Pool) apply(specs []ServiceSpec) error {
 			return fmt.Errorf("%w: service %q: rollout timeout %v not in [0, %v]", ErrInvalidSpec, s.Name, s.RolloutTimeout, MaxRolloutTimeout)
 		}
 		if s.Liveness != nil {
-			if err := s.Liveness.WithDefaults().check(); err != nil {
+			if err := s.Liveness.WithDefaults().Check(); err != nil {
 				return fmt.Errorf("%w: service %q: %w", ErrInvalidSpec, s.Name, err)
 			}
 		}
@@ -291,7 +286,7 @@ func (p *Pool) apply(specs []ServiceSpec) error {
 		if !seen[name] {
 			delete(p.services, name)
 			for _, rv := range svc.revs {
-				rv.retire(p.drainBound(rv, time.Now()))
+				rv.Retire(p.drainBound(rv, time.Now()))
 			}
 			p.log.Info("service removed; draining its instances", "service", name)
 		}
@@ -310,7 +305,7 @@ func (p *Pool) apply(specs []ServiceSpec) error {
 				return err
 			}
 			svc.cur.Store(rv)
-			svc.latest, svc.revs = rv, []*revision{rv}
+			svc.latest, svc.revs = rv, []*rev{rv}
 			if err := p.addBound(svc, s); err != nil {
 				return err
 			}
@@ -336,7 +331,7 @@ func (p *Pool) apply(specs []ServiceSpec) error {
 			p.dropSetTraffic(s.Name)
 		}
 		if s.Template == old.Template {
-			if err := svc.latest.setConfig(s.Engine, s.limits()); err != nil {
+			if err := svc.latest.SetConfig(s.Engine, s.limits()); err != nil {
 				return err
 			}
 			if moved {
@@ -351,7 +346,7 @@ func (p *Pool) apply(specs []ServiceSpec) error {
 			// A pending change gives way to the new revision's traffic.
 			svc.shiftGen++
 			for _, rv := range svc.revs {
-				rv.setFloor(0)
+				rv.SetFloor(0)
 			}
 			svc.traffic = s.Traffic
 		}
@@ -360,65 +355,6 @@ func (p *Pool) apply(specs []ServiceSpec) error {
 		}
 	}
 	return nil
-}
-
-// revisionName is the name of a service's n-th revision, as Knative
-// names them: hello-00001.
-func revisionName(service string, n int) string {
-	return fmt.Sprintf("%s-%05d", service, n)
-}
-
-// newRevision makes svc's revision name on s's runner with cfg, and
-// counts its number as made (svc.number); p.mu is held.
-func (p *Pool) newRevision(svc *service, s ServiceSpec, cfg autoscale.Config, name string) (*revision, error) {
-	svc.number = max(svc.number, revisionNumber(svc.name, name))
-	rv, err := newRevision(svc.name, name, cfg, s.Runner, s.limits(), p.log, p.m.revision(svc.name, name))
-	if err == nil {
-		for _, b := range s.Bound {
-			if b.Name == name {
-				rv.where = b.Where
-			}
-		}
-		rv.reg = s.Registrar
-		rv.spec, rv.created = s, time.Now()
-		rv.overMaxGrace = p.overMaxGrace
-		if s.Liveness != nil {
-			l := s.Liveness.WithDefaults()
-			rv.live, rv.probes = &l, newProbeClient()
-		}
-	}
-	return rv, err
-}
-
-// start runs a revision's loop under Run, once Run has begun; p.mu is held.
-// A revision that ends before the pool (retired) takes its series along.
-func (p *Pool) start(rv *revision) {
-	if p.ctx == nil || p.ctx.Err() != nil {
-		return
-	}
-	ctx := p.ctx
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		rv.run(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		p.mu.RLock()
-		svc := p.services[rv.service]
-		back := svc != nil && svc.revisionByName(rv.name) != nil // removed, then added again
-		p.mu.RUnlock()
-		if !back {
-			rv.m.remove()
-		}
-	}()
-}
-
-func maxInstances(c autoscale.Config) int {
-	if c.MaxInstances == 0 {
-		return autoscale.DefaultMaxInstances
-	}
-	return c.MaxInstances
 }
 
 // Run drives every service until ctx ends, then stops every instance and

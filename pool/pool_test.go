@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/revision"
 )
 
 func newTestPool(t *testing.T, specs ...ServiceSpec) (*Pool, *prometheus.Registry) {
@@ -87,7 +88,7 @@ func TestAtMaxInstancesPendingThen429(t *testing.T) {
 	if waited < autoscale.MinPendingWait-time.Second {
 		t.Fatalf("rejected after %v: a request waits pending at least %v first", waited, autoscale.MinPendingWait)
 	}
-	if got := testutil.ToFloat64(p.m.rejected.WithLabelValues("s", "s-00001")); got != 1 {
+	if got := metricValue(t, reg, "tollgate_pool_rejected_total", "service", "s", "revision", "s-00001"); got != 1 {
 		t.Fatalf("rejected counter %v", got)
 	}
 	_ = reg
@@ -135,7 +136,7 @@ func TestCrashAnswers502AndIsReplaced(t *testing.T) {
 	if code, body, _ := get(t, h, "/"); code != 200 || !strings.Contains(body, "hello") && !strings.Contains(body, "s-00001-2") {
 		t.Fatalf("after the crash: %d %q", code, body)
 	}
-	if got := testutil.ToFloat64(p.m.exits.WithLabelValues("s", "s-00001", "crashed")); got != 1 {
+	if got := metricValue(t, reg, "tollgate_pool_instance_exits_total", "service", "s", "revision", "s-00001", "reason", "crashed"); got != 1 {
 		t.Fatalf("exits{crashed} = %v", got)
 	}
 	_ = reg
@@ -204,37 +205,6 @@ func TestReloadKeepsInstancesAndNewRevisionRollsOut(t *testing.T) {
 	eventually(t, 20*time.Second, "the old revision's instance was not stopped", func() bool { return r1.running() == 0 })
 }
 
-func TestBackoff(t *testing.T) {
-	want := []time.Duration{0, 0, time.Second, 2 * time.Second, 4 * time.Second}
-	for n, w := range want {
-		if got := backoff(n); got != w {
-			t.Errorf("backoff(%d) = %v, want %v", n, got, w)
-		}
-	}
-	if got := backoff(100); got != backoffCap {
-		t.Errorf("backoff(100) = %v, want the cap %v", got, backoffCap)
-	}
-}
-
-func TestConcurrencyIsTimeWeighted(t *testing.T) {
-	t0 := time.Unix(100, 0)
-	in := &instance{}
-	in.advance(t0)
-	// One request for the whole second, a second one for its last quarter.
-	in.begin(t0)
-	in.begin(t0.Add(750 * time.Millisecond))
-	got := in.concurrency(t0.Add(time.Second))
-	if got < 1.249 || got > 1.251 {
-		t.Fatalf("average in flight %v, want 1.25", got)
-	}
-	// Next second: both end at 0.5 s.
-	in.end(t0.Add(1500 * time.Millisecond))
-	in.end(t0.Add(1500 * time.Millisecond))
-	if got := in.concurrency(t0.Add(2 * time.Second)); got < 0.999 || got > 1.001 {
-		t.Fatalf("average in flight %v, want 1", got)
-	}
-}
-
 func TestRemovedServiceDrainsAndForgetsItsSeries(t *testing.T) {
 	t.Parallel()
 	r := &serverRunner{tag: "v1"}
@@ -258,42 +228,6 @@ func TestRemovedServiceDrainsAndForgetsItsSeries(t *testing.T) {
 		n, _ := testutil.GatherAndCount(reg, "tollgate_pool_instances", "tollgate_pool_recommended_instances")
 		return n == 0
 	})
-}
-
-func TestRetryAfterIsThePendingWait(t *testing.T) {
-	for _, c := range []struct {
-		wait time.Duration
-		want int64
-	}{{0, 1}, {time.Millisecond, 1}, {10 * time.Second, 10}, {10*time.Second + time.Millisecond, 11}, {35 * time.Second, 35}} {
-		if got := retryAfter(c.wait); got != c.want {
-			t.Errorf("retryAfter(%v) = %d, want %d", c.wait, got, c.want)
-		}
-	}
-}
-
-func TestScaleReason(t *testing.T) {
-	cfg := autoscale.Config{MinInstances: 1, MaxInstances: 5}
-	for _, c := range []struct {
-		to, policy   int
-		idle, exited bool
-		want         string
-	}{
-		{3, 3, false, false, "metrics"},
-		{0, 2, false, false, "idle timeout"},
-		{5, 8, false, false, "max instances"},
-		{1, 0, false, false, "min instances"},
-		{2, 0, false, false, "requests waiting"},
-		// The drop to min instances at the idle timeout, while background
-		// CPU still asks for 3 (it was logged "bounds").
-		{1, 3, true, false, "idle timeout"},
-		// The last instance crashed long before the idle timeout (it was
-		// logged "idle timeout").
-		{0, 1, false, true, "instance exited"},
-	} {
-		if got := scaleReason(cfg, c.to, c.policy, c.idle, c.exited); got != c.want {
-			t.Errorf("scaleReason(to %d, driver asks %d) = %q, want %q", c.to, c.policy, got, c.want)
-		}
-	}
 }
 
 // histogramCount sums the sample counts of histogram family name in reg.
@@ -354,11 +288,11 @@ func TestReplacementBackoffCountsTheFailure(t *testing.T) {
 	}()
 	eventually(t, 60*time.Second, "fewer than 4 starts", func() bool { return len(r.times()) >= 4 })
 	ts := r.times()
-	if gap := ts[2].Sub(ts[1]); gap < backoff(2)-100*time.Millisecond {
-		t.Fatalf("third start %v after the second failure, want a backoff of %v", gap, backoff(2))
+	if gap := ts[2].Sub(ts[1]); gap < revision.Backoff(2)-100*time.Millisecond {
+		t.Fatalf("third start %v after the second failure, want a backoff of %v", gap, revision.Backoff(2))
 	}
-	if gap := ts[3].Sub(ts[2]); gap < backoff(3)-100*time.Millisecond {
-		t.Fatalf("fourth start %v after the third failure, want a backoff of %v", gap, backoff(3))
+	if gap := ts[3].Sub(ts[2]); gap < revision.Backoff(3)-100*time.Millisecond {
+		t.Fatalf("fourth start %v after the third failure, want a backoff of %v", gap, revision.Backoff(3))
 	}
 }
 

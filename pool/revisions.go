@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/pool/revision"
 	"github.com/tollgate/tollgate/pool/traffic"
 )
 
@@ -91,27 +92,30 @@ func (p *Pool) Revisions(service string) (TrafficStatus, error) {
 		ts.Retired = append(ts.Retired, RetiredRevision{Name: k.name, Runs: k.where, Since: k.retired.UTC()})
 	}
 	rt := svc.route.Load()
-	runs := make([]string, len(revs))
+	// What the pool knows of each (guarded by p.mu), then what each
+	// revision says of itself (under its own lock, p.mu released).
+	listed := make([]RevisionStatus, len(revs))
+	deploying := make([]bool, len(revs))
 	for i, rv := range revs {
-		runs[i] = rv.where
+		listed[i] = RevisionStatus{Name: rv.Name(), Latest: rv == latest, LatestReady: rv == ready, Runs: rv.where, Message: rv.failed}
+		deploying[i] = rv.deploying
 	}
 	p.mu.RUnlock()
 	for i, rv := range revs {
-		rs := RevisionStatus{Name: rv.name, Latest: rv == latest, LatestReady: rv == ready, Runs: runs[i]}
+		rs := listed[i]
 		rs.Percent = rt.Shares()[rv]
 		rs.Tags = rt.TagsOf(rv)
-		rv.mu.Lock()
-		rs.Ready = rv.eng.Stats().Ready
+		st := rv.State()
+		rs.Ready = st.Ready
 		switch {
-		case rv.failed != "":
-			rs.State, rs.Message = "failed", rv.failed
-		case rv.deploying && !rv.becameReady:
+		case rs.Message != "":
+			rs.State = "failed"
+		case deploying[i] && !st.BecameReady:
 			rs.State = "deploying"
 		default:
 			rs.State = "ready"
 		}
-		rs.MinInstances, rs.MaxInstances = rv.cfg.MinInstances, maxInstances(rv.cfg)
-		rv.mu.Unlock()
+		rs.MinInstances, rs.MaxInstances = st.Config.MinInstances, st.MaxInstances
 		ts.Revisions = append(ts.Revisions, rs)
 	}
 	return ts, nil
@@ -215,7 +219,7 @@ func (p *Pool) RevisionsHandler() http.Handler {
 			}
 			// The answer waits for the traffic to move, up to the rollout
 			// timeout: longer than a server's usual write timeout.
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.rolloutTimeoutOf(service) + requestTimeoutGrace))
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.rolloutTimeoutOf(service) + revision.RequestTimeoutGrace))
 			if err := p.SetTraffic(service, body.Traffic); err != nil {
 				code := http.StatusBadRequest
 				switch {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tollgate/tollgate/pool/revision"
 	"github.com/tollgate/tollgate/pool/traffic"
 )
 
@@ -27,7 +28,7 @@ func (p *Pool) rollout(svc *service, s ServiceSpec, prev []traffic.Target) error
 	load := 0 // instances serving the untagged requests now
 	for rv, pct := range svc.routedShares() {
 		if pct > 0 {
-			load += rv.serving()
+			load += rv.Serving()
 		}
 	}
 	// Its share: the latest's, and any entry naming it.
@@ -44,7 +45,7 @@ func (p *Pool) rollout(svc *service, s ServiceSpec, prev []traffic.Target) error
 	}
 	cfg := s.Engine
 	boot := cfg
-	boot.MinInstances = max(cfg.MinInstances, min(warm, maxInstances(cfg)))
+	boot.MinInstances = max(cfg.MinInstances, min(warm, cfg.WithDefaults().MaxInstances))
 	rv, err := p.newRevision(svc, s, boot, name)
 	if err != nil {
 		return err
@@ -59,8 +60,8 @@ func (p *Pool) rollout(svc *service, s ServiceSpec, prev []traffic.Target) error
 		return nil
 	}
 	timeout := s.rolloutTimeout(p.rolloutTimeout)
-	p.log.Info("new revision: starting instances before moving traffic", "service", svc.name, "revision", rv.name,
-		"instances", boot.MinInstances, "previous", old.name, "rollout_timeout", timeout)
+	p.log.Info("new revision: starting instances before moving traffic", "service", svc.name, "revision", rv.Name(),
+		"instances", boot.MinInstances, "previous", old.Name(), "rollout_timeout", timeout)
 	p.start(rv)
 	if named == 0 {
 		p.reroute(svc) // its tags reach it at once
@@ -72,24 +73,22 @@ func (p *Pool) rollout(svc *service, s ServiceSpec, prev []traffic.Target) error
 		deadline := time.Now().Add(timeout)
 		t := time.NewTicker(200 * time.Millisecond)
 		defer t.Stop()
-		for rv.readyCount() < boot.MinInstances && time.Now().Before(deadline) {
+		for rv.ReadyCount() < boot.MinInstances && time.Now().Before(deadline) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-rv.finished: // retired: replaced again, or removed
+			case <-rv.Done(): // retired: replaced again, or removed
 				return
 			case <-t.C:
 			}
 		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		rv.mu.Lock()
 		rv.deploying = false
-		rv.mu.Unlock()
 		if p.services[svc.name] != svc || svc.latest != rv {
 			return // replaced again meanwhile, or removed: reroute retires it
 		}
-		ready := rv.readyCount()
+		ready := rv.ReadyCount()
 		if ready == 0 {
 			p.failRollout(svc, rv, prev, named > 0, timeout)
 			return
@@ -101,18 +100,18 @@ func (p *Pool) rollout(svc *service, s ServiceSpec, prev []traffic.Target) error
 			// load it takes over, not from windows that saw none (its
 			// count fell to 1 once its boot minimum was lifted, then
 			// climbed back).
-			carryHistory(rv, []*revision{before})
+			carryHistory(rv, []*rev{before})
 		}
 		p.reroute(svc)
 		if ready < boot.MinInstances {
-			rv.m.rollouts.WithLabelValues("short").Inc()
+			rv.NoteRollout("short")
 			p.log.Warn("the new revision takes its traffic before it has the instances its share needs: they were not ready within the rollout timeout",
-				"service", svc.name, "revision", rv.name, "needed", boot.MinInstances, "ready", ready, "rollout_timeout", timeout, "previous", before.name)
+				"service", svc.name, "revision", rv.Name(), "needed", boot.MinInstances, "ready", ready, "rollout_timeout", timeout, "previous", before.Name())
 		} else {
-			rv.m.rollouts.WithLabelValues("ready").Inc()
-			p.log.Info("the new revision is the latest ready; traffic rerouted", "service", svc.name, "revision", rv.name, "needed", boot.MinInstances, "ready", ready, "previous", before.name)
+			rv.NoteRollout("ready")
+			p.log.Info("the new revision is the latest ready; traffic rerouted", "service", svc.name, "revision", rv.Name(), "needed", boot.MinInstances, "ready", ready, "previous", before.Name())
 		}
-		if err := rv.setConfig(svc.spec.Engine, svc.spec.limits()); err != nil {
+		if err := rv.SetConfig(svc.spec.Engine, svc.spec.limits()); err != nil {
 			p.log.Error("new revision refused its config", "service", svc.name, "error", err)
 		}
 	}()
@@ -124,43 +123,41 @@ func (p *Pool) rollout(svc *service, s ServiceSpec, prev []traffic.Target) error
 // the latest (the template) but not the latest ready, its boot minimum
 // is lifted, and when the reload's traffic block named it (restore) the
 // block in force before, prev, is restored; p.mu is held.
-func (p *Pool) failRollout(svc *service, rv *revision, prev []traffic.Target, restore bool, timeout time.Duration) {
-	rv.mu.Lock()
-	why := rv.startErr
-	if why == "" {
-		why = "no instance passed its readiness check"
-	}
+func (p *Pool) failRollout(svc *service, rv *rev, prev []traffic.Target, restore bool, timeout time.Duration) {
+	why := notReadyReason(rv)
 	rv.failed = fmt.Sprintf("no instance ready within the rollout timeout (%v): %s", timeout, why)
-	rv.mu.Unlock()
 	if restore {
 		svc.traffic = slices.Clone(prev)
 	}
 	p.reroute(svc)
-	rv.m.rollouts.WithLabelValues("failed").Inc()
+	rv.NoteRollout("failed")
 	p.log.Error("rollout failed: the new revision had no instance ready within the rollout timeout; traffic stays where it was",
-		"service", svc.name, "revision", rv.name, "serving", svc.cur.Load().name, "rollout_timeout", timeout,
+		"service", svc.name, "revision", rv.Name(), "serving", svc.cur.Load().Name(), "rollout_timeout", timeout,
 		"reason", why, "traffic", trafficString(svc.traffic))
-	if err := rv.setConfig(svc.spec.Engine, svc.spec.limits()); err != nil {
+	if err := rv.SetConfig(svc.spec.Engine, svc.spec.limits()); err != nil {
 		p.log.Error("new revision refused its config", "service", svc.name, "error", err)
 	}
 }
 
 // carryHistory seeds rv's engine with the load history of the revisions
-// from, whose traffic it takes over whole: it decides from that load, as
-// the revisions that carried it did, not from windows that saw none.
-func carryHistory(rv *revision, from []*revision) {
-	now := time.Now()
+// from, whose traffic it takes over whole (revision.CarryHistory).
+func carryHistory(rv *rev, from []*rev) {
+	rs := make([]*revision.Revision, 0, len(from))
 	for _, f := range from {
-		if f == nil || f == rv {
-			continue
+		if f != nil {
+			rs = append(rs, f.Revision)
 		}
-		f.mu.Lock()
-		hist := f.eng.History(now)
-		f.mu.Unlock()
-		rv.mu.Lock()
-		rv.eng.Seed(now, hist)
-		rv.mu.Unlock()
 	}
+	rv.CarryHistory(rs...)
+}
+
+// notReadyReason says why rv has no instance ready: its last start's
+// failure, or its readiness check.
+func notReadyReason(rv *rev) string {
+	if why := rv.State().StartErr; why != "" {
+		return why
+	}
+	return "no instance passed its readiness check"
 }
 
 // latestShare is the percent of untagged requests that follows the latest
@@ -176,13 +173,4 @@ func latestShare(t []traffic.Target) int {
 		}
 	}
 	return n
-}
-
-// rolloutState is a revision's place in a rollout or a traffic change
-// (rollout.go, shift.go).
-type rolloutState struct {
-	floor       int    // min instances while a larger share waits for them (setFloor)
-	becameReady bool   // an instance of it has been ready: it can serve
-	deploying   bool   // its rollout waits for its first instances (rollout)
-	failed      string // why its last rollout failed (no instance ready in time); "" if none did
 }

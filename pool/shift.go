@@ -38,7 +38,7 @@ import (
 
 // receiver is a revision whose share grows in a pending traffic change.
 type receiver struct {
-	rv       *revision
+	rv       *rev
 	from, to int // percents before and after
 	need     int // ready instances wanted before the share moves
 }
@@ -46,11 +46,11 @@ type receiver struct {
 // sharesOf is the percent of untagged requests each revision takes under
 // traffic t (empty: 100 % to the latest ready); p.mu is held and the
 // names were checked.
-func (svc *service) sharesOf(t []traffic.Target) map[*revision]int {
+func (svc *service) sharesOf(t []traffic.Target) map[*rev]int {
 	if len(t) == 0 {
 		t = []traffic.Target{{LatestRevision: true, Percent: 100}}
 	}
-	out := map[*revision]int{}
+	out := map[*rev]int{}
 	for _, e := range t {
 		rv := svc.cur.Load()
 		if !e.LatestRevision {
@@ -63,11 +63,11 @@ func (svc *service) sharesOf(t []traffic.Target) map[*revision]int {
 
 // routedShares is the percent of untagged requests each revision takes
 // under the routing in force.
-func (svc *service) routedShares() map[*revision]int {
+func (svc *service) routedShares() map[*rev]int {
 	if rt := svc.route.Load(); rt != nil {
 		return rt.Shares()
 	}
-	return map[*revision]int{}
+	return map[*rev]int{}
 }
 
 // ErrNotReady is wrapped by SetTraffic's error when a revision whose
@@ -96,15 +96,15 @@ func (p *Pool) shift(svc *service, t []traffic.Target, how string) *shifting {
 	svc.shiftGen++
 	gen := svc.shiftGen
 	for _, rv := range svc.revs {
-		rv.setFloor(0) // an earlier pending change's warm-up, superseded
+		rv.SetFloor(0) // an earlier pending change's warm-up, superseded
 	}
 	timeout := svc.spec.rolloutTimeout(p.rolloutTimeout)
 	before := svc.routedShares()
 	load := 0 // instances serving the untagged requests now
-	var serving []*revision
+	var serving []*rev
 	for rv, pct := range before {
 		if pct > 0 {
-			load += rv.serving()
+			load += rv.Serving()
 			serving = append(serving, rv)
 		}
 	}
@@ -114,29 +114,25 @@ func (p *Pool) shift(svc *service, t []traffic.Target, how string) *shifting {
 			continue
 		}
 		need := max(1, (load*pct+99)/100)
-		rv.mu.Lock()
-		need = min(need, maxInstances(rv.cfg))
-		rv.mu.Unlock()
+		need = min(need, rv.State().MaxInstances)
 		recv = append(recv, receiver{rv: rv, from: before[rv], to: pct, need: need})
 	}
 	slices.SortFunc(recv, func(a, b receiver) int { return b.to - a.to })
 	move := func(timedOut bool) {
 		for _, r := range recv {
-			ready := r.rv.readyCount()
+			ready := r.rv.ReadyCount()
 			if ready < r.need && timedOut {
-				r.rv.m.rollouts.WithLabelValues("short").Inc()
+				r.rv.NoteRollout("short")
 				p.log.Warn("moving traffic before the receiving revision has the instances its share needs: they were not ready within the rollout timeout",
-					"service", svc.name, "revision", r.rv.name, "from_percent", r.from, "to_percent", r.to,
+					"service", svc.name, "revision", r.rv.Name(), "from_percent", r.from, "to_percent", r.to,
 					"needed", r.need, "ready", ready, "rollout_timeout", timeout)
 			} else {
-				r.rv.m.rollouts.WithLabelValues("ready").Inc()
+				r.rv.NoteRollout("ready")
 				p.log.Info("receiving revision ready before its share grew",
-					"service", svc.name, "revision", r.rv.name, "from_percent", r.from, "to_percent", r.to,
+					"service", svc.name, "revision", r.rv.Name(), "from_percent", r.from, "to_percent", r.to,
 					"needed", r.need, "ready", ready, "serving_instances", load)
 			}
-			r.rv.mu.Lock()
 			r.rv.failed = ""
-			r.rv.mu.Unlock()
 			if r.to == 100 {
 				carryHistory(r.rv, serving)
 			}
@@ -145,12 +141,12 @@ func (p *Pool) shift(svc *service, t []traffic.Target, how string) *shifting {
 		p.reroute(svc)
 		p.log.Info("traffic moved", "service", svc.name, "by", how, "traffic", trafficString(t))
 		for _, r := range recv {
-			r.rv.setFloor(0)
+			r.rv.SetFloor(0)
 		}
 	}
 	warm := false
 	for _, r := range recv {
-		if r.rv.readyCount() < r.need {
+		if r.rv.ReadyCount() < r.need {
 			warm = true
 		}
 	}
@@ -160,9 +156,9 @@ func (p *Pool) shift(svc *service, t []traffic.Target, how string) *shifting {
 		return sh
 	}
 	for _, r := range recv {
-		r.rv.setFloor(r.need)
-		p.log.Info("starting instances before moving traffic to a revision", "service", svc.name, "revision", r.rv.name,
-			"from_percent", r.from, "to_percent", r.to, "needed", r.need, "ready", r.rv.readyCount(), "serving_instances", load,
+		r.rv.SetFloor(r.need)
+		p.log.Info("starting instances before moving traffic to a revision", "service", svc.name, "revision", r.rv.Name(),
+			"from_percent", r.from, "to_percent", r.to, "needed", r.need, "ready", r.rv.ReadyCount(), "serving_instances", load,
 			"rollout_timeout", timeout)
 	}
 	ctx := p.ctx
@@ -176,7 +172,7 @@ func (p *Pool) shift(svc *service, t []traffic.Target, how string) *shifting {
 		for {
 			ready := true
 			for _, r := range recv {
-				if r.rv.readyCount() < r.need {
+				if r.rv.ReadyCount() < r.need {
 					ready = false
 				}
 			}
@@ -195,12 +191,12 @@ func (p *Pool) shift(svc *service, t []traffic.Target, how string) *shifting {
 			return // removed, or a later change took over
 		}
 		for _, r := range recv {
-			if svc.revisionByName(r.rv.name) != r.rv {
-				p.log.Warn("traffic change dropped: a revision it names was retired meanwhile", "service", svc.name, "revision", r.rv.name)
+			if svc.revisionByName(r.rv.Name()) != r.rv {
+				p.log.Warn("traffic change dropped: a revision it names was retired meanwhile", "service", svc.name, "revision", r.rv.Name())
 				for _, r := range recv {
-					r.rv.setFloor(0)
+					r.rv.SetFloor(0)
 				}
-				sh.err = fmt.Errorf("%w: service %s: revision %s was retired before the traffic moved", ErrNotReady, svc.name, r.rv.name)
+				sh.err = fmt.Errorf("%w: service %s: revision %s was retired before the traffic moved", ErrNotReady, svc.name, r.rv.Name())
 				return
 			}
 		}
@@ -222,27 +218,22 @@ func (p *Pool) shift(svc *service, t []traffic.Target, how string) *shifting {
 func (p *Pool) refuseUnready(svc *service, recv []receiver, t []traffic.Target, how string, timeout time.Duration) error {
 	var unready []string
 	for _, r := range recv {
-		if r.rv.readyCount() > 0 {
+		if r.rv.ReadyCount() > 0 {
 			continue
 		}
-		unready = append(unready, r.rv.name)
-		r.rv.mu.Lock()
-		why := r.rv.startErr
-		if why == "" {
-			why = "no instance passed its readiness check"
-		}
+		unready = append(unready, r.rv.Name())
+		why := notReadyReason(r.rv)
 		r.rv.failed = fmt.Sprintf("no instance ready within the rollout timeout (%v): %s", timeout, why)
-		r.rv.mu.Unlock()
-		r.rv.m.rollouts.WithLabelValues("failed").Inc()
+		r.rv.NoteRollout("failed")
 		p.log.Error("traffic not moved: the receiving revision had no instance ready within the rollout timeout; traffic stays where it was",
-			"service", svc.name, "by", how, "revision", r.rv.name, "from_percent", r.from, "to_percent", r.to,
+			"service", svc.name, "by", how, "revision", r.rv.Name(), "from_percent", r.from, "to_percent", r.to,
 			"rollout_timeout", timeout, "reason", why, "asked", trafficString(t), "traffic", trafficString(svc.traffic))
 	}
 	if len(unready) == 0 {
 		return nil
 	}
 	for _, r := range recv {
-		r.rv.setFloor(0)
+		r.rv.SetFloor(0)
 	}
 	p.reroute(svc)
 	return fmt.Errorf("%w: service %s: %s had no instance ready within the rollout timeout (%v); the traffic stays %s",
@@ -271,42 +262,4 @@ func trafficString(t []traffic.Target) string {
 		}
 	}
 	return b.String()
-}
-
-// serving is the number of instances the revision's measured load calls
-// for: its last recommendation (before min and max instances, so a
-// warm-up floor does not count), or its ready instances while it is busy
-// before its first.
-func (rv *revision) serving() int {
-	rv.mu.Lock()
-	defer rv.mu.Unlock()
-	if rv.lastRec.Count > 0 {
-		return rv.lastRec.Count
-	}
-	if st := rv.eng.Stats(); st.InFlight+st.Pending > 0 {
-		return max(1, st.Ready)
-	}
-	return 0
-}
-
-// warming reports whether a pending traffic change warms the revision up
-// (setFloor).
-func (rv *revision) warming() bool {
-	rv.mu.Lock()
-	defer rv.mu.Unlock()
-	return rv.floor > 0
-}
-
-// setFloor raises the revision's min instances to n (0: back to its
-// configured minimum) until it is set again, for a share about to grow.
-func (rv *revision) setFloor(n int) {
-	rv.mu.Lock()
-	defer rv.mu.Unlock()
-	if n == rv.floor {
-		return
-	}
-	rv.floor = n
-	if err := rv.eng.SetConfigShared(rv.engineConfig()); err != nil {
-		rv.log.Warn("cannot apply the warm-up minimum", "instances", n, "error", err)
-	}
 }

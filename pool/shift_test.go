@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/pool/traffic"
@@ -108,15 +107,13 @@ func TestShiftStaysWhenTheRevisionNeverGetsReady(t *testing.T) {
 	if l := logs.String(); !strings.Contains(l, "traffic not moved") || !strings.Contains(l, "revision=s-00002") {
 		t.Errorf("the log does not say the traffic stayed:\n%s", l)
 	}
-	if n := testutil.ToFloat64(p.m.rollouts.WithLabelValues("s", "s-00002", "failed")); n != 2 {
+	if n := metricValue(t, reg, "tollgate_pool_rollouts_total", "service", "s", "revision", "s-00002", "outcome", "failed"); n != 2 {
 		t.Errorf("tollgate_pool_rollouts_total{revision=s-00002,outcome=failed} = %v; want 2 (the deploy and the PUT)", n)
 	}
 	p.mu.RLock()
 	rv := p.services["s"].revisionByName("s-00002")
 	p.mu.RUnlock()
-	rv.mu.Lock()
-	min := rv.eng.Config().MinInstances
-	rv.mu.Unlock()
+	min := rv.State().Engine.MinInstances
 	if min != 0 {
 		t.Errorf("s-00002's engine keeps min instances %d after the refused change; want its configured 0", min)
 	}

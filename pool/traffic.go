@@ -18,9 +18,9 @@ func stickyOf(s traffic.Sticky) *traffic.Sticky {
 }
 
 // revisionByName is svc's running revision name, or nil; p.mu is held.
-func (svc *service) revisionByName(name string) *revision {
+func (svc *service) revisionByName(name string) *rev {
 	for _, rv := range svc.revs {
-		if rv.name == name {
+		if rv.Name() == name {
 			return rv
 		}
 	}
@@ -36,10 +36,10 @@ func (svc *service) checkNames(t []traffic.Target, next string, bound []string) 
 	if next != "" {
 		keep[next] = true
 	} else if svc.latest != nil {
-		keep[svc.latest.name] = true
+		keep[svc.latest.Name()] = true
 	}
 	if cur := svc.cur.Load(); cur != nil {
-		keep[cur.name] = true
+		keep[cur.Name()] = true
 	}
 	for _, e := range t {
 		if e.RevisionName != "" {
@@ -55,7 +55,7 @@ func (svc *service) checkNames(t []traffic.Target, next string, bound []string) 
 			svc.revisionByName(e.RevisionName) == nil && svc.keptByName(e.RevisionName) == nil {
 			have := make([]string, 0, len(svc.revs)+len(svc.kept))
 			for _, rv := range svc.revs {
-				have = append(have, rv.name)
+				have = append(have, rv.Name())
 			}
 			for _, k := range svc.kept {
 				have = append(have, k.name+" (retired)")
@@ -68,9 +68,9 @@ func (svc *service) checkNames(t []traffic.Target, next string, bound []string) 
 			// one Deployment: running an old one again would scale it
 			// beside the revision it runs now.
 			for _, rv := range svc.revs {
-				if rv.runner == k.spec.Runner {
+				if rv.Runner() == k.spec.Runner {
 					return &traffic.Error{Service: svc.name, Entry: i,
-						Msg: fmt.Sprintf("retired revision %s ran on %s, which now runs revision %s: bind each revision to its own Deployment (deployment:) to roll back", k.name, orRunner(k.where), rv.name)}
+						Msg: fmt.Sprintf("retired revision %s ran on %s, which now runs revision %s: bind each revision to its own Deployment (deployment:) to roll back", k.name, orRunner(k.where), rv.Name())}
 				}
 			}
 		}
@@ -88,8 +88,8 @@ func (p *Pool) reroute(svc *service) {
 	if len(t) == 0 {
 		t = []traffic.Target{{LatestRevision: true, Percent: 100}}
 	}
-	keep := map[*revision]bool{svc.latest: true, ready: true}
-	targets := make([]*revision, len(t))
+	keep := map[*rev]bool{svc.latest: true, ready: true}
+	targets := make([]*rev, len(t))
 	for i, e := range t {
 		rv := ready
 		if !e.LatestRevision {
@@ -103,13 +103,13 @@ func (p *Pool) reroute(svc *service) {
 	svc.route.Store(rt)
 	svc.pruneOld()
 	now := time.Now()
-	var retired []*revision
-	svc.revs = slices.DeleteFunc(svc.revs, func(rv *revision) bool {
-		if keep[rv] || rv.warming() {
+	var retired []*rev
+	svc.revs = slices.DeleteFunc(svc.revs, func(rv *rev) bool {
+		if keep[rv] || rv.Warming() {
 			return false // kept, or a pending traffic change warms it up
 		}
 		by := p.drainBound(rv, now)
-		rv.retire(by)
+		rv.Retire(by)
 		svc.keep(rv, now)
 		svc.old = append(svc.old, rv)
 		retired = append(retired, rv)
@@ -117,17 +117,17 @@ func (p *Pool) reroute(svc *service) {
 	})
 	over := svc.overMax()
 	for _, rv := range retired {
-		p.log.Info("revision takes no traffic; draining it by its requests in flight", "service", svc.name, "revision", rv.name,
-			"instances", rv.instanceCount(), "over_max_instances", over[rv].revisionChange, "over_max_reason", overMaxReasonRevision,
+		p.log.Info("revision takes no traffic; draining it by its requests in flight", "service", svc.name, "revision", rv.Name(),
+			"instances", rv.State().Instances, "over_max_instances", over[rv].revisionChange, "over_max_reason", overMaxReasonRevision,
 			"stop_by", p.drainBound(rv, now).UTC().Format(time.RFC3339))
 	}
 }
 
 // pruneOld forgets the retired revisions that have stopped; p.mu is held.
 func (svc *service) pruneOld() {
-	svc.old = slices.DeleteFunc(svc.old, func(rv *revision) bool {
+	svc.old = slices.DeleteFunc(svc.old, func(rv *rev) bool {
 		select {
-		case <-rv.finished:
+		case <-rv.Done():
 			return true
 		default:
 			return false

@@ -1,6 +1,6 @@
 package kube
 
-// This file is the runner's side of total.go: the pool.LoadSharer the
+// This file is the runner's side of total.go: the runner.LoadSharer the
 // pool finds on a runner with Options.Election, the engines' policy that
 // records this replica's load and answers with the leader's count, and
 // the share of each pod this replica routes by.
@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
-	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/runner"
 )
 
-var _ pool.LoadSharer = (*Runner)(nil)
+var _ runner.LoadSharer = (*Runner)(nil)
 
 // localStale is how long an engine's last recorded load counts in this
 // replica's report: the pool decides once a second, so an engine not
@@ -34,17 +34,17 @@ type localLoad struct {
 }
 
 // sharedPolicy is the policy of one revision's engine on a shared
-// Deployment (pool.LoadSharer.SharedPolicy).
+// Deployment (runner.LoadSharer.SharedPolicy).
 type sharedPolicy struct {
 	r     *Runner
 	key   string
 	cfg   autoscale.Config
 	share int
 	local autoscale.Policy
-	basis pool.Basis // the last Recommend's; the pool's lock guards both
+	basis runner.Basis // the last Recommend's; the pool's lock guards both
 }
 
-var _ pool.BasisPolicy = (*sharedPolicy)(nil)
+var _ runner.BasisPolicy = (*sharedPolicy)(nil)
 
 // Recommend records this replica's metrics for its report and returns the
 // service's count: the leader's decision on every replica's load (made
@@ -53,18 +53,18 @@ var _ pool.BasisPolicy = (*sharedPolicy)(nil)
 func (p *sharedPolicy) Recommend(m autoscale.Metrics) autoscale.Recommendation {
 	own := p.local.Recommend(m)
 	if d, ok := p.r.recommend(p.key, p.cfg, loadOf(m, p.share), m.Now); ok {
-		p.basis = pool.Basis{Service: true, NeedCPU: d.NeedCPU, NeedConcurrency: d.NeedConcurrency, NeedACT: d.NeedACT, InFlight: d.InFlight}
+		p.basis = runner.Basis{Service: true, NeedCPU: d.NeedCPU, NeedConcurrency: d.NeedConcurrency, NeedACT: d.NeedACT, InFlight: d.InFlight}
 		return autoscale.Recommendation{Count: d.Count, Driver: d.Driver, Held: d.Held}
 	}
-	p.basis = pool.Basis{}
+	p.basis = runner.Basis{}
 	return own
 }
 
-// Basis implements pool.BasisPolicy: whether the last count was the
+// Basis implements runner.BasisPolicy: whether the last count was the
 // service's, and the needs it was decided on.
-func (p *sharedPolicy) Basis() pool.Basis { return p.basis }
+func (p *sharedPolicy) Basis() runner.Basis { return p.basis }
 
-// SharedPolicy implements pool.LoadSharer. key names the engine within
+// SharedPolicy implements runner.LoadSharer. key names the engine within
 // this replica only (the pool's service/revision): what replicas
 // exchange is per Deployment, one report per replica on this runner's
 // report Lease (tollgate-<deployment>-replicas), with the loads of every
@@ -79,7 +79,7 @@ func (r *Runner) SharedPolicy(key string, cfg autoscale.Config, share int, local
 	return &sharedPolicy{r: r, key: key, cfg: cfg, share: share, local: local}
 }
 
-// Share implements pool.LoadSharer: one request of each pod's
+// Share implements runner.LoadSharer: one request of each pod's
 // maxConcurrency for every replica, the rest split by load
 // (capacityShare), this replica's weight against the fresh replicas'
 // reported ones. While a fresh replica reports no load (a tollgate

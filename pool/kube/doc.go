@@ -1,5 +1,5 @@
 // Package kube runs the instances of an autoscaled service as the pods of
-// a Kubernetes Deployment: it is the [pool.Runner] behind `tollgate serve`
+// a Kubernetes Deployment: it is the [runner.Runner] behind `tollgate serve`
 // for a service whose autoscale section names `kubernetes:` instead of a
 // command. The pool decides how many instances run; this package makes
 // the Deployment run that many pods and tells the pool which pod each
@@ -27,7 +27,7 @@
 //     integrated over time into a CPU time); otherwise CPUTime reports
 //     false and the log says so once. While it is served, the pods are
 //     listed when one not read yet is bound, for its CPU allocation
-//     ([pool.CPUAllocator]): the sum of its containers' and native
+//     ([runner.CPUAllocator]): the sum of its containers' and native
 //     sidecars' CPU limits (a request where a container sets no limit),
 //     or the pod-level resources; the pool divides the pod's CPU usage by
 //     it, not by the service's cpus.
@@ -40,7 +40,7 @@
 //     service's total with a pod's whole maximum concurrency, as Knative's
 //     autoscaler does from every activator's stats; it publishes the
 //     count, which every replica's engine follows (the policy of
-//     [Runner.SharedPolicy], a [pool.LoadSharer]), writes it (or the
+//     [Runner.SharedPolicy], a [runner.LoadSharer]), writes it (or the
 //     largest fresh ask when more: instances started on demand, or not let
 //     go yet), and lets go only pods no replica holds. A replica not heard
 //     from for the lease duration stops counting. The split of a pod among
@@ -49,7 +49,7 @@
 //     each replica's share of the load.
 //   - GPUs: the Deployment's pod template, read at start and every resync;
 //     one whose containers request or limit nvidia.com/gpu makes a GPU
-//     service ([Runner.GPUs], a [pool.GPURunner]): idle instances are kept
+//     service ([Runner.GPUs], a [runner.GPURunner]): idle instances are kept
 //     10 minutes at most.
 //
 // It never routes or proxies requests and never decides a count: package

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/tollgate/tollgate/autoscale"
-	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/runner"
 )
 
 // GPUResource is the extended resource of NVIDIA's device plugin: a pod
@@ -23,9 +23,9 @@ import (
 // service.
 const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 
-var _ pool.GPURunner = (*Runner)(nil)
+var _ runner.GPURunner = (*Runner)(nil)
 
-// GPUs implements pool.GPURunner: the GPUs one pod of the Deployment's
+// GPUs implements runner.GPURunner: the GPUs one pod of the Deployment's
 // template asks for, 0 when none or not read yet.
 func (r *Runner) GPUs() int { return int(r.gpus.Load()) }
 

@@ -41,7 +41,7 @@ func (t Target) String() string { return t.Namespace + "/" + t.Deployment }
 // on the service's total load, which every replica's engine follows, sets
 // replicas to it (or the largest fresh ask when more) and lets go only
 // pods no replica holds; each replica sends a pod at most its share of
-// the maximum concurrency, split by load (pool.LoadSharer). A replica not
+// the maximum concurrency, split by load (runner.LoadSharer). A replica not
 // heard from for LeaseDuration stops counting.
 type Election struct {
 	// LeaseName names the Lease; empty means "tollgate-" + the Deployment.

@@ -131,7 +131,7 @@ func reportKey(identity string) string {
 // tollgate replicas (leader election is on).
 func (r *Runner) shared() bool { return r.o.Election != nil }
 
-// Sharers implements pool.Sharer: this replica and every other whose
+// Sharers implements runner.Sharer: this replica and every other whose
 // report is fresh.
 func (r *Runner) Sharers() int {
 	if !r.shared() {

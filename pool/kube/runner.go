@@ -12,11 +12,11 @@ import (
 
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 
-	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/runner"
 )
 
 // Runner runs one service's instances as pods of one Deployment. It is a
-// [pool.Runner]; its methods are safe for concurrent use.
+// [runner.Runner]; its methods are safe for concurrent use.
 type Runner struct {
 	o       Options
 	log     *slog.Logger
@@ -74,8 +74,8 @@ type endpoint struct {
 }
 
 var (
-	_ pool.Runner       = (*Runner)(nil)
-	_ pool.CPUAllocator = (*instance)(nil)
+	_ runner.Runner       = (*Runner)(nil)
+	_ runner.CPUAllocator = (*instance)(nil)
 )
 
 // New checks opts and returns a runner; nothing starts until Run. Its
@@ -119,7 +119,7 @@ func (r *Runner) Target() Target { return r.o.Target }
 // Start registers one instance: the replica count asked for grows by one
 // and the instance binds to the next ready pod no other instance holds.
 // It returns at once; Instance.Ready waits for the pod.
-func (r *Runner) Start(ctx context.Context, spec pool.InstanceSpec) (pool.Instance, error) {
+func (r *Runner) Start(ctx context.Context, spec runner.InstanceSpec) (runner.Instance, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -223,10 +223,10 @@ const (
 	stateDone            // Done closed
 )
 
-// instance is one pool.Instance: a claim on one ready pod.
+// instance is one runner.Instance: a claim on one ready pod.
 type instance struct {
 	r       *Runner
-	spec    pool.InstanceSpec
+	spec    runner.InstanceSpec
 	started time.Time
 	boundCh chan struct{} // closed once bound
 	done    chan struct{} // closed once finished
@@ -243,7 +243,7 @@ type instance struct {
 	cpuLast  time.Duration
 }
 
-var _ pool.Instance = (*instance)(nil)
+var _ runner.Instance = (*instance)(nil)
 
 // Addr is the bound pod's address; empty until Ready has returned nil.
 func (in *instance) Addr() string {

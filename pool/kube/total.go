@@ -6,7 +6,7 @@ package kube
 // one Cloud Run decision on the service's total, with the whole maximum
 // concurrency of a pod, as Knative's autoscaler decides from every
 // activator's stats. Every replica's engine then starts instances toward
-// that count (pool.LoadSharer's policy). Each pod's capacity is split
+// that count (runner.LoadSharer's policy). Each pod's capacity is split
 // among the replicas for routing only, by their load: a replica carrying
 // all the traffic may fill the pods, one carrying none keeps one slot.
 

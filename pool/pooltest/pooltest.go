@@ -1,4 +1,4 @@
-// Package pooltest is the conformance suite every [pool.Runner] runs
+// Package pooltest is the conformance suite every [runner.Runner] runs
 // against itself (local processes, and later Kubernetes pods), so the
 // pool can rely on all runners alike.
 //
@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/testservice"
-	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/runner"
 )
 
 // Config is what a subtest asks of the runner it gets.
@@ -42,7 +42,7 @@ type Config struct {
 
 // Factory returns a runner of the test service configured by cfg. It
 // fails t when it cannot.
-type Factory func(t *testing.T, cfg Config) pool.Runner
+type Factory func(t *testing.T, cfg Config) runner.Runner
 
 // Wait is how long the suite waits for anything that should happen soon:
 // generous, so that the suite holds on a loaded machine.
@@ -82,15 +82,15 @@ var ids struct {
 }
 
 // Spec returns a fresh InstanceSpec of service "svc" (unique instance ID).
-func Spec() pool.InstanceSpec {
+func Spec() runner.InstanceSpec {
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
 	ids.n++
-	return pool.InstanceSpec{Service: "svc", Revision: "svc-00001", ID: "i" + strconv.Itoa(ids.n)}
+	return runner.InstanceSpec{Service: "svc", Revision: "svc-00001", ID: "i" + strconv.Itoa(ids.n)}
 }
 
 // Start starts an instance of spec with r and stops it when t ends.
-func Start(t testing.TB, r pool.Runner, spec pool.InstanceSpec) pool.Instance {
+func Start(t testing.TB, r runner.Runner, spec runner.InstanceSpec) runner.Instance {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	defer cancel()
@@ -107,7 +107,7 @@ func Start(t testing.TB, r pool.Runner, spec pool.InstanceSpec) pool.Instance {
 }
 
 // Ready waits up to Wait for inst to be ready and fails t otherwise.
-func Ready(t testing.TB, inst pool.Instance) {
+func Ready(t testing.TB, inst runner.Instance) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	defer cancel()
@@ -117,7 +117,7 @@ func Ready(t testing.TB, inst pool.Instance) {
 }
 
 // Get sends GET path to inst and returns the status and body.
-func Get(t testing.TB, inst pool.Instance, path string) (int, string) {
+func Get(t testing.TB, inst runner.Instance, path string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	defer cancel()
@@ -138,7 +138,7 @@ func Get(t testing.TB, inst pool.Instance, path string) (int, string) {
 }
 
 // WaitDone waits up to Wait for inst to be done and fails t otherwise.
-func WaitDone(t testing.TB, inst pool.Instance) {
+func WaitDone(t testing.TB, inst runner.Instance) {
 	t.Helper()
 	select {
 	case <-inst.Done():
@@ -380,7 +380,7 @@ func testCPUTime(t *testing.T, newRunner Factory) {
 func testConcurrent(t *testing.T, newRunner Factory) {
 	r := newRunner(t, Config{})
 	const n = 4
-	insts := make([]pool.Instance, n)
+	insts := make([]runner.Instance, n)
 	var wg sync.WaitGroup
 	for k := range insts {
 		wg.Go(func() {

@@ -1,5 +1,5 @@
 // Package process runs the instances of an autoscaled service as local
-// processes: it is the [pool.Runner] behind `tollgate serve` on one
+// processes: it is the [runner.Runner] behind `tollgate serve` on one
 // machine. A [Runner] is made for one revision of a service from
 // [Options] (command, args, env, working directory, readiness check, stop
 // grace) that [New] validates, so a config loader can reject a command
@@ -89,7 +89,7 @@
 // would cost milliseconds of every cold start, so the runner keeps one
 // warm spare supervisor, the way a zygote or a pre-forked worker is kept:
 // when the pool begins to run a revision with no instance to start
-// ([Runner.Warm], [pool.Warmer]), and once an instance it started is
+// ([Runner.Warm], [runner.Warmer]), and once an instance it started is
 // ready (so as not to slow that start), it starts a supervisor that waits, idle, on its control pipe, in a
 // process group and a cgroup of its own (made for the next instance), with
 // output pipes of its own. Start hands it the instance (the command's

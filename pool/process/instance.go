@@ -17,13 +17,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/runner"
 )
 
 // instance is one process started by a Runner.
 type instance struct {
 	r       *Runner
-	spec    pool.InstanceSpec
+	spec    runner.InstanceSpec
 	addr    string
 	port    int
 	log     *slog.Logger
@@ -46,9 +46,9 @@ type instance struct {
 	readyErr error // set before ready is closed
 }
 
-var _ pool.Instance = (*instance)(nil)
+var _ runner.Instance = (*instance)(nil)
 
-func (r *Runner) start(ctx context.Context, spec pool.InstanceSpec, port int) (*instance, error) {
+func (r *Runner) start(ctx context.Context, spec runner.InstanceSpec, port int) (*instance, error) {
 	i := &instance{
 		r:      r,
 		spec:   spec,

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/runner"
 )
 
 // cpuPeriod is the cgroup v2 cpu.max period, in microseconds (the
@@ -135,4 +135,4 @@ func oomKilled(dir string) bool {
 }
 
 // wrapOOM marks an exit caused by the OOM killer.
-func wrapOOM(err error) error { return fmt.Errorf("%w: %w", pool.ErrOOMKilled, err) }
+func wrapOOM(err error) error { return fmt.Errorf("%w: %w", runner.ErrOOMKilled, err) }

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tollgate/tollgate/pool"
+	"github.com/tollgate/tollgate/pool/runner"
 )
 
 // Defaults for the zero values of [Options].
@@ -108,7 +108,7 @@ type Options struct {
 	// cgroup v1 machine its cpu.cfs_quota_us per cpu.cfs_period_us.
 	// Memory, when positive, limits it to that many bytes (memory.max or
 	// v1's memory.limit_in_bytes, no swap); an instance the OOM killer
-	// kills exits with an error wrapping pool.ErrOOMKilled. New chooses
+	// kills exits with an error wrapping runner.ErrOOMKilled. New chooses
 	// cgroup v2 where tollgate's cgroup has these controllers for its
 	// instances, else cgroup v1 where tollgate may make cgroups in those
 	// hierarchies, and says which in the log; where neither can, it says
@@ -172,7 +172,7 @@ func (r PortRange) check() error {
 }
 
 // Runner starts instances as local processes. It implements
-// [pool.Runner] and is safe for concurrent use.
+// [runner.Runner] and is safe for concurrent use.
 type Runner struct {
 	opts   Options
 	path   string // the resolved command
@@ -188,8 +188,8 @@ type Runner struct {
 }
 
 var (
-	_ pool.Runner = (*Runner)(nil)
-	_ pool.Warmer = (*Runner)(nil)
+	_ runner.Runner = (*Runner)(nil)
+	_ runner.Warmer = (*Runner)(nil)
 )
 
 // reserved are the variables the runner sets itself.
@@ -337,7 +337,7 @@ func inheritedEnv() []string {
 
 // Start launches one instance of spec as a process and returns once it
 // has been started. See the package documentation for what it sets up.
-func (r *Runner) Start(ctx context.Context, spec pool.InstanceSpec) (pool.Instance, error) {
+func (r *Runner) Start(ctx context.Context, spec runner.InstanceSpec) (runner.Instance, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("starting instance %s of %s: %w", spec.ID, spec.Service, err)
 	}

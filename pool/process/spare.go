@@ -78,7 +78,7 @@ func (r *Runner) Close() error {
 // Warm starts an idle spare supervisor for instances of service in the
 // background, when the runner has a supervisor and no spare yet, so that
 // its first Start is as quick as later ones; the spare is stopped when
-// ctx ends or the runner is closed. It implements [pool.Warmer].
+// ctx ends or the runner is closed. It implements [runner.Warmer].
 func (r *Runner) Warm(ctx context.Context, service string) {
 	if r.super != "" {
 		r.refillSpare(ctx, service)

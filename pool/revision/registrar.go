@@ -1,4 +1,4 @@
-package pool
+package revision
 
 import (
 	"context"
@@ -40,7 +40,7 @@ type regEvent struct {
 
 // announce queues the registration (up) or deregistration of in, once per
 // change; rv.mu is held.
-func (rv *revision) announce(in *instance, up bool) {
+func (rv *Revision) announce(in *instance, up bool) {
 	if rv.reg == nil || in.registered == up {
 		return
 	}
@@ -60,7 +60,7 @@ func (rv *revision) announce(in *instance, up bool) {
 // closed, then makes those left and returns. The calls outlive ctx (the
 // deregistrations of a shutdown come after it ends), each bounded by
 // registrarTimeout.
-func (rv *revision) registrations(ctx context.Context, done <-chan struct{}) {
+func (rv *Revision) registrations(ctx context.Context, done <-chan struct{}) {
 	ctx = context.WithoutCancel(ctx)
 	for {
 		last := false

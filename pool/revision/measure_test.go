@@ -1,13 +1,18 @@
-package pool
+package revision
 
 import (
 	"math"
 	"testing"
+
+	"github.com/tollgate/tollgate/pool/runner"
 )
+
+// plain is an Instance that does not know its CPU allocation.
+type plain struct{ runner.Instance }
 
 // allocated is an Instance with a CPU allocation of its own.
 type allocated struct {
-	Instance
+	runner.Instance
 	cpus  float64
 	known bool
 }
@@ -22,11 +27,11 @@ func TestEngineCPUDividesByTheInstancesAllocation(t *testing.T) {
 	const perInstance = 0.5 // the config's cpus
 	for _, c := range []struct {
 		name     string
-		run      Instance
+		run      runner.Instance
 		cores    float64
 		wantUtil float64
 	}{
-		{"no allocation: the config's cpus", &serverInstance{}, 0.25, 0.5},
+		{"no allocation: the config's cpus", plain{}, 0.25, 0.5},
 		{"a pod of 2 cores using 1", allocated{cpus: 2, known: true}, 1, 0.5},
 		{"a pod of 0.25 cores using 0.25", allocated{cpus: 0.25, known: true}, 0.25, 1},
 		{"allocation not known yet", allocated{cpus: 2, known: false}, 0.25, 0.5},

@@ -1,4 +1,4 @@
-package pool
+package revision
 
 import "time"
 
@@ -37,7 +37,7 @@ type ScaleEvent struct {
 
 // noteScale keeps a scale decision, dropping the oldest beyond
 // maxScaleEvents. Called with rv.mu held.
-func (rv *revision) noteScale(e ScaleEvent) {
+func (rv *Revision) noteScale(e ScaleEvent) {
 	if len(rv.scales) == maxScaleEvents {
 		rv.scales = append(rv.scales[:0], rv.scales[1:]...)
 	}

@@ -1,4 +1,4 @@
-package pool
+package revision
 
 // This file is the liveness check of ready instances: probes, an
 // instance found unhealthy, its replacement (over max instances if need
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/runner"
 )
 
 // Liveness is an instance's liveness check, as Cloud Run's HTTP liveness
@@ -73,8 +74,8 @@ func (l Liveness) WithDefaults() Liveness {
 	return l
 }
 
-// check says what is wrong with l, defaults applied.
-func (l Liveness) check() error {
+// Check says what is wrong with l, defaults applied.
+func (l Liveness) Check() error {
 	switch {
 	case !strings.HasPrefix(l.Path, "/") || len(l.Path) > maxLivenessPath || strings.ContainsAny(l.Path, " \t\r\n#"):
 		return fmt.Errorf("liveness path %q is not an HTTP path such as /healthz (at most %d bytes)", l.Path, maxLivenessPath)
@@ -126,7 +127,7 @@ func newProbeClient() *http.Client {
 
 // probe runs one liveness probe of in: nil when it answered 200–399
 // within the timeout.
-func (rv *revision) probe(ctx context.Context, in *instance, l Liveness) error {
+func (rv *Revision) probe(ctx context.Context, in *instance, l Liveness) error {
 	ctx, cancel := context.WithTimeout(ctx, l.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+in.url.Host+l.Path, nil)
@@ -154,7 +155,7 @@ func (rv *revision) probe(ctx context.Context, in *instance, l Liveness) error {
 // instance meanwhile, each probe in a goroutine joined before watch
 // returns, and one found unhealthy is replaced and drained (unhealthy).
 // Without one it only waits: no timer, no goroutine.
-func (rv *revision) watch(ctx context.Context, in *instance, run Instance) {
+func (rv *Revision) watch(ctx context.Context, in *instance, run runner.Instance) {
 	var (
 		live    Liveness
 		probeC  <-chan time.Time
@@ -212,9 +213,9 @@ func (rv *revision) watch(ctx context.Context, in *instance, run Instance) {
 	}
 }
 
-// overMaxReasonUnhealthy labels unhealthy instances still finishing their
+// OverMaxReasonUnhealthy labels unhealthy instances still finishing their
 // requests beside their replacements beyond max instances.
-const overMaxReasonUnhealthy = "unhealthy"
+const OverMaxReasonUnhealthy = "unhealthy"
 
 // unhealthy lets go of instance in, which failed its liveness check
 // (why, after failures probes in a row): the engine forgets it, so it
@@ -224,15 +225,15 @@ const overMaxReasonUnhealthy = "unhealthy"
 // instance is stopped once its requests in flight have finished, or at
 // its bound (unhealthyBound), when they get the proxy's 502 for an
 // instance that exited while serving them.
-func (rv *revision) unhealthy(ctx context.Context, in *instance, run Instance, why error, failures int) {
+func (rv *Revision) unhealthy(ctx context.Context, in *instance, run runner.Instance, why error, failures int) {
 	now := time.Now()
 	rv.mu.Lock()
-	bound := unhealthyBound(now, rv.lim.requestTimeout, rv.overMaxGrace)
+	bound := unhealthyBound(now, rv.lim.RequestTimeout, rv.overMaxGrace)
 	limit := maxInstances(rv.cfg)
 	overMax := len(rv.insts) >= limit // the replacement comes beyond max
 	in.unhealthy = true
 	rv.announce(in, false)
-	rv.m.exits.WithLabelValues(overMaxReasonUnhealthy).Inc()
+	rv.m.exits.WithLabelValues(OverMaxReasonUnhealthy).Inc()
 	if now.Sub(in.readyAt) >= backoffReset {
 		rv.failures = 1
 	} else {
@@ -257,7 +258,7 @@ func (rv *revision) unhealthy(ctx context.Context, in *instance, run Instance, w
 	in.noteIdle()
 	rv.mu.Unlock()
 	rv.log.Warn("instance unhealthy: it gets no new requests and is replaced; it stops once its requests in flight finish, or at its bound",
-		"instance", in.name, "reason", overMaxReasonUnhealthy, "error", why, "probe_failures", failures,
+		"instance", in.name, "reason", OverMaxReasonUnhealthy, "error", why, "probe_failures", failures,
 		"in_flight", inFlight, "replaced", replace, "over_max", replace && overMax, "max_instances", limit,
 		"bound", bound.Sub(now).Round(time.Millisecond))
 
@@ -278,7 +279,7 @@ func (rv *revision) unhealthy(ctx context.Context, in *instance, run Instance, w
 		msg := "stopped at its bound, unhealthy for " + bound.Sub(now).Round(time.Millisecond).String()
 		in.killed.Store(&msg)
 		rv.log.Warn("unhealthy instance stopped at its bound with requests in flight: they get 502",
-			"instance", in.name, "reason", overMaxReasonUnhealthy, "in_flight", left, "bound", bound.Sub(now).Round(time.Millisecond))
+			"instance", in.name, "reason", OverMaxReasonUnhealthy, "in_flight", left, "bound", bound.Sub(now).Round(time.Millisecond))
 	}
 	rv.stopInstance(in, run, reason)
 }
@@ -298,7 +299,7 @@ func (in *instance) noteIdle() {
 
 // unhealthyBusy reports whether an unhealthy instance of the revision
 // still runs requests (which the engine no longer counts); rv.mu is held.
-func (rv *revision) unhealthyBusy() bool {
+func (rv *Revision) unhealthyBusy() bool {
 	for _, in := range rv.insts {
 		if in.unhealthy && in.inFlight > 0 {
 			return true
@@ -310,7 +311,7 @@ func (rv *revision) unhealthyBusy() bool {
 // replaced lifts the minimum raised for an unhealthy instance's
 // replacement once the engine has started it (or the revision retires);
 // rv.mu is held.
-func (rv *revision) replaced() {
+func (rv *Revision) replaced() {
 	if rv.replace == 0 {
 		return
 	}

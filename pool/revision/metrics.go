@@ -1,4 +1,4 @@
-package pool
+package revision
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -6,9 +6,10 @@ import (
 	"github.com/tollgate/tollgate/autoscale"
 )
 
-// metrics are the pool's Prometheus series, labelled by service and
-// revision.
-type metrics struct {
+// Metrics are the Prometheus series of a pool's revisions, labelled by
+// service and revision: one set, registered once, shared by every
+// revision (Options.Metrics).
+type Metrics struct {
 	instances   *prometheus.GaugeVec     // service, state
 	recommended *prometheus.GaugeVec     // service
 	driver      *prometheus.GaugeVec     // service, driver: 1 for the winner
@@ -26,8 +27,13 @@ type metrics struct {
 	rollouts    *prometheus.CounterVec   // service, revision, outcome
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
+// NewMetrics registers the revisions' series with reg; nil means a new
+// registry that nothing serves.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := &Metrics{
 		instances: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tollgate_pool_instances",
 			Help: "Instances of an autoscaled service by state (starting, ready, draining).",
@@ -96,9 +102,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// serviceMetrics are one revision's series.
-type serviceMetrics struct {
-	all         *metrics
+// series are one revision's series.
+type series struct {
+	all         *Metrics
 	service     string
 	revision    string
 	rejected    prometheus.Counter
@@ -111,9 +117,10 @@ type serviceMetrics struct {
 	rollouts    *prometheus.CounterVec // outcome
 }
 
-func (m *metrics) revision(service, revision string) *serviceMetrics {
+// of are the series of service's revision.
+func (m *Metrics) of(service, revision string) *series {
 	l := prometheus.Labels{"service": service, "revision": revision}
-	return &serviceMetrics{
+	return &series{
 		all:         m,
 		service:     service,
 		revision:    revision,
@@ -131,7 +138,7 @@ func (m *metrics) revision(service, revision string) *serviceMetrics {
 var drivers = []autoscale.Driver{autoscale.DriverNone, autoscale.DriverCPU, autoscale.DriverConcurrency, autoscale.DriverACT}
 
 // decision records one Tick's outcome.
-func (sm *serviceMetrics) decision(rec autoscale.Recommendation, st autoscale.Stats) {
+func (sm *series) decision(rec autoscale.Recommendation, st autoscale.Stats) {
 	m := sm.all
 	m.recommended.WithLabelValues(sm.service, sm.revision).Set(float64(rec.Count))
 	for _, d := range drivers {
@@ -149,13 +156,13 @@ func (sm *serviceMetrics) decision(rec autoscale.Recommendation, st autoscale.St
 }
 
 // observe records an instance's last second.
-func (sm *serviceMetrics) observe(instance string, conc, cpu float64) {
+func (sm *series) observe(instance string, conc, cpu float64) {
 	sm.all.concurrency.WithLabelValues(sm.service, sm.revision, instance).Set(conc)
 	sm.all.cpu.WithLabelValues(sm.service, sm.revision, instance).Set(cpu)
 }
 
 // forget drops a gone instance's series.
-func (sm *serviceMetrics) forget(instance string) {
+func (sm *series) forget(instance string) {
 	sm.all.concurrency.DeleteLabelValues(sm.service, sm.revision, instance)
 	sm.all.cpu.DeleteLabelValues(sm.service, sm.revision, instance)
 }
@@ -163,7 +170,7 @@ func (sm *serviceMetrics) forget(instance string) {
 // remove drops a stopped revision's series, counters too: a revision
 // that has stopped comes back under its name only when a traffic change
 // names it again (kept revisions), and its counters begin again then.
-func (sm *serviceMetrics) remove() {
+func (sm *series) remove() {
 	l := prometheus.Labels{"service": sm.service, "revision": sm.revision}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		sm.all.instances, sm.all.recommended, sm.all.driver, sm.all.pending, sm.all.inFlight,

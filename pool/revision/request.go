@@ -1,4 +1,4 @@
-package pool
+package revision
 
 import (
 	"context"
@@ -25,7 +25,7 @@ type waiter struct {
 // replaces the server's read and write deadlines for this request (a
 // long upload, download or computation is the service's to bound, as on
 // Cloud Run), and ends the wait and the proxied call when it passes.
-func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (rv *Revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	select { // a request may come in before the pool runs
 	case <-rv.started:
 	case <-r.Context().Done():
@@ -51,13 +51,13 @@ func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "service "+rv.service+": "+why, http.StatusServiceUnavailable)
 		return
 	}
-	if st.Pending >= lim.maxPending {
+	if st.Pending >= lim.MaxPending {
 		wait := rv.eng.PendingWait()
 		rv.rejected++
 		rv.mu.Unlock()
 		rv.m.refused.WithLabelValues("pending_full").Inc()
 		w.Header().Set("Retry-After", strconv.FormatInt(retryAfter(wait), 10))
-		http.Error(w, fmt.Sprintf("service %s: %d requests already waiting for an instance (max_pending); retry later", rv.service, lim.maxPending), http.StatusTooManyRequests)
+		http.Error(w, fmt.Sprintf("service %s: %d requests already waiting for an instance (max_pending); retry later", rv.service, lim.MaxPending), http.StatusTooManyRequests)
 		return
 	}
 	res := rv.eng.Route(start)
@@ -76,13 +76,13 @@ func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rv.mu.Unlock()
 	defer func() { rv.finish(res.Request, in, wt) }()
 
-	deadline := start.Add(lim.requestTimeout)
+	deadline := start.Add(lim.RequestTimeout)
 	rc := http.NewResponseController(w)
 	// Errors mean the writer cannot take deadlines (a test recorder):
 	// then the server's own, if any, stay. The write deadline leaves a
 	// moment past the request timeout to write its 504.
 	_ = rc.SetReadDeadline(deadline)
-	_ = rc.SetWriteDeadline(deadline.Add(requestTimeoutGrace))
+	_ = rc.SetWriteDeadline(deadline.Add(RequestTimeoutGrace))
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
 
@@ -105,7 +105,7 @@ func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if r.ProtoMajor == 1 {
 				w.Header().Set("Connection", "close")
 			}
-			http.Error(w, fmt.Sprintf("service %s: no instance became available within the request timeout (%v)", rv.service, lim.requestTimeout), http.StatusGatewayTimeout)
+			http.Error(w, fmt.Sprintf("service %s: no instance became available within the request timeout (%v)", rv.service, lim.RequestTimeout), http.StatusGatewayTimeout)
 			return
 		}
 		rv.m.pendingWait.Observe(time.Since(start).Seconds())
@@ -126,9 +126,9 @@ func (rv *revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rv.proxy.Serve(w, r.WithContext(ctx), in, r.Context())
 }
 
-// requestTimeoutGrace is how long past the request timeout the answer
+// RequestTimeoutGrace is how long past the request timeout the answer
 // saying so may take to write.
-const requestTimeoutGrace = 5 * time.Second
+const RequestTimeoutGrace = 5 * time.Second
 
 // retryAfter is the Retry-After of a 429 for a request that waited
 // pending for wait: wait in whole seconds, rounded up, at least 1.
@@ -139,7 +139,7 @@ func retryAfter(wait time.Duration) int64 {
 // finish tells the engine request id is done (or abandoned while pending)
 // and acts on the slots it frees. in is the instance it ran on, if known;
 // a waiter dispatched just as its client left names its own.
-func (rv *revision) finish(id autoscale.RequestID, in *instance, wt *waiter) {
+func (rv *Revision) finish(id autoscale.RequestID, in *instance, wt *waiter) {
 	now := time.Now()
 	rv.mu.Lock()
 	defer rv.mu.Unlock()

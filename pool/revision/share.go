@@ -1,14 +1,17 @@
-package pool
+package revision
 
-import "github.com/tollgate/tollgate/autoscale"
+import (
+	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/runner"
+)
 
 // capacityShare is a revision's part of each instance's capacity when
 // other tollgate replicas send to the same instances (Sharer, LoadSharer),
-// and the GPUs the runner reports (GPURunner), as last applied (reshare).
+// and the GPUs the runner reports (runner.GPURunner), as last applied (reshare).
 type capacityShare struct {
 	sharers int // replicas sharing each instance
-	share   int // this replica's max concurrency per instance (LoadSharer); 0: by sharers
-	gpus    int // GPUs per instance the runner reports (GPURunner)
+	share   int // this replica's max concurrency per instance (runner.LoadSharer); 0: by sharers
+	gpus    int // GPUs per instance the runner reports (runner.GPURunner)
 }
 
 // shareOf is cfg with the maximum concurrency of one replica among n
@@ -21,25 +24,25 @@ func shareOf(cfg autoscale.Config, n int) autoscale.Config {
 	return cfg
 }
 
-// runnerGPUs is the GPUs per instance runner reports (GPURunner), in
+// runnerGPUs is the GPUs per instance runner reports (runner.GPURunner), in
 // [0, autoscale.MaxGPUs]; 0 when it reports none.
-func runnerGPUs(runner Runner) int {
-	if g, ok := runner.(GPURunner); ok {
+func runnerGPUs(r runner.Runner) int {
+	if g, ok := r.(runner.GPURunner); ok {
 		return min(max(g.GPUs(), 0), autoscale.MaxGPUs)
 	}
 	return 0
 }
 
 // reshare applies the runner's current number of sharers, this replica's
-// share (LoadSharer) and the GPUs it reports (GPURunner) to the engine;
+// share (runner.LoadSharer) and the GPUs it reports (runner.GPURunner) to the engine;
 // rv.mu is held.
-func (rv *revision) reshare() {
+func (rv *Revision) reshare() {
 	gpus := runnerGPUs(rv.runner)
-	s, shared := rv.runner.(Sharer)
+	s, shared := rv.runner.(runner.Sharer)
 	n, share := 1, 0
 	if shared {
 		n = max(1, s.Sharers())
-		if ls, ok := s.(LoadSharer); ok {
+		if ls, ok := s.(runner.LoadSharer); ok {
 			mc := rv.cfg.WithDefaults().MaxConcurrency
 			share = min(max(ls.Share(mc), 1), mc)
 		}

@@ -1,4 +1,4 @@
-package pool
+package revision
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/runner"
 )
 
 // Crash-loop backoff: after the second failure in a row each replacement
@@ -24,9 +25,9 @@ const (
 	backoffReset = 30 * time.Second
 )
 
-// backoff is the wait before starting a replacement after failures exits
+// Backoff is the wait before starting a replacement after failures exits
 // in a row: none for the first, then 1 s, 2 s, 4 s … up to 1 min.
-func backoff(failures int) time.Duration {
+func Backoff(failures int) time.Duration {
 	if failures < 2 {
 		return 0
 	}
@@ -43,7 +44,7 @@ func backoff(failures int) time.Duration {
 // came once the failed start's 503s ended (ServeHTTP refuses requests for
 // the same backoff) does not wait it a second time.
 func remainingBackoff(failures int, since time.Duration) time.Duration {
-	return max(backoff(failures)-since, 0)
+	return max(Backoff(failures)-since, 0)
 }
 
 // instance is the pool's side of one engine instance. Fields below the
@@ -59,7 +60,7 @@ type instance struct {
 	killed   atomic.Pointer[string] // why the pool stopped it with requests in flight
 
 	// Set before the instance is reported ready, never changed after.
-	run  Instance
+	run  runner.Instance
 	url  *url.URL
 	port int
 
@@ -169,7 +170,7 @@ func (in *instance) setAddr(addr string) {
 
 // launch starts the goroutine of engine instance id; revision.mu is held
 // and run has started (ServeHTTP and apply run only then).
-func (rv *revision) launch(id autoscale.InstanceID) {
+func (rv *Revision) launch(id autoscale.InstanceID) {
 	rv.nextInst++
 	in := &instance{
 		id:       id,
@@ -180,7 +181,7 @@ func (rv *revision) launch(id autoscale.InstanceID) {
 	}
 	rv.insts[id] = in
 	failures := rv.failures
-	wait := backoff(failures)
+	wait := Backoff(failures)
 	rv.m.backoff.Set(wait.Seconds())
 	delay := remainingBackoff(failures, time.Since(rv.lastFailure))
 	ctx := rv.ctx
@@ -196,7 +197,7 @@ func (rv *revision) launch(id autoscale.InstanceID) {
 
 // runInstance starts instance in, reports it ready, and stops it when the
 // engine says so or ctx ends; an exit of its own is reported to the engine.
-func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Duration) {
+func (rv *Revision) runInstance(ctx context.Context, in *instance, delay time.Duration) {
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
@@ -208,7 +209,7 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 		}
 	}
 	start := time.Now()
-	run, err := rv.runner.Start(ctx, InstanceSpec{Service: rv.service, Revision: rv.name, ID: in.name})
+	run, err := rv.runner.Start(ctx, runner.InstanceSpec{Service: rv.service, Revision: rv.name, ID: in.name})
 	if err != nil {
 		rv.gone(in, nil, fmt.Errorf("start: %w", err))
 		return
@@ -256,7 +257,7 @@ func (rv *revision) runInstance(ctx context.Context, in *instance, delay time.Du
 }
 
 // stopInstance stops an instance the engine (or shutdown) let go.
-func (rv *revision) stopInstance(in *instance, run Instance, why string) {
+func (rv *Revision) stopInstance(in *instance, run runner.Instance, why string) {
 	start := time.Now()
 	rv.mu.Lock()
 	if in.inFlight > 0 && in.killed.Load() == nil {
@@ -289,7 +290,7 @@ func (rv *revision) stopInstance(in *instance, run Instance, why string) {
 // on demand for them (a crash-looping service started one a second after
 // its only request had been answered 503); a request, or min instances,
 // starts the next one. rv.mu is held.
-func (rv *revision) startFailed(now time.Time, in *instance, run Instance, why error) {
+func (rv *Revision) startFailed(now time.Time, in *instance, run runner.Instance, why error) {
 	msg := "instance not ready: " + lastPart(why)
 	if run != nil {
 		if exited, err := in.exitedErr(); exited && err != nil {
@@ -298,7 +299,7 @@ func (rv *revision) startFailed(now time.Time, in *instance, run Instance, why e
 			msg = "instance exited before ready"
 		}
 	}
-	rv.startErr, rv.startErrUntil = msg, now.Add(backoff(rv.failures))
+	rv.startErr, rv.startErrUntil = msg, now.Add(Backoff(rv.failures))
 	if rv.eng.Stats().Ready > 0 {
 		return
 	}
@@ -329,7 +330,7 @@ func lastPart(err error) string {
 // gone handles an instance that exited, or never got ready, on its own:
 // the engine forgets it (failing the requests that ran on it, which the
 // proxy answers 502) and places its pending requests elsewhere.
-func (rv *revision) gone(in *instance, run Instance, why error) {
+func (rv *Revision) gone(in *instance, run runner.Instance, why error) {
 	now := time.Now()
 	rv.mu.Lock()
 	rv.announce(in, false)
@@ -338,7 +339,7 @@ func (rv *revision) gone(in *instance, run Instance, why error) {
 	quiet := shutdown && (errors.Is(why, context.Canceled) || run == nil)
 	reason := "crashed"
 	switch {
-	case errors.Is(why, ErrOOMKilled):
+	case errors.Is(why, runner.ErrOOMKilled):
 		reason = "oom_killed"
 	case in.readyAt.IsZero():
 		reason = "start_failed"
@@ -387,7 +388,7 @@ func (rv *revision) gone(in *instance, run Instance, why error) {
 		pid = run.PID()
 	}
 	rv.log.Warn("instance exited on its own", "instance", in.name, "pid", pid, "reason", reason, "error", why,
-		"requests_failed", failed, "failures_in_a_row", failures, "next_backoff", backoff(failures))
+		"requests_failed", failed, "failures_in_a_row", failures, "next_backoff", Backoff(failures))
 }
 
 // starts is how a revision's instances have been starting: the

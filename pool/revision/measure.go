@@ -1,4 +1,4 @@
-package pool
+package revision
 
 import (
 	"errors"
@@ -6,20 +6,21 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
+	"github.com/tollgate/tollgate/pool/runner"
 )
 
 // sample is one instance's measurement of the last second, taken with
 // revision.mu held except for the CPU read.
 type sample struct {
 	in   *instance
-	run  Instance
+	run  runner.Instance
 	conc float64
 	from time.Time // start of the measured span
 }
 
 // allocation is run's own CPU allocation (see CPUAllocator), or 0.
-func allocation(run Instance) float64 {
-	if a, ok := run.(CPUAllocator); ok {
+func allocation(run runner.Instance) float64 {
+	if a, ok := run.(runner.CPUAllocator); ok {
 		if c, ok := a.CPUs(); ok && c > 0 && !math.IsInf(c, 0) {
 			return c
 		}
@@ -41,7 +42,7 @@ func engineCPU(cores, perInstance, alloc float64) float64 {
 // tick measures every serving instance over the last second, feeds the
 // engine, makes its decision and acts on it. It is the only caller of
 // Engine.ObserveSpan and Engine.Tick, and reads the CPU without the lock.
-func (rv *revision) tick(now time.Time) {
+func (rv *Revision) tick(now time.Time) {
 	rv.mu.Lock()
 	samples := make([]sample, 0, len(rv.insts))
 	for id, in := range rv.insts {
@@ -100,7 +101,7 @@ func (rv *revision) tick(now time.Time) {
 		m := rv.eng.Metrics(now)
 		cpu, conc, act := needs(rv.eng.Config(), m)
 		decidedOn := "this replica's load"
-		if bp, ok := rv.eng.Config().Policy.(BasisPolicy); ok {
+		if bp, ok := rv.eng.Config().Policy.(runner.BasisPolicy); ok {
 			// Several replicas: the count is the service's, decided on
 			// every replica's load; the needs shown are those, not what
 			// this replica's load asks of its share of each instance.

@@ -1,8 +1,15 @@
-// This file holds the seam between the pool and the things that run
-// instances: local processes (package pool/process) and, later, pods of a
-// Kubernetes Deployment. The pool never starts a process itself.
-
-package pool
+// Package runner is the seam between the pool and what runs its
+// instances: local processes (package pool/process) and the pods of a
+// Kubernetes Deployment (package pool/kube). A Runner starts instances; an
+// Instance reports its address, readiness, exit and CPU time; the optional
+// interfaces (Warmer, Sharer, LoadSharer, GPURunner, CPUAllocator) tell
+// the pool more when a runner knows it. The pool never starts a process
+// itself, and a runner never decides a count.
+//
+// Package pool names these types too (pool.Runner is runner.Runner), so
+// that a user of the pool needs one import; a runner imports only this
+// package.
+package runner
 
 import (
 	"context"
