@@ -10,51 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/tollgate/tollgate/pool/traffic"
 )
 
-// BoundRevision is a revision a spec names with its runner: the pool runs
-// it under Name on Runner if it is not running already (at start, and
-// at every Apply), and numbers its next revision after the highest bound
-// one.
-type BoundRevision struct {
-	// Name is the revision's name as the pool names revisions, such as
-	// hello-00001: the service's name and a number of five digits or
-	// more, from 1.
-	Name string
-	// Runner runs its instances, such as the runner of its Deployment;
-	// required. A running revision of that name must have the same one.
-	Runner Runner
-	// Where says what Runner runs, for errors: "Deployment apps/hello-v1".
-	Where string
-	// Latest says this is the revision the spec's own Template and Runner
-	// make (the section's own Deployment): the latest revision is named
-	// Name rather than numbered after the others. Runner is then unused.
-	Latest bool
-	// Entry is the index of the traffic entry binding it, for errors.
-	Entry int
-}
-
 // ErrTrafficFixed is wrapped by SetTraffic's error for a service whose
 // traffic only its spec sets (ServiceSpec.TrafficFixed).
 var ErrTrafficFixed = errors.New("pool: traffic is set by the config")
-
-// revisionNumber is the number of a revision named as revisionName names
-// them, or 0 for another name.
-func revisionNumber(service, name string) int {
-	digits, ok := strings.CutPrefix(name, service+"-")
-	if !ok || len(digits) < 5 {
-		return 0
-	}
-	n, err := strconv.Atoi(digits)
-	if err != nil || n < 1 || revisionName(service, n) != name {
-		return 0
-	}
-	return n
-}
 
 // checkBoundSpec checks s.Bound on its own: names as the pool names
 // revisions, each once, with a runner, at most one the latest and it the
@@ -141,14 +103,6 @@ func (svc *service) checkBound(s ServiceSpec, next string) error {
 	return nil
 }
 
-// orRunner is where, or "another runner" when it is not known.
-func orRunner(where string) string {
-	if where == "" {
-		return "another runner"
-	}
-	return where
-}
-
 // boundNames are the names of s's bound revisions.
 func boundNames(s ServiceSpec) []string {
 	out := make([]string, 0, len(s.Bound))
@@ -185,13 +139,4 @@ func (p *Pool) addBound(svc *service, s ServiceSpec) error {
 	}
 	sortRevisions(svc)
 	return nil
-}
-
-// sortRevisions orders svc.revs by number, oldest first, as every
-// replica orders them (sticky slots are laid in this order); p.mu is
-// held.
-func sortRevisions(svc *service) {
-	slices.SortStableFunc(svc.revs, func(a, b *rev) int {
-		return revisionNumber(svc.name, a.Name()) - revisionNumber(svc.name, b.Name())
-	})
 }

@@ -4,12 +4,19 @@
 // instances through a Runner, measures them once a second, and routes and
 // proxies requests to them.
 //
-// The pool is three rooms, imports going one way: this package holds the
-// revisions' lifecycle (engines, instances, liveness, registry) and the
-// moves of traffic among them (rollouts, SetTraffic); package
-// pool/traffic the traffic block, tags, the sticky key and the resolved
-// split, knowing no revision; package pool/forward the data path that
-// carries a request to its instance and the answer back, knowing neither.
+// The pool is rooms of one idea each, imports going one way: this
+// package holds each service's revisions and the moves of traffic among
+// them (rollouts, SetTraffic, revisions kept retired and across
+// restarts); package pool/revision one revision's lifecycle (its engine,
+// instances, liveness, registry and pending requests), read by the moves
+// here only through its methods and State, a snapshot under its lock;
+// package pool/traffic the traffic block, tags, the sticky key and the
+// resolved split, knowing no revision; package pool/forward the data path
+// that carries a request to its instance and the answer back; and
+// package pool/runner the seam to what runs instances (Runner, Instance),
+// which pool/process and pool/kube fill. This package names the seam's
+// and a revision's types too (Runner, Instance, Liveness, ScaleEvent, …),
+// so that one import does.
 //
 // The pool owns the engine's clock and every goroutine it needs; it never
 // starts a process itself (a Runner does: package pool/process for local

@@ -7,6 +7,7 @@ package pool
 // it is ready, as to any revision whose share grows.
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -24,17 +25,6 @@ const (
 	KeepSinceCreate  = 48 * time.Hour // retain-since-create-time
 	KeepSinceActive  = 15 * time.Hour // retain-since-last-active-time
 )
-
-// keptRevision is a retired revision as the service keeps it: what it
-// takes to run it again.
-type keptRevision struct {
-	name    string
-	spec    ServiceSpec // its runner, config and limits as it last ran
-	where   string      // BoundRevision.Where, if bound
-	created time.Time   // when it was first made
-	retired time.Time   // when it last stopped taking traffic
-	recipe  []byte      // kept before a restart: spec is made from it when it runs again (persist.go)
-}
 
 // keep remembers the retired revision rv, replacing an earlier entry of
 // its name, and forgets those the bounds no longer keep; p.mu is held.
@@ -68,16 +58,6 @@ func gcKept(kept []keptRevision, now time.Time) []keptRevision {
 	return out
 }
 
-// keptByName is svc's kept revision name, or nil; p.mu is held.
-func (svc *service) keptByName(name string) *keptRevision {
-	for i := range svc.kept {
-		if svc.kept[i].name == name {
-			return &svc.kept[i]
-		}
-	}
-	return nil
-}
-
 // revive runs again each kept revision t names, under its name, scaled to
 // zero until a traffic change gives it a share (shift then starts the
 // instances it needs); p.mu is held and the names were checked.
@@ -104,5 +84,47 @@ func (p *Pool) revive(svc *service, t []traffic.Target) error {
 		p.log.Info("retired revision named by the traffic: running it again", "service", svc.name, "revision", rv.Name(), "on", orRunner(rv.where))
 		p.start(rv)
 	}
+	return nil
+}
+
+// resolveKept makes again, from their recipes, the specs of the
+// revisions kept from before a restart that t names and svc does not
+// run, and refuses one whose runner now runs another revision (on
+// Kubernetes, the section's one Deployment), as checkNames refuses it
+// for a revision retired since the start; p.mu is held.
+func (p *Pool) resolveKept(svc *service, t []traffic.Target) error {
+	for i, e := range t {
+		k := svc.keptByName(e.RevisionName)
+		if e.RevisionName == "" || k == nil || svc.revisionByName(k.name) != nil || k.spec.Runner != nil {
+			continue
+		}
+		if err := p.keptSpec(svc, k); err != nil {
+			return err
+		}
+		for _, rv := range svc.revs {
+			if rv.Runner() == k.spec.Runner {
+				return &traffic.Error{Service: svc.name, Entry: i,
+					Msg: fmt.Sprintf("retired revision %s ran on %s, which now runs revision %s: bind each revision to its own Deployment (deployment:) to roll back", k.name, orRunner(k.where), rv.Name())}
+			}
+		}
+	}
+	return nil
+}
+
+// keptSpec makes k's spec again from its recipe when it was kept before
+// a restart; p.mu is held.
+func (p *Pool) keptSpec(svc *service, k *keptRevision) error {
+	if k.spec.Runner != nil {
+		return nil
+	}
+	if p.persist == nil || k.recipe == nil {
+		return fmt.Errorf("%w: service %s: revision %s cannot be made again (nothing says how)", ErrInvalidSpec, svc.name, k.name)
+	}
+	s, err := p.persist.store.RevisionSpec(svc.name, k.recipe)
+	if err != nil {
+		return fmt.Errorf("service %s: revision %s: %w", svc.name, k.name, err)
+	}
+	s.Name, s.Recipe = svc.name, k.recipe
+	k.spec = s
 	return nil
 }

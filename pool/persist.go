@@ -12,85 +12,14 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/pool/traffic"
 )
 
-// RevisionStore keeps what the pool knows of each service's revisions
-// beyond the process (a durable store). Nil in Options: revisions live
-// in the process, and names begin again at start.
-type RevisionStore interface {
-	// LoadRevisions returns what SaveRevisions last kept of service; ok
-	// is false when nothing was.
-	LoadRevisions(service string) (saved SavedRevisions, ok bool, err error)
-	// SaveRevisions keeps every s, returning once they are durable.
-	SaveRevisions(s []SavedRevisions) error
-	// RevisionSpec makes again the spec of a revision of service kept
-	// with recipe (ServiceSpec.Recipe), to run it again after a restart:
-	// its runner, engine config and limits.
-	RevisionSpec(service string, recipe []byte) (ServiceSpec, error)
-}
-
-// SavedRevisions is what a RevisionStore keeps of one service.
-type SavedRevisions struct {
-	Service string `json:"service"`
-	// Number is the highest revision number made: the next is one more.
-	Number int `json:"number"`
-	// Latest is the newest revision, made from the spec then in force.
-	Latest SavedRevision `json:"latest"`
-	// Others are the service's other revisions, running or retired and
-	// kept scaled to zero, oldest retired first.
-	Others []SavedRevision `json:"others"`
-	// TrafficSet says Traffic is the block SetTraffic set last (empty:
-	// all to the latest ready revision), in force while the spec's own
-	// traffic is SpecTraffic (a spec with other traffic replaces it);
-	// false when the spec's traffic is in force.
-	TrafficSet  bool             `json:"traffic_set,omitempty"`
-	Traffic     []traffic.Target `json:"traffic,omitempty"`
-	SpecTraffic []traffic.Target `json:"spec_traffic,omitempty"`
-}
-
-// SavedRevision is one revision a RevisionStore keeps.
-type SavedRevision struct {
-	Name string `json:"name"`
-	// Template is its spec's Template: a spec with the same one at start
-	// is this revision again.
-	Template string `json:"template"`
-	// Recipe is its spec's Recipe, for RevisionStore.RevisionSpec.
-	Recipe []byte `json:"recipe,omitempty"`
-	// Where is what its runner ran, when a spec bound it.
-	Where   string    `json:"where,omitempty"`
-	Created time.Time `json:"created"`
-	// Retired is when it stopped taking traffic; zero while it ran.
-	Retired time.Time `json:"retired,omitzero"`
-}
-
 // ErrNotKept is wrapped by SetTraffic's error when the traffic moved but
 // the RevisionStore failed to keep it: it holds until a restart.
 var ErrNotKept = errors.New("pool: the change was made but could not be kept")
-
-// persister is the pool's side of its RevisionStore. Its maps are
-// guarded by Pool.mu; saveMu orders the saves, so that a later one
-// never writes an older state.
-type persister struct {
-	store  RevisionStore
-	saveMu sync.Mutex
-	loaded map[string]*SavedRevisions // read during the current Apply
-	put    map[string]putTraffic      // traffic set by SetTraffic, by service
-	last   map[string]SavedRevisions  // the state last saved, by service
-}
-
-// putTraffic is a block SetTraffic set, and the spec's traffic then.
-type putTraffic struct{ traffic, spec []traffic.Target }
-
-func newPersister(s RevisionStore) *persister {
-	if s == nil {
-		return nil
-	}
-	return &persister{store: s, loaded: map[string]*SavedRevisions{}, put: map[string]putTraffic{}, last: map[string]SavedRevisions{}}
-}
 
 // restore reads what the store kept of service, once per Apply; nil when
 // nothing or without a store. A store that fails to read is an error:
@@ -209,48 +138,6 @@ func (p *Pool) restoreTraffic(svc *service, s ServiceSpec) error {
 	svc.traffic = slices.Clone(sv.Traffic)
 	p.persist.put[s.Name] = putTraffic{traffic: slices.Clone(sv.Traffic), spec: slices.Clone(s.Traffic)}
 	p.log.Info("traffic set through the admin API before the restart restored", "service", s.Name, "traffic", trafficString(sv.Traffic))
-	return nil
-}
-
-// resolveKept makes again, from their recipes, the specs of the
-// revisions kept from before a restart that t names and svc does not
-// run, and refuses one whose runner now runs another revision (on
-// Kubernetes, the section's one Deployment), as checkNames refuses it
-// for a revision retired since the start; p.mu is held.
-func (p *Pool) resolveKept(svc *service, t []traffic.Target) error {
-	for i, e := range t {
-		k := svc.keptByName(e.RevisionName)
-		if e.RevisionName == "" || k == nil || svc.revisionByName(k.name) != nil || k.spec.Runner != nil {
-			continue
-		}
-		if err := p.keptSpec(svc, k); err != nil {
-			return err
-		}
-		for _, rv := range svc.revs {
-			if rv.Runner() == k.spec.Runner {
-				return &traffic.Error{Service: svc.name, Entry: i,
-					Msg: fmt.Sprintf("retired revision %s ran on %s, which now runs revision %s: bind each revision to its own Deployment (deployment:) to roll back", k.name, orRunner(k.where), rv.Name())}
-			}
-		}
-	}
-	return nil
-}
-
-// keptSpec makes k's spec again from its recipe when it was kept before
-// a restart; p.mu is held.
-func (p *Pool) keptSpec(svc *service, k *keptRevision) error {
-	if k.spec.Runner != nil {
-		return nil
-	}
-	if p.persist == nil || k.recipe == nil {
-		return fmt.Errorf("%w: service %s: revision %s cannot be made again (nothing says how)", ErrInvalidSpec, svc.name, k.name)
-	}
-	s, err := p.persist.store.RevisionSpec(svc.name, k.recipe)
-	if err != nil {
-		return fmt.Errorf("service %s: revision %s: %w", svc.name, k.name, err)
-	}
-	s.Name, s.Recipe = svc.name, k.recipe
-	k.spec = s
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tollgate/tollgate/pool/revision"
 	"github.com/tollgate/tollgate/pool/traffic"
 )
 
@@ -137,27 +136,6 @@ func (p *Pool) failRollout(svc *service, rv *rev, prev []traffic.Target, restore
 	if err := rv.SetConfig(svc.spec.Engine, svc.spec.limits()); err != nil {
 		p.log.Error("new revision refused its config", "service", svc.name, "error", err)
 	}
-}
-
-// carryHistory seeds rv's engine with the load history of the revisions
-// from, whose traffic it takes over whole (revision.CarryHistory).
-func carryHistory(rv *rev, from []*rev) {
-	rs := make([]*revision.Revision, 0, len(from))
-	for _, f := range from {
-		if f != nil {
-			rs = append(rs, f.Revision)
-		}
-	}
-	rv.CarryHistory(rs...)
-}
-
-// notReadyReason says why rv has no instance ready: its last start's
-// failure, or its readiness check.
-func notReadyReason(rv *rev) string {
-	if why := rv.State().StartErr; why != "" {
-		return why
-	}
-	return "no instance passed its readiness check"
 }
 
 // latestShare is the percent of untagged requests that follows the latest

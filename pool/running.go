@@ -1,30 +1,11 @@
 package pool
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/tollgate/tollgate/autoscale"
 	"github.com/tollgate/tollgate/pool/revision"
 )
-
-// rev is one revision of a service as the pool holds it: the running
-// revision (package revision), and what the pool knows of it beyond what
-// runs. The fields are guarded by Pool.mu.
-type rev struct {
-	*revision.Revision
-	spec      ServiceSpec // what it was made from, to make it again (keptRevision)
-	created   time.Time   // when it was first made (keptRevision)
-	where     string      // what its runner runs, when bound (BoundRevision.Where); else ""
-	deploying bool        // its rollout waits for its first instances (rollout)
-	failed    string      // why its last rollout failed (no instance ready in time); "" if none did
-}
-
-// revisionName is the name of a service's n-th revision, as Knative
-// names them: hello-00001.
-func revisionName(service string, n int) string {
-	return fmt.Sprintf("%s-%05d", service, n)
-}
 
 // newRevision makes svc's revision name on s's runner with cfg, and
 // counts its number as made (svc.number); p.mu is held.
@@ -66,4 +47,25 @@ func (p *Pool) start(rv *rev) {
 			rv.RemoveSeries()
 		}
 	}()
+}
+
+// carryHistory seeds rv's engine with the load history of the revisions
+// from, whose traffic it takes over whole (revision.CarryHistory).
+func carryHistory(rv *rev, from []*rev) {
+	rs := make([]*revision.Revision, 0, len(from))
+	for _, f := range from {
+		if f != nil {
+			rs = append(rs, f.Revision)
+		}
+	}
+	rv.CarryHistory(rs...)
+}
+
+// notReadyReason says why rv has no instance ready: its last start's
+// failure, or its readiness check.
+func notReadyReason(rv *rev) string {
+	if why := rv.State().StartErr; why != "" {
+		return why
+	}
+	return "no instance passed its readiness check"
 }

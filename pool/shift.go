@@ -239,27 +239,3 @@ func (p *Pool) refuseUnready(svc *service, recv []receiver, t []traffic.Target, 
 	return fmt.Errorf("%w: service %s: %s had no instance ready within the rollout timeout (%v); the traffic stays %s",
 		ErrNotReady, svc.name, strings.Join(unready, ", "), timeout, trafficString(svc.traffic))
 }
-
-// trafficString is a traffic block as the log and errors print it:
-// "hello-00001 90%, latest 10% (tag canary)"; empty is "latest 100%".
-func trafficString(t []traffic.Target) string {
-	if len(t) == 0 {
-		return "latest 100%"
-	}
-	var b strings.Builder
-	for i, e := range t {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		if e.LatestRevision {
-			b.WriteString("latest")
-		} else {
-			b.WriteString(e.RevisionName)
-		}
-		fmt.Fprintf(&b, " %d%%", e.Percent)
-		if e.Tag != "" {
-			fmt.Fprintf(&b, " (tag %s)", e.Tag)
-		}
-	}
-	return b.String()
-}

@@ -17,16 +17,6 @@ func stickyOf(s traffic.Sticky) *traffic.Sticky {
 	return &s
 }
 
-// revisionByName is svc's running revision name, or nil; p.mu is held.
-func (svc *service) revisionByName(name string) *rev {
-	for _, rv := range svc.revs {
-		if rv.Name() == name {
-			return rv
-		}
-	}
-	return nil
-}
-
 // checkNames reports the first entry of t that names a revision svc
 // neither runs nor keeps (next, when not "", is the revision about to be made, then the
 // latest; bound are revisions about to run, BoundRevision), or that t
@@ -123,14 +113,26 @@ func (p *Pool) reroute(svc *service) {
 	}
 }
 
-// pruneOld forgets the retired revisions that have stopped; p.mu is held.
-func (svc *service) pruneOld() {
-	svc.old = slices.DeleteFunc(svc.old, func(rv *rev) bool {
-		select {
-		case <-rv.Done():
-			return true
-		default:
-			return false
+// trafficString is a traffic block as the log and errors print it:
+// "hello-00001 90%, latest 10% (tag canary)"; empty is "latest 100%".
+func trafficString(t []traffic.Target) string {
+	if len(t) == 0 {
+		return "latest 100%"
+	}
+	var b strings.Builder
+	for i, e := range t {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-	})
+		if e.LatestRevision {
+			b.WriteString("latest")
+		} else {
+			b.WriteString(e.RevisionName)
+		}
+		fmt.Fprintf(&b, " %d%%", e.Percent)
+		if e.Tag != "" {
+			fmt.Fprintf(&b, " (tag %s)", e.Tag)
+		}
+	}
+	return b.String()
 }

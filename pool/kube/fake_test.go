@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -18,8 +19,6 @@ import (
 	scalefake "k8s.io/client-go/scale/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // wait is how long a test waits for something that should happen soon.

@@ -177,8 +177,8 @@ func TestOverBy(t *testing.T) {
 		{5, 3, 3, 2},
 		{0, 1, 0, 0},
 	} {
-		if got := OverBy(c.count, c.limit, c.cand); got != c.want {
-			t.Errorf("OverBy(%d, %d, %d) = %d, want %d", c.count, c.limit, c.cand, got, c.want)
+		if got := overBy(c.count, c.limit, c.cand); got != c.want {
+			t.Errorf("overBy(%d, %d, %d) = %d, want %d", c.count, c.limit, c.cand, got, c.want)
 		}
 	}
 }

@@ -99,12 +99,12 @@ func (rv *Revision) UnhealthyOverMax() int {
 			n++
 		}
 	}
-	return OverBy(len(rv.insts), maxInstances(rv.cfg), n)
+	return overBy(len(rv.insts), maxInstances(rv.cfg), n)
 }
 
-// OverBy is how many of candidates are beyond limit among count
+// overBy is how many of candidates are beyond limit among count
 // instances: count less limit, at most candidates.
-func OverBy(count, limit, candidates int) int {
+func overBy(count, limit, candidates int) int {
 	return min(candidates, max(0, count-limit))
 }
 
