@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"time"
 
@@ -30,7 +31,9 @@ type revisionStore struct {
 // embedded durable store (boltRevisions) or, for nodes sharing Redis,
 // Redis (redisRevisions), in the schema an export carries.
 type revisionRecords interface {
-	// get returns service's record, nil when there is none.
+	// get returns service's record, nil when there is none; an error
+	// when the store could not be read, wrapping errNotRecords when it
+	// answered with something that is not the table.
 	get(service string) ([]byte, error)
 	// put writes the records (values by key) at once, durably as the
 	// store is durable, before it returns.
@@ -39,10 +42,24 @@ type revisionRecords interface {
 	where() string
 }
 
-// LoadRevisions reads service's record.
+// errNotRecords is a store's answer that is not the revisions table (in
+// Redis, another type than a hash under its key): what is kept is
+// damaged, not out of reach.
+var errNotRecords = errors.New("the store holds something else than the revisions there")
+
+// LoadRevisions reads service's record. Its errors say which of two
+// things happened: the record is kept but damaged (its bytes are not a
+// record), and is to be restored or moved away; or the store could not
+// be read (Redis unreachable or not answering in time, the data file
+// closed), and what it keeps is likely whole: the start waits for it,
+// since starting without the kept revisions would rename them.
 func (s revisionStore) LoadRevisions(service string) (pool.SavedRevisions, bool, error) {
 	var sv pool.SavedRevisions
 	v, err := s.records.get(service)
+	if err != nil && !errors.Is(err, errNotRecords) {
+		return pool.SavedRevisions{}, false, fmt.Errorf("%s: table %s key %s could not be read (%w); tollgate does not start the service without its kept revisions, since starting without them would rename them: start again once the store can be read",
+			s.records.where(), state.RevisionsTable, service, err)
+	}
 	if err == nil && v != nil {
 		err = json.Unmarshal(v, &sv)
 	}
@@ -113,10 +130,24 @@ func (r redisRevisions) get(service string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
 	defer cancel()
 	v, err := r.client.HGet(ctx, transfer.RedisRevisionsKey, service).Bytes()
-	if errors.Is(err, goredis.Nil) {
+	switch {
+	case err == nil:
+		return v, nil
+	case errors.Is(err, goredis.Nil):
 		return nil, nil
+	case goredis.HasErrorPrefix(err, "WRONGTYPE"):
+		return nil, fmt.Errorf("%w: %w", errNotRecords, err)
+	case isTimeout(err):
+		return nil, fmt.Errorf("no answer within %v: %w", r.timeout, err)
 	}
-	return v, err
+	return nil, err
+}
+
+// isTimeout reports whether err is a deadline passing: the context's,
+// or the connection's the client set from it.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (r redisRevisions) put(keys []string, values [][]byte) error {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/tollgate/tollgate/pool/traffic"
 	"github.com/tollgate/tollgate/state"
 	"github.com/tollgate/tollgate/state/bolt"
+	"github.com/tollgate/tollgate/state/transfer"
 )
 
 // revisionsOf lists p's revisions of hello as "name:percent" (running)
@@ -294,6 +296,92 @@ func TestUnreadableRevisionsRecordRefusesTheStart(t *testing.T) {
 	want := db.Path() + ": table revisions key hello is unreadable"
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "restore it from a backup") {
 		t.Fatalf("start with an unreadable record: %v, want %s", err, want)
+	}
+}
+
+// A store that cannot be read refuses the start, saying so and why,
+// and that tollgate waits for it rather than rename the revisions: not
+// that the record is damaged and to be restored from a backup, which is
+// for a record the store returned and that is not one (its bytes, or in
+// Redis another type than a hash under the key).
+func TestRevisionsStoreOutOfReachRefusesTheStartSayingSo(t *testing.T) {
+	cfg, err := config.Parse(filepath.Join(t.TempDir(), "c.yaml"), []byte(trafficConfig("sh", "one", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	redisAt := func(url string, timeout time.Duration) revisionRecords {
+		t.Helper()
+		client, closeClient, err := storeClient(config.Store{URL: url}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(closeClient)
+		return redisRevisions{client: client, timeout: timeout}
+	}
+	const unreachable, damaged = "could not be read", "is unreadable"
+	for _, tc := range []struct {
+		name string
+		kept func(t *testing.T) revisionRecords
+		want []string // in the message, besides the store and key
+		not  string   // not in the message
+	}{
+		{"Redis refusing connections", func(t *testing.T) revisionRecords {
+			return redisAt("redis://"+redistest.ClosedAddr(t), 30*time.Second)
+		}, []string{unreachable, "connection refused", "would rename them"}, "restore it from a backup"},
+		{"Redis stopped", func(t *testing.T) revisionRecords {
+			srv := redistest.Start(t)
+			kept := redisAt(srv.URL(), 30*time.Second)
+			srv.Stop()
+			return kept
+		}, []string{unreachable, "connection refused", "would rename them"}, "restore it from a backup"},
+		{"Redis not answering", func(t *testing.T) revisionRecords {
+			srv := redistest.Start(t)
+			srv.Pause()
+			t.Cleanup(srv.Resume)
+			return redisAt(srv.URL(), 2*time.Second)
+		}, []string{unreachable, "no answer within 2s", "would rename them"}, "restore it from a backup"},
+		{"the data file closed", func(t *testing.T) revisionRecords {
+			db, err := bolt.Open(filepath.Join(t.TempDir(), "data"), bolt.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			return boltRevisions{db}
+		}, []string{unreachable, "would rename them"}, "restore it from a backup"},
+		{"Redis holding a record that is not one", func(t *testing.T) revisionRecords {
+			srv := redistest.Start(t)
+			kept := redisAt(srv.URL(), 30*time.Second)
+			if err := kept.(redisRevisions).client.HSet(context.Background(), transfer.RedisRevisionsKey, "hello", "{not json").Err(); err != nil {
+				t.Fatal(err)
+			}
+			return kept
+		}, []string{damaged, "restore it from a backup"}, unreachable},
+		{"Redis holding another type under the key", func(t *testing.T) revisionRecords {
+			srv := redistest.Start(t)
+			kept := redisAt(srv.URL(), 30*time.Second)
+			if err := kept.(redisRevisions).client.Set(context.Background(), transfer.RedisRevisionsKey, "x", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			return kept
+		}, []string{damaged, "WRONGTYPE", "restore it from a backup"}, unreachable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kept := tc.kept(t)
+			_, err := pools{log: slog.New(slog.DiscardHandler), kept: kept}.newPool(cfg, prometheus.NewRegistry())
+			if err == nil {
+				t.Fatal("the start went on without the kept revisions")
+			}
+			msg := err.Error()
+			t.Log(msg)
+			for _, w := range append(tc.want, kept.where()+": table revisions key hello") {
+				if !strings.Contains(msg, w) {
+					t.Errorf("the start's error does not say %q: %s", w, msg)
+				}
+			}
+			if strings.Contains(msg, tc.not) {
+				t.Errorf("the start's error says %q: %s", tc.not, msg)
+			}
+		})
 	}
 }
 
