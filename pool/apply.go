@@ -44,7 +44,7 @@ func (p *Pool) apply(specs []ServiceSpec) error {
 			return fmt.Errorf("%w: service %q: rollout timeout %v not in [0, %v]", ErrInvalidSpec, s.Name, s.RolloutTimeout, MaxRolloutTimeout)
 		}
 		if s.Liveness != nil {
-			if err := s.Liveness.WithDefaults().Check(); err != nil {
+			if err := s.Liveness.Validate(); err != nil {
 				return fmt.Errorf("%w: service %q: %w", ErrInvalidSpec, s.Name, err)
 			}
 		}

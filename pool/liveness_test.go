@@ -37,7 +37,7 @@ func (c *probeCounter) count() (int, []string) {
 
 // TestLivenessProbesOnlyWhenConfigured: with a check, a ready instance
 // gets probes of its path on its own address; without one, none, and the
-// revision has no probe client.
+// revision says it has no check (TestNewAppliesTheDefaults: no probe client).
 func TestLivenessProbesOnlyWhenConfigured(t *testing.T) {
 	t.Parallel()
 	on, off := &probeCounter{}, &probeCounter{}

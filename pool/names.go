@@ -64,4 +64,14 @@ const (
 	// instances while they finish their requests: 15 minutes, as Cloud
 	// Run.
 	MaxOverMaxGrace = revision.MaxOverMaxGrace
+	// DefaultLivenessPeriod, DefaultLivenessTimeout and
+	// DefaultLivenessFailureThreshold are Cloud Run's liveness defaults
+	// (Liveness.WithDefaults).
+	DefaultLivenessPeriod           = revision.DefaultLivenessPeriod
+	DefaultLivenessTimeout          = revision.DefaultLivenessTimeout
+	DefaultLivenessFailureThreshold = revision.DefaultLivenessFailureThreshold
+	// MaxLivenessPeriod bounds a Liveness's Period, Timeout and
+	// InitialDelay; MaxLivenessFailureThreshold its FailureThreshold.
+	MaxLivenessPeriod           = revision.MaxLivenessPeriod
+	MaxLivenessFailureThreshold = revision.MaxLivenessFailureThreshold
 )

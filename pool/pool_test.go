@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tollgate/tollgate/autoscale"
-	"github.com/tollgate/tollgate/pool/revision"
 )
 
 func newTestPool(t *testing.T, specs ...ServiceSpec) (*Pool, *prometheus.Registry) {
@@ -288,11 +287,11 @@ func TestReplacementBackoffCountsTheFailure(t *testing.T) {
 	}()
 	eventually(t, 60*time.Second, "fewer than 4 starts", func() bool { return len(r.times()) >= 4 })
 	ts := r.times()
-	if gap := ts[2].Sub(ts[1]); gap < revision.Backoff(2)-100*time.Millisecond {
-		t.Fatalf("third start %v after the second failure, want a backoff of %v", gap, revision.Backoff(2))
+	if gap := ts[2].Sub(ts[1]); gap < time.Second-100*time.Millisecond {
+		t.Fatalf("third start %v after the second failure, want a backoff of %v", gap, time.Second)
 	}
-	if gap := ts[3].Sub(ts[2]); gap < revision.Backoff(3)-100*time.Millisecond {
-		t.Fatalf("fourth start %v after the third failure, want a backoff of %v", gap, revision.Backoff(3))
+	if gap := ts[3].Sub(ts[2]); gap < 2*time.Second-100*time.Millisecond {
+		t.Fatalf("fourth start %v after the third failure, want a backoff of %v", gap, 2*time.Second)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tollgate/tollgate/pool/revision"
 	"github.com/tollgate/tollgate/pool/traffic"
 )
 
@@ -51,7 +52,7 @@ func (p *Pool) rollout(svc *service, s ServiceSpec, prev []traffic.Target) error
 	}
 	svc.latest = rv
 	svc.revs = append(svc.revs, rv)
-	// Not yet run: no lock needed.
+	// p.mu is held.
 	rv.deploying = p.ctx != nil
 	if p.ctx == nil { // not running yet: nothing to warm up
 		svc.cur.Store(rv)
@@ -103,11 +104,11 @@ func (p *Pool) rollout(svc *service, s ServiceSpec, prev []traffic.Target) error
 		}
 		p.reroute(svc)
 		if ready < boot.MinInstances {
-			rv.NoteRollout("short")
+			rv.NoteRollout(revision.RolloutShort)
 			p.log.Warn("the new revision takes its traffic before it has the instances its share needs: they were not ready within the rollout timeout",
 				"service", svc.name, "revision", rv.Name(), "needed", boot.MinInstances, "ready", ready, "rollout_timeout", timeout, "previous", before.Name())
 		} else {
-			rv.NoteRollout("ready")
+			rv.NoteRollout(revision.RolloutReady)
 			p.log.Info("the new revision is the latest ready; traffic rerouted", "service", svc.name, "revision", rv.Name(), "needed", boot.MinInstances, "ready", ready, "previous", before.Name())
 		}
 		if err := rv.SetConfig(svc.spec.Engine, svc.spec.limits()); err != nil {
@@ -129,7 +130,7 @@ func (p *Pool) failRollout(svc *service, rv *rev, prev []traffic.Target, restore
 		svc.traffic = slices.Clone(prev)
 	}
 	p.reroute(svc)
-	rv.NoteRollout("failed")
+	rv.NoteRollout(revision.RolloutFailed)
 	p.log.Error("rollout failed: the new revision had no instance ready within the rollout timeout; traffic stays where it was",
 		"service", svc.name, "revision", rv.Name(), "serving", svc.cur.Load().Name(), "rollout_timeout", timeout,
 		"reason", why, "traffic", trafficString(svc.traffic))

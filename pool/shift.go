@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/pool/revision"
 	"github.com/tollgate/tollgate/pool/traffic"
 )
 
@@ -19,22 +20,22 @@ import (
 // requests (reroute).
 //
 // The warm-up is asked of the runner only by starting instances: the
-// floor raises the engine's minimum (setFloor), and the engine starts
-// instances up to it. On Kubernetes with leader election (pool/kube's
-// Options.Election: several tollgate replicas, each given the same
-// config and so the same traffic change) only the leader writes
-// replicas: a follower's started instances raise its runner's ask,
-// which its report on the Deployment's replicas Lease carries, and the
-// leader sets replicas to the largest fresh ask when that is more than
-// its own decision; the leader's decision also takes the floor as its
-// minimum, since engineConfig hands the shared policy the configured
-// config with the floor in it. A replica's floor comes from its serving
-// revisions' recommended counts, which under election are the leader's
-// counts for the whole service, so every replica asks for the new
-// share's whole need and the Deployment gets it once; each replica
-// moves its split once its own instances are bound to ready pods, so
-// the replicas' splits move within about a report's round trip of one
-// another.
+// floor raises the engine's minimum (Revision.SetFloor), and the engine
+// starts instances up to it. On Kubernetes with leader election
+// (pool/kube's Options.Election: several tollgate replicas, each given
+// the same config and so the same traffic change) only the leader writes
+// replicas: a follower's started instances raise its runner's ask, which
+// its report on the Deployment's replicas Lease carries, and the leader
+// sets replicas to the largest fresh ask when that is more than its own
+// decision; the leader's decision also takes the floor as its minimum,
+// since the revision's engine config hands the shared policy the
+// configured config with the floor in it. A replica's floor comes from
+// its serving revisions' recommended counts, which under election are
+// the leader's counts for the whole service, so every replica asks for
+// the new share's whole need and the Deployment gets it once; each
+// replica moves its split once its own instances are bound to ready
+// pods, so the replicas' splits move within about a report's round trip
+// of one another.
 
 // receiver is a revision whose share grows in a pending traffic change.
 type receiver struct {
@@ -122,12 +123,12 @@ func (p *Pool) shift(svc *service, t []traffic.Target, how string) *shifting {
 		for _, r := range recv {
 			ready := r.rv.ReadyCount()
 			if ready < r.need && timedOut {
-				r.rv.NoteRollout("short")
+				r.rv.NoteRollout(revision.RolloutShort)
 				p.log.Warn("moving traffic before the receiving revision has the instances its share needs: they were not ready within the rollout timeout",
 					"service", svc.name, "revision", r.rv.Name(), "from_percent", r.from, "to_percent", r.to,
 					"needed", r.need, "ready", ready, "rollout_timeout", timeout)
 			} else {
-				r.rv.NoteRollout("ready")
+				r.rv.NoteRollout(revision.RolloutReady)
 				p.log.Info("receiving revision ready before its share grew",
 					"service", svc.name, "revision", r.rv.Name(), "from_percent", r.from, "to_percent", r.to,
 					"needed", r.need, "ready", ready, "serving_instances", load)
@@ -224,7 +225,7 @@ func (p *Pool) refuseUnready(svc *service, recv []receiver, t []traffic.Target, 
 		unready = append(unready, r.rv.Name())
 		why := notReadyReason(r.rv)
 		r.rv.failed = fmt.Sprintf("no instance ready within the rollout timeout (%v): %s", timeout, why)
-		r.rv.NoteRollout("failed")
+		r.rv.NoteRollout(revision.RolloutFailed)
 		p.log.Error("traffic not moved: the receiving revision had no instance ready within the rollout timeout; traffic stays where it was",
 			"service", svc.name, "by", how, "revision", r.rv.Name(), "from_percent", r.from, "to_percent", r.to,
 			"rollout_timeout", timeout, "reason", why, "asked", trafficString(t), "traffic", trafficString(svc.traffic))

@@ -113,7 +113,7 @@ func TestShiftStaysWhenTheRevisionNeverGetsReady(t *testing.T) {
 	p.mu.RLock()
 	rv := p.services["s"].revisionByName("s-00002")
 	p.mu.RUnlock()
-	min := rv.State().Engine.MinInstances
+	min := rv.State().MinInstances
 	if min != 0 {
 		t.Errorf("s-00002's engine keeps min instances %d after the refused change; want its configured 0", min)
 	}

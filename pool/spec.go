@@ -95,14 +95,12 @@ type ServiceSpec struct {
 // Request bounds (ServiceSpec.RequestTimeout and MaxPending).
 const (
 	// DefaultRequestTimeout is Cloud Run's default request timeout.
-	DefaultRequestTimeout = 300 * time.Second
+	DefaultRequestTimeout = revision.DefaultRequestTimeout
 	// MaxRequestTimeout is Cloud Run's largest request timeout.
 	MaxRequestTimeout = time.Hour
 	// DefaultMaxPending is the default bound on a service's pending
-	// requests: each costs a connection and its buffers (≈ 25 KB
-	// measured), so 1,000 keep a node's memory and file descriptors in
-	// hand while covering a burst on a service scaling from zero.
-	DefaultMaxPending = 1000
+	// requests (revision.DefaultMaxPending).
+	DefaultMaxPending = revision.DefaultMaxPending
 	// MaxMaxPending is the largest MaxPending.
 	MaxMaxPending = 1_000_000
 	// DefaultRolloutTimeout is the default rollout timeout
@@ -122,17 +120,7 @@ func (s ServiceSpec) rolloutTimeout(def time.Duration) time.Duration {
 
 // limits are s's request bounds with defaults applied.
 func (s ServiceSpec) limits() revision.Limits {
-	l := revision.Limits{RequestTimeout: s.RequestTimeout, MaxPending: s.MaxPending, StopGrace: s.StopGrace}
-	if l.RequestTimeout <= 0 {
-		l.RequestTimeout = DefaultRequestTimeout
-	}
-	if l.MaxPending <= 0 {
-		l.MaxPending = DefaultMaxPending
-	}
-	if l.StopGrace <= 0 {
-		l.StopGrace = DefaultStopGrace
-	}
-	return l
+	return revision.Limits{RequestTimeout: s.RequestTimeout, MaxPending: s.MaxPending, StopGrace: s.StopGrace}.WithDefaults()
 }
 
 // ErrInvalidSpec is wrapped by Apply's errors about a spec; it is

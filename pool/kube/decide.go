@@ -41,7 +41,7 @@ type sharedPolicy struct {
 	cfg   autoscale.Config
 	share int
 	local autoscale.Policy
-	basis runner.Basis // the last Recommend's; the pool's lock guards both
+	basis runner.Basis // the last Recommend's; its revision's lock guards both
 }
 
 var _ runner.BasisPolicy = (*sharedPolicy)(nil)

@@ -25,9 +25,9 @@ const (
 	backoffReset = 30 * time.Second
 )
 
-// Backoff is the wait before starting a replacement after failures exits
+// backoff is the wait before starting a replacement after failures exits
 // in a row: none for the first, then 1 s, 2 s, 4 s … up to 1 min.
-func Backoff(failures int) time.Duration {
+func backoff(failures int) time.Duration {
 	if failures < 2 {
 		return 0
 	}
@@ -44,11 +44,11 @@ func Backoff(failures int) time.Duration {
 // came once the failed start's 503s ended (ServeHTTP refuses requests for
 // the same backoff) does not wait it a second time.
 func remainingBackoff(failures int, since time.Duration) time.Duration {
-	return max(Backoff(failures)-since, 0)
+	return max(backoff(failures)-since, 0)
 }
 
 // instance is the pool's side of one engine instance. Fields below the
-// line are guarded by revision.mu.
+// line are guarded by rv.mu.
 type instance struct {
 	id       autoscale.InstanceID
 	name     string
@@ -80,7 +80,7 @@ type instance struct {
 }
 
 // begin and end count a request starting and finishing on the instance,
-// integrating in-flight over time; revision.mu is held.
+// integrating in-flight over time; rv.mu is held.
 func (in *instance) begin(now time.Time) { in.advance(now); in.inFlight++ }
 func (in *instance) end(now time.Time)   { in.advance(now); in.inFlight-- }
 
@@ -96,7 +96,7 @@ func (in *instance) advance(now time.Time) {
 
 // concurrency returns the time-weighted average of in-flight requests
 // since the previous call (or since it became ready) and starts a new
-// period at now; revision.mu is held.
+// period at now; rv.mu is held.
 func (in *instance) concurrency(now time.Time) float64 {
 	in.advance(now)
 	span := now.Sub(in.periodStart)
@@ -159,7 +159,7 @@ func (in *instance) AwaitExit() (bool, error) {
 	return in.exitedErr()
 }
 
-// setAddr records where requests to the instance go; revision.mu is held.
+// setAddr records where requests to the instance go; rv.mu is held.
 func (in *instance) setAddr(addr string) {
 	in.url = &url.URL{Scheme: "http", Host: addr}
 	in.port = 0
@@ -168,7 +168,7 @@ func (in *instance) setAddr(addr string) {
 	}
 }
 
-// launch starts the goroutine of engine instance id; revision.mu is held
+// launch starts the goroutine of engine instance id; rv.mu is held
 // and run has started (ServeHTTP and apply run only then).
 func (rv *Revision) launch(id autoscale.InstanceID) {
 	rv.nextInst++
@@ -181,7 +181,7 @@ func (rv *Revision) launch(id autoscale.InstanceID) {
 	}
 	rv.insts[id] = in
 	failures := rv.failures
-	wait := Backoff(failures)
+	wait := backoff(failures)
 	rv.m.backoff.Set(wait.Seconds())
 	delay := remainingBackoff(failures, time.Since(rv.lastFailure))
 	ctx := rv.ctx
@@ -299,7 +299,7 @@ func (rv *Revision) startFailed(now time.Time, in *instance, run runner.Instance
 			msg = "instance exited before ready"
 		}
 	}
-	rv.startErr, rv.startErrUntil = msg, now.Add(Backoff(rv.failures))
+	rv.startErr, rv.startErrUntil = msg, now.Add(backoff(rv.failures))
 	if rv.eng.Stats().Ready > 0 {
 		return
 	}
@@ -388,7 +388,7 @@ func (rv *Revision) gone(in *instance, run runner.Instance, why error) {
 		pid = run.PID()
 	}
 	rv.log.Warn("instance exited on its own", "instance", in.name, "pid", pid, "reason", reason, "error", why,
-		"requests_failed", failed, "failures_in_a_row", failures, "next_backoff", Backoff(failures))
+		"requests_failed", failed, "failures_in_a_row", failures, "next_backoff", backoff(failures))
 }
 
 // starts is how a revision's instances have been starting: the

@@ -74,8 +74,15 @@ func (l Liveness) WithDefaults() Liveness {
 	return l
 }
 
-// Check says what is wrong with l, defaults applied.
-func (l Liveness) Check() error {
+// ErrInvalidLiveness is wrapped by New's error for a liveness check
+// Validate refuses.
+var ErrInvalidLiveness = errors.New("invalid liveness check")
+
+// Validate says what is wrong with l once its zero fields take the
+// defaults (WithDefaults): a path that is not an HTTP path, or a field
+// out of its bounds; nil when l can be used.
+func (l Liveness) Validate() error {
+	l = l.WithDefaults()
 	switch {
 	case !strings.HasPrefix(l.Path, "/") || len(l.Path) > maxLivenessPath || strings.ContainsAny(l.Path, " \t\r\n#"):
 		return fmt.Errorf("liveness path %q is not an HTTP path such as /healthz (at most %d bytes)", l.Path, maxLivenessPath)
@@ -214,7 +221,10 @@ func (rv *Revision) watch(ctx context.Context, in *instance, run runner.Instance
 }
 
 // OverMaxReasonUnhealthy labels unhealthy instances still finishing their
-// requests beside their replacements beyond max instances.
+// requests beside their replacements beyond max instances: the reason
+// of the exit counted in tollgate_pool_instance_exits_total, and of the
+// instances over max the pool exports (tollgate_pool_instances_over_max,
+// beside its own reason for a retired revision's).
 const OverMaxReasonUnhealthy = "unhealthy"
 
 // unhealthy lets go of instance in, which failed its liveness check
@@ -325,7 +335,7 @@ func (rv *Revision) replaced() {
 }
 
 // liveness is a revision's liveness check and what it bounds
-// (liveness.go, overmax.go).
+// (liveness.go; UnhealthyOverMax in state.go).
 type liveness struct {
 	live         *Liveness     // the check, defaults applied; nil: none. Set before run
 	probes       *http.Client  // the probes' client; nil without a check

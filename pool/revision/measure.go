@@ -10,7 +10,7 @@ import (
 )
 
 // sample is one instance's measurement of the last second, taken with
-// revision.mu held except for the CPU read.
+// rv.mu held except for the CPU read.
 type sample struct {
 	in   *instance
 	run  runner.Instance

@@ -13,9 +13,9 @@ import (
 // instances that take requests.
 //
 // Calls for one revision come in order from one goroutine, never under a
-// lock of the pool, each bounded by registrarTimeout; an error is logged
-// and not retried. The instance is named by InstanceSpec.ID and addr is
-// its host:port.
+// lock of the pool or the revision, each bounded by registrarTimeout; an
+// error is logged and not retried. The instance is named by
+// runner.InstanceSpec.ID and addr is its host:port.
 type Registrar interface {
 	Register(ctx context.Context, instance, addr string) error
 	Deregister(ctx context.Context, instance string) error
@@ -25,7 +25,7 @@ type Registrar interface {
 const registrarTimeout = 10 * time.Second
 
 // registry is a revision's Registrar and the calls queued for it;
-// guarded by revision.mu.
+// guarded by rv.mu.
 type registry struct {
 	reg     Registrar // nil: no registry; set before run
 	regQ    []regEvent

@@ -11,7 +11,7 @@ import (
 )
 
 // waiter is one pending request. The engine's decision is written under
-// revision.mu before ch is closed, and read after.
+// rv.mu before ch is closed, and read after.
 type waiter struct {
 	ch       chan struct{}
 	inst     *instance // the instance it was dispatched to
@@ -26,7 +26,7 @@ type waiter struct {
 // long upload, download or computation is the service's to bound, as on
 // Cloud Run), and ends the wait and the proxied call when it passes.
 func (rv *Revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	select { // a request may come in before the pool runs
+	select { // a request may come in before Run
 	case <-rv.started:
 	case <-r.Context().Done():
 		return
@@ -127,7 +127,8 @@ func (rv *Revision) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // RequestTimeoutGrace is how long past the request timeout the answer
-// saying so may take to write.
+// saying so may take to write; the pool adds it to the request timeout
+// where it waits for requests to end (a retired revision's drain).
 const RequestTimeoutGrace = 5 * time.Second
 
 // retryAfter is the Retry-After of a 429 for a request that waited

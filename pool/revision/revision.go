@@ -23,6 +23,17 @@ const DefaultStopGrace = 10 * time.Second
 // Cloud Run's grace for instances over max.
 const MaxOverMaxGrace = 15 * time.Minute
 
+// Request bounds' defaults (Limits).
+const (
+	// DefaultRequestTimeout is Cloud Run's default request timeout.
+	DefaultRequestTimeout = 300 * time.Second
+	// DefaultMaxPending is the default bound on a revision's pending
+	// requests: each costs a connection and its buffers (≈ 25 KB
+	// measured), so 1,000 keep a node's memory and file descriptors in
+	// hand while covering a burst on a service scaling from zero.
+	DefaultMaxPending = 1000
+)
+
 // Limits are a revision's request bounds.
 type Limits struct {
 	// RequestTimeout bounds one request from its arrival to its last
@@ -34,6 +45,21 @@ type Limits struct {
 	StopGrace time.Duration
 }
 
+// WithDefaults returns l with its zero (or negative) fields set to the
+// defaults: DefaultRequestTimeout, DefaultMaxPending, DefaultStopGrace.
+func (l Limits) WithDefaults() Limits {
+	if l.RequestTimeout <= 0 {
+		l.RequestTimeout = DefaultRequestTimeout
+	}
+	if l.MaxPending <= 0 {
+		l.MaxPending = DefaultMaxPending
+	}
+	if l.StopGrace <= 0 {
+		l.StopGrace = DefaultStopGrace
+	}
+	return l
+}
+
 // Options make a Revision.
 type Options struct {
 	// Service and Name are the service's name (K_SERVICE) and the
@@ -43,8 +69,8 @@ type Options struct {
 	Config autoscale.Config
 	// Runner starts the instances; required.
 	Runner runner.Runner
-	// Limits bound the requests; zero fields are not defaulted here (the
-	// pool applies its defaults).
+	// Limits bound the requests; zero fields take the defaults
+	// (Limits.WithDefaults).
 	Limits Limits
 	// Logger receives the revision's logs; nil discards them.
 	Logger *slog.Logger
@@ -54,8 +80,9 @@ type Options struct {
 	// Registrar, when set, is told when each instance is ready and when
 	// it stops taking requests.
 	Registrar Registrar
-	// Liveness, when set, probes every ready instance (defaults applied
-	// here).
+	// Liveness, when set, probes every ready instance, its zero fields
+	// defaulted (Liveness.WithDefaults); New refuses one that
+	// Liveness.Validate refuses.
 	Liveness *Liveness
 	// OverMaxGrace bounds an unhealthy instance's drain; 0 means
 	// MaxOverMaxGrace.
@@ -102,8 +129,14 @@ type Revision struct {
 }
 
 // New makes a revision; Run runs it. The error wraps
-// autoscale.ErrInvalidConfig when o.Config cannot be used.
+// autoscale.ErrInvalidConfig when o.Config cannot be used, and
+// ErrInvalidLiveness when o.Liveness cannot.
 func New(o Options) (*Revision, error) {
+	if o.Liveness != nil {
+		if err := o.Liveness.Validate(); err != nil {
+			return nil, fmt.Errorf("service %s: %w: %w", o.Service, ErrInvalidLiveness, err)
+		}
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -116,7 +149,7 @@ func New(o Options) (*Revision, error) {
 		service:  o.Service,
 		name:     o.Name,
 		runner:   o.Runner,
-		lim:      o.Limits,
+		lim:      o.Limits.WithDefaults(),
 		log:      log.With("service", o.Service, "revision", o.Name),
 		m:        m.of(o.Service, o.Name),
 		cfg:      o.Config,
@@ -156,7 +189,7 @@ func (rv *Revision) Service() string { return rv.service }
 func (rv *Revision) Runner() runner.Runner { return rv.runner }
 
 // Done is closed once Run has returned: the revision was retired and has
-// stopped its instances, or the pool stopped.
+// stopped its instances, or Run's context ended.
 func (rv *Revision) Done() <-chan struct{} { return rv.finished }
 
 // Run drives the revision until ctx ends, or until it is retired and its
@@ -263,7 +296,7 @@ func (rv *Revision) SetConfig(cfg autoscale.Config, lim Limits) error {
 		rv.cfg = prev
 		return fmt.Errorf("service %s: %w", rv.service, err)
 	}
-	rv.lim = lim
+	rv.lim = lim.WithDefaults()
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,12 +43,12 @@ func newTestRevision(t testing.TB, cfg autoscale.Config, r runner.Runner) *Revis
 func TestBackoff(t *testing.T) {
 	want := []time.Duration{0, 0, time.Second, 2 * time.Second, 4 * time.Second}
 	for n, w := range want {
-		if got := Backoff(n); got != w {
-			t.Errorf("Backoff(%d) = %v, want %v", n, got, w)
+		if got := backoff(n); got != w {
+			t.Errorf("backoff(%d) = %v, want %v", n, got, w)
 		}
 	}
-	if got := Backoff(100); got != backoffCap {
-		t.Errorf("Backoff(100) = %v, want the cap %v", got, backoffCap)
+	if got := backoff(100); got != backoffCap {
+		t.Errorf("backoff(100) = %v, want the cap %v", got, backoffCap)
 	}
 }
 
@@ -180,5 +181,43 @@ func TestOverBy(t *testing.T) {
 		if got := overBy(c.count, c.limit, c.cand); got != c.want {
 			t.Errorf("overBy(%d, %d, %d) = %d, want %d", c.count, c.limit, c.cand, got, c.want)
 		}
+	}
+}
+
+// TestNewAppliesTheDefaults: zero limits take Cloud Run's defaults (a
+// zero max pending would answer every request 429), a zero over-max
+// grace is MaxOverMaxGrace, a liveness check gets its defaults and a
+// probe client while a revision without one gets neither, and a check
+// out of bounds is refused.
+func TestNewAppliesTheDefaults(t *testing.T) {
+	rv, err := New(Options{Service: "s", Name: "s-1", Runner: idleRunner{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rv.State().Limits, (Limits{RequestTimeout: DefaultRequestTimeout, MaxPending: DefaultMaxPending, StopGrace: DefaultStopGrace}); got != want {
+		t.Errorf("zero limits became %+v, want %+v", got, want)
+	}
+	if rv.overMaxGrace != MaxOverMaxGrace || rv.live != nil || rv.probes != nil || rv.State().Liveness {
+		t.Errorf("no liveness check: over-max grace %v, check %v, probe client %v", rv.overMaxGrace, rv.live, rv.probes)
+	}
+	if err := rv.SetConfig(autoscale.Config{}, Limits{MaxPending: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rv.State().Limits; got.MaxPending != 7 || got.RequestTimeout != DefaultRequestTimeout || got.StopGrace != DefaultStopGrace {
+		t.Errorf("SetConfig with max pending 7 alone: limits %+v, want the other two defaulted", got)
+	}
+
+	rv, err = New(Options{Service: "s", Name: "s-1", Runner: idleRunner{}, Liveness: &Liveness{Path: "/healthz"}, OverMaxGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Liveness{Path: "/healthz", Period: DefaultLivenessPeriod, Timeout: DefaultLivenessTimeout, FailureThreshold: DefaultLivenessFailureThreshold}
+	if rv.live == nil || *rv.live != want || rv.probes == nil || !rv.State().Liveness || rv.overMaxGrace != time.Second {
+		t.Errorf("liveness check: %+v (probe client %v), over-max grace %v; want %+v with a client and 1s", rv.live, rv.probes, rv.overMaxGrace, want)
+	}
+
+	_, err = New(Options{Service: "s", Name: "s-1", Runner: idleRunner{}, Liveness: &Liveness{Path: "healthz"}})
+	if !errors.Is(err, ErrInvalidLiveness) || !strings.Contains(err.Error(), `liveness path "healthz"`) {
+		t.Errorf("a path without its slash: %v, want ErrInvalidLiveness naming it", err)
 	}
 }

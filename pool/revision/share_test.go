@@ -33,14 +33,14 @@ func TestRunnerGPUsMakeAGPUService(t *testing.T) {
 		r := &gpuRunner{}
 		r.gpus.Store(1)
 		rv := newTestRevision(t, autoscale.Config{IdleTimeout: tc.idle}, r)
-		if c := rv.State().Engine; c.GPUs != 1 || c.IdleTimeout != tc.want {
+		if c := rv.engineConfigNow(); c.GPUs != 1 || c.IdleTimeout != tc.want {
 			t.Errorf("idle_timeout %v with a GPU runner: engine GPUs %d, idle timeout %v; want 1 and %v", tc.idle, c.GPUs, c.IdleTimeout, tc.want)
 		}
 		r.gpus.Store(0)
 		rv.mu.Lock()
 		rv.reshare() // once a second in the pool
 		rv.mu.Unlock()
-		c := rv.State().Engine
+		c := rv.engineConfigNow()
 		want := tc.idle
 		if want == 0 {
 			want = autoscale.DefaultIdleTimeout
@@ -99,4 +99,11 @@ func TestLoadSharerSetsShareAndPolicy(t *testing.T) {
 	if len(r.keys) == 0 || r.keys[len(r.keys)-1] != "s/s-1" || r.full[len(r.full)-1] != 6 {
 		t.Errorf("SharedPolicy given keys %v and max concurrency %v, want s/s-1 and 6", r.keys, r.full)
 	}
+}
+
+// engineConfigNow is the config the revision's engine runs with.
+func (rv *Revision) engineConfigNow() autoscale.Config {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return rv.eng.Config()
 }

@@ -17,8 +17,10 @@ type State struct {
 	// Config is the engine config as configured (SetConfig): without
 	// the warm-up floor, the capacity share or a replacement's minimum.
 	Config autoscale.Config
-	// Engine is the config the engine runs with now, those included.
-	Engine autoscale.Config
+	// MinInstances is the engine's min instances now: the configured
+	// one, raised by a warm-up floor (SetFloor) or for an unhealthy
+	// instance's replacement.
+	MinInstances int
 	// MaxInstances is Config's max instances, the default applied.
 	MaxInstances int
 	// Limits are its request bounds.
@@ -43,7 +45,7 @@ func (rv *Revision) State() State {
 	defer rv.mu.Unlock()
 	st := rv.eng.Stats()
 	return State{
-		Config: rv.cfg, Engine: rv.eng.Config(), MaxInstances: maxInstances(rv.cfg), Limits: rv.lim,
+		Config: rv.cfg, MinInstances: rv.eng.Config().MinInstances, MaxInstances: maxInstances(rv.cfg), Limits: rv.lim,
 		Ready: st.Ready, Instances: len(rv.insts), BecameReady: rv.becameReady, StartErr: rv.startErr,
 		Recommended: rv.lastRec.Count, Liveness: rv.live != nil,
 	}
@@ -127,10 +129,29 @@ func (rv *Revision) CarryHistory(from ...*Revision) {
 	}
 }
 
-// NoteRollout counts one rollout of the revision by its outcome in
-// tollgate_pool_rollouts_total: ready, short or failed.
-func (rv *Revision) NoteRollout(outcome string) {
-	rv.m.rollouts.WithLabelValues(outcome).Inc()
+// RolloutOutcome is how a rollout of a revision (a new revision, or a
+// traffic change growing its share) ended, as
+// tollgate_pool_rollouts_total labels it.
+type RolloutOutcome string
+
+// The outcomes of a rollout.
+const (
+	// RolloutReady: the traffic moved once the instances its share needs
+	// were ready.
+	RolloutReady RolloutOutcome = "ready"
+	// RolloutShort: the traffic moved at the rollout timeout with fewer
+	// ready instances than its share needs, at least one.
+	RolloutShort RolloutOutcome = "short"
+	// RolloutFailed: no instance was ready within the rollout timeout;
+	// the traffic stayed where it was.
+	RolloutFailed RolloutOutcome = "failed"
+)
+
+// NoteRollout counts one rollout of the revision in
+// tollgate_pool_rollouts_total, by its outcome; the pool, which moves
+// traffic, calls it.
+func (rv *Revision) NoteRollout(outcome RolloutOutcome) {
+	rv.m.rollouts.WithLabelValues(string(outcome)).Inc()
 }
 
 // RemoveSeries drops the revision's series from its Metrics, counters

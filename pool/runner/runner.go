@@ -78,7 +78,7 @@ type LoadSharer interface {
 	// concurrency of an instance), share the engine's MaxConcurrency, and
 	// local the policy the engine would use alone. It is called again
 	// whenever cfg or share changes; the engine calls the policy once a
-	// second with this replica's metrics, with the pool's lock held, so
+	// second with this replica's metrics, with its revision's lock held, so
 	// it must not block.
 	SharedPolicy(key string, cfg autoscale.Config, share int, local autoscale.Policy) autoscale.Policy
 }
