@@ -17,6 +17,15 @@ const (
 // 1024) or k, M, G, T (powers of 1000): 512Mi, 1Gi, 256M. It must be
 // within [MinMemory, MaxMemory].
 func ParseBytes(s string) (int64, error) {
+	n, err := parseSize(s, MinMemory, MaxMemory)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a memory size in [4Mi, 1Ti] such as 512Mi", s)
+	}
+	return n, nil
+}
+
+// parseSize parses a size as ParseBytes does, within [lo, hi].
+func parseSize(s string, lo, hi int64) (int64, error) {
 	units := []struct {
 		suffix string
 		mult   int64
@@ -28,13 +37,12 @@ func ParseBytes(s string) (int64, error) {
 			break
 		}
 	}
-	bad := fmt.Errorf("%q is not a memory size in [4Mi, 1Ti] such as 512Mi", s)
 	if num == "" || len(num) > 13 || strings.TrimLeft(num, "0123456789") != "" {
-		return 0, bad
+		return 0, sizeError(s, lo, hi)
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n > MaxMemory/mult || n*mult < MinMemory {
-		return 0, bad
+	if err != nil || n > hi/mult || n*mult < lo {
+		return 0, sizeError(s, lo, hi)
 	}
 	return n * mult, nil
 }

@@ -91,6 +91,9 @@ type Store struct {
 	// TLS URL (rediss://); zero for go-redis's defaults (the system
 	// roots, no client certificate). See [TLS].
 	TLS TLS
+	// Cache bounds the durable state held in memory; zero fields for
+	// the stores' defaults. See [StoreCache].
+	Cache StoreCache
 }
 
 // MinStoreTimeout is the least store timeout a config (or serve's

@@ -112,6 +112,9 @@ var (
 //	  timeout: 50ms                  # per call
 //	  on_failure: local              # local (each node's own bucket), open (allow) or closed (deny) while down
 //	  tls: {ca_file: redis-ca.crt}   # with rediss://: Redis's CA, a client cert_file/key_file; see [TLS]
+//	  cache:                         # durable state held in memory (read at start); see [StoreCache]
+//	    cloud_map_bytes: 64Mi        # Cloud Map scopes, estimated (default 64Mi over data_dir, 128Mi over Redis)
+//	    service_quotas_requests: 20000  # Service Quotas requests over data_dir (default 20000)
 //	rls:                             # Envoy's rate limit service (gRPC); see [RLS]
 //	  config_dir: ratelimit/config   # envoy ratelimit's config directory, read as is
 //	  grpc_listen: 127.0.0.1:8081
@@ -276,6 +279,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 					store.TLS = p.tls(v, f, "ca_file", false)
 					storeTLS = v
 				},
+				"cache": func(_, v *yaml.Node, f string) { store.Cache = p.storeCache(v, f) },
 			})
 			if storeTLS != nil && store.URL != "" && !strings.HasPrefix(store.URL, "rediss") {
 				p.errorf(storeTLS, f+".tls", "the store URL %s is not a TLS URL: use rediss:// (or rediss+cluster://, rediss+sentinel://) with a tls section", strings.SplitN(store.URL, ":", 2)[0]+"://")

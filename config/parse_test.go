@@ -185,6 +185,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("services:\n  - name: h\n    route: {path_prefix: /h/, strip_prefix: true}\n    autoscale: {command: [sh], env: {A: b}, max_instances: 2, idle_timeout: 5s}\n"))
 	f.Add([]byte("services:\n  - name: h\n    route: {host: h.example}\n    autoscale: {command: sh, liveness: {path: /healthz, period: 2s, timeout: 1s, failure_threshold: 2, initial_delay: 0s}}\n"))
 	f.Add([]byte("services: [{preset: ecs}]\nregions: [aws-cn, onprem-1]\noverrides: [{service: ecs, account: a, region: onprem-1, category: cluster-read, capacity: 1, refill_per_second: 1}]\n"))
+	f.Add([]byte("services: [{preset: cloudmap}]\nstore: {data_dir: state, cache: {cloud_map_bytes: 64Mi, service_quotas_requests: 20000}}\n"))
+	f.Add([]byte("services: [{preset: ecs}]\nstore:\n  url: redis://h\n  cache:\n    cloud_map_bytes: 9999999999999Ti\n    service_quotas_requests: -1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)
 		if err != nil {
@@ -192,6 +194,13 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("error %v is not ErrInvalidConfig", err)
 			}
 			return
+		}
+		// A valid config's cache bounds are none or within range.
+		if b := c.Store.Cache.CloudMapBytes; b != 0 && (b < MinCacheCloudMapBytes || b > MaxCacheCloudMapBytes) {
+			t.Fatalf("cloud_map_bytes %d out of range", b)
+		}
+		if n := c.Store.Cache.ServiceQuotasRequests; n != 0 && (n < MinCacheServiceQuotasRequests || n > MaxCacheServiceQuotasRequests) {
+			t.Fatalf("service_quotas_requests %d out of range", n)
 		}
 		// A valid config resolves every action of every service.
 		for _, s := range c.Quota.Services() {
