@@ -106,6 +106,9 @@ func TestBoltStoreDropsAndRereadsScopes(t *testing.T) {
 	if held > 1 || len(m.scopes) < 5 {
 		t.Fatalf("%d scopes held of %d", held, len(m.scopes))
 	}
+	if u, all := cached.CacheUse(), mem.CacheUse(); u.Scopes != held || all.Scopes != len(m.scopes) || all.Bytes <= u.Bytes {
+		t.Fatalf("CacheUse %+v over the file, %+v in memory; %d scopes held of %d", u, all, held, len(m.scopes))
+	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

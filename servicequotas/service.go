@@ -289,3 +289,22 @@ func splitAppliedKey(k string) (account, region, svc, code string, ok bool) {
 
 // errStore marks a failure of the store, answered as ServiceException.
 var errStore = errors.New("service quotas store unavailable")
+
+// CachedRequests is how many increase requests s holds in memory now:
+// every one in memory, those of the accounts last used over the
+// embedded store (within Options.CacheRequests, an account in use may
+// take it past), none over Redis, which is read each time.
+func (s *Service) CachedRequests() int {
+	var m *memoryBackend
+	switch b := s.be.(type) {
+	case *memoryBackend:
+		m = b
+	case *boltBackend:
+		m = b.memoryBackend
+	default:
+		return 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.reqs)
+}
