@@ -165,6 +165,7 @@ type Node struct {
 	live       *liveview.Recorder     // per-second decisions for /ui
 	kube       *kubeRunners           // runners of services on Kubernetes
 	quotas     *servicequotas.Service // the Service Quotas API and its approved values
+	registry   *cloudmap.Registry     // the Cloud Map registry
 	// stopping ends when shutdown starts (or Close is called); the
 	// config reads of reloads end with it, so a reload never holds up
 	// shutdown.
@@ -297,7 +298,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 	// Services on Kubernetes: one runner per Deployment for tollgate's
 	// life, closed before the pools stop so Deployments keep their pods.
 	n.kube = newKubeRunners(opts.Kube, log, reg)
-	n.quotas = quotas
+	n.quotas, n.registry = quotas, registry
 	n.release = func() { n.kube.Close(); closeQuotas(); closeRegistry(); closeDurable(); closeStore() }
 	builder := pools{log: log, registry: registry, kube: n.kube, supervisor: opts.Supervisor, ports: opts.InstancePorts}
 	if durable != nil {

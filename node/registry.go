@@ -17,14 +17,18 @@ import (
 // cloudmap service's allowed requests: in memory, or in the Redis the
 // store settings name, so that every node shares it. It is built once per
 // process, so a SIGHUP reload keeps every registration; without Redis,
-// durable (when not nil) keeps it across restarts. The returned
-// function closes its Redis client.
+// durable (when not nil) keeps it across restarts. store.cache's
+// cloud_map_bytes bounds what it holds in memory, over durable or Redis
+// (read here, once: a reload that changes it is logged as a store
+// change, in effect at the next start). The returned function closes
+// its Redis client.
 func newRegistry(st config.Store, durable *bolt.DB, tlsConfig func(string) *tls.Config, log *slog.Logger) (*cloudmap.Registry, func(), error) {
 	client, closeFn, err := storeClient(st, tlsConfig)
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := cloudmap.New(cloudmap.Options{Logger: log, Redis: client, Durable: durable})
+	r, err := cloudmap.New(cloudmap.Options{Logger: log, Redis: client, Durable: durable,
+		CacheBytes: st.Cache.CloudMapBytes, RedisCacheBytes: st.Cache.CloudMapBytes})
 	if err != nil {
 		closeFn()
 		return nil, nil, err

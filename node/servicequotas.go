@@ -17,14 +17,17 @@ import (
 // servicequotas service's allowed requests and whose approved values are
 // the gateway's Limits: in memory, or in the Redis the store settings
 // name, so that every node applies them and they survive restarts. Built
-// once per process; a reload calls SetConfig. The returned function
+// once per process; a reload calls SetConfig (store.cache's
+// service_quotas_requests, which bounds the requests held in memory over
+// durable, is read here, once: at the next start). The returned function
 // closes its Redis client.
 func newServiceQuotas(cfg *config.Config, st config.Store, durable *bolt.DB, tlsConfig func(string) *tls.Config, log *slog.Logger, usage func(account, region string) []servicequotas.BucketUse) (*servicequotas.Service, func(), error) {
 	client, closeFn, err := storeClient(st, tlsConfig)
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := servicequotas.New(servicequotas.Options{Config: cfg.Quota, Policy: QuotaPolicy(cfg.ServiceQuotas), Log: log, Redis: client, Durable: durable, Usage: usage})
+	s, err := servicequotas.New(servicequotas.Options{Config: cfg.Quota, Policy: QuotaPolicy(cfg.ServiceQuotas), Log: log, Redis: client, Durable: durable, Usage: usage,
+		CacheRequests: st.Cache.ServiceQuotasRequests})
 	if err != nil {
 		closeFn()
 		return nil, nil, err
