@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -361,7 +362,7 @@ func New(ctx context.Context, opts Options) (*Node, error) {
 				return nil, err
 			}
 			if next.Store != lastStore {
-				log.Warn("the config's store section changed; store settings take effect on restart")
+				log.Warn("the config's store section changed; store settings take effect on restart", "changed", strings.Join(storeChanges(lastStore, next.Store), ", "))
 				lastStore = next.Store
 			}
 			if next.RLS != lastRLS { // the rls config directory's files do reload

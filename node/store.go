@@ -41,6 +41,27 @@ func storeSettings(over, file config.Store) config.Store {
 	return st
 }
 
+// storeChanges names, as the file spells them, the keys of the store
+// section whose values differ between old and next: a reload logs them
+// as taking effect on restart, since the store, the registry and
+// Service Quotas are built once.
+func storeChanges(old, next config.Store) []string {
+	var out []string
+	add := func(changed bool, key string) {
+		if changed {
+			out = append(out, "store."+key)
+		}
+	}
+	add(old.URL != next.URL, "url")
+	add(old.DataDir != next.DataDir, "data_dir")
+	add(old.Timeout != next.Timeout, "timeout")
+	add(old.OnFailure != next.OnFailure, "on_failure")
+	add(old.TLS != next.TLS, "tls")
+	add(old.Cache.CloudMapBytes != next.Cache.CloudMapBytes, "cache.cloud_map_bytes")
+	add(old.Cache.ServiceQuotasRequests != next.Cache.ServiceQuotasRequests, "cache.service_quotas_requests")
+	return out
+}
+
 // openStore returns the limiter the store settings name, a function that
 // closes it, and the Redis store to run (nil for memory). tlsConfig makes
 // a rediss URL's TLS configuration (nil: go-redis's). nodes is

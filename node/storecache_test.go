@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/cloudmap"
 	"github.com/tollgate/tollgate/config"
+	"github.com/tollgate/tollgate/internal/logtest"
 	"github.com/tollgate/tollgate/internal/redistest"
 	"github.com/tollgate/tollgate/servicequotas"
 )
@@ -185,4 +187,27 @@ func TestServiceQuotasCacheRequestsInForce(t *testing.T) {
 	if held := n.quotas.CachedRequests(); held > config.MinCacheServiceQuotasRequests {
 		t.Fatalf("service_quotas_requests 100, after reading: %d requests held", held)
 	}
+}
+
+// TestStoreCacheChangeAtReload: a reload that changes store.cache
+// reloads the rest of the file, says in its log line which keys take
+// effect only at the next start, and leaves the bounds in force as they
+// were at start (1Mi holds fewer scopes than 2Mi would).
+func TestStoreCacheChangeAtReload(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "tollgate.yaml", cacheConfig("  data_dir: state\n  cache: {cloud_map_bytes: 1Mi}\n"))
+	var logs logtest.Buffer
+	n := newTestNode(t, &logs, Options{ConfigPath: path})
+	run(t, n, &logs)
+	writeFile(t, dir, "tollgate.yaml", cacheConfig("  data_dir: state\n  cache: {cloud_map_bytes: 2Mi, service_quotas_requests: 500}\n"))
+	reloaded, err := n.Reload(t.Context())
+	if err != nil || !slices.Contains(reloaded, PartConfig) {
+		t.Fatalf("reload: %v, %v", reloaded, err)
+	}
+	want := `msg="the config's store section changed; store settings take effect on restart" changed="store.cache.cloud_map_bytes, store.cache.service_quotas_requests"`
+	if !strings.Contains(logs.String(), want) {
+		t.Fatalf("logs, want %s:\n%s", want, logs.String())
+	}
+	registerScopes(t, n.registry)
+	withinBound(t, "after a reload to 2Mi", n.registry.CacheUse(), config.MinCacheCloudMapBytes)
 }
