@@ -21,7 +21,8 @@ func engineMetrics(c float64, ready, share int) autoscale.Metrics {
 // With two replicas, the leader decides on both replicas' load: its own
 // through its engine's policy, the follower's from its report; the
 // follower's engine then follows the leader's count, and the leader
-// writes it. The replica carrying the load gets most of each pod.
+// writes it. The replica carrying the load gets most of each pod, by the
+// leader's split.
 func TestSharedLeaderDecidesOnEveryReplicasLoad(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -74,10 +75,12 @@ func TestSharedLeaderDecidesOnEveryReplicasLoad(t *testing.T) {
 	if n := testutil.ToFloat64(leader.m.decided); n != 3 {
 		t.Errorf("tollgate_kube_service_count = %v, want 3", n)
 	}
-	if s := follower.Share(6); s != 5 {
-		t.Errorf("the follower with all the load has %d of 6 per pod, want 5 (one left for the leader)", s)
-	}
-	eventually(t, "the leader sees it has none of the load", func() bool { return leader.Share(6) == 1 })
+	// The split is the leader's: lowered first, raised once both apply.
+	eventually(t, "the follower with all the load has 5 of 6 per pod (one left for the leader), the leader 1", func() bool {
+		fp.Recommend(engineMetrics(8, 3, 3))
+		lp.Recommend(engineMetrics(0, 0, 3))
+		return follower.Share(6) == 5 && leader.Share(6) == 1
+	})
 }
 
 // A runner without leader election is its own pool's only user: the
