@@ -257,13 +257,14 @@ type shareApplier struct {
 }
 
 // adopt makes a the assignment routed by from now, unless it already is
-// (or a is nil).
-func (s *shareApplier) adopt(a *assignment, now time.Time) {
+// (or a is nil), and reports whether it was new.
+func (s *shareApplier) adopt(a *assignment, now time.Time) bool {
 	if a == nil || s.Cur != nil && s.Cur.Version == a.Version {
-		return
+		return false
 	}
 	s.applied(now)
 	s.Cur, s.Since = a, now
+	return true
 }
 
 // applied is the version to report at now.

@@ -122,8 +122,8 @@ func (r *Runner) adoptSharesLocked(now time.Time) {
 	}
 	for _, p := range r.peers {
 		if p.rep.ID == r.leaderID {
-			if p.rep.Shares.valid() {
-				r.shares.adopt(p.rep.Shares, now)
+			if p.rep.Shares.valid() && r.shares.adopt(p.rep.Shares, now) {
+				r.reportNow() // the report loop waits for it to be applied
 			}
 			return
 		}
