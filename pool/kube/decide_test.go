@@ -140,3 +140,61 @@ func TestSharedDecisionLetsTheServiceGoIdle(t *testing.T) {
 		t.Fatalf("replicas wanted %d with every replica idle, want 0", w)
 	}
 }
+
+// A replica routes by the leader's split: one request per pod before it
+// has read the report Lease; an even split while the leader publishes
+// none (a tollgate before splits); its part of the leader's split; one
+// request while the split does not name it, or once the leader has not
+// been heard from for two thirds of the lease duration (15 s here).
+func TestShareFollowsTheLeadersSplit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *Options) {
+		o.Election = &Election{Identity: "b", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	})
+	r := e.r // never run: its peers are set here
+	if s := r.Share(6); s != 1 {
+		t.Fatalf("share %d of 6 before the report Lease is read, want 1", s)
+	}
+	split := splitByLoad([]string{"a", "b", "c"}, map[string]float64{"b": 9}, false)
+	split.Version = shareVersion{Leader: "a", Gen: 4}
+	set := func(leader report, seen time.Time) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.reportsSynced = func() bool { return true }
+		r.leaderID = "a"
+		r.peers = map[string]peer{reportKey("a"): {rep: leader, seen: seen}, reportKey("c"): {rep: report{ID: "c"}, seen: time.Now()}}
+		r.adoptSharesLocked(time.Now())
+	}
+	set(report{ID: "a"}, time.Now())
+	if s := r.Share(6); s != 2 {
+		t.Fatalf("share %d of 6 with a leader that publishes no split, want the even 2", s)
+	}
+	set(report{ID: "a", Shares: split}, time.Now())
+	if s := r.Share(6); s != 4 {
+		t.Fatalf("share %d of 6 with all the load of three by the leader's split, want 4", s)
+	}
+	if s := r.Share(80); s != 78 {
+		t.Fatalf("share %d of 80 (another revision) by the same split, want 78", s)
+	}
+	r.mu.Lock()
+	applied := r.myReportLocked().Applied
+	r.mu.Unlock()
+	if applied == nil || *applied != (shareVersion{}) {
+		t.Fatalf("reports %+v applied at once, want the zero version until applyDelay passes", applied)
+	}
+	set(report{ID: "a", Shares: split}, time.Now().Add(-11*time.Second))
+	if s := r.Share(6); s != 1 {
+		t.Fatalf("share %d of 6 with the leader unheard for 11 s of 15, want 1", s)
+	}
+	other := splitByLoad([]string{"a", "c"}, nil, true)
+	other.Version = shareVersion{Leader: "a", Gen: 5}
+	set(report{ID: "a", Shares: other}, time.Now())
+	if s := r.Share(6); s != 1 {
+		t.Fatalf("share %d of 6 by a split that does not name it, want 1", s)
+	}
+	bad := &assignment{Version: shareVersion{Leader: "a", Gen: 6}, Members: 1, Parts: map[string]int{"b": 2 * shareParts}}
+	set(report{ID: "a", Shares: bad}, time.Now())
+	if s := r.Share(6); s != 1 {
+		t.Fatalf("share %d of 6 after an invalid split, want 1 still (the last valid one's)", s)
+	}
+}
