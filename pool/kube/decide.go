@@ -79,11 +79,20 @@ func (r *Runner) SharedPolicy(key string, cfg autoscale.Config, share int, local
 	return &sharedPolicy{r: r, key: key, cfg: cfg, share: share, local: local}
 }
 
-// Share implements runner.LoadSharer: one request of each pod's
-// maxConcurrency for every replica, the rest split by load
-// (capacityShare), this replica's weight against the fresh replicas'
-// reported ones. While a fresh replica reports no load (a tollgate
-// before reports carried it), the split is even.
+// Share implements runner.LoadSharer: this replica's part of
+// maxConcurrency under the leader's split (assign.go), which every
+// replica applies alike, so that the shares of the replicas in it never
+// sum above maxConcurrency, even while the split changes (the leader
+// lowers shares before it raises any). Before this replica knows a split
+// (no leader has published one: it starts, or the leader is a tollgate
+// before splits) the split is even over the fresh replicas,
+// max(1, maxConcurrency/n). It keeps the last split it knew while there
+// is no newer one (a leader of an earlier release); it has one request
+// per pod while a split does not name it yet (it has just joined), before
+// it has read the report Lease, and while it has not heard from the
+// leader for two thirds of the lease duration (a heartbeat missed) (the leader may be gone, or this
+// replica cut off: the leader reassigns a replica's share once it has not
+// heard from it for the lease duration).
 func (r *Runner) Share(maxConcurrency int) int {
 	if !r.shared() {
 		return maxConcurrency
@@ -91,17 +100,59 @@ func (r *Runner) Share(maxConcurrency int) int {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	fresh := r.freshPeersLocked(now)
-	own := r.ownLoadLocked(now).weight()
-	total := own
-	for _, p := range fresh {
-		if p.rep.Load == nil {
-			total = 0 // even split
-			break
-		}
-		total += p.rep.Load.clean().weight()
+	if !r.reportsSynced() {
+		return 1 // it does not know yet who else sends to the pods
 	}
-	return capacityShare(maxConcurrency, 1+len(fresh), own, total)
+	if a := r.shares.Cur; a != nil {
+		if !r.leading.Load() {
+			if p, _ := r.leaderPeerLocked(now); p.rep.ID == "" || now.Sub(p.seen) >= 2*r.o.Election.LeaseDuration/3 {
+				return 1 // the leader may give this share away: it stops counting this replica a lease duration after its last report
+			}
+		}
+		return min(a.share(r.o.Election.Identity, maxConcurrency), maxConcurrency)
+	}
+	return max(1, maxConcurrency/(1+len(r.freshPeersLocked(now))))
+}
+
+// adoptSharesLocked routes by the current leader's split when another
+// replica leads and its report holds a valid one; r.mu is held.
+func (r *Runner) adoptSharesLocked(now time.Time) {
+	if r.leading.Load() || r.leaderID == "" || r.leaderID == r.o.Election.Identity {
+		return
+	}
+	for _, p := range r.peers {
+		if p.rep.ID == r.leaderID {
+			if p.rep.Shares.valid() && r.shares.adopt(p.rep.Shares, now) {
+				r.reportNow() // the report loop waits for it to be applied
+			}
+			return
+		}
+	}
+}
+
+// planSharesLocked moves the leader's split one step (sharePlan.next) on
+// every replica's reported load, its own as it reports it, and routes by
+// what it publishes; r.mu is held. Not leading, it does nothing.
+func (r *Runner) planSharesLocked(now time.Time) {
+	if !r.shared() || !r.leading.Load() {
+		return
+	}
+	self := r.o.Election.Identity
+	applied := r.shares.applied(now)
+	members := []shareMember{{ID: self, Weight: r.ownLoadLocked(now).weight(), HasLoad: true, Applied: &applied, Seen: now}}
+	for _, p := range r.peers {
+		m := shareMember{ID: p.rep.ID, Applied: p.rep.Applied, Seen: p.seen}
+		if p.rep.Load != nil {
+			m.Weight, m.HasLoad = p.rep.Load.clean().weight(), true
+		}
+		members = append(members, m)
+	}
+	before := r.plan.Pub
+	r.plan = r.plan.next(now, r.o.Election.LeaseDuration, self, members)
+	if r.plan.Pub != before {
+		r.shares.adopt(r.plan.Pub, now)
+		r.reportNow()
+	}
 }
 
 // recommend records one engine's load and returns the leader's decision:
@@ -119,6 +170,7 @@ func (r *Runner) recommend(key string, cfg autoscale.Config, l replicaLoad, now 
 	if r.leading.Load() {
 		d, changed = r.decideLocked(now, cfg)
 		ok = true
+		r.planSharesLocked(now)
 	} else if p, fresh := r.leaderPeerLocked(now); fresh && p.rep.Decision != nil {
 		d, ok = p.rep.Decision.clean(), true
 		// Should this replica lead next, it holds the count from there
@@ -254,6 +306,7 @@ func (r *Runner) applyRetiringLocked() {
 	}
 	r.peerRetiring = retiring
 	r.bindLocked() // pods no longer retiring may be taken
+	r.adoptSharesLocked(time.Now())
 	if seen != r.seen {
 		r.seen = seen
 		r.reportNow()

@@ -21,7 +21,8 @@ func engineMetrics(c float64, ready, share int) autoscale.Metrics {
 // With two replicas, the leader decides on both replicas' load: its own
 // through its engine's policy, the follower's from its report; the
 // follower's engine then follows the leader's count, and the leader
-// writes it. The replica carrying the load gets most of each pod.
+// writes it. The replica carrying the load gets most of each pod, by the
+// leader's split.
 func TestSharedLeaderDecidesOnEveryReplicasLoad(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -74,10 +75,12 @@ func TestSharedLeaderDecidesOnEveryReplicasLoad(t *testing.T) {
 	if n := testutil.ToFloat64(leader.m.decided); n != 3 {
 		t.Errorf("tollgate_kube_service_count = %v, want 3", n)
 	}
-	if s := follower.Share(6); s != 5 {
-		t.Errorf("the follower with all the load has %d of 6 per pod, want 5 (one left for the leader)", s)
-	}
-	eventually(t, "the leader sees it has none of the load", func() bool { return leader.Share(6) == 1 })
+	// The split is the leader's: lowered first, raised once both apply.
+	eventually(t, "the follower with all the load has 5 of 6 per pod (one left for the leader), the leader 1", func() bool {
+		fp.Recommend(engineMetrics(8, 3, 3))
+		lp.Recommend(engineMetrics(0, 0, 3))
+		return follower.Share(6) == 5 && leader.Share(6) == 1
+	})
 }
 
 // A runner without leader election is its own pool's only user: the
@@ -135,5 +138,63 @@ func TestSharedDecisionLetsTheServiceGoIdle(t *testing.T) {
 	}
 	if w := want(); w != 0 {
 		t.Fatalf("replicas wanted %d with every replica idle, want 0", w)
+	}
+}
+
+// A replica routes by the leader's split: one request per pod before it
+// has read the report Lease; an even split while the leader publishes
+// none (a tollgate before splits); its part of the leader's split; one
+// request while the split does not name it, or once the leader has not
+// been heard from for two thirds of the lease duration (15 s here).
+func TestShareFollowsTheLeadersSplit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(o *Options) {
+		o.Election = &Election{Identity: "b", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	})
+	r := e.r // never run: its peers are set here
+	if s := r.Share(6); s != 1 {
+		t.Fatalf("share %d of 6 before the report Lease is read, want 1", s)
+	}
+	split := splitByLoad([]string{"a", "b", "c"}, map[string]float64{"b": 9}, false)
+	split.Version = shareVersion{Leader: "a", Gen: 4}
+	set := func(leader report, seen time.Time) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.reportsSynced = func() bool { return true }
+		r.leaderID = "a"
+		r.peers = map[string]peer{reportKey("a"): {rep: leader, seen: seen}, reportKey("c"): {rep: report{ID: "c"}, seen: time.Now()}}
+		r.adoptSharesLocked(time.Now())
+	}
+	set(report{ID: "a"}, time.Now())
+	if s := r.Share(6); s != 2 {
+		t.Fatalf("share %d of 6 with a leader that publishes no split, want the even 2", s)
+	}
+	set(report{ID: "a", Shares: split}, time.Now())
+	if s := r.Share(6); s != 4 {
+		t.Fatalf("share %d of 6 with all the load of three by the leader's split, want 4", s)
+	}
+	if s := r.Share(80); s != 78 {
+		t.Fatalf("share %d of 80 (another revision) by the same split, want 78", s)
+	}
+	r.mu.Lock()
+	applied := r.myReportLocked().Applied
+	r.mu.Unlock()
+	if applied == nil || *applied != (shareVersion{}) {
+		t.Fatalf("reports %+v applied at once, want the zero version until applyDelay passes", applied)
+	}
+	set(report{ID: "a", Shares: split}, time.Now().Add(-11*time.Second))
+	if s := r.Share(6); s != 1 {
+		t.Fatalf("share %d of 6 with the leader unheard for 11 s of 15, want 1", s)
+	}
+	other := splitByLoad([]string{"a", "c"}, nil, true)
+	other.Version = shareVersion{Leader: "a", Gen: 5}
+	set(report{ID: "a", Shares: other}, time.Now())
+	if s := r.Share(6); s != 1 {
+		t.Fatalf("share %d of 6 by a split that does not name it, want 1", s)
+	}
+	bad := &assignment{Version: shareVersion{Leader: "a", Gen: 6}, Members: 1, Parts: map[string]int{"b": 2 * shareParts}}
+	set(report{ID: "a", Shares: bad}, time.Now())
+	if s := r.Share(6); s != 1 {
+		t.Fatalf("share %d of 6 after an invalid split, want 1 still (the last valid one's)", s)
 	}
 }

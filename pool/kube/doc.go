@@ -46,7 +46,16 @@
 //     from for the lease duration stops counting. The split of a pod among
 //     replicas is for routing only ([Runner.Share]): each may send a pod
 //     one request at once, and the rest of its maximum concurrency goes by
-//     each replica's share of the load.
+//     each replica's share of the load. The leader splits, from one view of
+//     the reports (assign.go), publishes the split with a version, and
+//     lowers shares before it raises any: a raise waits until every fresh
+//     replica reports routing by the lowered split. So the replicas' shares
+//     of a pod never sum above its maximum concurrency while they agree
+//     on who is fresh (a replica that has just joined has one request per
+//     pod until the split names it), and a pod's maximum concurrency stays
+//     the hard limit Cloud Run's is. Requests a replica sent under a
+//     larger share it has just lowered still count, for as long as they
+//     run past the report of the lowered split (1.5 s after it adopted it).
 //   - GPUs: the Deployment's pod template, read at start and every resync;
 //     one whose containers request or limit nvidia.com/gpu makes a GPU
 //     service ([Runner.GPUs], a [runner.GPURunner]): idle instances are kept

@@ -79,6 +79,15 @@ type report struct {
 	// Decision, written by the leader only, is the count it decided on
 	// every replica's load: the other replicas' engines follow it.
 	Decision *decision `json:"decision,omitempty"`
+	// Shares, written by the leader only, is its split of each pod's
+	// maximum concurrency among the replicas (assign.go): every replica
+	// routes by its part of it.
+	Shares *assignment `json:"shares,omitempty"`
+	// Applied is the leader's split this replica has routed by for
+	// applyDelay (zero before it knows one): the leader raises a share
+	// only once every fresh replica applies its last split. Absent from
+	// a tollgate before splits.
+	Applied *shareVersion `json:"applied,omitempty"`
 }
 
 // retiringSeen names one version of a leader's retiring list.
@@ -184,7 +193,12 @@ func (r *Runner) myReportLocked() report {
 			c := *d
 			rep.Decision = &c
 		}
+		if a := r.plan.Pub; a != nil && !r.plan.TakeOver {
+			rep.Shares = a
+		}
 	}
+	applied := r.shares.applied(time.Now())
+	rep.Applied = &applied
 	if len(r.locals) > 0 {
 		l := r.ownLoadLocked(time.Now())
 		rep.Load = &l
@@ -240,6 +254,10 @@ func (r *Runner) runReports(ctx context.Context) error {
 		rep, holds := r.myReportLocked(), len(r.bound)
 		if r.forceReport {
 			r.forceReport, last, lastKey = false, "", ""
+		}
+		var applyDue <-chan time.Time // this replica will have applied the split it adopted
+		if due := r.shares.due(); !due.IsZero() {
+			applyDue = time.After(max(time.Until(due), 0))
 		}
 		r.mu.Unlock()
 		if rep.More != unlisted {
@@ -308,6 +326,11 @@ func (r *Runner) runReports(ctx context.Context) error {
 			continue
 		case <-later:
 			later = nil
+			continue
+		case <-applyDue:
+			r.mu.Lock()
+			r.planSharesLocked(time.Now()) // leading: its own apply may let a raise go
+			r.mu.Unlock()
 			continue
 		case <-beat.C:
 			r.mu.Lock()
@@ -447,6 +470,7 @@ func (r *Runner) observeReports(obj any, deleted bool) {
 		}
 	}
 	r.applyRetiringLocked()
+	r.planSharesLocked(now) // leading: a replica's apply may let a raise go
 	r.peerMetricsLocked(now)
 	if len(r.peers) != before {
 		r.log.Info("tollgate replicas sharing the Deployment", "replicas", 1+len(r.peers))

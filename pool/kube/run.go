@@ -153,6 +153,9 @@ func (r *Runner) lead(ctx context.Context) {
 	r.mu.Lock()
 	clear(r.victims)
 	r.swept = false
+	// The split starts from the one this replica routes by (an earlier
+	// leader's, or none), lowered first like any other change.
+	r.plan = sharePlan{Pub: r.shares.Cur, Target: r.plan.Target, TakeOver: true}
 	r.requeue = func(d time.Duration) { q.AddAfter(key, d) }
 	r.mu.Unlock()
 	done := make(chan struct{})

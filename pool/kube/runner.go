@@ -62,6 +62,8 @@ type Runner struct {
 	total          totalDecider         // leading: the decision on every replica's load
 	decided        *decision            // leading: the last decision, for the report and the scale loop
 	decidedAt      time.Time            // when it was made
+	shares         shareApplier         // the split of each pod this replica routes by (assign.go)
+	plan           sharePlan            // leading: the split published and the one moved to
 
 	gpus atomic.Int64 // GPUs per pod of the Deployment's template (gpu.go)
 }

@@ -7,8 +7,9 @@ package kube
 // concurrency of a pod, as Knative's autoscaler decides from every
 // activator's stats. Every replica's engine then starts instances toward
 // that count (runner.LoadSharer's policy). Each pod's capacity is split
-// among the replicas for routing only, by their load: a replica carrying
-// all the traffic may fill the pods, one carrying none keeps one slot.
+// among the replicas for routing only, by their load, by the leader
+// (assign.go): a replica carrying all the traffic may fill the pods, one
+// carrying none keeps one slot.
 
 import (
 	"math"
@@ -194,23 +195,4 @@ func (d *totalDecider) decide(now time.Time, cfg autoscale.Config, loads []repor
 	rec.Count = min(max(rec.Count, cfg.MinInstances), cfg.MaxInstances)
 	d.current = rec.Count
 	return rec, m
-}
-
-// capacityShare is one replica's part of a pod's maxConcurrency when n
-// replicas share it: one request each, and the rest split by weight (own
-// against every fresh replica's, own included in total), rounded down, so
-// that the shares of replicas that see the same weights never sum above
-// maxConcurrency. With no load anywhere the split is even; with fewer
-// requests than replicas, one each.
-func capacityShare(maxConcurrency, n int, own, total float64) int {
-	switch {
-	case n <= 1:
-		return maxConcurrency
-	case maxConcurrency <= n:
-		return 1
-	case !(total > 0) || !(own >= 0):
-		return max(1, maxConcurrency/n)
-	}
-	spare := float64(maxConcurrency - n)
-	return 1 + int(math.Floor(spare*min(own/total, 1)+1e-9))
 }

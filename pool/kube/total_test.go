@@ -3,7 +3,6 @@ package kube
 import (
 	"encoding/json"
 	"math"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -128,61 +127,14 @@ func TestTotalDecisionCPUAndACT(t *testing.T) {
 	}
 }
 
-// A replica's share of a pod: one request each, the rest by load, never
-// summing above the pod's max concurrency when every replica sees the
-// same loads.
-func TestCapacityShare(t *testing.T) {
-	for _, tc := range []struct {
-		mc, n       int
-		own, total  float64
-		want        int
-		description string
-	}{
-		{6, 1, 0, 0, 6, "alone"},
-		{6, 3, 8, 8, 4, "all the load of three"},
-		{6, 3, 0, 8, 1, "none of it"},
-		{6, 3, 0, 0, 2, "no load anywhere: even"},
-		{6, 3, 3, 8, 2, "3 of 3/3/2"},
-		{6, 3, 2, 8, 1, "2 of 3/3/2"},
-		{2, 3, 5, 5, 1, "fewer requests than replicas"},
-		{80, 2, 1, 2, 40, "half of 80"},
-		{6, 3, math.NaN(), 1, 2, "a weight that is not a number: even"},
-	} {
-		if got := capacityShare(tc.mc, tc.n, tc.own, tc.total); got != tc.want {
-			t.Errorf("%s: capacityShare(%d, %d, %v, %v) = %d, want %d", tc.description, tc.mc, tc.n, tc.own, tc.total, got, tc.want)
-		}
-	}
-	rnd := rand.New(rand.NewPCG(1, 2))
-	for range 10_000 {
-		mc, n := 1+rnd.IntN(1000), 1+rnd.IntN(20)
-		w := make([]float64, n)
-		total := 0.0
-		for i := range w {
-			if rnd.IntN(3) > 0 {
-				w[i] = rnd.Float64() * 100
-			}
-			total += w[i]
-		}
-		sum := 0
-		for i := range w {
-			s := capacityShare(mc, n, w[i], total)
-			if s < 1 || s > mc {
-				t.Fatalf("share %d of %d", s, mc)
-			}
-			sum += s
-		}
-		if sum > max(mc, n) {
-			t.Fatalf("max concurrency %d, weights %v: shares sum to %d", mc, w, sum)
-		}
-	}
-}
-
 // A report's load is another process's JSON: whatever it holds, the
 // merged load and the decision on it are finite and bounded.
 func FuzzReportLoad(f *testing.F) {
 	f.Add([]byte(`{"id":"a","ask":1,"load":{"c6":8,"c60":8,"c600":8,"act":1,"active":8,"ready":3}}`))
 	f.Add([]byte(`{"load":{"c60":-1,"act":7,"active":-5,"ready":-1,"cpu60":1e308}}`))
 	f.Add([]byte(`{"load":{"c60":1e308,"c600":1e308,"c6":1e308,"active":9223372036854775807},"decision":{"count":-3}}`))
+	f.Add([]byte(`{"load":{"c6":1},"shares":{"version":{"leader":"a","gen":3},"members":2,"parts":{"a":999999,"b":1}}}`))
+	f.Add([]byte(`{"load":{"c6":1},"shares":{"members":1,"parts":{"a":9223372036854775807,"b":-9223372036854775807}}}`))
 	cfg := autoscale.Config{MaxConcurrency: 6, MaxInstances: 50}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var rep report
@@ -202,8 +154,18 @@ func FuzzReportLoad(f *testing.F) {
 		if rec.Count < 0 || rec.Count > cfg.MaxInstances {
 			t.Fatalf("count %d", rec.Count)
 		}
-		if s := capacityShare(6, 3, l.weight(), l.weight()*3); s < 1 || s > 6 {
-			t.Fatalf("share %d", s)
+		if a := rep.Shares; a.valid() {
+			sum := 0
+			for id := range a.Parts {
+				s := a.share(id, 6)
+				if s < 1 || s > 6 {
+					t.Fatalf("share %d of 6 under %+v", s, a)
+				}
+				sum += s
+			}
+			if sum > max(6, a.Members) {
+				t.Fatalf("shares of 6 sum to %d under %+v", sum, a)
+			}
 		}
 	})
 }
