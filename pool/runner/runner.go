@@ -70,7 +70,9 @@ type LoadSharer interface {
 	// Share is this replica's part of maxConcurrency: how many requests
 	// it may send one instance at once. The pool reads it once a second,
 	// in place of maxConcurrency/Sharers, and keeps it in [1,
-	// maxConcurrency].
+	// maxConcurrency]. The replicas' shares must not sum above
+	// maxConcurrency, also while they change (pool/kube: one split the
+	// leader publishes, lowered before it is raised).
 	Share(maxConcurrency int) int
 	// SharedPolicy returns the policy of one revision's engine (key names
 	// it: service/revision, the same for every call of that revision):
