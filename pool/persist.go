@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/pool/traffic"
@@ -202,7 +203,7 @@ func (p *Pool) save(only string) error {
 	if len(changed) == 0 {
 		return nil
 	}
-	slices.SortFunc(changed, func(a, b SavedRevisions) int { return cmpString(a.Service, b.Service) })
+	slices.SortFunc(changed, func(a, b SavedRevisions) int { return strings.Compare(a.Service, b.Service) })
 	if err := ps.store.SaveRevisions(changed); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotKept, err)
 	}
@@ -210,16 +211,6 @@ func (p *Pool) save(only string) error {
 		ps.last[sv.Service] = sv
 	}
 	return nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // noteSetTraffic records t as set by SetTraffic for service, if it is

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -219,7 +220,7 @@ func (c *simCluster) step() {
 				members = append(members, m)
 			}
 		}
-		slices.SortFunc(members, func(a, b shareMember) int { return cmpString(a.ID, b.ID) })
+		slices.SortFunc(members, func(a, b shareMember) int { return strings.Compare(a.ID, b.ID) })
 		before := c.plan.Pub
 		c.plan = c.plan.next(c.now, simLease, c.leader, members)
 		if c.plan.Pub != before {
@@ -262,16 +263,6 @@ func (c *simCluster) step() {
 		}
 	}
 	c.check()
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // check fails the test if a pod could get more than its max concurrency.
